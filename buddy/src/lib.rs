@@ -1,0 +1,1 @@
+//! A zoned buddy allocator, generic over the memory model.

@@ -1,0 +1,107 @@
+//! FLATMEM: one `mem_map` array over the whole physical span.
+//!
+//! The kernel's flat model allocates a `struct page` for every pfn from
+//! `ARCH_PFN_OFFSET` to `max_mapnr`, holes included (their pages are marked
+//! reserved), so `pfn_valid` is a single range check and `pfn_to_page` is
+//! `mem_map + (pfn - ARCH_PFN_OFFSET)`. It is the fastest lookup and the
+//! most wasteful memmap: a hole costs as much as RAM. There is no hotplug.
+
+use crate::geometry::Geometry;
+use crate::layout::Layout;
+use crate::memmap::{MemmapBlock, check_memmap_budget};
+use crate::model::{BuildError, HotplugError, MemmapBytes, MemoryModel};
+use crate::page::{PAGE_STRUCT_SIZE, Page};
+use crate::types::Pfn;
+
+/// The FLATMEM model.
+///
+/// Invariants: `mem_map` holds `nr_pages` initialised pages, the first for
+/// `pfn_offset`; every pfn of the span is valid.
+pub struct Flat {
+    geometry: Geometry,
+    pfn_offset: u64,
+    nr_pages: u64,
+    mem_map: MemmapBlock,
+}
+
+impl Flat {
+    /// Builds the memmap over the layout's span (`Layout::pfn_span`).
+    pub fn new(layout: &Layout) -> Result<Flat, BuildError> {
+        let geometry = *layout.geometry();
+        let (lo, hi) = layout.pfn_span();
+        let nr_pages = hi.get() - lo.get();
+        check_memmap_budget(nr_pages.saturating_mul(PAGE_STRUCT_SIZE))?;
+        let mem_map = MemmapBlock::new(nr_pages)?;
+        let shift = geometry.pfn_section_shift();
+        for (i, page) in mem_map.pages().iter().enumerate() {
+            page.init_reserved((lo.get() + i as u64) >> shift);
+        }
+        Ok(Flat {
+            geometry,
+            pfn_offset: lo.get(),
+            nr_pages,
+            mem_map,
+        })
+    }
+
+    /// `ARCH_PFN_OFFSET`: the first pfn of the span.
+    pub fn pfn_offset(&self) -> Pfn {
+        Pfn::new(self.pfn_offset)
+    }
+}
+
+const NO_HOTPLUG: &str = "FLATMEM has no memory hotplug; use a section-based model";
+
+impl MemoryModel for Flat {
+    fn name(&self) -> &'static str {
+        "flat"
+    }
+
+    fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    #[inline(always)]
+    fn pfn_valid(&self, pfn: Pfn) -> bool {
+        pfn.get().wrapping_sub(self.pfn_offset) < self.nr_pages
+    }
+
+    #[inline(always)]
+    unsafe fn pfn_to_page_unchecked(&self, pfn: Pfn) -> &Page {
+        debug_assert!(self.pfn_valid(pfn));
+        let index = (pfn.get() - self.pfn_offset) as usize;
+        // SAFETY: the caller promises pfn_valid(pfn), so index < nr_pages,
+        // the length of the memmap slice.
+        unsafe { self.mem_map.pages().get_unchecked(index) }
+    }
+
+    fn page_to_pfn(&self, page: &Page) -> Pfn {
+        let base = self.mem_map.pages().as_ptr().addr();
+        let index = (std::ptr::from_ref(page).addr() - base) as u64 / PAGE_STRUCT_SIZE;
+        Pfn::new(self.pfn_offset + index)
+    }
+
+    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&Page> {
+        self.pfn_to_page(pfn)
+    }
+
+    fn memmap_bytes(&self) -> MemmapBytes {
+        MemmapBytes {
+            reserved: self.mem_map.reserved_bytes(),
+            resident: self.mem_map.resident_bytes(),
+            tables: 0,
+        }
+    }
+
+    fn hot_add(&mut self, _: Pfn, _: u64) -> Result<(), HotplugError> {
+        Err(HotplugError::Unsupported(NO_HOTPLUG))
+    }
+
+    fn hot_remove(&mut self, _: Pfn, _: u64) -> Result<(), HotplugError> {
+        Err(HotplugError::Unsupported(NO_HOTPLUG))
+    }
+
+    fn set_online(&mut self, _: Pfn, _: u64, _: bool) -> Result<(), HotplugError> {
+        Err(HotplugError::Unsupported(NO_HOTPLUG))
+    }
+}

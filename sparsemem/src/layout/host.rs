@@ -1,0 +1,222 @@
+//! Reading the live host's physical memory map.
+//!
+//! `/sys/firmware/memmap/N/{start,end,type}` is the firmware (e820) map as
+//! the kernel received it, `end` inclusive; "System RAM" becomes RAM and
+//! every other type reserved. Where it is missing, the top level of
+//! `/proc/iomem` serves (same rule; it needs root, or every address reads as
+//! zero). Node ids come from the memory-block links in
+//! `/sys/devices/system/node/nodeN/memoryM` (block `M` covers
+//! `[M * block_size_bytes, (M + 1) * block_size_bytes)`); RAM ranges that
+//! straddle nodes are split. Overlapping firmware entries are clipped so
+//! the first one wins, and entries beyond the geometry's physical address
+//! width are dropped, since no model can describe them.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::{Layout, LayoutError, MemRange, RangeKind};
+use crate::geometry::Geometry;
+
+/// Where the host loader looks; tests point it at saved samples.
+#[derive(Clone, Debug)]
+pub struct HostSources {
+    /// `/sys/firmware/memmap`.
+    pub firmware_memmap: PathBuf,
+    /// `/proc/iomem`.
+    pub iomem: PathBuf,
+    /// `/sys/devices/system/node`.
+    pub node_dir: PathBuf,
+    /// `/sys/devices/system/memory`.
+    pub memory_dir: PathBuf,
+}
+
+impl HostSources {
+    /// The live system's files.
+    pub fn system() -> HostSources {
+        HostSources {
+            firmware_memmap: "/sys/firmware/memmap".into(),
+            iomem: "/proc/iomem".into(),
+            node_dir: "/sys/devices/system/node".into(),
+            memory_dir: "/sys/devices/system/memory".into(),
+        }
+    }
+}
+
+/// One firmware entry: `[start, end)` and its type string.
+pub type FirmwareEntry = (u64, u64, String);
+
+fn read_trimmed(path: &Path) -> Result<String, String> {
+    fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn parse_hex(s: &str, what: &str) -> Result<u64, String> {
+    let digits = s.trim().trim_start_matches("0x");
+    u64::from_str_radix(digits, 16).map_err(|_| format!("{what}: `{s}` is not a hex number"))
+}
+
+/// Parses a `/sys/firmware/memmap` directory into entries with exclusive
+/// ends, sorted by start.
+pub fn parse_firmware_memmap(dir: &Path) -> Result<Vec<FirmwareEntry>, String> {
+    let mut entries = Vec::new();
+    let listing = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for item in listing {
+        let path = item.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+        let start = parse_hex(&read_trimmed(&path.join("start"))?, "start")?;
+        let end_incl = parse_hex(&read_trimmed(&path.join("end"))?, "end")?;
+        let kind = read_trimmed(&path.join("type"))?;
+        if end_incl < start {
+            return Err(format!("{}: end below start", path.display()));
+        }
+        entries.push((start, end_incl.saturating_add(1), kind));
+    }
+    if entries.is_empty() {
+        return Err(format!("{}: no entries", dir.display()));
+    }
+    entries.sort();
+    Ok(entries)
+}
+
+/// Parses the top level of `/proc/iomem` text into entries with exclusive
+/// ends, sorted by start.
+pub fn parse_iomem(text: &str) -> Result<Vec<FirmwareEntry>, String> {
+    let mut entries = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.is_empty() || line.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let (span, name) = line
+            .split_once(" : ")
+            .ok_or_else(|| format!("line {}: expected `start-end : name`", i + 1))?;
+        let (a, b) = span
+            .split_once('-')
+            .ok_or_else(|| format!("line {}: expected `start-end`", i + 1))?;
+        let start = parse_hex(a, &format!("line {}", i + 1))?;
+        let end_incl = parse_hex(b, &format!("line {}", i + 1))?;
+        entries.push((start, end_incl.saturating_add(1), name.trim().to_owned()));
+    }
+    if entries.is_empty() {
+        return Err("no entries".into());
+    }
+    if entries.iter().all(|(s, e, _)| *s == 0 && *e == 1) {
+        return Err("every address reads as zero (reading /proc/iomem needs root)".into());
+    }
+    entries.sort();
+    Ok(entries)
+}
+
+/// Memory block → node, from the node directory's `memoryN` links.
+fn read_node_map(sources: &HostSources) -> Option<(u64, BTreeMap<u64, u16>)> {
+    let block = parse_hex(
+        &read_trimmed(&sources.memory_dir.join("block_size_bytes")).ok()?,
+        "block_size_bytes",
+    )
+    .ok()?;
+    let mut map = BTreeMap::new();
+    for node in fs::read_dir(&sources.node_dir).ok()?.flatten() {
+        let name = node.file_name().to_string_lossy().into_owned();
+        let Some(Ok(nid)) = name.strip_prefix("node").map(str::parse::<u16>) else {
+            continue;
+        };
+        for entry in fs::read_dir(node.path()).ok()?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(Ok(id)) = name.strip_prefix("memory").map(str::parse::<u64>) {
+                map.insert(id, nid);
+            }
+        }
+    }
+    (block > 0 && !map.is_empty()).then_some((block, map))
+}
+
+/// The geometry of this machine's architecture, wide enough for `max_end`.
+fn host_geometry(max_end: u64) -> Geometry {
+    if cfg!(target_arch = "aarch64") {
+        if crate::memmap::host_page_size() == 1 << 16 {
+            Geometry::ARM64_64K
+        } else {
+            Geometry::ARM64_4K
+        }
+    } else if max_end > Geometry::X86_64.max_phys_addr().get() {
+        Geometry::X86_64_LA57
+    } else {
+        Geometry::X86_64
+    }
+}
+
+/// Turns firmware entries into a layout: kinds, clipping, node split.
+pub(super) fn entries_to_layout(
+    entries: &[FirmwareEntry],
+    nodes: Option<&(u64, BTreeMap<u64, u16>)>,
+    source: &str,
+) -> Result<Layout, LayoutError> {
+    let ram_end = entries
+        .iter()
+        .filter(|e| e.2 == "System RAM")
+        .map(|e| e.1)
+        .max()
+        .unwrap_or(0);
+    let g = host_geometry(ram_end);
+    let max = g.max_phys_addr().get();
+    let mut ranges: Vec<MemRange> = Vec::new();
+    let mut covered = 0u64;
+    for (start, end, kind) in entries {
+        let start = (*start).max(covered);
+        let end = (*end).min(max);
+        if start >= end {
+            continue;
+        }
+        covered = end;
+        let kind = if kind == "System RAM" {
+            RangeKind::Ram
+        } else {
+            RangeKind::Reserved
+        };
+        push_split_by_node(&mut ranges, MemRange::new(start, end, kind, 0), nodes);
+    }
+    Layout::new(g, ranges, source)
+}
+
+fn push_split_by_node(
+    out: &mut Vec<MemRange>,
+    r: MemRange,
+    nodes: Option<&(u64, BTreeMap<u64, u16>)>,
+) {
+    let Some((block, map)) = nodes else {
+        out.push(r);
+        return;
+    };
+    let node_at = |addr: u64| map.get(&(addr / block)).copied();
+    let mut start = r.start.get();
+    let mut node = node_at(start).unwrap_or(0);
+    let mut at = (start / block + 1) * block;
+    while at < r.end.get() {
+        if let Some(n) = node_at(at).filter(|&n| n != node) {
+            out.push(MemRange::new(start, at, r.kind, node));
+            start = at;
+            node = n;
+        }
+        at += block;
+    }
+    out.push(MemRange::new(start, r.end.get(), r.kind, node));
+}
+
+/// Loads the host layout from `sources`.
+pub(super) fn load(sources: &HostSources) -> Result<Layout, LayoutError> {
+    let nodes = read_node_map(sources);
+    let firmware = parse_firmware_memmap(&sources.firmware_memmap);
+    if let Ok(entries) = &firmware {
+        return entries_to_layout(entries, nodes.as_ref(), "host");
+    }
+    let iomem = fs::read_to_string(&sources.iomem)
+        .map_err(|e| format!("{}: {e}", sources.iomem.display()))
+        .and_then(|t| parse_iomem(&t));
+    match iomem {
+        Ok(entries) => entries_to_layout(&entries, nodes.as_ref(), "host"),
+        Err(iomem_err) => Err(LayoutError::Host(format!(
+            "{}; {iomem_err}",
+            firmware.err().unwrap_or_default()
+        ))),
+    }
+}

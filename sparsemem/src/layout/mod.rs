@@ -1,0 +1,424 @@
+//! Physical memory layouts: which byte ranges are RAM, hot-pluggable or
+//! reserved, on which node.
+//!
+//! A layout comes from a TOML file ([`Layout::from_toml`]), the live host
+//! ([`Layout::from_host`]) or a named preset ([`Layout::preset`]); a
+//! [`LayoutSpec`] string picks one (`host`, `preset:NAME`, or a path). All
+//! three go through [`Layout::new`], which enforces the rules every model
+//! relies on, and report bad input as a [`LayoutError`] that names the range
+//! and the problem.
+//!
+//! Page rounding follows the kernel: RAM ranges are rounded inward to whole
+//! pages (as e820 RAM is), hotplug ranges must be 2 MiB aligned, and reserved
+//! ranges only matter for display (they never make a pfn valid).
+
+mod file;
+mod host;
+mod presets;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::geometry::{Geometry, GeometryError, SUBSECTION_SHIFT};
+use crate::subsection::SubsectionMap;
+use crate::types::{Pfn, PhysAddr, SectionNr};
+
+pub use host::{HostSources, parse_firmware_memmap, parse_iomem};
+pub use presets::PRESET_NAMES;
+
+/// Largest node id a layout may use (the kernel's `MAX_NUMNODES` is 1024).
+pub const MAX_NUMNODES: u16 = 1024;
+
+/// What a physical range holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum RangeKind {
+    /// Boot memory (e820 "System RAM").
+    Ram,
+    /// Memory added after boot (DIMM hotplug, ZONE_DEVICE); 2 MiB aligned.
+    Hotplug,
+    /// Firmware-reserved or device memory: never valid on its own.
+    Reserved,
+}
+
+impl fmt::Display for RangeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RangeKind::Ram => "ram",
+            RangeKind::Hotplug => "hotplug",
+            RangeKind::Reserved => "reserved",
+        })
+    }
+}
+
+/// One physical range `[start, end)` in bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MemRange {
+    /// First byte.
+    pub start: PhysAddr,
+    /// One past the last byte.
+    pub end: PhysAddr,
+    /// What it holds.
+    pub kind: RangeKind,
+    /// NUMA node.
+    pub node: u16,
+}
+
+impl MemRange {
+    /// A range; checked when it goes into a [`Layout`].
+    pub const fn new(start: u64, end: u64, kind: RangeKind, node: u16) -> MemRange {
+        MemRange {
+            start: PhysAddr::new(start),
+            end: PhysAddr::new(end),
+            kind,
+            node,
+        }
+    }
+
+    /// Whole pages of the range as `[first, end)` pfns, or `None` when it
+    /// holds no whole page. RAM and hotplug round inward; reserved outward.
+    pub fn pfns(&self, g: &Geometry) -> Option<(Pfn, Pfn)> {
+        let ps = g.page_size();
+        let (first, end) = match self.kind {
+            RangeKind::Reserved => (self.start.get() / ps, self.end.get().div_ceil(ps)),
+            _ => (self.start.get().div_ceil(ps), self.end.get() / ps),
+        };
+        (first < end).then_some((Pfn::new(first), Pfn::new(end)))
+    }
+
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.end.get() - self.start.get()
+    }
+}
+
+/// A layout was refused; every variant names the range and the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LayoutError {
+    /// The file could not be read.
+    Io {
+        /// The path.
+        path: String,
+        /// The OS error text.
+        error: String,
+    },
+    /// The TOML is malformed or has an unknown key or kind.
+    Syntax {
+        /// Index of the `[[range]]` the problem is in, when it is in one.
+        range: Option<usize>,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The geometry is unknown or impossible.
+    Geometry(GeometryError),
+    /// One range breaks a rule.
+    Range {
+        /// Index of the range as given.
+        index: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Two ranges overlap.
+    Overlap {
+        /// Index of the range that starts first.
+        first: usize,
+        /// Index of the other.
+        second: usize,
+        /// First byte in both.
+        at: PhysAddr,
+    },
+    /// No range holds a whole page of RAM or hotplug memory.
+    NoMemory,
+    /// The host's memory map could not be read.
+    Host(String),
+    /// No preset has this name.
+    UnknownPreset(String),
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutError::Io { path, error } => write!(f, "cannot read layout file {path}: {error}"),
+            LayoutError::Syntax {
+                range: Some(i),
+                line,
+                message,
+            } => write!(f, "range[{i}] (line {line}): {message}"),
+            LayoutError::Syntax {
+                range: None,
+                line,
+                message,
+            } => write!(f, "line {line}: {message}"),
+            LayoutError::Geometry(e) => write!(f, "{e}"),
+            LayoutError::Range { index, problem } => write!(f, "range[{index}]: {problem}"),
+            LayoutError::Overlap { first, second, at } => {
+                write!(f, "range[{first}] and range[{second}] overlap at {at}")
+            }
+            LayoutError::NoMemory => write!(
+                f,
+                "the layout has no ram or hotplug range of at least one page"
+            ),
+            LayoutError::Host(why) => write!(f, "cannot read the host memory map: {why}"),
+            LayoutError::UnknownPreset(name) => write!(
+                f,
+                "unknown preset `{name}` (known: {})",
+                PRESET_NAMES.join(", ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LayoutError {}
+
+impl From<GeometryError> for LayoutError {
+    fn from(e: GeometryError) -> Self {
+        LayoutError::Geometry(e)
+    }
+}
+
+/// Where a layout comes from, as the CLI spells it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LayoutSpec {
+    /// `host`: the live machine.
+    Host,
+    /// `preset:NAME`.
+    Preset(String),
+    /// Anything else: a TOML file.
+    File(String),
+}
+
+impl LayoutSpec {
+    /// Parses `host`, `preset:NAME` or a path.
+    pub fn parse(spec: &str) -> LayoutSpec {
+        if spec == "host" {
+            LayoutSpec::Host
+        } else if let Some(name) = spec.strip_prefix("preset:") {
+            LayoutSpec::Preset(name.to_owned())
+        } else {
+            LayoutSpec::File(spec.to_owned())
+        }
+    }
+
+    /// Loads the layout.
+    pub fn load(&self) -> Result<Layout, LayoutError> {
+        match self {
+            LayoutSpec::Host => Layout::from_host(),
+            LayoutSpec::Preset(name) => Layout::preset(name),
+            LayoutSpec::File(path) => Layout::from_toml_file(Path::new(path)),
+        }
+    }
+}
+
+impl fmt::Display for LayoutSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutSpec::Host => f.write_str("host"),
+            LayoutSpec::Preset(n) => write!(f, "preset:{n}"),
+            LayoutSpec::File(p) => f.write_str(p),
+        }
+    }
+}
+
+/// What the boot-time memmap of one section looks like, derived from a
+/// layout: whether it is early and which subsections are present.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SectionPlan {
+    /// At least one whole RAM page lies in it.
+    pub early: bool,
+    /// Subsections holding RAM pages or hotplug memory.
+    pub subsections: SubsectionMap,
+}
+
+/// A validated physical memory layout.
+///
+/// Invariants:
+/// - ranges are sorted by start and do not overlap;
+/// - every range has `start < end <= 2^MAX_PHYSMEM_BITS` and a node below
+///   [`MAX_NUMNODES`]; hotplug ranges are 2 MiB aligned;
+/// - at least one RAM or hotplug range holds a whole page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    geometry: Geometry,
+    ranges: Vec<MemRange>,
+    source: String,
+}
+
+impl Layout {
+    /// Validates `ranges` (indices in errors are positions in this vector)
+    /// and sorts them.
+    pub fn new(
+        geometry: Geometry,
+        ranges: Vec<MemRange>,
+        source: impl Into<String>,
+    ) -> Result<Layout, LayoutError> {
+        let max = geometry.max_phys_addr().get();
+        let align = 1u64 << SUBSECTION_SHIFT;
+        for (index, r) in ranges.iter().enumerate() {
+            let problem = if r.start >= r.end {
+                Some(format!("start {} is not below end {}", r.start, r.end))
+            } else if r.end.get() > max {
+                Some(format!(
+                    "end {} is beyond 2^MAX_PHYSMEM_BITS ({:#x}) of geometry {}",
+                    r.end,
+                    max,
+                    geometry.name()
+                ))
+            } else if r.kind == RangeKind::Hotplug
+                && (r.start.get() % align != 0 || r.end.get() % align != 0)
+            {
+                Some(format!(
+                    "hotplug range {}..{} is not aligned to 2 MiB",
+                    r.start, r.end
+                ))
+            } else if r.node >= MAX_NUMNODES {
+                Some(format!(
+                    "node {} is not below MAX_NUMNODES ({MAX_NUMNODES})",
+                    r.node
+                ))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(LayoutError::Range { index, problem });
+            }
+        }
+        let mut order: Vec<usize> = (0..ranges.len()).collect();
+        order.sort_by_key(|&i| (ranges[i].start, ranges[i].end));
+        for w in order.windows(2) {
+            let (a, b) = (&ranges[w[0]], &ranges[w[1]]);
+            if b.start < a.end {
+                return Err(LayoutError::Overlap {
+                    first: w[0],
+                    second: w[1],
+                    at: b.start,
+                });
+            }
+        }
+        let sorted: Vec<MemRange> = order.iter().map(|&i| ranges[i]).collect();
+        let layout = Layout {
+            geometry,
+            ranges: sorted,
+            source: source.into(),
+        };
+        if layout.memory_ranges().next().is_none() {
+            return Err(LayoutError::NoMemory);
+        }
+        Ok(layout)
+    }
+
+    /// Loads a TOML layout file.
+    pub fn from_toml_file(path: &Path) -> Result<Layout, LayoutError> {
+        let text = std::fs::read_to_string(path).map_err(|e| LayoutError::Io {
+            path: path.display().to_string(),
+            error: e.to_string(),
+        })?;
+        file::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses a TOML layout (see the README for the format).
+    pub fn from_toml(text: &str) -> Result<Layout, LayoutError> {
+        file::parse(text, "toml")
+    }
+
+    /// Reads the live host: `/sys/firmware/memmap`, else `/proc/iomem`, with
+    /// node ids from `/sys/devices/system/node`.
+    pub fn from_host() -> Result<Layout, LayoutError> {
+        host::load(&HostSources::system())
+    }
+
+    /// A named preset (see [`PRESET_NAMES`]).
+    pub fn preset(name: &str) -> Result<Layout, LayoutError> {
+        presets::build(name)
+    }
+
+    /// The geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// The ranges, sorted by start.
+    pub fn ranges(&self) -> &[MemRange] {
+        &self.ranges
+    }
+
+    /// Where the layout came from (a path, `host`, `preset:NAME`).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// RAM and hotplug ranges that hold at least one whole page, with their
+    /// pfns.
+    pub fn memory_ranges(&self) -> impl Iterator<Item = (&MemRange, Pfn, Pfn)> + '_ {
+        self.ranges
+            .iter()
+            .filter(|r| r.kind != RangeKind::Reserved)
+            .filter_map(|r| r.pfns(&self.geometry).map(|(a, b)| (r, a, b)))
+    }
+
+    /// FLATMEM's span: the first pfn of any RAM or hotplug range and the end
+    /// pfn of the last one.
+    pub fn pfn_span(&self) -> (Pfn, Pfn) {
+        let mut iter = self.memory_ranges().map(|(_, a, b)| (a, b));
+        let first = iter.next().expect("a Layout has memory (invariant)");
+        iter.fold(first, |(lo, hi), (a, b)| (lo.min(a), hi.max(b)))
+    }
+
+    /// Whole pages of RAM plus hotplug memory.
+    pub fn present_pages(&self) -> u64 {
+        self.memory_ranges()
+            .map(|(_, a, b)| b.get() - a.get())
+            .sum()
+    }
+
+    /// Boot-time plan of every present section: early sections (with a whole
+    /// RAM page) and the subsections holding RAM or hotplug memory.
+    pub fn section_plan(&self) -> BTreeMap<SectionNr, SectionPlan> {
+        let g = self.geometry;
+        let mut plan: BTreeMap<SectionNr, SectionPlan> = BTreeMap::new();
+        for (r, first, end) in self.memory_ranges() {
+            let mut pfn = first.get();
+            while pfn < end.get() {
+                let nr = g.pfn_to_section_nr(Pfn::new(pfn));
+                let chunk_end =
+                    (g.section_nr_to_pfn(nr).get() + g.pages_per_section()).min(end.get());
+                let bits = SubsectionMap::range(
+                    g.subsection_index(Pfn::new(pfn)),
+                    g.subsection_index(Pfn::new(chunk_end - 1)),
+                );
+                let entry = plan.entry(nr).or_insert(SectionPlan {
+                    early: false,
+                    subsections: SubsectionMap::EMPTY,
+                });
+                entry.early |= r.kind == RangeKind::Ram;
+                entry.subsections = entry.subsections.or(&bits);
+                pfn = chunk_end;
+            }
+        }
+        plan
+    }
+
+    /// Node of the memory range holding `pfn`, or of the nearest one below.
+    pub fn node_of(&self, pfn: Pfn) -> u16 {
+        self.memory_ranges()
+            .take_while(|(_, first, _)| *first <= pfn)
+            .last()
+            .or_else(|| self.memory_ranges().next())
+            .map_or(0, |(r, _, _)| r.node)
+    }
+
+    /// The distinct node ids, ascending.
+    pub fn nodes(&self) -> Vec<u16> {
+        let mut nodes: Vec<u16> = self.memory_ranges().map(|(r, _, _)| r.node).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+}
+
+#[cfg(test)]
+mod tests;

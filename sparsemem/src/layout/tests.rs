@@ -1,0 +1,349 @@
+use std::fs;
+
+use super::host::entries_to_layout;
+use super::*;
+
+fn err(text: &str) -> String {
+    Layout::from_toml(text).unwrap_err().to_string()
+}
+
+const GOOD: &str = r#"
+geometry = "x86_64"
+[[range]]
+start = 0x100000
+end = 0xc0000000
+kind = "ram"
+[[range]]
+start = 0x100000000
+end = 0x140000000
+kind = "hotplug"
+node = 1
+"#;
+
+#[test]
+fn parses_the_documented_format() {
+    let l = Layout::from_toml(GOOD).unwrap();
+    assert_eq!(l.geometry(), &Geometry::X86_64);
+    assert_eq!(l.ranges().len(), 2);
+    assert_eq!(l.ranges()[1].node, 1);
+    assert_eq!(l.pfn_span(), (Pfn::new(0x100), Pfn::new(0x140000)));
+    assert_eq!(l.nodes(), vec![0, 1]);
+}
+
+#[test]
+fn custom_geometry_table_is_validated() {
+    let ok = "geometry = { page_shift = 12, section_size_bits = 28, max_physmem_bits = 40 }\n[[range]]\nstart = 0\nend = 0x10000000\nkind = \"ram\"\n";
+    assert_eq!(
+        Layout::from_toml(ok)
+            .unwrap()
+            .geometry()
+            .section_size_bits(),
+        28
+    );
+    let bad = ok.replace("28", "20");
+    assert!(err(&bad).starts_with("impossible geometry: a MAX_PAGE_ORDER block"));
+    assert_eq!(
+        err("geometry = \"pdp11\"\n"),
+        "unknown geometry `pdp11` (known: x86_64, x86_64-la57, arm64-4k, arm64-64k, ia64)"
+    );
+    assert_eq!(
+        err("geometry = 3\n"),
+        "line 1: geometry must be a preset name or a table, not integer"
+    );
+}
+
+#[test]
+fn every_range_error_names_the_range() {
+    let one = |body: &str| {
+        format!("[[range]]\nstart = 0\nend = 0x1000000\nkind = \"ram\"\n[[range]]\n{body}")
+    };
+    assert_eq!(
+        err(&one("start = 0x3000000\nend = 0x2000000\nkind = \"ram\"\n")),
+        "range[1]: start 0x3000000 is not below end 0x2000000"
+    );
+    assert_eq!(
+        err(&one(
+            "start = 0x3000000\nend = 0x400000000000001\nkind = \"ram\"\n"
+        )),
+        "range[1]: end 0x400000000000001 is beyond 2^MAX_PHYSMEM_BITS (0x400000000000) of geometry x86_64"
+    );
+    assert_eq!(
+        err(&one(
+            "start = 0x3000000\nend = 0x3100000\nkind = \"hotplug\"\n"
+        )),
+        "range[1]: hotplug range 0x3000000..0x3100000 is not aligned to 2 MiB"
+    );
+    assert_eq!(
+        err(&one(
+            "start = 0x800000\nend = 0x2000000\nkind = \"reserved\"\n"
+        )),
+        "range[0] and range[1] overlap at 0x800000"
+    );
+    assert_eq!(
+        err(&one(
+            "start = 0x3000000\nend = 0x4000000\nkind = \"ram\"\nnode = 5000\n"
+        )),
+        "range[1]: node 5000 is not below MAX_NUMNODES (1024)"
+    );
+    let unknown_kind = err(&one("start = 0x3000000\nend = 0x4000000\nkind = \"rom\"\n"));
+    assert!(
+        unknown_kind.starts_with("range[1] (line 8): unknown variant `rom`"),
+        "{unknown_kind}"
+    );
+    let unknown_key = err(&one(
+        "start = 0x3000000\nend = 0x4000000\nkind = \"ram\"\nsize = 4\n",
+    ));
+    assert!(
+        unknown_key.starts_with("range[1] (line 9): unknown field `size`"),
+        "{unknown_key}"
+    );
+    let missing = err(&one("start = 0x3000000\nkind = \"ram\"\n"));
+    assert!(
+        missing.contains("missing field `end`") && missing.starts_with("range[1]"),
+        "{missing}"
+    );
+    let negative = err(&one("start = -4\nend = 0x4000000\nkind = \"ram\"\n"));
+    assert!(negative.starts_with("range[1] (line 6):"), "{negative}");
+}
+
+#[test]
+fn top_level_errors() {
+    assert!(err("speed = 3\n").starts_with("line 1: unknown field `speed`"));
+    assert!(err("[[range]\n").starts_with("line 1:"));
+    assert_eq!(
+        err(""),
+        "the layout has no ram or hotplug range of at least one page"
+    );
+    assert_eq!(
+        err("[[range]]\nstart = 0x100\nend = 0x200\nkind = \"ram\"\n"),
+        "the layout has no ram or hotplug range of at least one page"
+    );
+    let missing = Layout::from_toml_file(std::path::Path::new("/nonexistent/layout.toml"));
+    assert!(
+        missing
+            .unwrap_err()
+            .to_string()
+            .starts_with("cannot read layout file /nonexistent/layout.toml")
+    );
+    assert_eq!(
+        Layout::preset("cray").unwrap_err().to_string(),
+        "unknown preset `cray` (known: x86-pci-hole, ia64-holes, numa-fake-64, zone-device, sparse-52bit)"
+    );
+}
+
+#[test]
+fn ram_rounds_inward_reserved_outward() {
+    let g = Geometry::X86_64;
+    let ram = MemRange::new(0x9fc00, 0x1ff000 + 0x10, RangeKind::Ram, 0);
+    assert_eq!(ram.pfns(&g), Some((Pfn::new(0xa0), Pfn::new(0x1ff))));
+    let res = MemRange::new(0x9fc00, 0x100000, RangeKind::Reserved, 0);
+    assert_eq!(res.pfns(&g), Some((Pfn::new(0x9f), Pfn::new(0x100))));
+    assert_eq!(
+        MemRange::new(0x100, 0x200, RangeKind::Ram, 0).pfns(&g),
+        None
+    );
+}
+
+#[test]
+fn presets_build_and_have_their_shape() {
+    for name in PRESET_NAMES {
+        let l = Layout::preset(name).unwrap();
+        assert_eq!(l.source(), format!("preset:{name}"));
+        assert!(l.present_pages() > 0, "{name}");
+    }
+    assert_eq!(Layout::preset("numa-fake-64").unwrap().nodes().len(), 64);
+    let ia64 = Layout::preset("ia64-holes").unwrap();
+    assert_eq!(ia64.geometry(), &Geometry::IA64);
+    let gaps: Vec<u64> = ia64
+        .ranges()
+        .windows(2)
+        .map(|w| w[1].start.get() - w[0].end.get())
+        .collect();
+    assert!(
+        gaps.iter().all(|&g| g > 1 << 30),
+        "holes over 1 GiB: {gaps:?}"
+    );
+    let zd = Layout::preset("zone-device").unwrap();
+    let plan = zd.section_plan();
+    assert!(
+        plan.values()
+            .any(|p| !p.early && p.subsections.count() < 64),
+        "sub-section holes"
+    );
+    let s52 = Layout::preset("sparse-52bit").unwrap();
+    assert_eq!(s52.pfn_span().1, Geometry::X86_64_LA57.max_pfn());
+}
+
+#[test]
+fn section_plan_marks_early_and_subsections() {
+    let l = Layout::preset("zone-device").unwrap();
+    let plan = l.section_plan();
+    let s64 = plan[&SectionNr::new(64)];
+    assert!(!s64.early);
+    assert_eq!(
+        s64.subsections.iter().collect::<Vec<_>>(),
+        [0, 1, 2].into_iter().chain(5..32).collect::<Vec<_>>()
+    );
+    assert!(plan[&SectionNr::new(0)].early);
+    assert_eq!(plan[&SectionNr::new(0)].subsections.count(), 64);
+}
+
+const IOMEM_SAMPLE: &str = "\
+00000000-00000fff : Reserved
+00001000-0009fbff : System RAM
+0009fc00-000fffff : Reserved
+  000f0000-000fffff : System ROM
+00100000-bfffffff : System RAM
+  01000000-02277287 : Kernel code
+c0001000-eebfffff : PCI Bus 0000:00
+eec00000-febfffff : Reserved
+100000000-63fffffff : System RAM
+4000000000-7fffffffff : PCI Bus 0000:00
+";
+
+fn write_firmware(dir: &std::path::Path, entries: &[(&str, &str, &str)]) {
+    for (i, (s, e, t)) in entries.iter().enumerate() {
+        let d = dir.join(i.to_string());
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("start"), format!("{s}\n")).unwrap();
+        fs::write(d.join("end"), format!("{e}\n")).unwrap();
+        fs::write(d.join("type"), format!("{t}\n")).unwrap();
+    }
+}
+
+const FIRMWARE_SAMPLE: [(&str, &str, &str); 5] = [
+    ("0x0", "0x9fbff", "System RAM"),
+    ("0x9fc00", "0xfffff", "Reserved"),
+    ("0x100000", "0xbfffffff", "System RAM"),
+    ("0xeec00000", "0xfebfffff", "Reserved"),
+    ("0x100000000", "0x63fffffff", "System RAM"),
+];
+
+#[test]
+fn iomem_sample_parses_top_level_only() {
+    let e = parse_iomem(IOMEM_SAMPLE).unwrap();
+    assert_eq!(e.len(), 8);
+    assert_eq!(e[1], (0x1000, 0x9fc00, "System RAM".to_owned()));
+    let l = entries_to_layout(&e, None, "host").unwrap();
+    let ram: Vec<_> = l
+        .memory_ranges()
+        .map(|(_, a, b)| (a.get(), b.get()))
+        .collect();
+    assert_eq!(
+        ram,
+        vec![(0x1, 0x9f), (0x100, 0xc0000), (0x100000, 0x640000)]
+    );
+    assert!(
+        parse_iomem("00000000-00000000 : System RAM\n")
+            .unwrap_err()
+            .contains("needs root")
+    );
+    assert!(parse_iomem("garbage\n").unwrap_err().contains("line 1"));
+}
+
+#[test]
+fn firmware_sample_parses_with_inclusive_ends_and_nodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fw = tmp.path().join("memmap");
+    write_firmware(&fw, &FIRMWARE_SAMPLE);
+    let e = parse_firmware_memmap(&fw).unwrap();
+    assert_eq!(e[0], (0, 0x9fc00, "System RAM".to_owned()));
+    // Nodes: blocks of 128 MiB; block 40 (5 GiB) and above on node 1.
+    let mem = tmp.path().join("memory");
+    fs::create_dir_all(&mem).unwrap();
+    fs::write(mem.join("block_size_bytes"), "8000000\n").unwrap();
+    for (node, blocks) in [(0, 0..40), (1, 40..200)] {
+        let d = tmp.path().join(format!("node/node{node}"));
+        fs::create_dir_all(&d).unwrap();
+        for b in blocks {
+            fs::create_dir_all(d.join(format!("memory{b}"))).unwrap();
+        }
+    }
+    let sources = HostSources {
+        firmware_memmap: fw,
+        iomem: tmp.path().join("absent"),
+        node_dir: tmp.path().join("node"),
+        memory_dir: mem,
+    };
+    let l = host::load(&sources).unwrap();
+    let ram: Vec<_> = l
+        .memory_ranges()
+        .map(|(r, a, b)| (a.get(), b.get(), r.node))
+        .collect();
+    assert_eq!(
+        ram,
+        vec![
+            (0, 0x9f, 0),
+            (0x100, 0xc0000, 0),
+            (0x100000, 0x140000, 0),
+            (0x140000, 0x640000, 1)
+        ]
+    );
+}
+
+#[test]
+fn host_loader_falls_back_to_iomem_and_reports_both_failures() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("iomem"), IOMEM_SAMPLE).unwrap();
+    let mut sources = HostSources {
+        firmware_memmap: tmp.path().join("no-memmap"),
+        iomem: tmp.path().join("iomem"),
+        node_dir: tmp.path().join("no-node"),
+        memory_dir: tmp.path().join("no-memory"),
+    };
+    assert_eq!(
+        host::load(&sources).unwrap().present_pages(),
+        0x9e + 0xbff00 + 0x540000
+    );
+    sources.iomem = tmp.path().join("no-iomem");
+    let e = host::load(&sources).unwrap_err().to_string();
+    assert!(
+        e.starts_with("cannot read the host memory map:")
+            && e.contains("no-memmap")
+            && e.contains("no-iomem"),
+        "{e}"
+    );
+}
+
+/// The live host's two sources agree on RAM: the same early sections and
+/// page counts within 1 MiB (the kernel trims the first page and a few
+/// firmware pages out of "System RAM" in /proc/iomem).
+#[test]
+fn live_host_sources_agree_on_ram() {
+    let sys = HostSources::system();
+    let fw = match parse_firmware_memmap(&sys.firmware_memmap) {
+        Ok(e) => e,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let io = match fs::read_to_string(&sys.iomem)
+        .map_err(|e| e.to_string())
+        .and_then(|t| parse_iomem(&t))
+    {
+        Ok(e) => e,
+        Err(why) => {
+            println!("skipped: /proc/iomem: {why}");
+            return;
+        }
+    };
+    let a = entries_to_layout(&fw, None, "fw").unwrap();
+    let b = entries_to_layout(&io, None, "iomem").unwrap();
+    let early = |l: &Layout| {
+        l.section_plan()
+            .into_iter()
+            .filter(|(_, p)| p.early)
+            .map(|(n, _)| n)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(early(&a), early(&b));
+    assert!(
+        a.present_pages().abs_diff(b.present_pages()) <= 256,
+        "{} vs {}",
+        a.present_pages(),
+        b.present_pages()
+    );
+    let live = Layout::from_host().unwrap();
+    assert!(live.present_pages() > 0);
+}

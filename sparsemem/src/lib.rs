@@ -1,0 +1,73 @@
+//! # sparsemem — physical memory vocabulary and the table-based memory models
+//!
+//! The Linux kernel describes physical memory with one 64-byte `struct page`
+//! per page frame (the *memmap*) and answers two questions on every
+//! allocator path: is there a `struct page` for this page frame number
+//! (`pfn_valid`), and where is it (`pfn_to_page`)? How it answers depends on
+//! the memory model. This crate holds what every model shares — [`Pfn`],
+//! [`PhysAddr`], [`SectionNr`], [`Order`], [`Geometry`], [`Page`],
+//! [`Layout`] and the [`MemoryModel`] trait — and two models:
+//!
+//! - [`Flat`] (FLATMEM): one array over the whole span; `pfn_valid` is a
+//!   range check; holes cost memmap.
+//! - [`Sparse`] (SPARSEMEM): a section table, classic ([`SparseClassic`]) or
+//!   two-level EXTREME ([`SparseExtreme`]), with a memmap per present
+//!   section and a 2 MiB subsection bitmap.
+//!
+//! The `vmemmap` crate adds the virtually mapped memmap on the same trait.
+//!
+//! ## Validity semantics (every model implements exactly this)
+//! - A pfn at or beyond `2^(MAX_PHYSMEM_BITS - PAGE_SHIFT)` is invalid.
+//! - Section-based models: a section is *early* when at least one whole page
+//!   of a RAM range lies in it; every pfn of an early section is valid. In
+//!   any other section a pfn is valid when its 2 MiB subsection intersects a
+//!   hotplug range. Reserved ranges never make a pfn valid.
+//! - FLATMEM: valid exactly when `lowest <= pfn < highest`, the first pfn of
+//!   any RAM or hotplug range and the end pfn of the last one.
+//!
+//! [`reference::Reference`] is a plain implementation of these rules used by
+//! the differential tests.
+//!
+//! ```
+//! use sparsemem::{Layout, MemoryModel, Pfn, SparseExtreme};
+//!
+//! let layout = Layout::preset("x86-pci-hole")?;
+//! let model = SparseExtreme::new(&layout)?;
+//! assert!(model.pfn_valid(Pfn::new(0x1000)));
+//! let page = model.pfn_to_page(Pfn::new(0x1000)).unwrap();
+//! assert_eq!(model.page_to_pfn(page), Pfn::new(0x1000));
+//! assert!(!model.pfn_valid(Pfn::new(1 << 40)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
+mod flat;
+mod geometry;
+pub mod layout;
+#[allow(unsafe_code)]
+pub mod memmap;
+#[allow(unsafe_code)]
+mod model;
+mod page;
+pub mod reference;
+#[allow(unsafe_code)]
+pub mod section;
+#[allow(unsafe_code)]
+mod sparse;
+mod subsection;
+#[allow(unsafe_code)]
+pub mod table;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod types;
+
+pub use flat::Flat;
+pub use geometry::{Geometry, GeometryError, MAX_SUBSECTIONS_PER_SECTION, SUBSECTION_SHIFT};
+pub use layout::{Layout, LayoutError, LayoutSpec, MemRange, RangeKind};
+pub use model::{BuildError, HotplugError, MemmapBytes, MemoryModel};
+pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag};
+pub use sparse::{Sparse, SparseClassic, SparseExtreme};
+pub use subsection::SubsectionMap;
+pub use types::{MAX_PAGE_ORDER, NR_PAGE_ORDERS, Order, OrderTooLarge, Pfn, PhysAddr, SectionNr};

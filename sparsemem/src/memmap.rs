@@ -1,0 +1,226 @@
+//! Backing memory for memmap arrays, and residency measurement.
+//!
+//! Every model's `struct page`s live in anonymous private mappings, so the
+//! models are compared on the same kind of memory: FLATMEM and SPARSEMEM get
+//! theirs from `memmap2`, the vmemmap crate from its own reservation.
+//! Residency is measured from the process with `mincore(2)`, never estimated.
+//!
+//! # Safety
+//! This module is one of the few that hold `unsafe`: it views a zeroed,
+//! page-aligned anonymous mapping as a slice of [`Page`] (an all-zero `Page`
+//! is a valid value: every field is an atomic integer or pointer) and calls
+//! `mincore` on mappings it is given.
+
+use std::io;
+
+use memmap2::{MmapMut, MmapOptions};
+
+use crate::page::{PAGE_STRUCT_SIZE, Page};
+
+/// One anonymous mapping holding `nr_pages` zero-initialised `struct page`s.
+///
+/// Invariants: the mapping is page aligned (so `Page`-aligned), exactly
+/// `nr_pages * 64` bytes long, and never remapped while the block lives.
+pub struct MemmapBlock {
+    map: MmapMut,
+    nr_pages: usize,
+}
+
+impl MemmapBlock {
+    /// Maps `nr_pages` zeroed descriptors; nothing is resident until touched.
+    pub fn new(nr_pages: u64) -> io::Result<MemmapBlock> {
+        let len = usize::try_from(nr_pages * PAGE_STRUCT_SIZE)
+            .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "memmap too large"))?;
+        let map = MmapOptions::new().len(len.max(1)).map_anon()?;
+        Ok(MemmapBlock {
+            map,
+            nr_pages: nr_pages as usize,
+        })
+    }
+
+    /// The descriptors.
+    #[inline(always)]
+    pub fn pages(&self) -> &[Page] {
+        // SAFETY: (1) the mapping is page aligned, so aligned for Page;
+        // (2) it is at least nr_pages * 64 bytes long and lives as long as
+        // `self`; (3) its bytes started zeroed and are only ever written
+        // through Page's atomics, so every 64-byte chunk is a valid Page;
+        // (4) Page is all atomics, so shared references may alias freely.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast::<Page>(), self.nr_pages) }
+    }
+
+    /// Bytes mapped.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// Bytes resident, by `mincore`.
+    pub fn resident_bytes(&self) -> u64 {
+        // SAFETY: the range is exactly this live mapping.
+        unsafe { resident_bytes(self.map.as_ptr(), self.map.len()) }.unwrap_or(0)
+    }
+
+    /// Gives the block's memory back to the kernel: contents become zero
+    /// (so every descriptor reads as a hole) and residency drops.
+    pub fn discard(&mut self) -> io::Result<()> {
+        // SAFETY: MADV_DONTNEED on our own private anonymous mapping: later
+        // reads see zero-filled pages, which are valid `Page`s (all atomics),
+        // and `&mut self` guarantees no `&Page` into the block is alive.
+        unsafe {
+            self.map
+                .unchecked_advise(memmap2::UncheckedAdvice::DontNeed)
+        }
+    }
+}
+
+impl MemmapBlock {
+    /// Turns descriptors `[first, first + nr)` back into holes: the host
+    /// pages wholly inside the range go back to the kernel (residency drops),
+    /// the descriptors at the unaligned edges are zeroed in place.
+    pub fn discard_range(&mut self, first: u64, nr: u64) -> io::Result<()> {
+        assert!(
+            first + nr <= self.nr_pages as u64,
+            "discard_range beyond the block"
+        );
+        let page = host_page_size() as u64;
+        let start = first * PAGE_STRUCT_SIZE;
+        let end = (first + nr) * PAGE_STRUCT_SIZE;
+        let inner_start = start.div_ceil(page) * page;
+        let inner_end = (end / page * page).max(inner_start);
+        if inner_end > inner_start {
+            // SAFETY: as in `discard`: our own private anonymous mapping, the
+            // range lies within it, and `&mut self` excludes live `&Page`s.
+            unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    inner_start as usize,
+                    (inner_end - inner_start) as usize,
+                )?;
+            }
+        }
+        let edge =
+            |a: u64, b: u64| (a / PAGE_STRUCT_SIZE) as usize..(b / PAGE_STRUCT_SIZE) as usize;
+        for range in [
+            edge(start, inner_start.min(end)),
+            edge(inner_end.max(start), end),
+        ] {
+            for p in &self.pages()[range] {
+                p.clear_to_hole();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Host page size in bytes (`sysconf(_SC_PAGESIZE)`).
+pub fn host_page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let sz = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if sz > 0 { sz as usize } else { 4096 }
+}
+
+/// Physical memory of this machine in bytes (`_SC_PHYS_PAGES`).
+pub fn host_memory_bytes() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    (pages.max(0) as u64) * host_page_size() as u64
+}
+
+/// Resident bytes of `[addr, addr + len)`, counted with `mincore`.
+///
+/// Ranges that are reserved but unmapped (`ENOMEM`) count as not resident;
+/// the range is walked in chunks so a huge sparse reservation needs no huge
+/// vector.
+///
+/// # Safety
+/// `[addr, addr + len)` must lie within mappings this process owns (a
+/// reservation is fine); `mincore` only reads page tables.
+pub unsafe fn resident_bytes(addr: *const u8, len: usize) -> io::Result<u64> {
+    const CHUNK_PAGES: usize = 1 << 16;
+    let page = host_page_size();
+    let start = addr as usize & !(page - 1);
+    let end = (addr as usize + len).div_ceil(page) * page;
+    let mut vec = vec![0u8; CHUNK_PAGES];
+    let mut resident = 0u64;
+    let mut at = start;
+    while at < end {
+        let chunk = (end - at).min(CHUNK_PAGES * page);
+        // SAFETY: `vec` has room for chunk / page entries; the address range
+        // is page aligned and within the caller's mapping.
+        let rc = unsafe { libc::mincore(at as *mut libc::c_void, chunk, vec.as_mut_ptr()) };
+        if rc == 0 {
+            let n = chunk / page;
+            resident += vec[..n].iter().filter(|&&b| b & 1 != 0).count() as u64 * page as u64;
+        } else {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::ENOMEM) {
+                return Err(err);
+            }
+        }
+        at += chunk;
+    }
+    Ok(resident)
+}
+
+/// The memmap would need more than half of this machine's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemmapTooLarge {
+    /// Bytes of `struct page`s the model would have to populate.
+    pub needed: u64,
+    /// The budget: half of physical memory.
+    pub budget: u64,
+}
+
+impl std::fmt::Display for MemmapTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "memmap needs {} MiB of struct pages, more than this machine's budget of {} MiB (half its memory)",
+            self.needed >> 20,
+            self.budget >> 20
+        )
+    }
+}
+
+impl std::error::Error for MemmapTooLarge {}
+
+/// Refuses a memmap that would not fit comfortably in this machine's memory,
+/// before anything is mapped.
+pub fn check_memmap_budget(needed_bytes: u64) -> Result<(), MemmapTooLarge> {
+    let budget = host_memory_bytes() / 2;
+    if needed_bytes > budget {
+        Err(MemmapTooLarge {
+            needed: needed_bytes,
+            budget,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_is_zero_until_touched_and_discard_drops_residency() {
+        let mut block = MemmapBlock::new(32768).unwrap();
+        assert_eq!(block.reserved_bytes(), 2 << 20);
+        assert_eq!(block.resident_bytes(), 0);
+        assert!(block.pages().iter().step_by(64).all(|p| !p.is_present()));
+        for p in block.pages() {
+            p.init_reserved(1);
+        }
+        assert_eq!(block.resident_bytes(), 2 << 20);
+        block.discard().unwrap();
+        assert_eq!(block.resident_bytes(), 0);
+        assert!(!block.pages()[100].is_present());
+    }
+
+    #[test]
+    fn budget_refuses_absurd_memmaps() {
+        let e = check_memmap_budget(u64::MAX).unwrap_err();
+        assert!(e.to_string().contains("half its memory"), "{e}");
+        assert!(check_memmap_budget(1 << 20).is_ok());
+    }
+}

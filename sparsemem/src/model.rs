@@ -1,0 +1,195 @@
+//! The one trait every memory model implements.
+//!
+//! `MemoryModel` is what the allocator and the experiments are generic over.
+//! Generic code is monomorphised per model, so `pfn_valid` and `pfn_to_page`
+//! inline into the caller's loop exactly as the kernel's macros do; the CLI
+//! chooses a model once, at the top, never per call.
+
+use std::fmt;
+
+use crate::geometry::Geometry;
+use crate::page::Page;
+use crate::types::Pfn;
+
+/// Memory spent on the memmap (the array(s) of `struct page`) and on the
+/// tables that find it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemmapBytes {
+    /// Virtual bytes mapped or reserved for `struct page`s.
+    pub reserved: u64,
+    /// Bytes of those actually resident in RAM, measured with `mincore`.
+    pub resident: u64,
+    /// Bytes of section tables (root array, section entries, usage maps).
+    pub tables: u64,
+}
+
+/// Why a hot add, hot remove or online/offline request was refused. The
+/// model is unchanged after any of these.
+#[derive(Debug)]
+pub enum HotplugError {
+    /// The range is empty or not aligned to the 2 MiB subsection size.
+    Misaligned {
+        /// First pfn asked for.
+        start: Pfn,
+        /// Pages asked for.
+        nr_pages: u64,
+    },
+    /// The range reaches past `2^MAX_PHYSMEM_BITS`.
+    OutOfRange {
+        /// One past the last pfn asked for.
+        end: Pfn,
+        /// The geometry's limit.
+        max_pfn: Pfn,
+    },
+    /// Part of the range is already present (the kernel's `-EEXIST`).
+    AlreadyPresent {
+        /// First pfn of the offending subsection.
+        pfn: Pfn,
+    },
+    /// Part of the range is not present, so it cannot be removed or onlined.
+    NotPresent {
+        /// First pfn of the offending subsection.
+        pfn: Pfn,
+    },
+    /// The model cannot do this at all (FLATMEM has no hotplug).
+    Unsupported(&'static str),
+    /// The memmap could not be mapped or populated.
+    Memmap(std::io::Error),
+}
+
+impl fmt::Display for HotplugError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HotplugError::Misaligned { start, nr_pages } => write!(
+                f,
+                "range at pfn {start} of {nr_pages} pages is empty or not aligned to a 2 MiB subsection"
+            ),
+            HotplugError::OutOfRange { end, max_pfn } => write!(
+                f,
+                "range ends at pfn {end}, beyond MAX_PHYSMEM_BITS (max pfn {max_pfn})"
+            ),
+            HotplugError::AlreadyPresent { pfn } => {
+                write!(f, "subsection at pfn {pfn} is already present")
+            }
+            HotplugError::NotPresent { pfn } => {
+                write!(f, "subsection at pfn {pfn} is not present")
+            }
+            HotplugError::Unsupported(why) => write!(f, "{why}"),
+            HotplugError::Memmap(e) => write!(f, "memmap mapping failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for HotplugError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HotplugError::Memmap(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A physical memory model: how a pfn is validated and turned into its
+/// `struct page`.
+///
+/// Every implementation answers [`pfn_valid`](MemoryModel::pfn_valid) with
+/// the validity semantics in the crate documentation, and keeps these
+/// invariants:
+/// - `pfn_valid(p)` implies `pfn_to_page(p)` is a present page
+///   (`Page::is_present`) and `page_to_pfn(pfn_to_page(p)) == p`;
+/// - a `&Page` handed out stays valid for as long as the model is borrowed;
+///   only `&mut self` methods (hotplug) can retire memmap.
+pub trait MemoryModel: Send + Sync {
+    /// Short model name as the CLI spells it (`flat`, `sparse-extreme`, …).
+    fn name(&self) -> &'static str;
+
+    /// The geometry the model was built for.
+    fn geometry(&self) -> &Geometry;
+
+    /// `pfn_valid`: whether a `struct page` exists for `pfn`.
+    fn pfn_valid(&self, pfn: Pfn) -> bool;
+
+    /// `pfn_to_page` without the validity check.
+    ///
+    /// # Safety
+    /// `pfn_valid(pfn)` returned true on this model, with no `&mut self`
+    /// call since.
+    unsafe fn pfn_to_page_unchecked(&self, pfn: Pfn) -> &Page;
+
+    /// `pfn_to_page` guarded by `pfn_valid`.
+    #[inline(always)]
+    fn pfn_to_page(&self, pfn: Pfn) -> Option<&Page> {
+        if self.pfn_valid(pfn) {
+            // SAFETY: pfn_valid(pfn) just returned true and `self` is borrowed
+            // shared for the result's lifetime, so no hotplug can intervene.
+            Some(unsafe { self.pfn_to_page_unchecked(pfn) })
+        } else {
+            None
+        }
+    }
+
+    /// `page_to_pfn` for a page this model handed out.
+    fn page_to_pfn(&self, page: &Page) -> Pfn;
+
+    /// `pfn_to_online_page`: the page when its pfn is valid and its section
+    /// is online. Online state never changes `pfn_valid`.
+    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&Page>;
+
+    /// Memory spent on the memmap and its tables.
+    fn memmap_bytes(&self) -> MemmapBytes;
+
+    /// Hot-adds `[start, start + nr_pages)`, subsection aligned, offline.
+    fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError>;
+
+    /// Hot-removes `[start, start + nr_pages)`, subsection aligned; every
+    /// subsection of it must be present. Its memmap goes back to the kernel.
+    fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError>;
+
+    /// Marks the sections that `[start, start + nr_pages)` touches online or
+    /// offline; every pfn of the range must be valid.
+    fn set_online(&mut self, start: Pfn, nr_pages: u64, online: bool) -> Result<(), HotplugError>;
+}
+
+/// Why a model could not be built. Nothing is left mapped after any of these.
+#[derive(Debug)]
+pub enum BuildError {
+    /// The classic section table would be too large.
+    Table(crate::table::TableTooLarge),
+    /// The memmap would not fit this machine.
+    TooLarge(crate::memmap::MemmapTooLarge),
+    /// A mapping failed.
+    Map(std::io::Error),
+    /// The model cannot be built here; the text says why.
+    Unsupported(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Table(e) => write!(f, "{e}"),
+            BuildError::TooLarge(e) => write!(f, "{e}"),
+            BuildError::Map(e) => write!(f, "memmap mapping failed: {e}"),
+            BuildError::Unsupported(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+impl From<crate::table::TableTooLarge> for BuildError {
+    fn from(e: crate::table::TableTooLarge) -> Self {
+        BuildError::Table(e)
+    }
+}
+
+impl From<crate::memmap::MemmapTooLarge> for BuildError {
+    fn from(e: crate::memmap::MemmapTooLarge) -> Self {
+        BuildError::TooLarge(e)
+    }
+}
+
+impl From<std::io::Error> for BuildError {
+    fn from(e: std::io::Error) -> Self {
+        BuildError::Map(e)
+    }
+}

@@ -1,0 +1,283 @@
+//! `struct page`: the 64-byte descriptor every memory model hands out.
+//!
+//! The kernel keeps one `struct page` per page frame, and its size (64 bytes
+//! on 64-bit architectures) is what makes the memmap 1.5625 % of RAM and
+//! what makes one `pfn_to_page` touch exactly one cache line. pfnlab keeps
+//! the fields that decide cost in the allocator's hot path: the flags word,
+//! `private` (the buddy order), the two `lru` list links that thread the
+//! free lists through the pages, a reference count, the section number
+//! (`SECTION_IN_PAGE_FLAGS`, used by SPARSEMEM's `page_to_pfn`) and the
+//! zone/node ids.
+//!
+//! Every field is an atomic so that a `&Page` can be shared between threads
+//! (per-CPU lists on several threads use the same memmap). Plain accesses use
+//! `Relaxed` loads and stores, which compile to ordinary `mov`s on x86_64;
+//! ordering between threads comes from the zone lock, exactly as in the
+//! kernel, where page fields are written under `zone->lock`. Flag updates come
+//! in two forms, like `SetPageX` / `__SetPageX`: an atomic read-modify-write
+//! (`lock or` / `lock and`) and a non-atomic load + store that is only correct
+//! when the caller already excludes other writers.
+//!
+//! The first byte of the flags word holds [`PageFlag::Present`], so a single
+//! byte load of a `struct page` tells whether the page descriptor is real —
+//! the vmemmap fault probe relies on this.
+
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// A page flag: a bit number in [`Page`]'s flags word (kernel `PG_*`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum PageFlag {
+    /// pfnlab: the descriptor was initialised by the memory model (a memmap
+    /// entry exists). Bit 0, inside the first byte of the page.
+    Present = 0,
+    /// `PG_reserved`: never handed to the allocator (holes, firmware).
+    Reserved = 1,
+    /// `PG_buddy`: the page heads a free block; `private` holds its order.
+    Buddy = 2,
+    /// `PG_locked`.
+    Locked = 3,
+    /// `PG_referenced`: what the flags experiment touches.
+    Referenced = 4,
+    /// `PG_dirty`.
+    Dirty = 5,
+    /// `PG_private` stand-in for pages parked on a per-CPU list.
+    Pcp = 6,
+}
+
+impl PageFlag {
+    #[inline(always)]
+    const fn mask(self) -> u64 {
+        1 << self as u8
+    }
+}
+
+/// The `struct page` analogue. See the module documentation.
+///
+/// Invariants:
+/// - exactly 64 bytes and 64-byte aligned (pinned below), so one descriptor is
+///   one cache line and an encoded memmap pointer keeps six free low bits;
+/// - an all-zero `Page` is a hole: not [`PageFlag::Present`];
+/// - `lru_next` / `lru_prev` are only meaningful while the page is on a list
+///   owned by the allocator; this type never dereferences them.
+#[repr(C, align(64))]
+#[derive(Default)]
+pub struct Page {
+    flags: AtomicU64,
+    lru_next: AtomicPtr<Page>,
+    lru_prev: AtomicPtr<Page>,
+    private: AtomicU64,
+    section: AtomicU32,
+    zone_node: AtomicU32,
+    refcount: AtomicI32,
+}
+
+const _: () = assert!(std::mem::size_of::<Page>() == 64);
+const _: () = assert!(std::mem::align_of::<Page>() == 64);
+const _: () = assert!(std::mem::offset_of!(Page, flags) == 0);
+
+/// Size of one `struct page` in bytes.
+pub const PAGE_STRUCT_SIZE: u64 = std::mem::size_of::<Page>() as u64;
+
+impl Page {
+    /// An all-zero descriptor: a hole.
+    pub const fn new_zeroed() -> Page {
+        Page {
+            flags: AtomicU64::new(0),
+            lru_next: AtomicPtr::new(std::ptr::null_mut()),
+            lru_prev: AtomicPtr::new(std::ptr::null_mut()),
+            private: AtomicU64::new(0),
+            section: AtomicU32::new(0),
+            zone_node: AtomicU32::new(0),
+            refcount: AtomicI32::new(0),
+        }
+    }
+
+    /// Initialises a descriptor as a memory model does at memmap setup
+    /// (`__init_single_page`): present, reserved, in `section`, on no list.
+    pub fn init_reserved(&self, section: u64) {
+        self.flags.store(
+            PageFlag::Present.mask() | PageFlag::Reserved.mask(),
+            Relaxed,
+        );
+        self.lru_next.store(std::ptr::null_mut(), Relaxed);
+        self.lru_prev.store(std::ptr::null_mut(), Relaxed);
+        self.private.store(0, Relaxed);
+        // Section numbers fit in 32 bits for every geometry (at most 2^31
+        // sections with 57 address bits and 2 MiB sections).
+        self.section.store(section as u32, Relaxed);
+        self.zone_node.store(0, Relaxed);
+        self.refcount.store(0, Relaxed);
+    }
+
+    /// Turns the descriptor back into a hole (all zero).
+    pub fn clear_to_hole(&self) {
+        self.flags.store(0, Relaxed);
+        self.lru_next.store(std::ptr::null_mut(), Relaxed);
+        self.lru_prev.store(std::ptr::null_mut(), Relaxed);
+        self.private.store(0, Relaxed);
+        self.section.store(0, Relaxed);
+        self.zone_node.store(0, Relaxed);
+        self.refcount.store(0, Relaxed);
+    }
+
+    /// Whether the flag is set (`PageX`).
+    #[inline(always)]
+    pub fn test(&self, flag: PageFlag) -> bool {
+        self.flags.load(Relaxed) & flag.mask() != 0
+    }
+
+    /// Atomic set (`SetPageX`, a `lock or`).
+    #[inline(always)]
+    pub fn set(&self, flag: PageFlag) {
+        self.flags.fetch_or(flag.mask(), Relaxed);
+    }
+
+    /// Atomic clear (`ClearPageX`, a `lock and`).
+    #[inline(always)]
+    pub fn clear(&self, flag: PageFlag) {
+        self.flags.fetch_and(!flag.mask(), Relaxed);
+    }
+
+    /// Non-atomic set (`__SetPageX`): load + store; the caller excludes other
+    /// writers of this page's flags (the zone lock).
+    #[inline(always)]
+    pub fn set_nonatomic(&self, flag: PageFlag) {
+        let v = self.flags.load(Relaxed);
+        self.flags.store(v | flag.mask(), Relaxed);
+    }
+
+    /// Non-atomic clear (`__ClearPageX`); same contract as
+    /// [`Page::set_nonatomic`].
+    #[inline(always)]
+    pub fn clear_nonatomic(&self, flag: PageFlag) {
+        let v = self.flags.load(Relaxed);
+        self.flags.store(v & !flag.mask(), Relaxed);
+    }
+
+    /// The whole flags word.
+    #[inline(always)]
+    pub fn flags(&self) -> u64 {
+        self.flags.load(Relaxed)
+    }
+
+    /// Whether a memory model initialised this descriptor.
+    #[inline(always)]
+    pub fn is_present(&self) -> bool {
+        self.test(PageFlag::Present)
+    }
+
+    /// `page_private`: the buddy order while [`PageFlag::Buddy`] is set.
+    #[inline(always)]
+    pub fn private(&self) -> u64 {
+        self.private.load(Relaxed)
+    }
+
+    /// `set_page_private`.
+    #[inline(always)]
+    pub fn set_private(&self, value: u64) {
+        self.private.store(value, Relaxed);
+    }
+
+    /// `lru.next`.
+    #[inline(always)]
+    pub fn lru_next(&self) -> *mut Page {
+        self.lru_next.load(Relaxed)
+    }
+
+    /// `lru.prev`.
+    #[inline(always)]
+    pub fn lru_prev(&self) -> *mut Page {
+        self.lru_prev.load(Relaxed)
+    }
+
+    /// Sets `lru.next`.
+    #[inline(always)]
+    pub fn set_lru_next(&self, next: *mut Page) {
+        self.lru_next.store(next, Relaxed);
+    }
+
+    /// Sets `lru.prev`.
+    #[inline(always)]
+    pub fn set_lru_prev(&self, prev: *mut Page) {
+        self.lru_prev.store(prev, Relaxed);
+    }
+
+    /// `page_to_section`: the section number stored at init.
+    #[inline(always)]
+    pub fn section(&self) -> u64 {
+        u64::from(self.section.load(Relaxed))
+    }
+
+    /// `page_zonenum`.
+    #[inline(always)]
+    pub fn zone_id(&self) -> u8 {
+        (self.zone_node.load(Relaxed) & 0xff) as u8
+    }
+
+    /// `page_to_nid`.
+    #[inline(always)]
+    pub fn node_id(&self) -> u16 {
+        (self.zone_node.load(Relaxed) >> 16) as u16
+    }
+
+    /// `set_page_links`: zone and node ids.
+    #[inline(always)]
+    pub fn set_zone_node(&self, zone: u8, node: u16) {
+        self.zone_node
+            .store(u32::from(zone) | (u32::from(node) << 16), Relaxed);
+    }
+
+    /// `page_ref_count`.
+    #[inline(always)]
+    pub fn refcount(&self) -> i32 {
+        self.refcount.load(Relaxed)
+    }
+
+    /// `set_page_count`.
+    #[inline(always)]
+    pub fn set_refcount(&self, count: i32) {
+        self.refcount.store(count, Relaxed);
+    }
+}
+
+impl std::fmt::Debug for Page {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Page")
+            .field("flags", &format_args!("{:#x}", self.flags()))
+            .field("private", &self.private())
+            .field("section", &self.section())
+            .field("zone", &self.zone_id())
+            .field("node", &self.node_id())
+            .field("refcount", &self.refcount())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_page_is_a_hole_and_init_makes_it_present() {
+        let p = Page::default();
+        assert!(!p.is_present());
+        p.init_reserved(7);
+        assert!(p.is_present() && p.test(PageFlag::Reserved));
+        assert_eq!(p.section(), 7);
+        assert_eq!(p.flags() & 0xff, p.flags(), "init flags live in byte 0");
+    }
+
+    #[test]
+    fn atomic_and_nonatomic_ops_agree() {
+        let p = Page::default();
+        p.set(PageFlag::Buddy);
+        p.set_nonatomic(PageFlag::Dirty);
+        assert!(p.test(PageFlag::Buddy) && p.test(PageFlag::Dirty));
+        p.clear_nonatomic(PageFlag::Buddy);
+        p.clear(PageFlag::Dirty);
+        assert_eq!(p.flags(), 0);
+        p.set_zone_node(3, 513);
+        assert_eq!((p.zone_id(), p.node_id()), (3, 513));
+    }
+}

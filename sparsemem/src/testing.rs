@@ -1,0 +1,270 @@
+//! Test support shared by every crate: generated layouts and the generic
+//! model checker. Enabled by the `testing` feature.
+//!
+//! The differential test is written once, here, against [`MemoryModel`], and
+//! each crate runs it over its own models: [`check_model`] compares a model
+//! with [`Reference`] on a set of pfns, and [`arb_layout`] generates layouts
+//! that stress section and subsection edges within a window of
+//! [`WINDOW_SECTIONS`] sections placed at the bottom, the middle or the very
+//! top of the physical address space.
+
+use proptest::prelude::*;
+
+use crate::geometry::{Geometry, SUBSECTION_SHIFT};
+use crate::layout::{Layout, MemRange, RangeKind};
+use crate::model::MemoryModel;
+use crate::reference::{Reference, Semantics};
+use crate::types::Pfn;
+
+/// Sections in a generated layout's window.
+pub const WINDOW_SECTIONS: u64 = 8;
+
+/// Geometries whose windows every model (FLATMEM and the classic table
+/// included) can build.
+pub const SMALL_GEOMETRIES: [Geometry; 4] = [
+    Geometry::X86_64,
+    Geometry::ARM64_4K,
+    Geometry::ARM64_64K,
+    Geometry::IA64,
+];
+
+/// The first pfn of a generated layout's window.
+pub fn window_start(layout: &Layout) -> Pfn {
+    let g = layout.geometry();
+    let first = layout.ranges()[0].start;
+    g.section_nr_to_pfn(g.pfn_to_section_nr(g.phys_to_pfn(first)))
+}
+
+/// Layouts over `geometries`: up to six ranges of every kind with edges at
+/// subsection granularity, RAM and reserved edges jittered off page
+/// boundaries, inside a window of [`WINDOW_SECTIONS`] sections.
+pub fn arb_layout(geometries: &'static [Geometry]) -> impl Strategy<Value = Layout> {
+    let segment = (0u8..10, 0u16..3, 0u64..1024, 0u64..1024);
+    (
+        0..geometries.len(),
+        0u8..3,
+        any::<u64>(),
+        prop::collection::btree_set(0u64..4096, 2..=12),
+        prop::collection::vec(segment, 6),
+    )
+        .prop_filter_map(
+            "layout without memory",
+            move |(gi, place, seed, cuts, segs)| {
+                let g = geometries[gi];
+                let nr_sections = g.nr_mem_sections();
+                let base_section = match place {
+                    0 => 0,
+                    1 => nr_sections - WINDOW_SECTIONS,
+                    _ => seed % (nr_sections - WINDOW_SECTIONS),
+                };
+                let base = base_section << g.section_size_bits();
+                let nr_subs = WINDOW_SECTIONS * g.subsections_per_section();
+                let mut cuts: Vec<u64> = cuts.into_iter().map(|c| c % (nr_subs + 1)).collect();
+                cuts.sort_unstable();
+                cuts.dedup();
+                let ranges = cuts
+                    .chunks_exact(2)
+                    .zip(segs)
+                    .filter(|(c, _)| c[0] < c[1])
+                    .map(|(c, (kind, node, sj, ej))| {
+                        let start = base + (c[0] << SUBSECTION_SHIFT);
+                        let end = base + (c[1] << SUBSECTION_SHIFT);
+                        match kind {
+                            0..=4 => MemRange::new(
+                                start + sj * 1024,
+                                end - ej * 1024,
+                                RangeKind::Ram,
+                                node,
+                            ),
+                            5..=7 => MemRange::new(start, end, RangeKind::Hotplug, node),
+                            _ => MemRange::new(
+                                start + sj * 1024,
+                                end - ej * 1024,
+                                RangeKind::Reserved,
+                                node,
+                            ),
+                        }
+                    })
+                    .collect();
+                Layout::new(g, ranges, "generated").ok()
+            },
+        )
+}
+
+/// Boundary pfns of a layout: range and section edges and their
+/// neighbours, the max-physmem limit, zero and `u64::MAX`.
+pub fn interesting_pfns(layout: &Layout) -> Vec<Pfn> {
+    let g = layout.geometry();
+    let mut v = vec![0, 1, u64::MAX, u64::MAX - 1, g.max_pfn().get()];
+    v.push(g.max_pfn().get() - 1);
+    v.push(g.max_pfn().get() + 1);
+    for r in layout.ranges() {
+        for edge in [g.phys_to_pfn(r.start).get(), g.phys_to_pfn(r.end).get()] {
+            let sec = edge & !(g.pages_per_section() - 1);
+            let sub = edge & !(g.pages_per_subsection() - 1);
+            for base in [
+                edge,
+                sec,
+                sec + g.pages_per_section(),
+                sub,
+                sub + g.pages_per_subsection(),
+            ] {
+                v.extend([base.wrapping_sub(1), base, base + 1]);
+            }
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    v.into_iter().map(Pfn::new).collect()
+}
+
+/// Every pfn of the layout's window plus [`interesting_pfns`].
+pub fn window_pfns(layout: &Layout) -> Vec<Pfn> {
+    let g = layout.geometry();
+    let start = window_start(layout).get();
+    let end = (start + WINDOW_SECTIONS * g.pages_per_section()).min(g.max_pfn().get());
+    let mut v: Vec<Pfn> = (start..end).map(Pfn::new).collect();
+    v.extend(interesting_pfns(layout));
+    v
+}
+
+/// Compares `model` with `reference` on `pfns`: `pfn_valid`, presence of
+/// the page, `page_to_pfn(pfn_to_page(p)) == p`, and (section models)
+/// `pfn_to_online_page`. Returns the first disagreement.
+pub fn check_model<M: MemoryModel + ?Sized>(
+    model: &M,
+    reference: &Reference,
+    pfns: &[Pfn],
+) -> Result<(), String> {
+    let semantics = Semantics::of_model(model.name());
+    for &pfn in pfns {
+        let expect = reference.pfn_valid(semantics, pfn);
+        let got = model.pfn_valid(pfn);
+        if got != expect {
+            return Err(format!(
+                "{}: pfn_valid({pfn}) = {got}, reference says {expect}",
+                model.name()
+            ));
+        }
+        if let Some(page) = model.pfn_to_page(pfn) {
+            if !page.is_present() {
+                return Err(format!(
+                    "{}: page of valid pfn {pfn} is not present",
+                    model.name()
+                ));
+            }
+            let back = model.page_to_pfn(page);
+            if back != pfn {
+                return Err(format!(
+                    "{}: page_to_pfn(pfn_to_page({pfn})) = {back}",
+                    model.name()
+                ));
+            }
+        }
+        if semantics == Semantics::Section {
+            let online = model.pfn_to_online_page(pfn).is_some();
+            if online != reference.pfn_online(pfn) {
+                return Err(format!(
+                    "{}: online({pfn}) = {online}, reference disagrees",
+                    model.name()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One hotplug request in a generated sequence.
+#[derive(Clone, Copy, Debug)]
+pub enum HotplugStep {
+    /// Hot add `nr_subsections` subsections at window subsection `at`.
+    Add {
+        /// Subsection index within the window.
+        at: u64,
+        /// Length in subsections.
+        nr_subsections: u64,
+    },
+    /// Hot remove, same addressing.
+    Remove {
+        /// Subsection index within the window.
+        at: u64,
+        /// Length in subsections.
+        nr_subsections: u64,
+    },
+    /// Online or offline, same addressing.
+    Online {
+        /// Subsection index within the window.
+        at: u64,
+        /// Length in subsections.
+        nr_subsections: u64,
+        /// Online (true) or offline.
+        online: bool,
+    },
+}
+
+/// Sequences of hotplug requests inside a window (many of them invalid on
+/// purpose: overlaps, absent ranges).
+pub fn arb_hotplug_steps() -> impl Strategy<Value = Vec<HotplugStep>> {
+    let step = (0u8..3, 0u64..4096, 1u64..96, any::<bool>()).prop_map(|(k, at, n, on)| match k {
+        0 => HotplugStep::Add {
+            at,
+            nr_subsections: n,
+        },
+        1 => HotplugStep::Remove {
+            at,
+            nr_subsections: n,
+        },
+        _ => HotplugStep::Online {
+            at,
+            nr_subsections: n,
+            online: on,
+        },
+    });
+    prop::collection::vec(step, 1..12)
+}
+
+/// Applies `step` to `model` and `reference`; both must accept or both
+/// refuse it.
+pub fn apply_step<M: MemoryModel + ?Sized>(
+    model: &mut M,
+    reference: &mut Reference,
+    layout: &Layout,
+    step: HotplugStep,
+) -> Result<(), String> {
+    let g = layout.geometry();
+    let base = window_start(layout).get();
+    let nr_window = WINDOW_SECTIONS * g.subsections_per_section();
+    let pfn_of = |at: u64| Pfn::new(base + (at % nr_window) * g.pages_per_subsection());
+    let (model_ok, reference_ok) = match step {
+        HotplugStep::Add { at, nr_subsections } => {
+            let (start, n) = (pfn_of(at), nr_subsections * g.pages_per_subsection());
+            (model.hot_add(start, n).is_ok(), reference.hot_add(start, n))
+        }
+        HotplugStep::Remove { at, nr_subsections } => {
+            let (start, n) = (pfn_of(at), nr_subsections * g.pages_per_subsection());
+            (
+                model.hot_remove(start, n).is_ok(),
+                reference.hot_remove(start, n),
+            )
+        }
+        HotplugStep::Online {
+            at,
+            nr_subsections,
+            online,
+        } => {
+            let (start, n) = (pfn_of(at), nr_subsections * g.pages_per_subsection());
+            (
+                model.set_online(start, n, online).is_ok(),
+                reference.set_online(start, n, online),
+            )
+        }
+    };
+    if model_ok == reference_ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {step:?} accepted={model_ok}, reference accepted={reference_ok}",
+            model.name()
+        ))
+    }
+}

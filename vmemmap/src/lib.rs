@@ -1,0 +1,1 @@
+//! The virtually mapped memmap (SPARSEMEM_VMEMMAP) and its hole detectors.
