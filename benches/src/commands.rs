@@ -1,0 +1,210 @@
+//! `pfnlab layout` and `pfnlab query`.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, Write};
+
+use sparsemem::{Layout, LayoutSpec, MemoryModel, Pfn, RangeKind};
+
+use crate::models::{ModelKind, ModelVisitor, with_model};
+use crate::{CliError, human_bytes};
+
+/// The fallback when the host's memory map cannot be read.
+pub const FALLBACK_PRESET: &str = "x86-pci-hole";
+
+/// Loads `spec`; `None` means `host`, falling back to
+/// `preset:x86-pci-hole` with a one-line notice on stderr.
+pub fn load_layout(spec: Option<&str>) -> Result<Layout, CliError> {
+    match spec {
+        Some(s) => Ok(LayoutSpec::parse(s).load()?),
+        None => match Layout::from_host() {
+            Ok(l) => Ok(l),
+            Err(e) => {
+                eprintln!("notice: {e}; using preset:{FALLBACK_PRESET}");
+                Ok(Layout::preset(FALLBACK_PRESET)?)
+            }
+        },
+    }
+}
+
+/// Parses a pfn written in decimal or `0x` hex.
+pub fn parse_pfn(text: &str) -> Result<Pfn, CliError> {
+    let t = text.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse::<u64>(),
+    };
+    parsed
+        .map(Pfn::new)
+        .map_err(|_| CliError(format!("bad pfn `{t}`: expected a decimal or 0x-hex number below 2^64")))
+}
+
+/// The `pfnlab layout` report: ranges, sections, memmap bytes per model.
+pub fn layout_report(layout: &Layout) -> String {
+    let g = layout.geometry();
+    let mut out = String::new();
+    let _ = writeln!(out, "layout: {}", layout.source());
+    let _ = writeln!(out, "geometry: {g}");
+    let _ = writeln!(out, "\n{:>20} {:>20} {:>10} {:>5} {:>12}", "start", "end", "kind", "node", "size");
+    for r in layout.ranges() {
+        let _ = writeln!(
+            out,
+            "{:>20} {:>20} {:>10} {:>5} {:>12}",
+            r.start.to_string(),
+            r.end.to_string(),
+            r.kind.to_string(),
+            r.node,
+            human_bytes(r.size_bytes())
+        );
+    }
+    let plan = layout.section_plan();
+    let early = plan.values().filter(|p| p.early).count();
+    let partial: Vec<_> = plan.iter().filter(|(_, p)| !p.early).collect();
+    let subsections: u32 = partial.iter().map(|(_, p)| p.subsections.count()).sum();
+    let (lo, hi) = layout.pfn_span();
+    let _ = writeln!(
+        out,
+        "\npresent pages: {} ({}), span {}..{} ({} pages)",
+        layout.present_pages(),
+        human_bytes(layout.present_pages() * g.page_size()),
+        lo,
+        hi,
+        hi.get() - lo.get()
+    );
+    let _ = writeln!(
+        out,
+        "sections present: {} of {} ({} early, {} hotplug-only with {} of {} subsections)",
+        plan.len(),
+        g.nr_mem_sections(),
+        early,
+        partial.len(),
+        subsections,
+        partial.len() as u64 * g.subsections_per_section()
+    );
+    let hotplug = layout.ranges().iter().filter(|r| r.kind == RangeKind::Hotplug).count();
+    let _ = writeln!(out, "hotplug ranges: {hotplug}; nodes: {:?}", layout.nodes());
+    let _ = writeln!(out, "\n{:<22} {:>12} {:>12} {:>12}", "memmap by model", "reserved", "resident", "tables");
+    for &kind in ModelKind::ALL {
+        let line = match with_model(kind, layout, MemmapVisitor) {
+            Ok(b) => format!(
+                "{:<22} {:>12} {:>12} {:>12}",
+                kind.name(),
+                human_bytes(b.reserved),
+                human_bytes(b.resident),
+                human_bytes(b.tables)
+            ),
+            Err(e) => format!("{:<22} not built: {e}", kind.name()),
+        };
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+struct MemmapVisitor;
+
+impl ModelVisitor for MemmapVisitor {
+    type Output = sparsemem::MemmapBytes;
+    fn visit<M: MemoryModel>(self, model: &mut M) -> Self::Output {
+        model.memmap_bytes()
+    }
+}
+
+/// Where `pfnlab query` reads pfns from.
+pub enum PfnSource<'a> {
+    /// Command-line arguments.
+    Args(&'a [String]),
+    /// One pfn per line.
+    Lines(Box<dyn BufRead + 'a>),
+}
+
+struct QueryVisitor<'a, W: Write> {
+    source: PfnSource<'a>,
+    out: W,
+    json: bool,
+}
+
+impl<W: Write> QueryVisitor<'_, W> {
+    fn answer<M: MemoryModel>(&mut self, model: &M, text: &str) -> Result<(), CliError> {
+        let pfn = parse_pfn(text)?;
+        let valid = model.pfn_valid(pfn);
+        if self.json {
+            writeln!(self.out, "{{\"pfn\": {}, \"valid\": {valid}}}", pfn.get())?;
+        } else {
+            writeln!(self.out, "{pfn} {}", if valid { "valid" } else { "invalid" })?;
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> ModelVisitor for QueryVisitor<'_, W> {
+    type Output = Result<(), CliError>;
+
+    fn visit<M: MemoryModel>(mut self, model: &mut M) -> Self::Output {
+        match std::mem::replace(&mut self.source, PfnSource::Args(&[])) {
+            PfnSource::Args(args) => {
+                for a in args {
+                    self.answer(&*model, a)?;
+                }
+            }
+            PfnSource::Lines(reader) => {
+                for (i, line) in reader.lines().enumerate() {
+                    let line = line?;
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    self.answer(&*model, &line)
+                        .map_err(|e| CliError(format!("stdin line {}: {e}", i + 1)))?;
+                }
+            }
+        }
+        self.out.flush()?;
+        Ok(())
+    }
+}
+
+/// `pfnlab query`: answers `pfn_valid` for each pfn from `source`.
+pub fn query(layout: &Layout, kind: ModelKind, json: bool, source: PfnSource<'_>, out: impl Write) -> Result<(), CliError> {
+    with_model(kind, layout, QueryVisitor { source, out, json })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_pfn_accepts_decimal_and_hex_only() {
+        assert_eq!(parse_pfn("4096").unwrap(), Pfn::new(4096));
+        assert_eq!(parse_pfn(" 0x1F ").unwrap(), Pfn::new(31));
+        assert_eq!(parse_pfn("0xffffffffffffffff").unwrap(), Pfn::new(u64::MAX));
+        for bad in ["", "-1", "0x", "12k", "18446744073709551616"] {
+            assert!(parse_pfn(bad).unwrap_err().0.starts_with("bad pfn"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn query_streams_lines_and_answers_exactly() {
+        let layout = Layout::preset("x86-pci-hole").unwrap();
+        let input = "0x0\n\n786431\n0xc0000\n0x100000\n";
+        let mut out = Vec::new();
+        let src = PfnSource::Lines(Box::new(input.as_bytes()));
+        query(&layout, ModelKind::SparseExtreme, false, src, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "0x0 valid\n0xbffff valid\n0xc0000 invalid\n0x100000 valid\n"
+        );
+        let mut out = Vec::new();
+        let args = ["0xc0000".to_owned()];
+        query(&layout, ModelKind::Flat, true, PfnSource::Args(&args), &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "{\"pfn\": 786432, \"valid\": true}\n");
+        let src = PfnSource::Lines(Box::new("1\nzebra\n".as_bytes()));
+        let e = query(&layout, ModelKind::Sparse, false, src, Vec::new()).unwrap_err();
+        assert_eq!(e.0, "stdin line 2: bad pfn `zebra`: expected a decimal or 0x-hex number below 2^64");
+    }
+
+    #[test]
+    fn layout_report_lists_every_model() {
+        let report = layout_report(&Layout::preset("zone-device").unwrap());
+        for needle in ["geometry: x86_64", "hotplug-only", "flat", "sparse-extreme", "subsections"] {
+            assert!(report.contains(needle), "{needle} missing in\n{report}");
+        }
+    }
+}

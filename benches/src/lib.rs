@@ -1,0 +1,41 @@
+//! # pfnlab — the lab
+//!
+//! The `pfnlab` command and the criterion benches share this library: the
+//! model registry ([`models`]), the `layout` and `query` subcommands
+//! ([`commands`]) and the measurement code.
+
+#![deny(unsafe_code)]
+
+pub mod commands;
+pub mod models;
+
+use std::fmt;
+
+/// An error the CLI reports as one line and exit status 2. (Deliberately
+/// not `std::error::Error`, so any error converts into it with `?`.)
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<E: std::error::Error> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+/// Bytes as a short human string (KiB, MiB, GiB, TiB).
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", UNITS[unit]) }
+}

@@ -1,0 +1,79 @@
+//! The models this build supports, chosen by name once, at the top.
+//!
+//! The CLI turns a model name into a [`ModelKind`] and hands a generic
+//! [`ModelVisitor`] to [`with_model`]; the visitor's `visit` is
+//! monomorphised per model, so the measured loops never dispatch per call.
+
+use std::fmt;
+
+use sparsemem::{BuildError, Flat, Layout, MemoryModel, SparseClassic, SparseExtreme};
+
+/// A memory model the lab can build.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub enum ModelKind {
+    /// FLATMEM.
+    Flat,
+    /// Classic SPARSEMEM.
+    Sparse,
+    /// SPARSEMEM_EXTREME.
+    SparseExtreme,
+}
+
+impl ModelKind {
+    /// Every model this build supports, in report order.
+    pub const ALL: &'static [ModelKind] = &[ModelKind::Flat, ModelKind::Sparse, ModelKind::SparseExtreme];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Flat => "flat",
+            ModelKind::Sparse => "sparse",
+            ModelKind::SparseExtreme => "sparse-extreme",
+        }
+    }
+
+    /// Parses a CLI name.
+    pub fn parse(name: &str) -> Result<ModelKind, UnknownModel> {
+        ModelKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| UnknownModel(name.to_owned()))
+    }
+}
+
+impl fmt::Display for ModelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A model name this build does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownModel(pub String);
+
+impl fmt::Display for UnknownModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let known: Vec<&str> = ModelKind::ALL.iter().map(|k| k.name()).collect();
+        write!(f, "unknown model `{}` (known: {})", self.0, known.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownModel {}
+
+/// Work to do on a model, generic so it is compiled once per model.
+pub trait ModelVisitor {
+    /// What the work returns.
+    type Output;
+    /// Does the work on a freshly built model.
+    fn visit<M: MemoryModel>(self, model: &mut M) -> Self::Output;
+}
+
+/// Builds `kind` over `layout` and runs `visitor` on it.
+pub fn with_model<V: ModelVisitor>(kind: ModelKind, layout: &Layout, visitor: V) -> Result<V::Output, BuildError> {
+    Ok(match kind {
+        ModelKind::Flat => visitor.visit(&mut Flat::new(layout)?),
+        ModelKind::Sparse => visitor.visit(&mut SparseClassic::new(layout)?),
+        ModelKind::SparseExtreme => visitor.visit(&mut SparseExtreme::new(layout)?),
+    })
+}
