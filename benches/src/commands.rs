@@ -33,9 +33,11 @@ pub fn parse_pfn(text: &str) -> Result<Pfn, CliError> {
         Some(hex) => u64::from_str_radix(hex, 16),
         None => t.parse::<u64>(),
     };
-    parsed
-        .map(Pfn::new)
-        .map_err(|_| CliError(format!("bad pfn `{t}`: expected a decimal or 0x-hex number below 2^64")))
+    parsed.map(Pfn::new).map_err(|_| {
+        CliError(format!(
+            "bad pfn `{t}`: expected a decimal or 0x-hex number below 2^64"
+        ))
+    })
 }
 
 /// The `pfnlab layout` report: ranges, sections, memmap bytes per model.
@@ -44,7 +46,11 @@ pub fn layout_report(layout: &Layout) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "layout: {}", layout.source());
     let _ = writeln!(out, "geometry: {g}");
-    let _ = writeln!(out, "\n{:>20} {:>20} {:>10} {:>5} {:>12}", "start", "end", "kind", "node", "size");
+    let _ = writeln!(
+        out,
+        "\n{:>20} {:>20} {:>10} {:>5} {:>12}",
+        "start", "end", "kind", "node", "size"
+    );
     for r in layout.ranges() {
         let _ = writeln!(
             out,
@@ -80,9 +86,21 @@ pub fn layout_report(layout: &Layout) -> String {
         subsections,
         partial.len() as u64 * g.subsections_per_section()
     );
-    let hotplug = layout.ranges().iter().filter(|r| r.kind == RangeKind::Hotplug).count();
-    let _ = writeln!(out, "hotplug ranges: {hotplug}; nodes: {:?}", layout.nodes());
-    let _ = writeln!(out, "\n{:<22} {:>12} {:>12} {:>12}", "memmap by model", "reserved", "resident", "tables");
+    let hotplug = layout
+        .ranges()
+        .iter()
+        .filter(|r| r.kind == RangeKind::Hotplug)
+        .count();
+    let _ = writeln!(
+        out,
+        "hotplug ranges: {hotplug}; nodes: {:?}",
+        layout.nodes()
+    );
+    let _ = writeln!(
+        out,
+        "\n{:<22} {:>12} {:>12} {:>12}",
+        "memmap by model", "reserved", "resident", "tables"
+    );
     for &kind in ModelKind::ALL {
         let line = match with_model(kind, layout, MemmapVisitor) {
             Ok(b) => format!(
@@ -129,7 +147,11 @@ impl<W: Write> QueryVisitor<'_, W> {
         if self.json {
             writeln!(self.out, "{{\"pfn\": {}, \"valid\": {valid}}}", pfn.get())?;
         } else {
-            writeln!(self.out, "{pfn} {}", if valid { "valid" } else { "invalid" })?;
+            writeln!(
+                self.out,
+                "{pfn} {}",
+                if valid { "valid" } else { "invalid" }
+            )?;
         }
         Ok(())
     }
@@ -162,7 +184,13 @@ impl<W: Write> ModelVisitor for QueryVisitor<'_, W> {
 }
 
 /// `pfnlab query`: answers `pfn_valid` for each pfn from `source`.
-pub fn query(layout: &Layout, kind: ModelKind, json: bool, source: PfnSource<'_>, out: impl Write) -> Result<(), CliError> {
+pub fn query(
+    layout: &Layout,
+    kind: ModelKind,
+    json: bool,
+    source: PfnSource<'_>,
+    out: impl Write,
+) -> Result<(), CliError> {
     with_model(kind, layout, QueryVisitor { source, out, json })?
 }
 
@@ -176,7 +204,10 @@ mod tests {
         assert_eq!(parse_pfn(" 0x1F ").unwrap(), Pfn::new(31));
         assert_eq!(parse_pfn("0xffffffffffffffff").unwrap(), Pfn::new(u64::MAX));
         for bad in ["", "-1", "0x", "12k", "18446744073709551616"] {
-            assert!(parse_pfn(bad).unwrap_err().0.starts_with("bad pfn"), "{bad}");
+            assert!(
+                parse_pfn(bad).unwrap_err().0.starts_with("bad pfn"),
+                "{bad}"
+            );
         }
     }
 
@@ -193,17 +224,36 @@ mod tests {
         );
         let mut out = Vec::new();
         let args = ["0xc0000".to_owned()];
-        query(&layout, ModelKind::Flat, true, PfnSource::Args(&args), &mut out).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "{\"pfn\": 786432, \"valid\": true}\n");
+        query(
+            &layout,
+            ModelKind::Flat,
+            true,
+            PfnSource::Args(&args),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"pfn\": 786432, \"valid\": true}\n"
+        );
         let src = PfnSource::Lines(Box::new("1\nzebra\n".as_bytes()));
         let e = query(&layout, ModelKind::Sparse, false, src, Vec::new()).unwrap_err();
-        assert_eq!(e.0, "stdin line 2: bad pfn `zebra`: expected a decimal or 0x-hex number below 2^64");
+        assert_eq!(
+            e.0,
+            "stdin line 2: bad pfn `zebra`: expected a decimal or 0x-hex number below 2^64"
+        );
     }
 
     #[test]
     fn layout_report_lists_every_model() {
         let report = layout_report(&Layout::preset("zone-device").unwrap());
-        for needle in ["geometry: x86_64", "hotplug-only", "flat", "sparse-extreme", "subsections"] {
+        for needle in [
+            "geometry: x86_64",
+            "hotplug-only",
+            "flat",
+            "sparse-extreme",
+            "subsections",
+        ] {
             assert!(report.contains(needle), "{needle} missing in\n{report}");
         }
     }

@@ -53,7 +53,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
             print!("{}", layout_report(&layout));
             Ok(())
         }
-        Some(Command::Query { layout, model, json, pfns }) => {
+        Some(Command::Query {
+            layout,
+            model,
+            json,
+            pfns,
+        }) => {
             let kind = ModelKind::parse(&model)?;
             let layout = load_layout(layout.as_deref())?;
             let stdin = io::stdin();
@@ -62,7 +67,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
             } else {
                 PfnSource::Args(&pfns)
             };
-            query(&layout, kind, json, source, BufWriter::new(io::stdout().lock()))
+            query(
+                &layout,
+                kind,
+                json,
+                source,
+                BufWriter::new(io::stdout().lock()),
+            )
         }
     }
 }

@@ -21,7 +21,8 @@ pub enum ModelKind {
 
 impl ModelKind {
     /// Every model this build supports, in report order.
-    pub const ALL: &'static [ModelKind] = &[ModelKind::Flat, ModelKind::Sparse, ModelKind::SparseExtreme];
+    pub const ALL: &'static [ModelKind] =
+        &[ModelKind::Flat, ModelKind::Sparse, ModelKind::SparseExtreme];
 
     /// The CLI name.
     pub fn name(self) -> &'static str {
@@ -55,7 +56,12 @@ pub struct UnknownModel(pub String);
 impl fmt::Display for UnknownModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let known: Vec<&str> = ModelKind::ALL.iter().map(|k| k.name()).collect();
-        write!(f, "unknown model `{}` (known: {})", self.0, known.join(", "))
+        write!(
+            f,
+            "unknown model `{}` (known: {})",
+            self.0,
+            known.join(", ")
+        )
     }
 }
 
@@ -70,7 +76,11 @@ pub trait ModelVisitor {
 }
 
 /// Builds `kind` over `layout` and runs `visitor` on it.
-pub fn with_model<V: ModelVisitor>(kind: ModelKind, layout: &Layout, visitor: V) -> Result<V::Output, BuildError> {
+pub fn with_model<V: ModelVisitor>(
+    kind: ModelKind,
+    layout: &Layout,
+    visitor: V,
+) -> Result<V::Output, BuildError> {
     Ok(match kind {
         ModelKind::Flat => visitor.visit(&mut Flat::new(layout)?),
         ModelKind::Sparse => visitor.visit(&mut SparseClassic::new(layout)?),

@@ -128,6 +128,28 @@ pub fn window_pfns(layout: &Layout) -> Vec<Pfn> {
     v
 }
 
+/// [`interesting_pfns`], both neighbours of every subsection edge in the
+/// window, and `nr_random` pseudo-random window pfns: for models whose holes
+/// cost a caught fault each, where [`window_pfns`] would be slow.
+pub fn sampled_pfns(layout: &Layout, nr_random: u64) -> Vec<Pfn> {
+    let g = layout.geometry();
+    let start = window_start(layout).get();
+    let len = (WINDOW_SECTIONS * g.pages_per_section()).min(g.max_pfn().get() - start);
+    let per = g.pages_per_subsection();
+    let mut v = interesting_pfns(layout);
+    for edge in (start..start + len).step_by(per as usize) {
+        v.extend([Pfn::new(edge.wrapping_sub(1)), Pfn::new(edge)]);
+    }
+    let mut x = 0x2545_f491_4f6c_dd1du64 ^ start;
+    for _ in 0..nr_random {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.push(Pfn::new(start + x % len));
+    }
+    v
+}
+
 /// Compares `model` with `reference` on `pfns`: `pfn_valid`, presence of
 /// the page, `page_to_pfn(pfn_to_page(p)) == p`, and (section models)
 /// `pfn_to_online_page`. Returns the first disagreement.

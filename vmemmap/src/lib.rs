@@ -1,1 +1,51 @@
-//! The virtually mapped memmap (SPARSEMEM_VMEMMAP) and its hole detectors.
+//! # vmemmap — SPARSEMEM_VMEMMAP on real virtual memory
+//!
+//! The kernel's VMEMMAP model maps the memmap of the whole physical address
+//! space at one virtual address, populating only the parts that describe
+//! present memory, so `pfn_to_page` is `vmemmap + pfn` and never consults a
+//! table. This crate does the same with a `MAP_NORESERVE` reservation in the
+//! process ([`reserve`]) and offers three ways to answer `pfn_valid`:
+//!
+//! - [`VmemmapTable`]: the stock kernel — the EXTREME section table and
+//!   subsection bitmap decide.
+//! - [`VmemmapProbe`]: KAMEZAWA Hiroyuki's 2006 proposal (and ia64's
+//!   `ia64_pfn_valid`) — load one byte of the `struct page` under an
+//!   exception-table fixup ([`fixup`]); a fault means "hole".
+//! - `VmemmapUffd` / `VmemmapUffdSigbus` (feature `uffd`): holes registered
+//!   with userfaultfd; a handler thread answers the first touch with the
+//!   zero page, or the kernel raises SIGBUS caught by the same fixup.
+//!
+//! ```
+//! use sparsemem::{Layout, MemoryModel, Pfn};
+//! use vmemmap::VmemmapProbe;
+//!
+//! let layout = Layout::preset("ia64-holes")?;
+//! let model = VmemmapProbe::new(&layout)?;
+//! assert!(model.pfn_valid(Pfn::new(0)));
+//! assert!(!model.pfn_valid(Pfn::new((3u64 << 30) >> 14)), "a hole between banks");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![cfg(target_os = "linux")]
+
+#[cfg(target_arch = "x86_64")]
+pub mod fixup;
+mod model;
+pub mod reserve;
+#[cfg(feature = "uffd")]
+mod uffd;
+
+pub use model::{Detector, Probe, Table, Vmemmap, VmemmapOptions};
+#[cfg(feature = "uffd")]
+pub use uffd::{UffdSigbus, UffdZeroPage};
+
+/// Stock VMEMMAP: section table, then `vmemmap + pfn`.
+pub type VmemmapTable = Vmemmap<Table>;
+/// VMEMMAP with the fault-probed `pfn_valid`.
+pub type VmemmapProbe = Vmemmap<Probe>;
+/// VMEMMAP with holes resolved to the zero page by a userfaultfd thread.
+#[cfg(feature = "uffd")]
+pub type VmemmapUffd = Vmemmap<UffdZeroPage>;
+/// VMEMMAP with userfaultfd `UFFD_FEATURE_SIGBUS` holes.
+#[cfg(feature = "uffd")]
+pub type VmemmapUffdSigbus = Vmemmap<UffdSigbus>;

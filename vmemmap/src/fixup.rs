@@ -1,0 +1,283 @@
+//! Fault-probed loads: the kernel's exception table, in user space.
+//!
+//! The kernel reads memory that may not be mapped with an instruction whose
+//! address is listed, with a recovery address, in `__ex_table`; the page
+//! fault handler searches the table for the faulting instruction pointer
+//! and, on a hit, resumes at the recovery address instead of oopsing.
+//! KAMEZAWA's 2006 `pfn_valid` for SPARSEMEM_VMEMMAP (and ia64's
+//! `ia64_pfn_valid` before it) used exactly this to ask "is there a
+//! `struct page` here?" with one load.
+//!
+//! pfnlab does the same:
+//! - [`probe_byte`] is one inline-asm `movzx` whose address and recovery
+//!   label go into the `pfnlab_extable` section as PC-relative pairs (like
+//!   `_ASM_EXTABLE`). It inlines into the caller; when the load does not
+//!   fault it costs what a plain load costs.
+//! - [`install`] puts a `SA_SIGINFO | SA_ONSTACK` handler on SIGSEGV and
+//!   SIGBUS. The handler looks the saved `RIP` up in the table. On a hit it
+//!   sets `RIP` to the recovery label and `RAX` (the probe's output
+//!   register) to [`FAULTED`], and returns. On a miss the fault is not a
+//!   probe's: it is handed to the handler that was installed before (Rust's
+//!   stack-overflow handler, a sanitizer's, the application's); if that was
+//!   `SIG_DFL` (or `SIG_IGN`, which cannot sensibly ignore a fault), the
+//!   default action is restored and the handler returns, so the faulting
+//!   instruction runs again and the process dies of the signal as it should.
+//! - [`prepare_thread`] gives the calling thread an alternate signal stack
+//!   if it has none (threads started by `std` already have one).
+//!
+//! The handler is async-signal-safe: it reads only the static table, a
+//! `OnceLock` written before the handler was installed, and the context it
+//! is given; it allocates nothing and takes no lock. Counting is one relaxed
+//! atomic add.
+//!
+//! # Safety
+//! This module holds the unsafe code of the fixup: inline asm, the signal
+//! handler and `sigaction`/`sigaltstack`/`mmap` calls. The contract for
+//! callers is on [`probe_byte`].
+
+use std::cell::Cell;
+use std::io;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What [`probe_byte`]'s output register holds after a caught fault: a value
+/// no byte load can produce.
+pub const FAULTED: u64 = u64::MAX;
+
+static FIXUPS: AtomicU64 = AtomicU64::new(0);
+static PREVIOUS: OnceLock<[libc::sigaction; 2]> = OnceLock::new();
+
+// One inert entry (offsets 0, 0) so the section, and with it the linker's
+// __start_/__stop_ symbols, exists in every binary that links this crate;
+// the anchor symbol makes the handler reference this object so it is kept.
+std::arch::global_asm!(
+    ".pushsection pfnlab_extable, \"aR\"",
+    ".balign 4",
+    ".globl pfnlab_extable_anchor",
+    "pfnlab_extable_anchor:",
+    ".long 0, 0",
+    ".popsection",
+);
+
+unsafe extern "C" {
+    static pfnlab_extable_anchor: u8;
+    static __start_pfnlab_extable: u8;
+    static __stop_pfnlab_extable: u8;
+}
+
+/// Loads the byte at `addr`, or returns `None` if the load faulted
+/// (SIGSEGV on `PROT_NONE`, SIGBUS from a userfaultfd in SIGBUS mode).
+///
+/// # Safety
+/// - [`install`] has returned successfully in this process;
+/// - `addr` points into a mapping owned by the caller (a reservation whose
+///   inaccessible parts are *meant* to fault): the probe turns a fault into
+///   `None`, it does not make arbitrary addresses safe to read, and a read
+///   with side effects (device memory) is never acceptable.
+#[inline(always)]
+pub unsafe fn probe_byte(addr: *const u8) -> Option<u8> {
+    let value: u64;
+    // SAFETY: one byte load from `addr`, which the caller guarantees is in
+    // its own mapping; a fault is caught by the installed handler, which
+    // resumes at label 3 with RAX = FAULTED. The asm touches no stack and
+    // no flags, and only reads memory.
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            "movzx eax, byte ptr [{addr}]",
+            "3:",
+            ".pushsection pfnlab_extable, \"aR\"",
+            ".balign 4",
+            ".long 2b - .",
+            ".long 3b - .",
+            ".popsection",
+            addr = in(reg) addr,
+            out("rax") value,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    if value == FAULTED {
+        None
+    } else {
+        Some(value as u8)
+    }
+}
+
+/// Faults turned into "invalid" so far, in every thread.
+pub fn fixup_count() -> u64 {
+    // Relaxed: a statistic; no other memory is published through it.
+    FIXUPS.load(Ordering::Relaxed)
+}
+
+/// The recovery address for a faulting instruction, if it is a probe.
+fn search_extable(rip: usize) -> Option<usize> {
+    // Taking the addresses of linker-defined symbols reads nothing; the
+    // anchor is referenced so its object (the inert entry) is linked in.
+    let (start, stop) = (
+        &raw const __start_pfnlab_extable as usize,
+        &raw const __stop_pfnlab_extable as usize,
+    );
+    std::hint::black_box(&raw const pfnlab_extable_anchor);
+    let mut entry = start;
+    while entry + 8 <= stop {
+        // SAFETY: [start, stop) is the extable section: 4-byte aligned pairs
+        // of i32 PC-relative offsets, each relative to its own field.
+        let (insn_off, fixup_off) =
+            unsafe { (*(entry as *const i32), *((entry + 4) as *const i32)) };
+        let insn = entry.wrapping_add_signed(insn_off as isize);
+        if insn_off != 0 && insn == rip {
+            return Some((entry + 4).wrapping_add_signed(fixup_off as isize));
+        }
+        entry += 8;
+    }
+    None
+}
+
+extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid ucontext_t for SA_SIGINFO handlers;
+    // we are its only user while the handler runs on this thread.
+    let uc = unsafe { &mut *context.cast::<libc::ucontext_t>() };
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
+    if let Some(fixup) = search_extable(rip) {
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = fixup as i64;
+        uc.uc_mcontext.gregs[libc::REG_RAX as usize] = FAULTED as i64;
+        // Relaxed: a statistic.
+        FIXUPS.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    chain(sig, info, context);
+}
+
+/// Hands a fault that is not a probe's to the previous handler.
+fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    let index = usize::from(sig == libc::SIGBUS);
+    let previous = PREVIOUS.get().map(|p| p[index]);
+    match previous {
+        Some(old) if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN => {
+            if old.sa_flags & libc::SA_SIGINFO != 0 {
+                // SAFETY: the previous handler was installed with SA_SIGINFO,
+                // so it has this signature; we pass the kernel's arguments.
+                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                    unsafe { std::mem::transmute(old.sa_sigaction) };
+                f(sig, info, context);
+            } else {
+                // SAFETY: a plain sa_handler takes the signal number only.
+                let f: extern "C" fn(libc::c_int) =
+                    unsafe { std::mem::transmute(old.sa_sigaction) };
+                f(sig);
+            }
+        }
+        _ => {
+            // SAFETY: restoring the default action is async-signal-safe;
+            // returning re-executes the faulting instruction, which now
+            // takes the default action (terminate, core).
+            unsafe {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+/// Installs the fixup handler on SIGSEGV and SIGBUS, once per process,
+/// keeping the previous handlers to chain to.
+pub fn install() -> io::Result<()> {
+    static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
+    let result = INSTALLED.get_or_init(|| {
+        // SAFETY: plain sigaction calls with valid pointers; the previous
+        // actions are stored before ours is installed, so the handler never
+        // sees an unset PREVIOUS once it can run.
+        unsafe {
+            let mut old: [libc::sigaction; 2] = std::mem::zeroed();
+            for (slot, sig) in old.iter_mut().zip([libc::SIGSEGV, libc::SIGBUS]) {
+                if libc::sigaction(sig, std::ptr::null(), slot) != 0 {
+                    return Err(io::Error::last_os_error().raw_os_error().unwrap_or(0));
+                }
+            }
+            let _ = PREVIOUS.set(old);
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            for sig in [libc::SIGSEGV, libc::SIGBUS] {
+                if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                    return Err(io::Error::last_os_error().raw_os_error().unwrap_or(0));
+                }
+            }
+        }
+        prepare_thread().map_err(|e| e.raw_os_error().unwrap_or(0))
+    });
+    result.map_err(io::Error::from_raw_os_error)
+}
+
+/// An alternate signal stack this module mapped for a thread.
+struct AltStack {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+impl Drop for AltStack {
+    fn drop(&mut self) {
+        // SAFETY: disable the alternate stack before unmapping it, so no
+        // signal can land on freed memory; both calls take valid arguments.
+        unsafe {
+            let disable = libc::stack_t {
+                ss_sp: std::ptr::null_mut(),
+                ss_flags: libc::SS_DISABLE,
+                ss_size: 0,
+            };
+            libc::sigaltstack(&disable, std::ptr::null_mut());
+            libc::munmap(self.base, self.len);
+        }
+    }
+}
+
+thread_local! {
+    static ALT_STACK: Cell<Option<AltStack>> = const { Cell::new(None) };
+}
+
+/// Gives the calling thread an alternate signal stack if it has none, so
+/// the handler runs even when a probe faults near the end of the stack.
+/// Cheap after the first call; the stack is freed at thread exit.
+pub fn prepare_thread() -> io::Result<()> {
+    // SAFETY: sigaltstack with a null new stack only queries.
+    let mut current: libc::stack_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out pointer.
+    if unsafe { libc::sigaltstack(std::ptr::null(), &mut current) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if current.ss_flags & libc::SS_DISABLE == 0 {
+        return Ok(());
+    }
+    let len = (64 << 10).max(libc::SIGSTKSZ);
+    // SAFETY: a fresh private anonymous mapping; checked below.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let stack = libc::stack_t {
+        ss_sp: base,
+        ss_flags: 0,
+        ss_size: len,
+    };
+    // SAFETY: `stack` describes the mapping just made, which lives until the
+    // thread-local AltStack drops (which disables it first).
+    if unsafe { libc::sigaltstack(&stack, std::ptr::null_mut()) } != 0 {
+        let err = io::Error::last_os_error();
+        // SAFETY: unmapping the mapping made above, never installed.
+        unsafe { libc::munmap(base, len) };
+        return Err(err);
+    }
+    ALT_STACK.with(|s| s.set(Some(AltStack { base, len })));
+    Ok(())
+}

@@ -1,0 +1,402 @@
+//! `Vmemmap<D>`: the virtually mapped memmap as a [`MemoryModel`].
+//!
+//! `pfn_to_page` is `vmemmap + pfn` — pointer arithmetic, no table. What
+//! differs between detectors is how `pfn_valid` learns that a pfn is a hole:
+//! the section table ([`Table`]), a fault-probed load ([`Probe`]) or a
+//! userfaultfd (`Uffd`, `UffdSigbus`, feature `uffd`). All of them keep the
+//! section table, because hotplug and online state are tracked there, as in
+//! the kernel.
+//!
+//! ## Exactness when a host page mixes valid and invalid pfns
+//! A 2 MiB subsection's memmap is 32 KiB with 4 KiB pages, but only 2 KiB
+//! with arm64's 64 KiB pages (and 8 KiB with ia64's 16 KiB), so one 4 KiB
+//! host page of memmap can hold descriptors of a present subsection and of
+//! an absent one. Such a host page is populated, and a load from the absent
+//! half does not fault. The answer stays exact because a descriptor is
+//! initialised (its [`PageFlag::Present`] bit, in byte 0, set) exactly when
+//! its pfn is valid, and descriptors of removed subsections are zeroed: the
+//! probe reads byte 0 with the same load that would fault, and reports
+//! "valid" only when the load succeeds *and* the PRESENT bit is set. A
+//! userfaultfd zero page reads as all-zero, so it is "invalid" the same way.
+
+use std::io;
+
+use sparsemem::table::{Extreme, HotplugOp, SectionChange, SectionTable};
+use sparsemem::{
+    BuildError, Geometry, HotplugError, Layout, MemmapBytes, MemoryModel, PAGE_STRUCT_SIZE, Page,
+    PageFlag, Pfn, SectionNr,
+};
+
+use crate::reserve::{HoleStyle, Reservation, thp_available};
+
+/// Options for building a vmemmap model.
+#[derive(Clone, Copy, Debug)]
+pub struct VmemmapOptions {
+    /// Ask for transparent huge pages on populated memmap (default: when
+    /// the kernel allows it).
+    pub thp: bool,
+}
+
+impl Default for VmemmapOptions {
+    fn default() -> Self {
+        VmemmapOptions {
+            thp: thp_available(),
+        }
+    }
+}
+
+/// How a vmemmap model tells holes from pages.
+pub trait Detector: Sized + Send + Sync + 'static {
+    /// The model name (`vmemmap-table`, …).
+    const NAME: &'static str;
+    /// How holes in the reservation must behave for this detector.
+    const HOLES: HoleStyle;
+
+    /// Sets the detector up on a fresh reservation, before anything is
+    /// populated.
+    fn attach(reservation: &Reservation) -> Result<Self, BuildError>;
+
+    /// `pfn_valid` for this detector.
+    fn pfn_valid(model: &Vmemmap<Self>, pfn: Pfn) -> bool;
+
+    /// Called before `[addr, addr + len)` is populated.
+    fn before_populate(&self, _addr: *mut u8, _len: usize) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Called after `[addr, addr + len)` went back to being a hole.
+    fn after_depopulate(&self, _addr: *mut u8, _len: usize) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Mask of [`PageFlag::Present`] in a descriptor's first byte.
+pub(crate) const PRESENT_BYTE_MASK: u8 = 1 << PageFlag::Present as u8;
+
+/// A vmemmap model with detector `D`.
+///
+/// Invariants:
+/// - `base` is the reservation's base: the descriptor of pfn `p` is at
+///   `base + p` for every `p < max_pfn`;
+/// - a descriptor is initialised (PRESENT) exactly when its pfn is valid
+///   by the section table; every populated host page contains only such
+///   descriptors and zeroed ones.
+pub struct Vmemmap<D: Detector> {
+    table: SectionTable<Extreme>,
+    base: *const Page,
+    max_pfn: u64,
+    detector: D,
+    reservation: Reservation,
+}
+
+// SAFETY: `base` points into `reservation`, owned by this value; descriptors
+// are all atomics, so sharing `&Page`s across threads is sound, and all
+// mutation of the mapping goes through `&mut self`.
+unsafe impl<D: Detector> Send for Vmemmap<D> {}
+// SAFETY: as above.
+unsafe impl<D: Detector> Sync for Vmemmap<D> {}
+
+impl<D: Detector> Vmemmap<D> {
+    /// Reserves the memmap of the whole physical space and populates the
+    /// layout's memory (boot and hotplug ranges online).
+    pub fn new(layout: &Layout) -> Result<Self, BuildError> {
+        Self::with_options(layout, VmemmapOptions::default())
+    }
+
+    /// As [`Vmemmap::new`], with options.
+    pub fn with_options(layout: &Layout, options: VmemmapOptions) -> Result<Self, BuildError> {
+        let g = *layout.geometry();
+        let plan = layout.section_plan();
+        let populated: u64 = plan
+            .values()
+            .map(|p| {
+                if p.early {
+                    g.pages_per_section()
+                } else {
+                    u64::from(p.subsections.count()) * g.pages_per_subsection()
+                }
+            })
+            .sum();
+        sparsemem::memmap::check_memmap_budget(populated * PAGE_STRUCT_SIZE)?;
+        let max_pfn = g.max_pfn().get();
+        let bytes = max_pfn * PAGE_STRUCT_SIZE;
+        let reservation = Reservation::new(bytes as usize, D::HOLES, options.thp).map_err(|e| {
+            BuildError::Unsupported(format!(
+                "cannot reserve {} GiB of address space for the memmap of a 2^{}-byte physical space ({e}); \
+                 the user address space is 128 TiB with 4-level paging",
+                bytes >> 30,
+                g.max_physmem_bits()
+            ))
+        })?;
+        let detector = D::attach(&reservation)?;
+        let mut model = Vmemmap {
+            table: SectionTable::new(g)?,
+            base: reservation.base().cast::<Page>(),
+            max_pfn,
+            detector,
+            reservation,
+        };
+        for (&nr, sp) in &plan {
+            let first = g.section_nr_to_pfn(nr).get();
+            if sp.early {
+                model.populate_pfns(first, g.pages_per_section())?;
+            } else {
+                for i in sp.subsections.iter() {
+                    model.populate_pfns(
+                        first + i * g.pages_per_subsection(),
+                        g.pages_per_subsection(),
+                    )?;
+                }
+            }
+            let mem_map = model.base.wrapping_add(first as usize);
+            model
+                .table
+                .install(nr, mem_map, sp.early, sp.subsections, true);
+        }
+        Ok(model)
+    }
+
+    /// The section table.
+    pub fn table(&self) -> &SectionTable<Extreme> {
+        &self.table
+    }
+
+    /// The detector.
+    pub fn detector(&self) -> &D {
+        &self.detector
+    }
+
+    /// `vmemmap`: the descriptor of pfn 0.
+    #[inline(always)]
+    pub fn vmemmap_base(&self) -> *const Page {
+        self.base
+    }
+
+    /// One past the largest pfn the reservation covers.
+    #[inline(always)]
+    pub fn max_pfn(&self) -> u64 {
+        self.max_pfn
+    }
+
+    /// Whether THP was requested, and bytes of memmap in huge pages now.
+    pub fn thp(&self) -> (bool, u64) {
+        let huge = self.reservation.residency().map_or(0, |r| r.1);
+        (self.reservation.thp_requested(), huge)
+    }
+
+    /// The host-page-aligned byte range of the memmap of `[first, first+nr)`.
+    fn memmap_span(&self, first: u64, nr: u64) -> (usize, usize) {
+        let page = sparsemem::memmap::host_page_size() as u64;
+        let start = first * PAGE_STRUCT_SIZE / page * page;
+        let end = ((first + nr) * PAGE_STRUCT_SIZE).div_ceil(page) * page;
+        (start as usize, (end - start) as usize)
+    }
+
+    /// Populates the memmap of `[first, first + nr)` and initialises it.
+    fn populate_pfns(&mut self, first: u64, nr: u64) -> io::Result<()> {
+        let (offset, len) = self.memmap_span(first, nr);
+        self.detector
+            .before_populate(self.reservation.base().wrapping_add(offset), len)?;
+        self.reservation.populate(offset, len)?;
+        let shift = self.table.geometry().pfn_section_shift();
+        for pfn in first..first + nr {
+            // SAFETY: the descriptor lies in the range just populated.
+            unsafe { &*self.base.add(pfn as usize) }.init_reserved(pfn >> shift);
+        }
+        Ok(())
+    }
+
+    /// Whether any pfn of `[first, first + nr)` is valid by the table.
+    fn any_valid(&self, first: u64, nr: u64) -> bool {
+        let per = self.table.geometry().pages_per_subsection();
+        let mut pfn = first;
+        while pfn < first + nr {
+            if self.table.pfn_valid(Pfn::new(pfn)) {
+                return true;
+            }
+            pfn = (pfn | (per - 1)) + 1;
+        }
+        false
+    }
+
+    /// Zeroes the descriptors of `[first, first + nr)` (now invalid) and
+    /// gives back every host page of their memmap that holds no valid pfn.
+    fn depopulate_pfns(&mut self, first: u64, nr: u64) -> io::Result<()> {
+        for pfn in first..first + nr {
+            // SAFETY: the range was populated (its pfns were valid until the
+            // table commit just before this call) and `&mut self` excludes
+            // any live `&Page`.
+            unsafe { &*self.base.add(pfn as usize) }.clear_to_hole();
+        }
+        let page = sparsemem::memmap::host_page_size();
+        let per_page = page as u64 / PAGE_STRUCT_SIZE;
+        let (offset, len) = self.memmap_span(first, nr);
+        for host in (offset..offset + len).step_by(page) {
+            let host_first = host as u64 / PAGE_STRUCT_SIZE;
+            if !self.any_valid(host_first, per_page) {
+                self.reservation.depopulate(host, page)?;
+                self.detector
+                    .after_depopulate(self.reservation.base().wrapping_add(host), page)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_change(&mut self, c: &SectionChange, was_early: bool) -> io::Result<()> {
+        let g = *self.table.geometry();
+        let first = g.section_nr_to_pfn(c.nr).get();
+        if c.whole_section && was_early {
+            return self.depopulate_pfns(first, g.pages_per_section());
+        }
+        if was_early {
+            // The memmap of an early section stays fully populated.
+            return Ok(());
+        }
+        for i in c.bits.iter() {
+            self.depopulate_pfns(
+                first + i * g.pages_per_subsection(),
+                g.pages_per_subsection(),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl<D: Detector> MemoryModel for Vmemmap<D> {
+    fn name(&self) -> &'static str {
+        D::NAME
+    }
+
+    fn geometry(&self) -> &Geometry {
+        self.table.geometry()
+    }
+
+    #[inline(always)]
+    fn pfn_valid(&self, pfn: Pfn) -> bool {
+        D::pfn_valid(self, pfn)
+    }
+
+    #[inline(always)]
+    unsafe fn pfn_to_page_unchecked(&self, pfn: Pfn) -> &Page {
+        debug_assert!(self.pfn_valid(pfn));
+        // SAFETY: the caller promises pfn_valid(pfn), so pfn < max_pfn and
+        // its descriptor is populated and initialised (type invariant).
+        unsafe { &*self.base.add(pfn.get() as usize) }
+    }
+
+    fn page_to_pfn(&self, page: &Page) -> Pfn {
+        let offset = std::ptr::from_ref(page).addr() - self.base.addr();
+        Pfn::new(offset as u64 / PAGE_STRUCT_SIZE)
+    }
+
+    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&Page> {
+        if self.table.pfn_online(pfn) {
+            // SAFETY: pfn_online implies pfn_valid; `self` is borrowed shared.
+            Some(unsafe { self.pfn_to_page_unchecked(pfn) })
+        } else {
+            None
+        }
+    }
+
+    fn memmap_bytes(&self) -> MemmapBytes {
+        MemmapBytes {
+            reserved: self.reservation.len() as u64,
+            resident: self.reservation.residency().map_or(0, |r| r.0),
+            tables: self.table.table_bytes(),
+        }
+    }
+
+    fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
+        let g = *self.table.geometry();
+        let changes = self.table.plan(start, nr_pages, HotplugOp::Add)?;
+        for c in &changes {
+            let first = g.section_nr_to_pfn(c.nr).get();
+            for i in c.bits.iter() {
+                self.populate_pfns(
+                    first + i * g.pages_per_subsection(),
+                    g.pages_per_subsection(),
+                )
+                .map_err(HotplugError::Memmap)?;
+            }
+        }
+        let base = self.base;
+        self.table.commit_add(&changes, |nr: SectionNr| {
+            base.wrapping_add(g.section_nr_to_pfn(nr).get() as usize)
+        });
+        Ok(())
+    }
+
+    fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
+        let changes = self.table.plan(start, nr_pages, HotplugOp::Remove)?;
+        let early: Vec<bool> = changes
+            .iter()
+            .map(|c| {
+                self.table
+                    .nr_to_section(c.nr)
+                    .is_some_and(|ms| ms.is_early())
+            })
+            .collect();
+        self.table.commit_remove(&changes);
+        for (c, was_early) in changes.iter().zip(early) {
+            self.remove_change(c, was_early)
+                .map_err(HotplugError::Memmap)?;
+        }
+        Ok(())
+    }
+
+    fn set_online(&mut self, start: Pfn, nr_pages: u64, online: bool) -> Result<(), HotplugError> {
+        self.table.set_online(start, nr_pages, online)
+    }
+}
+
+/// The stock kernel: the section table decides, then `vmemmap + pfn`.
+pub struct Table;
+
+impl Detector for Table {
+    const NAME: &'static str = "vmemmap-table";
+    const HOLES: HoleStyle = HoleStyle::Inaccessible;
+
+    fn attach(_: &Reservation) -> Result<Self, BuildError> {
+        Ok(Table)
+    }
+
+    #[inline(always)]
+    fn pfn_valid(model: &Vmemmap<Self>, pfn: Pfn) -> bool {
+        model.table.pfn_valid(pfn)
+    }
+}
+
+/// KAMEZAWA's fault-probed `pfn_valid`: load the descriptor's first byte;
+/// a fault or a clear PRESENT bit means "hole".
+pub struct Probe;
+
+impl Detector for Probe {
+    const NAME: &'static str = "vmemmap-probe";
+    const HOLES: HoleStyle = HoleStyle::Inaccessible;
+
+    fn attach(_: &Reservation) -> Result<Self, BuildError> {
+        crate::fixup::install().map_err(BuildError::Map)?;
+        Ok(Probe)
+    }
+
+    #[inline(always)]
+    fn pfn_valid(model: &Vmemmap<Self>, pfn: Pfn) -> bool {
+        probe_present(model.base, model.max_pfn, pfn)
+    }
+}
+
+/// The fault-probed test shared by [`Probe`] and SIGBUS-mode userfaultfd.
+#[inline(always)]
+pub(crate) fn probe_present(base: *const Page, max_pfn: u64, pfn: Pfn) -> bool {
+    if pfn.get() >= max_pfn {
+        return false;
+    }
+    let addr = base.wrapping_add(pfn.get() as usize).cast::<u8>();
+    // SAFETY: pfn < max_pfn, so `addr` lies in the model's reservation,
+    // whose holes are meant to fault; the fixup handler was installed by
+    // the detector's `attach`.
+    match unsafe { crate::fixup::probe_byte(addr) } {
+        Some(byte) => byte & PRESENT_BYTE_MASK != 0,
+        None => false,
+    }
+}

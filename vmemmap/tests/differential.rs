@@ -1,0 +1,81 @@
+//! The differential tests of the sparsemem crate (the same generic checker)
+//! run over every vmemmap detector.
+
+use proptest::prelude::*;
+use sparsemem::reference::Reference;
+use sparsemem::testing::{
+    SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, sampled_pfns,
+};
+use sparsemem::{Geometry, Layout, Pfn};
+use vmemmap::{Detector, Vmemmap, VmemmapProbe, VmemmapTable};
+
+fn check<D: Detector>(layout: &Layout) -> Result<(), String> {
+    let model = Vmemmap::<D>::new(layout).map_err(|e| e.to_string())?;
+    check_model(&model, &Reference::new(layout), &sampled_pfns(layout, 4096))
+}
+
+fn check_hotplug<D: Detector>(
+    layout: &Layout,
+    steps: &[sparsemem::testing::HotplugStep],
+) -> Result<(), String> {
+    let mut model = Vmemmap::<D>::new(layout).map_err(|e| e.to_string())?;
+    let mut reference = Reference::new(layout);
+    let pfns = sampled_pfns(layout, 1024);
+    for &step in steps {
+        apply_step(&mut model, &mut reference, layout, step)?;
+        check_model(&model, &reference, &pfns)?;
+    }
+    Ok(())
+}
+
+macro_rules! for_each_detector {
+    ($f:ident, $($arg:expr),*) => {(|| {
+        $f::<vmemmap::Table>($($arg),*)?;
+        $f::<vmemmap::Probe>($($arg),*)?;
+        #[cfg(feature = "uffd")]
+        {
+            $f::<vmemmap::UffdZeroPage>($($arg),*)?;
+            $f::<vmemmap::UffdSigbus>($($arg),*)?;
+        }
+        Ok::<(), String>(())
+    })()};
+}
+
+const ALL_GEOMETRIES: [Geometry; 5] = [
+    Geometry::X86_64,
+    Geometry::ARM64_4K,
+    Geometry::ARM64_64K,
+    Geometry::IA64,
+    Geometry::X86_64_LA57,
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_detector_matches_the_reference(layout in arb_layout(&ALL_GEOMETRIES)) {
+        for_each_detector!(check, &layout).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn hotplug_sequences_match_the_reference(
+        layout in arb_layout(&SMALL_GEOMETRIES),
+        steps in arb_hotplug_steps(),
+    ) {
+        for_each_detector!(check_hotplug, &layout, &steps).map_err(TestCaseError::fail)?;
+    }
+}
+
+#[test]
+fn presets_match_the_reference() -> Result<(), String> {
+    for name in ["x86-pci-hole", "zone-device", "ia64-holes", "numa-fake-64"] {
+        let layout = Layout::preset(name).unwrap();
+        let mut pfns = sparsemem::testing::interesting_pfns(&layout);
+        let span = layout.pfn_span().1.get() + 4096;
+        pfns.extend((0..100_000u64).map(|i| Pfn::new(i.wrapping_mul(0x9e37_79b9) % span)));
+        let reference = Reference::new(&layout);
+        check_model(&VmemmapTable::new(&layout).unwrap(), &reference, &pfns)?;
+        check_model(&VmemmapProbe::new(&layout).unwrap(), &reference, &pfns)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! Behaviour of the vmemmap models beyond pfn_valid: the 52-bit span,
+//! hotplug residency, probes on several threads, and the fault handler's
+//! refusal to swallow faults that are not a probe's.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+use sparsemem::{Geometry, Layout, MemRange, MemoryModel, Pfn, RangeKind};
+use vmemmap::{VmemmapOptions, VmemmapProbe, VmemmapTable, fixup};
+
+#[test]
+fn sparse_52bit_span_reserves_64tib_and_stays_proportional() {
+    let layout = Layout::preset("sparse-52bit").unwrap();
+    let model = VmemmapProbe::new(&layout).unwrap();
+    let b = model.memmap_bytes();
+    assert_eq!(b.reserved, 64 << 40, "2^40 descriptors of 64 bytes");
+    assert!(
+        b.resident <= 4 * (16 << 20) + (4 << 20),
+        "resident {} for 4 GiB present",
+        b.resident
+    );
+    assert!(b.resident >= 4 * (16 << 20));
+    let top = Geometry::X86_64_LA57.max_pfn().get();
+    assert!(model.pfn_valid(Pfn::new(top - 1)));
+    assert!(!model.pfn_valid(Pfn::new(top)));
+    assert!(!model.pfn_valid(Pfn::new(top / 4 * 3)));
+}
+
+#[test]
+fn hot_add_then_remove_probes_and_gives_memory_back() {
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    for thp in [false, true] {
+        let mut model = VmemmapProbe::with_options(&layout, VmemmapOptions { thp }).unwrap();
+        let base = (64u64 << 30) >> 12;
+        let before = model.memmap_bytes().resident;
+        assert!(!model.pfn_valid(Pfn::new(base)));
+        model.hot_add(Pfn::new(base), 32768 * 2).unwrap();
+        assert!(model.pfn_valid(Pfn::new(base)) && model.pfn_valid(Pfn::new(base + 65535)));
+        let added = model.memmap_bytes().resident;
+        assert!(
+            added >= before + (4 << 20),
+            "thp={thp}: {before} -> {added}"
+        );
+        model.hot_remove(Pfn::new(base + 512), 512).unwrap();
+        assert!(!model.pfn_valid(Pfn::new(base + 512)) && model.pfn_valid(Pfn::new(base + 1024)));
+        model.hot_remove(Pfn::new(base), 512).unwrap();
+        model
+            .hot_remove(Pfn::new(base + 1024), 65536 - 1024)
+            .unwrap();
+        assert!(!model.pfn_valid(Pfn::new(base + 1024)));
+        let after = model.memmap_bytes().resident;
+        assert!(
+            after <= before + (64 << 10),
+            "thp={thp}: resident fell back: {before} -> {added} -> {after}"
+        );
+    }
+}
+
+#[test]
+fn sub_page_memmap_holes_are_exact_on_arm64_64k() {
+    // 64 KiB pages: a 2 MiB subsection is 32 pages, 2 KiB of memmap, so a
+    // present and an absent subsection share one 4 KiB host page.
+    let layout = Layout::new(
+        Geometry::ARM64_64K,
+        vec![
+            MemRange::new(0, 1 << 30, RangeKind::Ram, 0),
+            MemRange::new(4 << 30, (4 << 30) + (2 << 20), RangeKind::Hotplug, 0),
+        ],
+        "test",
+    )
+    .unwrap();
+    let model = VmemmapProbe::new(&layout).unwrap();
+    let first = (4u64 << 30) >> 16;
+    assert!(model.pfn_valid(Pfn::new(first + 31)));
+    assert!(
+        !model.pfn_valid(Pfn::new(first + 32)),
+        "same host page, absent subsection"
+    );
+    assert!(!model.pfn_valid(Pfn::new(first - 1)));
+}
+
+#[test]
+fn probes_from_several_threads_are_exact() {
+    let layout = Layout::preset("zone-device").unwrap();
+    let probe = VmemmapProbe::new(&layout).unwrap();
+    let table = VmemmapTable::new(&layout).unwrap();
+    let span = (10u64 << 30) >> 12;
+    let faults_before = fixup::fixup_count();
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let (probe, table) = (&probe, &table);
+            s.spawn(move || {
+                fixup::prepare_thread().unwrap();
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ t;
+                for _ in 0..20_000 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let pfn = Pfn::new(x % span);
+                    assert_eq!(probe.pfn_valid(pfn), table.pfn_valid(pfn), "{pfn:?}");
+                }
+            });
+        }
+    });
+    assert!(
+        fixup::fixup_count() > faults_before,
+        "holes were probed by faulting"
+    );
+}
+
+/// Runs this test binary's `child_entry` in a child process with `mode`.
+fn run_child(mode: &str) -> std::process::ExitStatus {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env("PFNLAB_CHILD_MODE", mode)
+        .output()
+        .unwrap()
+        .status
+}
+
+/// The child side of the fault tests; does nothing in a normal run.
+#[test]
+fn child_entry() {
+    let Ok(mode) = std::env::var("PFNLAB_CHILD_MODE") else {
+        return;
+    };
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    let model = VmemmapProbe::new(&layout).unwrap();
+    assert!(
+        !model.pfn_valid(Pfn::new(1 << 30)),
+        "probe handler installed and working"
+    );
+    match mode.as_str() {
+        "null-write" => {
+            // SAFETY: deliberately invalid, in a child process: a genuine bug.
+            unsafe { std::ptr::write_volatile(std::hint::black_box(8usize) as *mut u8, 1) };
+        }
+        "hole-read" => {
+            // A plain (non-probe) load of a hole in the reservation.
+            let hole = model.vmemmap_base().wrapping_add(1 << 30).cast::<u8>();
+            // SAFETY: deliberately faulting, in a child process.
+            unsafe { std::ptr::read_volatile(std::hint::black_box(hole)) };
+        }
+        _ => return,
+    }
+    std::process::exit(0);
+}
+
+#[test]
+fn a_fault_outside_any_probe_still_kills_with_sigsegv() {
+    for mode in ["null-write", "hole-read"] {
+        let status = run_child(mode);
+        assert_eq!(status.signal(), Some(libc::SIGSEGV), "{mode}: {status:?}");
+    }
+}
+
+#[test]
+fn building_64gib_of_present_memory_is_fast() {
+    let layout = Layout::new(
+        Geometry::X86_64,
+        vec![MemRange::new(0, 64 << 30, RangeKind::Ram, 0)],
+        "64g",
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    let model = VmemmapTable::new(&layout).unwrap();
+    let elapsed = t.elapsed();
+    assert!(model.pfn_valid(Pfn::new((64 << 18) - 1)));
+    // Not a performance target (that is in the benches), a sanity bound.
+    assert!(elapsed.as_secs() < 20, "{elapsed:?}");
+    println!("built 64 GiB vmemmap in {elapsed:?}");
+}
