@@ -7,6 +7,7 @@
 use std::fmt;
 
 use sparsemem::{BuildError, Flat, Layout, MemoryModel, SparseClassic, SparseExtreme};
+use vmemmap::{VmemmapOptions, VmemmapProbe, VmemmapTable};
 
 /// A memory model the lab can build.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
@@ -17,12 +18,31 @@ pub enum ModelKind {
     Sparse,
     /// SPARSEMEM_EXTREME.
     SparseExtreme,
+    /// VMEMMAP, section table decides.
+    VmemmapTable,
+    /// VMEMMAP, fault-probed `pfn_valid`.
+    VmemmapProbe,
+    /// VMEMMAP, userfaultfd zero-page holes.
+    #[cfg(feature = "uffd")]
+    VmemmapUffd,
+    /// VMEMMAP, userfaultfd SIGBUS holes.
+    #[cfg(feature = "uffd")]
+    VmemmapUffdSigbus,
 }
 
 impl ModelKind {
     /// Every model this build supports, in report order.
-    pub const ALL: &'static [ModelKind] =
-        &[ModelKind::Flat, ModelKind::Sparse, ModelKind::SparseExtreme];
+    pub const ALL: &'static [ModelKind] = &[
+        ModelKind::Flat,
+        ModelKind::Sparse,
+        ModelKind::SparseExtreme,
+        ModelKind::VmemmapTable,
+        ModelKind::VmemmapProbe,
+        #[cfg(feature = "uffd")]
+        ModelKind::VmemmapUffd,
+        #[cfg(feature = "uffd")]
+        ModelKind::VmemmapUffdSigbus,
+    ];
 
     /// The CLI name.
     pub fn name(self) -> &'static str {
@@ -30,7 +50,22 @@ impl ModelKind {
             ModelKind::Flat => "flat",
             ModelKind::Sparse => "sparse",
             ModelKind::SparseExtreme => "sparse-extreme",
+            ModelKind::VmemmapTable => "vmemmap-table",
+            ModelKind::VmemmapProbe => "vmemmap-probe",
+            #[cfg(feature = "uffd")]
+            ModelKind::VmemmapUffd => "vmemmap-uffd",
+            #[cfg(feature = "uffd")]
+            ModelKind::VmemmapUffdSigbus => "vmemmap-uffd-sigbus",
         }
+    }
+
+    /// Whether the model's memmap is a vmemmap reservation (and so takes
+    /// the THP option).
+    pub fn is_vmemmap(self) -> bool {
+        !matches!(
+            self,
+            ModelKind::Flat | ModelKind::Sparse | ModelKind::SparseExtreme
+        )
     }
 
     /// Parses a CLI name.
@@ -40,6 +75,14 @@ impl ModelKind {
             .copied()
             .find(|k| k.name() == name)
             .ok_or_else(|| UnknownModel(name.to_owned()))
+    }
+
+    /// Parses a comma-separated list of names.
+    pub fn parse_list(names: &str) -> Result<Vec<ModelKind>, UnknownModel> {
+        names
+            .split(',')
+            .map(|n| ModelKind::parse(n.trim()))
+            .collect()
     }
 }
 
@@ -61,7 +104,14 @@ impl fmt::Display for UnknownModel {
             "unknown model `{}` (known: {})",
             self.0,
             known.join(", ")
-        )
+        )?;
+        if !cfg!(feature = "uffd") && self.0.starts_with("vmemmap-uffd") {
+            write!(
+                f,
+                "; build with `--features uffd` for the userfaultfd models"
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -81,9 +131,30 @@ pub fn with_model<V: ModelVisitor>(
     layout: &Layout,
     visitor: V,
 ) -> Result<V::Output, BuildError> {
+    with_model_options(kind, layout, VmemmapOptions::default(), visitor)
+}
+
+/// As [`with_model`], with options for the vmemmap models (ignored by the
+/// others).
+pub fn with_model_options<V: ModelVisitor>(
+    kind: ModelKind,
+    layout: &Layout,
+    options: VmemmapOptions,
+    visitor: V,
+) -> Result<V::Output, BuildError> {
     Ok(match kind {
         ModelKind::Flat => visitor.visit(&mut Flat::new(layout)?),
         ModelKind::Sparse => visitor.visit(&mut SparseClassic::new(layout)?),
         ModelKind::SparseExtreme => visitor.visit(&mut SparseExtreme::new(layout)?),
+        ModelKind::VmemmapTable => visitor.visit(&mut VmemmapTable::with_options(layout, options)?),
+        ModelKind::VmemmapProbe => visitor.visit(&mut VmemmapProbe::with_options(layout, options)?),
+        #[cfg(feature = "uffd")]
+        ModelKind::VmemmapUffd => {
+            visitor.visit(&mut vmemmap::VmemmapUffd::with_options(layout, options)?)
+        }
+        #[cfg(feature = "uffd")]
+        ModelKind::VmemmapUffdSigbus => visitor.visit(
+            &mut vmemmap::VmemmapUffdSigbus::with_options(layout, options)?,
+        ),
     })
 }
