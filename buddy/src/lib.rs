@@ -1,1 +1,53 @@
-//! A zoned buddy allocator, generic over the memory model.
+//! # buddy — one zoned buddy allocator for every memory model
+//!
+//! The Linux page allocator, in the shape that decides its cost: nodes of
+//! zones (DMA, DMA32, Normal, Movable), each with `free_area[order]` lists
+//! threaded through the pages' own `lru` links, the buddy found at
+//! `pfn ^ (1 << order)`, per-CPU lists refilled and drained in batches
+//! under a spinning zone lock, bulk allocation, zonelists with fallback, a
+//! cpuset node filter, and memory hotplug. It allocates *simulated*
+//! physical pages: it only ever touches `struct page`s in the memory
+//! model's memmap, never frame contents.
+//!
+//! [`Allocator`] is generic over the memory model (`M: MemoryModel`) and
+//! over a compile-time [`Variant`] (bitmap or no-bitmap buddy, atomic or
+//! non-atomic flag operations, hole check on or off), so each combination
+//! is its own monomorphised hot path.
+//!
+//! ```
+//! use buddy::{Allocator, Gfp, Kernel, Options};
+//! use sparsemem::{Layout, Order, SparseExtreme};
+//!
+//! let layout = Layout::preset("x86-pci-hole")?;
+//! let alloc = Allocator::<_, Kernel>::new(SparseExtreme::new(&layout)?, &layout, Options::default())?;
+//! let mut cpu = alloc.cpu(0);
+//! let page = cpu.alloc(Gfp::KERNEL)?;
+//! let block = cpu.alloc_pages(Order::new(3), Gfp::KERNEL)?;
+//! cpu.free(page)?;
+//! cpu.free_pages(block, Order::new(3))?;
+//! assert!(cpu.free(page).is_err(), "double free is refused");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(unsafe_code)]
+
+mod alloc;
+mod error;
+mod hotplug;
+#[allow(unsafe_code)]
+mod list;
+#[allow(unsafe_code)]
+mod lock;
+mod node;
+#[allow(unsafe_code)]
+mod pcp;
+mod variant;
+#[allow(unsafe_code)]
+mod zone;
+
+pub use alloc::{Allocator, LockPolicy, MAX_BULK, Options, Zone, zone_batchsize};
+pub use error::AllocError;
+pub use node::{Gfp, Node, NodeMask};
+pub use pcp::PerCpu;
+pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Variant};
+pub use zone::{ZoneStats, ZoneType};

@@ -234,6 +234,18 @@ impl Page {
         self.refcount.load(Relaxed)
     }
 
+    /// `page_ref_freeze`: sets the count from `expected` to 0 atomically;
+    /// false (and no change) when the count was not `expected`. Used by the
+    /// free path so two racing frees cannot both succeed.
+    #[inline(always)]
+    pub fn ref_freeze(&self, expected: i32) -> bool {
+        // Relaxed: the page's other fields are published by the zone lock
+        // or the owning thread, not by the count.
+        self.refcount
+            .compare_exchange(expected, 0, Relaxed, Relaxed)
+            .is_ok()
+    }
+
     /// `set_page_count`.
     #[inline(always)]
     pub fn set_refcount(&self, count: i32) {

@@ -1,0 +1,120 @@
+//! Allocator errors. Every misuse is refused before anything changes.
+
+use std::fmt;
+
+use sparsemem::{HotplugError, Order, OrderTooLarge, Pfn};
+
+/// Why an allocator call was refused.
+#[derive(Debug)]
+pub enum AllocError {
+    /// No zone allowed by the request has a free block of this order.
+    NoMemory {
+        /// The order asked for.
+        order: Order,
+    },
+    /// The pfn is in no zone (a hole, reserved memory, or beyond memory).
+    OutsideZone {
+        /// The pfn.
+        pfn: Pfn,
+    },
+    /// The block is already free (on a free list or a per-CPU list).
+    DoubleFree {
+        /// The pfn.
+        pfn: Pfn,
+    },
+    /// The pfn does not head an allocated block.
+    NotAllocated {
+        /// The pfn.
+        pfn: Pfn,
+    },
+    /// The block was allocated with another order.
+    WrongOrder {
+        /// The pfn.
+        pfn: Pfn,
+        /// The order given to free.
+        freed: Order,
+        /// The order it was allocated with.
+        allocated: u64,
+    },
+    /// A bulk request above [`crate::MAX_BULK`].
+    BulkTooLarge {
+        /// Pages asked for.
+        requested: usize,
+    },
+    /// An order above `MAX_PAGE_ORDER`.
+    Order(OrderTooLarge),
+    /// The memory model refused a hotplug step.
+    Hotplug(HotplugError),
+    /// Offline refused: pages of the range are in use.
+    InUse {
+        /// Pages of the range not free.
+        nr_pages: u64,
+    },
+    /// Without the hole check, every `MAX_PAGE_ORDER` block holding managed
+    /// memory must be wholly valid (as the kernel requires without
+    /// `HOLES_IN_ZONE`).
+    HolesInBlock {
+        /// An invalid pfn inside such a block.
+        pfn: Pfn,
+    },
+    /// More zones than a page's 8-bit zone id can name.
+    TooManyZones,
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllocError::NoMemory { order } => write!(
+                f,
+                "no memory: no free block of order {order} in any allowed zone"
+            ),
+            AllocError::OutsideZone { pfn } => write!(f, "pfn {pfn} is outside every zone"),
+            AllocError::DoubleFree { pfn } => write!(f, "double free of pfn {pfn}"),
+            AllocError::NotAllocated { pfn } => {
+                write!(f, "pfn {pfn} does not head an allocated block")
+            }
+            AllocError::WrongOrder {
+                pfn,
+                freed,
+                allocated,
+            } => {
+                write!(
+                    f,
+                    "pfn {pfn} freed with order {freed} but allocated with order {allocated}"
+                )
+            }
+            AllocError::BulkTooLarge { requested } => {
+                write!(
+                    f,
+                    "bulk request of {requested} pages exceeds MAX_BULK ({})",
+                    crate::MAX_BULK
+                )
+            }
+            AllocError::Order(e) => write!(f, "{e}"),
+            AllocError::Hotplug(e) => write!(f, "{e}"),
+            AllocError::InUse { nr_pages } => write!(
+                f,
+                "cannot offline: {nr_pages} pages of the range are in use"
+            ),
+            AllocError::HolesInBlock { pfn } => write!(
+                f,
+                "pfn {pfn} is a hole inside a MAX_PAGE_ORDER block of managed memory; use a variant with the hole check (HOLES_IN_ZONE)"
+            ),
+            AllocError::TooManyZones => write!(f, "more than 255 zones"),
+        }
+    }
+}
+
+impl std::error::Error for AllocError {}
+
+impl From<OrderTooLarge> for AllocError {
+    fn from(e: OrderTooLarge) -> Self {
+        AllocError::Order(e)
+    }
+}
+
+impl From<HotplugError> for AllocError {
+    fn from(e: HotplugError) -> Self {
+        AllocError::Hotplug(e)
+    }
+}

@@ -1,0 +1,176 @@
+//! Memory hotplug with the allocator: add, online, offline, remove.
+//!
+//! As in the kernel, hot add only creates memmap (the model's `hot_add`);
+//! `online_pages` gives the pages to the node's Movable zone (created, or
+//! grown, on first use) and frees them into its lists; `offline_pages`
+//! takes them back only when every page of the range is free — otherwise it
+//! says how many are in use and changes nothing — splitting free blocks
+//! that straddle the range; `hot_remove` then retires the memmap. All four
+//! take `&mut self`, so no per-CPU handle can hold pages meanwhile.
+
+use sparsemem::{MemoryModel, Order, PageFlag, Pfn};
+
+use crate::alloc::{Allocator, Zone};
+use crate::error::AllocError;
+use crate::lock::SpinLock;
+use crate::variant::Variant;
+use crate::zone::{FreeArea, ZoneStats, ZoneType};
+
+impl<M: MemoryModel, V: Variant> Allocator<M, V> {
+    /// Hot-adds memmap for `[start, start + nr_pages)` (offline).
+    pub fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
+        Ok(self.model.hot_add(start, nr_pages)?)
+    }
+
+    /// Onlines `[start, start + nr_pages)` into `node`'s Movable zone.
+    pub fn online_pages(&mut self, start: Pfn, nr_pages: u64, node: u16) -> Result<(), AllocError> {
+        let end = Pfn::new(start.get() + nr_pages);
+        for pfn in start.get()..end.get() {
+            let page = self
+                .model
+                .pfn_to_page(Pfn::new(pfn))
+                .ok_or(AllocError::OutsideZone { pfn: Pfn::new(pfn) })?;
+            if !page.test(PageFlag::Reserved) {
+                return Err(AllocError::Hotplug(
+                    sparsemem::HotplugError::AlreadyPresent { pfn: Pfn::new(pfn) },
+                ));
+            }
+        }
+        self.check_blocks(start, end)?;
+        let zid = match self
+            .zones
+            .iter()
+            .position(|z| z.node == node && z.kind == ZoneType::Movable)
+        {
+            Some(zid) => zid,
+            None => {
+                if self.zones.len() >= 255 {
+                    return Err(AllocError::TooManyZones);
+                }
+                let id = self.zones.len() as u8;
+                self.zones.push(Zone {
+                    kind: ZoneType::Movable,
+                    node,
+                    id,
+                    start,
+                    end,
+                    managed: 0,
+                    free: SpinLock::new(FreeArea::new(id, start, end)),
+                    stats: ZoneStats::default(),
+                    batch: 1,
+                    high: 6,
+                });
+                self.rebuild_nodes();
+                id as usize
+            }
+        };
+        self.model.set_online(start, nr_pages, true)?;
+        let zone = &mut self.zones[zid];
+        zone.start = zone.start.min(start);
+        zone.end = zone.end.max(end);
+        let (zstart, zend) = (zone.start, zone.end);
+        zone.free.get_mut().resize(zstart, zend);
+        self.give_range(zid, start, end);
+        let batch = self.options.pcp_batch;
+        self.zones[zid].set_pcp_sizes(batch);
+        Ok(())
+    }
+
+    /// Offlines `[start, start + nr_pages)`: every page must be free.
+    pub fn offline_pages(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
+        let end = start.get() + nr_pages;
+        let first = self
+            .model
+            .pfn_to_page(start)
+            .ok_or(AllocError::OutsideZone { pfn: start })?;
+        let zid = usize::from(first.zone_id());
+        if first.test(PageFlag::Reserved) || zid >= self.zones.len() {
+            return Err(AllocError::OutsideZone { pfn: start });
+        }
+        let mut blocks = Vec::new();
+        let mut in_use = 0;
+        let mut pfn = start.get();
+        while pfn < end {
+            let managed = self
+                .model
+                .pfn_to_page(Pfn::new(pfn))
+                .is_some_and(|p| usize::from(p.zone_id()) == zid && !p.test(PageFlag::Reserved));
+            if !managed {
+                return Err(AllocError::OutsideZone { pfn: Pfn::new(pfn) });
+            }
+            match self.free_block_containing(zid, Pfn::new(pfn)) {
+                Some((head, order)) => {
+                    blocks.push((head, order));
+                    pfn = head.get() + order.nr_pages();
+                }
+                None => {
+                    in_use += 1;
+                    pfn += 1;
+                }
+            }
+        }
+        if in_use > 0 {
+            return Err(AllocError::InUse { nr_pages: in_use });
+        }
+        self.model.set_online(start, nr_pages, false)?;
+        let zone = &mut self.zones[zid];
+        let area = zone.free.get_mut();
+        for &(head, order) in &blocks {
+            let page = self.model.pfn_to_page(head).expect("free blocks are valid");
+            area.take_block(page, head, order);
+        }
+        for pfn in start.get()..end {
+            let page = self
+                .model
+                .pfn_to_page(Pfn::new(pfn))
+                .expect("managed pages are valid");
+            page.set(PageFlag::Reserved);
+        }
+        zone.managed -= nr_pages;
+        for &(head, order) in &blocks {
+            let block_end = head.get() + order.nr_pages();
+            for (a, b) in [(head.get(), start.get()), (end, block_end)] {
+                self.refree(zid, a, b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees `[a, b)` of zone `zid` back in aligned blocks (the parts of a
+    /// straddling block outside an offlined range).
+    fn refree(&mut self, zid: usize, a: u64, b: u64) {
+        let zone = &mut self.zones[zid];
+        let area = zone.free.get_mut();
+        let mut pfn = a;
+        while pfn < b {
+            let mut order = pfn
+                .trailing_zeros()
+                .min(u32::from(sparsemem::MAX_PAGE_ORDER));
+            while pfn + (1 << order) > b {
+                order -= 1;
+            }
+            let page = self.model.pfn_to_page(Pfn::new(pfn)).expect("valid");
+            area.free_one(
+                &self.model,
+                &zone.stats,
+                page,
+                Pfn::new(pfn),
+                Order::new(order as u8),
+            );
+            pfn += 1 << order;
+        }
+    }
+
+    /// Hot-removes `[start, start + nr_pages)`: it must be offline (no page
+    /// of it managed by a zone).
+    pub fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
+        for pfn in start.get()..start.get() + nr_pages {
+            if let Some(page) = self.model.pfn_to_page(Pfn::new(pfn))
+                && !page.test(PageFlag::Reserved)
+            {
+                return Err(AllocError::InUse { nr_pages: 1 });
+            }
+        }
+        Ok(self.model.hot_remove(start, nr_pages)?)
+    }
+}

@@ -1,0 +1,283 @@
+//! Per-CPU page lists (`per_cpu_pages`) and bulk allocation.
+//!
+//! A [`PerCpu`] handle is one CPU's `pcp` for every zone: order-0 pages
+//! come from its list without the zone lock; an empty list is refilled
+//! with `batch` pages by `rmqueue_bulk`, and a list that reaches `high` is
+//! drained by `batch` pages with `free_pcppages_bulk`. Both take the zone
+//! lock once per batch ([`LockPolicy::PerBatch`], the kernel) or once per
+//! page ([`LockPolicy::PerPage`], the 2007 proposal). A handle belongs to
+//! one thread; dropping it (thread exit) drains everything back, so pages
+//! are never lost.
+//!
+//! Bulk allocation (`alloc_pages_bulk`, 2021) fills a list or an array
+//! from the preferred zone's pcp list, refilling it as needed, and falls
+//! back to single allocations if that zone runs dry. The array form fills
+//! only empty slots and returns how many slots are populated, counting those
+//! that were already full.
+
+use sparsemem::{MemoryModel, Order, Page, PageFlag, Pfn};
+
+use crate::alloc::{Allocator, LockPolicy, MAX_BULK, prep_new_page};
+use crate::error::AllocError;
+use crate::list::PageList;
+use crate::node::{Gfp, NodeMask};
+use crate::variant::Variant;
+use crate::zone::ZoneStats;
+
+/// One CPU's per-CPU lists; see the module documentation.
+pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
+    alloc: &'a Allocator<M, V>,
+    node: u16,
+    lists: Vec<PageList>,
+    cpuset: Option<NodeMask>,
+}
+
+impl<M: MemoryModel, V: Variant> Allocator<M, V> {
+    /// A per-CPU handle for a thread running on `node`.
+    pub fn cpu(&self, node: u16) -> PerCpu<'_, M, V> {
+        PerCpu {
+            alloc: self,
+            node,
+            lists: (0..self.zones.len()).map(|_| PageList::default()).collect(),
+            cpuset: None,
+        }
+    }
+}
+
+impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
+    /// Restricts allocations to the nodes of `mask` (the task's cpuset
+    /// `mems_allowed`), checked per zone as `__cpuset_zone_allowed` does.
+    pub fn set_cpuset(&mut self, mask: Option<NodeMask>) {
+        self.cpuset = mask;
+    }
+
+    /// Pages on this CPU's list for zone `zid` (`pcp->count`).
+    pub fn count(&self, zid: usize) -> u64 {
+        self.lists[zid].len()
+    }
+
+    /// Pages on all of this CPU's lists.
+    pub fn total_count(&self) -> u64 {
+        self.lists.iter().map(PageList::len).sum()
+    }
+
+    /// The allocator.
+    pub fn allocator(&self) -> &'a Allocator<M, V> {
+        self.alloc
+    }
+
+    /// `rmqueue_bulk`: moves up to `count` order-0 pages from the zone to
+    /// this CPU's list; returns how many.
+    fn rmqueue_bulk(&mut self, zid: usize, count: u32) -> u32 {
+        let alloc = self.alloc;
+        let zone = &alloc.zones[zid];
+        let list = &mut self.lists[zid];
+        ZoneStats::bump(&zone.stats.pcp_refills, 1);
+        let mut moved = 0;
+        let mut take = |area: &mut crate::zone::FreeArea<V>| {
+            let (page, _) = area.rmqueue_smallest(&alloc.model, &zone.stats, Order::ZERO)?;
+            V::set(page, PageFlag::Pcp);
+            list.push_back(page);
+            Some(())
+        };
+        match alloc.options.lock_policy {
+            LockPolicy::PerBatch => {
+                let mut area = zone.free.lock();
+                while moved < count && take(&mut area).is_some() {
+                    moved += 1;
+                }
+            }
+            LockPolicy::PerPage => {
+                while moved < count && take(&mut zone.free.lock()).is_some() {
+                    moved += 1;
+                }
+            }
+        }
+        moved
+    }
+
+    /// `free_pcppages_bulk`: returns up to `count` of the coldest pages of
+    /// this CPU's list for zone `zid` to the buddy lists.
+    fn free_pcppages_bulk(&mut self, zid: usize, count: u64) {
+        let alloc = self.alloc;
+        let zone = &alloc.zones[zid];
+        let list = &mut self.lists[zid];
+        ZoneStats::bump(&zone.stats.pcp_drains, 1);
+        let mut give = |area: &mut crate::zone::FreeArea<V>| {
+            // SAFETY: pcp pages are in the model's memmap, borrowed for 'a.
+            let page: &'a Page = unsafe { list.pop_back() }?;
+            V::clear(page, PageFlag::Pcp);
+            let pfn = alloc.model.page_to_pfn(page);
+            area.free_one(&alloc.model, &zone.stats, page, pfn, Order::ZERO);
+            Some(())
+        };
+        let mut n = 0;
+        match alloc.options.lock_policy {
+            LockPolicy::PerBatch => {
+                let mut area = zone.free.lock();
+                while n < count && give(&mut area).is_some() {
+                    n += 1;
+                }
+            }
+            LockPolicy::PerPage => {
+                while n < count && give(&mut zone.free.lock()).is_some() {
+                    n += 1;
+                }
+            }
+        }
+    }
+
+    /// One order-0 page from zone `zid` through this CPU's list.
+    #[inline(always)]
+    fn rmqueue_pcplist(&mut self, zid: usize) -> Option<Pfn> {
+        if self.lists[zid].is_empty() {
+            let batch = self.alloc.zones[zid].batch;
+            self.rmqueue_bulk(zid, batch);
+        }
+        // SAFETY: pcp pages are in the model's memmap, borrowed for 'a.
+        let page: &'a Page = unsafe { self.lists[zid].pop_front() }?;
+        V::clear(page, PageFlag::Pcp);
+        prep_new_page(page, Order::ZERO);
+        ZoneStats::bump(&self.alloc.zones[zid].stats.allocs[0], 1);
+        Some(self.alloc.model.page_to_pfn(page))
+    }
+
+    /// Allocates one page (order 0) through the per-CPU lists.
+    #[inline]
+    pub fn alloc(&mut self, gfp: Gfp) -> Result<Pfn, AllocError> {
+        let alloc = self.alloc;
+        for &zid in alloc.zonelist(self.node, gfp) {
+            if !alloc.zone_allowed(zid, gfp, self.cpuset.as_ref()) {
+                continue;
+            }
+            if let Some(pfn) = self.rmqueue_pcplist(zid) {
+                return Ok(pfn);
+            }
+        }
+        Err(AllocError::NoMemory { order: Order::ZERO })
+    }
+
+    /// Allocates a block: order 0 through the per-CPU lists, larger orders
+    /// on the zone path.
+    pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, AllocError> {
+        if order == Order::ZERO {
+            self.alloc(gfp)
+        } else {
+            self.alloc
+                .alloc_pages(order, gfp, self.node, self.cpuset.as_ref())
+        }
+    }
+
+    /// Frees one page (order 0) to this CPU's list, draining a batch when
+    /// the list reaches `high`.
+    #[inline]
+    pub fn free(&mut self, pfn: Pfn) -> Result<(), AllocError> {
+        let (page, zid) = self.alloc.claim_for_free(pfn, Order::ZERO)?;
+        V::set(page, PageFlag::Pcp);
+        self.lists[zid].push_front(page);
+        ZoneStats::bump(&self.alloc.zones[zid].stats.frees[0], 1);
+        let zone = &self.alloc.zones[zid];
+        if self.lists[zid].len() >= u64::from(zone.high) {
+            self.free_pcppages_bulk(zid, u64::from(zone.batch));
+        }
+        Ok(())
+    }
+
+    /// Frees a block: order 0 to the per-CPU list, larger to the zone.
+    pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
+        if order == Order::ZERO {
+            self.free(pfn)
+        } else {
+            self.alloc.free_pages(pfn, order)
+        }
+    }
+
+    /// The zone a bulk request is served from: the first allowed one.
+    fn preferred_zone(&self, gfp: Gfp) -> Option<usize> {
+        let alloc = self.alloc;
+        alloc
+            .zonelist(self.node, gfp)
+            .iter()
+            .copied()
+            .find(|&z| alloc.zone_allowed(z, gfp, self.cpuset.as_ref()))
+    }
+
+    /// One page for a bulk request: the preferred zone's pcp list first,
+    /// then the ordinary single-page path.
+    #[inline(always)]
+    fn bulk_one(&mut self, preferred: Option<usize>, gfp: Gfp) -> Option<Pfn> {
+        preferred
+            .and_then(|zid| self.rmqueue_pcplist(zid))
+            .or_else(|| self.alloc(gfp).ok())
+    }
+
+    /// `alloc_pages_bulk_list`: appends up to `nr_pages` order-0 pages to
+    /// `out`; returns how many were added.
+    pub fn alloc_bulk_list(
+        &mut self,
+        nr_pages: usize,
+        gfp: Gfp,
+        out: &mut Vec<Pfn>,
+    ) -> Result<usize, AllocError> {
+        if nr_pages > MAX_BULK {
+            return Err(AllocError::BulkTooLarge {
+                requested: nr_pages,
+            });
+        }
+        let preferred = self.preferred_zone(gfp);
+        let before = out.len();
+        for _ in 0..nr_pages {
+            match self.bulk_one(preferred, gfp) {
+                Some(pfn) => out.push(pfn),
+                None => break,
+            }
+        }
+        Ok(out.len() - before)
+    }
+
+    /// `alloc_pages_bulk_array`: fills the empty slots of `slots`; returns
+    /// the number of populated slots, including those already full. Like
+    /// the kernel's, it stops at the first slot it cannot fill, so the
+    /// count is the populated prefix.
+    pub fn alloc_bulk_array(
+        &mut self,
+        gfp: Gfp,
+        slots: &mut [Option<Pfn>],
+    ) -> Result<usize, AllocError> {
+        if slots.len() > MAX_BULK {
+            return Err(AllocError::BulkTooLarge {
+                requested: slots.len(),
+            });
+        }
+        let preferred = self.preferred_zone(gfp);
+        let mut populated = 0;
+        for slot in slots.iter_mut() {
+            if slot.is_none() {
+                *slot = self.bulk_one(preferred, gfp);
+            }
+            if slot.is_some() {
+                populated += 1;
+            } else {
+                break;
+            }
+        }
+        Ok(populated)
+    }
+
+    /// Returns every page on this CPU's lists to the buddy lists
+    /// (`drain_local_pages`).
+    pub fn drain(&mut self) {
+        for zid in 0..self.lists.len() {
+            let n = self.lists[zid].len();
+            if n > 0 {
+                self.free_pcppages_bulk(zid, n);
+            }
+        }
+    }
+}
+
+impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
+    fn drop(&mut self) {
+        self.drain();
+    }
+}

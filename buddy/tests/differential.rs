@@ -1,0 +1,173 @@
+//! Differential tests: generated operation sequences against a reference
+//! map of allocated blocks, over every memory model and both buddy-tracking
+//! variants, on layouts with holes (the hole check on).
+
+mod common;
+
+use buddy::{AllocError, Allocator, Config, Options, Variant};
+use common::{GFP, Reference, check_conservation, free_all_and_check, snapshot};
+use proptest::prelude::*;
+use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout};
+use sparsemem::{Flat, Layout, MemoryModel, Order, SparseClassic, SparseExtreme};
+use vmemmap::{VmemmapProbe, VmemmapTable};
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Alloc(u8),
+    Free(usize),
+    BulkList(usize),
+    BulkArray(usize, usize),
+    Drain,
+}
+
+fn arb_ops() -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        4 => (0u8..=10).prop_map(Op::Alloc),
+        3 => any::<usize>().prop_map(Op::Free),
+        1 => (1usize..200).prop_map(Op::BulkList),
+        1 => (1usize..200, 0usize..200).prop_map(|(n, pre)| Op::BulkArray(n, pre)),
+        1 => Just(Op::Drain),
+    ];
+    prop::collection::vec(op, 1..60)
+}
+
+fn run<M: MemoryModel, V: Variant>(model: M, layout: &Layout, ops: &[Op]) -> Result<(), String> {
+    let alloc = match Allocator::<M, V>::new(model, layout, Options::default()) {
+        Ok(a) => a,
+        Err(AllocError::HolesInBlock { .. }) if !V::HOLE_CHECK => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let initial = snapshot(&alloc);
+    let mut cpu = alloc.cpu(layout.nodes()[0]);
+    let mut reference = Reference::default();
+    for &op in ops {
+        match op {
+            Op::Alloc(order) => {
+                let order = Order::new(order);
+                match cpu.alloc_pages(order, GFP) {
+                    Ok(pfn) => reference.record(layout, pfn, order)?,
+                    Err(AllocError::NoMemory { .. }) => {}
+                    Err(e) => return Err(format!("alloc: {e}")),
+                }
+            }
+            Op::Free(i) => {
+                if let Some((pfn, order)) = reference.take(i) {
+                    cpu.free_pages(pfn, order)
+                        .map_err(|e| format!("free {pfn}/{order}: {e}"))?;
+                }
+            }
+            Op::BulkList(n) => {
+                let mut out = Vec::new();
+                let got = cpu
+                    .alloc_bulk_list(n, GFP, &mut out)
+                    .map_err(|e| e.to_string())?;
+                if got != out.len() {
+                    return Err(format!("bulk list returned {got}, list has {}", out.len()));
+                }
+                for pfn in out {
+                    reference.record(layout, pfn, Order::ZERO)?;
+                }
+            }
+            Op::BulkArray(n, pre) => {
+                let mut slots = vec![None; n];
+                let mut prefilled = 0;
+                for slot in slots.iter_mut().take(pre.min(n)).step_by(3) {
+                    if let Ok(pfn) = cpu.alloc(GFP) {
+                        reference.record(layout, pfn, Order::ZERO)?;
+                        *slot = Some(pfn);
+                        prefilled += 1;
+                    }
+                }
+                let populated = cpu
+                    .alloc_bulk_array(GFP, &mut slots)
+                    .map_err(|e| e.to_string())?;
+                let filled = slots.iter().take_while(|s| s.is_some()).count();
+                if populated != filled {
+                    return Err(format!(
+                        "bulk array says {populated}, populated prefix is {filled}"
+                    ));
+                }
+                let before = reference.blocks.len();
+                for pfn in slots.iter().flatten() {
+                    if !reference.blocks.contains_key(&pfn.get()) {
+                        reference.record(layout, *pfn, Order::ZERO)?;
+                    }
+                }
+                if reference.blocks.len() - before + prefilled != slots.iter().flatten().count() {
+                    return Err("bulk array overwrote a prefilled slot".into());
+                }
+            }
+            Op::Drain => cpu.drain(),
+        }
+        check_conservation(&alloc, cpu.total_count(), &reference)?;
+    }
+    free_all_and_check(cpu, &mut reference, &initial)
+}
+
+fn run_models<V: Variant>(layout: &Layout, ops: &[Op]) -> Result<(), String> {
+    let e = |e: sparsemem::BuildError| e.to_string();
+    run::<_, V>(Flat::new(layout).map_err(e)?, layout, ops)?;
+    run::<_, V>(SparseClassic::new(layout).map_err(e)?, layout, ops)?;
+    run::<_, V>(SparseExtreme::new(layout).map_err(e)?, layout, ops)?;
+    run::<_, V>(VmemmapTable::new(layout).map_err(e)?, layout, ops)?;
+    run::<_, V>(VmemmapProbe::new(layout).map_err(e)?, layout, ops)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn nobitmap_matches_reference(layout in arb_layout(&SMALL_GEOMETRIES), ops in arb_ops()) {
+        run_models::<Config<false, false, true>>(&layout, &ops).map_err(TestCaseError::fail)?;
+        run_models::<Config<true, false, false>>(&layout, &ops).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn bitmap_matches_reference(layout in arb_layout(&SMALL_GEOMETRIES), ops in arb_ops()) {
+        run_models::<Config<false, true, true>>(&layout, &ops).map_err(TestCaseError::fail)?;
+        run_models::<Config<true, true, false>>(&layout, &ops).map_err(TestCaseError::fail)?;
+    }
+}
+
+#[test]
+fn zone_device_sub_section_holes_with_the_hole_check() {
+    let layout = Layout::preset("zone-device").unwrap();
+    let ops: Vec<Op> = (0..400u32)
+        .map(|i| match i % 5 {
+            0 | 1 => Op::Alloc((i % 11) as u8),
+            2 => Op::BulkList(64),
+            3 => Op::Free(i as usize * 7),
+            _ => Op::Free(i as usize),
+        })
+        .collect();
+    run::<_, Config<false, false, true>>(VmemmapProbe::new(&layout).unwrap(), &layout, &ops)
+        .unwrap();
+    run::<_, Config<false, true, true>>(SparseExtreme::new(&layout).unwrap(), &layout, &ops)
+        .unwrap();
+    let refused = Allocator::<_, Config<false, false, false>>::new(
+        VmemmapTable::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    );
+    assert!(
+        matches!(refused, Err(AllocError::HolesInBlock { .. })),
+        "without the hole check, sub-section holes are refused"
+    );
+    let hits: u64 = {
+        let alloc = Allocator::<_, Config<false, false, true>>::new(
+            VmemmapProbe::new(&layout).unwrap(),
+            &layout,
+            Options::default(),
+        )
+        .unwrap();
+        alloc
+            .zones()
+            .iter()
+            .map(|z| buddy::ZoneStats::get(&z.stats.hole_hits))
+            .sum()
+    };
+    assert!(
+        hits > 0,
+        "the hole check said 'invalid' at sub-section holes"
+    );
+}

@@ -1,0 +1,82 @@
+//! Memory hotplug through the allocator.
+
+mod common;
+
+use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, Options, ZoneType};
+use sparsemem::{Layout, MemoryModel, Order, Pfn};
+use vmemmap::VmemmapProbe;
+
+#[test]
+fn add_online_allocate_offline_remove() {
+    let layout = Layout::preset("zone-device").unwrap();
+    let mut alloc = Allocator::<_, KernelHoleCheck>::new(
+        VmemmapProbe::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .unwrap();
+    let start = Pfn::new((16u64 << 30) >> 12);
+    let nr = 32768;
+    let resident = alloc.model().memmap_bytes().resident;
+    alloc.hot_add(start, nr).unwrap();
+    assert!(alloc.model().pfn_valid(start));
+    alloc.online_pages(start, nr, 1).unwrap();
+    let zid = alloc
+        .zones()
+        .iter()
+        .position(|z| z.kind == ZoneType::Movable && z.node == 1)
+        .unwrap();
+    assert!(alloc.zones()[zid].managed_pages() >= nr);
+
+    let mut cpu = alloc.cpu(1);
+    let mut taken = Vec::new();
+    while let Ok(p) = cpu.alloc_pages(Order::new(9), Gfp::MOVABLE.thisnode()) {
+        taken.push(p);
+    }
+    assert!(
+        taken.iter().any(|p| *p >= start),
+        "hot-added memory is handed out"
+    );
+    drop(cpu);
+    let free_before = alloc.zones()[zid].free_pages();
+    let e = alloc.offline_pages(start, nr).unwrap_err();
+    assert!(matches!(e, AllocError::InUse { .. }), "{e}");
+    assert!(e.to_string().starts_with("cannot offline:"));
+    assert_eq!(
+        alloc.zones()[zid].free_pages(),
+        free_before,
+        "a refused offline changes nothing"
+    );
+    assert!(
+        matches!(alloc.hot_remove(start, nr), Err(AllocError::InUse { .. })),
+        "online memory cannot be removed"
+    );
+
+    for p in taken {
+        alloc.free_pages(p, Order::new(9)).unwrap();
+    }
+    let managed = alloc.zones()[zid].managed_pages();
+    alloc.offline_pages(start, nr).unwrap();
+    assert_eq!(alloc.zones()[zid].managed_pages(), managed - nr);
+    assert!(alloc.model().pfn_to_online_page(start).is_none());
+    alloc.hot_remove(start, nr).unwrap();
+    assert!(!alloc.model().pfn_valid(start));
+    assert!(alloc.model().memmap_bytes().resident <= resident + (64 << 10));
+    let mut cpu = alloc.cpu(1);
+    while let Ok(p) = cpu.alloc(Gfp::MOVABLE) {
+        assert!(
+            p < start || p.get() >= start.get() + nr,
+            "offlined memory is never handed out"
+        );
+        if cpu
+            .allocator()
+            .zones()
+            .iter()
+            .map(|z| z.free_pages())
+            .sum::<u64>()
+            == 0
+        {
+            break;
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Every misuse returns an error and leaves the allocator unchanged.
+
+mod common;
+
+use buddy::{AllocError, Allocator, Gfp, Kernel, MAX_BULK, Options};
+use common::{Reference, check_conservation, snapshot};
+use sparsemem::{Layout, MemRange, Order, Pfn, RangeKind, SparseExtreme};
+
+fn small_layout() -> Layout {
+    Layout::new(
+        sparsemem::Geometry::X86_64,
+        vec![
+            MemRange::new(0, 64 << 20, RangeKind::Ram, 0),
+            MemRange::new(64 << 20, 128 << 20, RangeKind::Reserved, 0),
+        ],
+        "small",
+    )
+    .unwrap()
+}
+
+fn allocator(layout: &Layout) -> Allocator<SparseExtreme, Kernel> {
+    Allocator::new(
+        SparseExtreme::new(layout).unwrap(),
+        layout,
+        Options::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn misuse_is_refused_and_changes_nothing() {
+    let layout = small_layout();
+    let alloc = allocator(&layout);
+    let mut cpu = alloc.cpu(0);
+    let whole = snapshot(&alloc);
+    let single = cpu.alloc(Gfp::KERNEL).unwrap();
+    let block = cpu.alloc_pages(Order::new(4), Gfp::KERNEL).unwrap();
+    cpu.drain();
+    let before = snapshot(&alloc);
+
+    let double = cpu.alloc(Gfp::KERNEL).unwrap();
+    cpu.free(double).unwrap();
+    assert!(
+        matches!(cpu.free(double), Err(AllocError::DoubleFree { .. })),
+        "double free on the pcp list"
+    );
+    cpu.drain();
+    assert!(
+        matches!(cpu.free(double), Err(AllocError::DoubleFree { .. })),
+        "double free after merging"
+    );
+    assert_eq!(snapshot(&alloc), before);
+
+    let never = Pfn::new(block.get() + 32);
+    let e = cpu.free(never).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            AllocError::NotAllocated { .. } | AllocError::DoubleFree { .. }
+        ),
+        "{e}"
+    );
+    let tail = Pfn::new(block.get() + 1);
+    assert!(
+        matches!(cpu.free(tail), Err(AllocError::NotAllocated { .. })),
+        "a tail of an allocated block"
+    );
+    let e = cpu.free_pages(block, Order::new(2)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("pfn {block} freed with order 2 but allocated with order 4")
+    );
+    let reserved = Pfn::new((64 << 20) >> 12);
+    assert!(
+        matches!(cpu.free(reserved), Err(AllocError::OutsideZone { .. })),
+        "reserved page"
+    );
+    let hole = Pfn::new(1 << 30);
+    assert_eq!(
+        cpu.free(hole).unwrap_err().to_string(),
+        "pfn 0x40000000 is outside every zone"
+    );
+    assert!(matches!(
+        cpu.free(Pfn::new(u64::MAX)),
+        Err(AllocError::OutsideZone { .. })
+    ));
+    let mut slots = vec![None; MAX_BULK + 1];
+    assert!(matches!(
+        cpu.alloc_bulk_array(Gfp::KERNEL, &mut slots),
+        Err(AllocError::BulkTooLarge { .. })
+    ));
+    let mut list = Vec::new();
+    assert!(matches!(
+        cpu.alloc_bulk_list(usize::MAX, Gfp::KERNEL, &mut list),
+        Err(AllocError::BulkTooLarge { .. })
+    ));
+    assert!(list.is_empty() && slots.iter().all(Option::is_none));
+    let order = Order::try_new(11).map_err(AllocError::from).unwrap_err();
+    assert_eq!(order.to_string(), "order 11 is above MAX_PAGE_ORDER (10)");
+    assert_eq!(
+        snapshot(&alloc),
+        before,
+        "no refused call changed the free lists"
+    );
+
+    // The allocator still works: free the real blocks and everything merges back.
+    cpu.free(single).unwrap();
+    cpu.free_pages(block, Order::new(4)).unwrap();
+    cpu.drain();
+    check_conservation(&alloc, 0, &Reference::default()).unwrap();
+    assert_eq!(snapshot(&alloc), whole, "everything merged back");
+}
+
+#[test]
+fn exhaustion_is_no_memory_not_a_panic() {
+    let layout = small_layout();
+    let alloc = allocator(&layout);
+    let mut cpu = alloc.cpu(0);
+    let mut got = Vec::new();
+    loop {
+        match cpu.alloc_pages(Order::new(3), Gfp::KERNEL) {
+            Ok(p) => got.push(p),
+            Err(e) => {
+                assert!(matches!(e, AllocError::NoMemory { .. }), "{e}");
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        got.len() as u64 * 8 + cpu.total_count(),
+        16384 - alloc.zones().iter().map(|z| z.free_pages()).sum::<u64>()
+    );
+    assert!(cpu.alloc_pages(Order::MAX, Gfp::KERNEL).is_err());
+    for p in got {
+        cpu.free_pages(p, Order::new(3)).unwrap();
+    }
+}
+
+#[test]
+fn dma32_request_never_gets_normal_memory_and_thisnode_stays_home() {
+    let layout = Layout::preset("numa-fake-64").unwrap();
+    let alloc = Allocator::<_, Kernel>::new(
+        SparseExtreme::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .unwrap();
+    let mut cpu = alloc.cpu(5);
+    let pfn = cpu.alloc(Gfp::KERNEL.thisnode()).unwrap();
+    assert_eq!(layout.node_of(pfn), 5);
+    let mut cpu = alloc.cpu(63);
+    cpu.set_cpuset(Some(buddy::NodeMask::of([2])));
+    let pfn = cpu.alloc(Gfp::KERNEL).unwrap();
+    assert_eq!(
+        layout.node_of(pfn),
+        2,
+        "the cpuset filter skipped every other node"
+    );
+    cpu.set_cpuset(Some(buddy::NodeMask::empty()));
+    assert!(matches!(
+        cpu.alloc(Gfp::KERNEL),
+        Err(AllocError::NoMemory { .. })
+    ));
+}

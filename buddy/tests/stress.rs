@@ -1,0 +1,88 @@
+//! Multi-threaded stress: per-thread pcp lists, both lock policies, bounded
+//! in time, ending with conservation and full coalescing.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use buddy::{Allocator, Bitmap, Gfp, Kernel, LockPolicy, NoBitmapAtomic, Options, Variant};
+use common::{Reference, free_all_and_check, snapshot};
+use sparsemem::{Layout, MemoryModel, Order, Pfn, SparseClassic};
+use vmemmap::VmemmapProbe;
+
+fn stress<M: MemoryModel, V: Variant>(model: M, layout: &Layout, policy: LockPolicy) {
+    let options = Options {
+        lock_policy: policy,
+        pcp_batch: Some(31),
+    };
+    let alloc = Allocator::<M, V>::new(model, layout, options).unwrap();
+    let initial = snapshot(&alloc);
+    let deadline = Instant::now() + Duration::from_millis(300);
+    let threads = 3;
+    let leftovers: Vec<Vec<(Pfn, Order)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let alloc = &alloc;
+                s.spawn(move || {
+                    let mut cpu = alloc.cpu(0);
+                    let mut held: Vec<(Pfn, Order)> = Vec::new();
+                    let mut x = 0x9e37_79b9u64 + t;
+                    while Instant::now() < deadline {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let order = Order::new(if x.is_multiple_of(8) {
+                            (x % 5) as u8
+                        } else {
+                            0
+                        });
+                        if held.len() < 2000 && !x.is_multiple_of(3) {
+                            if let Ok(p) = cpu.alloc_pages(order, Gfp::KERNEL) {
+                                held.push((p, order));
+                            }
+                        } else if !held.is_empty() {
+                            let (p, o) = held.swap_remove((x as usize) % held.len());
+                            cpu.free_pages(p, o).unwrap();
+                        }
+                        if x.is_multiple_of(1000) {
+                            let mut slots = [None; 64];
+                            let n = cpu.alloc_bulk_array(Gfp::KERNEL, &mut slots).unwrap();
+                            held.extend(slots[..n].iter().map(|p| (p.unwrap(), Order::ZERO)));
+                        }
+                    }
+                    held
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut reference = Reference::default();
+    for (p, o) in leftovers.into_iter().flatten() {
+        reference
+            .record(layout, p, o)
+            .expect("no page handed out twice across threads");
+    }
+    free_all_and_check(alloc.cpu(0), &mut reference, &initial).unwrap();
+    let zone_locks: u64 = alloc.zones().iter().map(|z| z.lock_acquisitions()).sum();
+    assert!(zone_locks > 0);
+}
+
+#[test]
+fn stress_both_lock_policies() {
+    let layout = Layout::new(
+        sparsemem::Geometry::X86_64,
+        vec![sparsemem::MemRange::new(
+            0,
+            512 << 20,
+            sparsemem::RangeKind::Ram,
+            0,
+        )],
+        "512m",
+    )
+    .unwrap();
+    for policy in [LockPolicy::PerBatch, LockPolicy::PerPage] {
+        stress::<_, Kernel>(SparseClassic::new(&layout).unwrap(), &layout, policy);
+        stress::<_, NoBitmapAtomic>(VmemmapProbe::new(&layout).unwrap(), &layout, policy);
+        stress::<_, Bitmap>(VmemmapProbe::new(&layout).unwrap(), &layout, policy);
+    }
+}
