@@ -5,7 +5,8 @@ use std::io::{BufRead, Write};
 
 use sparsemem::{Layout, LayoutSpec, MemoryModel, Pfn, RangeKind};
 
-use crate::models::{ModelKind, ModelVisitor, with_model};
+use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
+use vmemmap::VmemmapOptions;
 use crate::{CliError, human_bytes};
 
 /// The fallback when the host's memory map cannot be read.
@@ -121,8 +122,9 @@ struct MemmapVisitor;
 
 impl ModelVisitor for MemmapVisitor {
     type Output = sparsemem::MemmapBytes;
-    fn visit<M: MemoryModel>(self, model: &mut M) -> Self::Output {
-        model.memmap_bytes()
+    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<Self::Output, sparsemem::BuildError> {
+        let model = M::build(layout, options)?;
+        Ok(model.memmap_bytes())
     }
 }
 
@@ -160,11 +162,18 @@ impl<W: Write> QueryVisitor<'_, W> {
 impl<W: Write> ModelVisitor for QueryVisitor<'_, W> {
     type Output = Result<(), CliError>;
 
-    fn visit<M: MemoryModel>(mut self, model: &mut M) -> Self::Output {
+    fn visit<M: Buildable>(mut self, layout: &Layout, options: VmemmapOptions) -> Result<Self::Output, sparsemem::BuildError> {
+        let model = M::build(layout, options)?;
+        Ok(self.run(&model))
+    }
+}
+
+impl<W: Write> QueryVisitor<'_, W> {
+    fn run<M: MemoryModel>(&mut self, model: &M) -> Result<(), CliError> {
         match std::mem::replace(&mut self.source, PfnSource::Args(&[])) {
             PfnSource::Args(args) => {
                 for a in args {
-                    self.answer(&*model, a)?;
+                    self.answer(model, a)?;
                 }
             }
             PfnSource::Lines(reader) => {
@@ -173,7 +182,7 @@ impl<W: Write> ModelVisitor for QueryVisitor<'_, W> {
                     if line.trim().is_empty() {
                         continue;
                     }
-                    self.answer(&*model, &line)
+                    self.answer(model, &line)
                         .map_err(|e| CliError(format!("stdin line {}: {e}", i + 1)))?;
                 }
             }

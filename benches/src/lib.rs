@@ -7,7 +7,15 @@
 #![deny(unsafe_code)]
 
 pub mod commands;
+pub mod compare;
+pub mod experiments;
+pub mod machine;
 pub mod models;
+pub mod report;
+#[allow(unsafe_code)]
+pub mod timing;
+#[allow(unsafe_code)]
+pub mod workloads;
 
 use std::fmt;
 

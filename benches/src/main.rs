@@ -1,35 +1,44 @@
 //! The `pfnlab` command. See README.md.
 
-use std::io::{self, BufWriter};
+use std::io::{self, BufWriter, IsTerminal};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use pfnlab::CliError;
 use pfnlab::commands::{PfnSource, layout_report, load_layout, query};
+use pfnlab::machine::Machine;
 use pfnlab::models::ModelKind;
+use pfnlab::report::{JsonOut, Report};
+use pfnlab::timing::Plan;
+use pfnlab::{CliError, compare, experiments};
 
-/// pfnlab: what pfn_valid and pfn_to_page cost under each memory model.
+/// pfnlab: what pfn_valid and pfn_to_page cost under each memory model,
+/// and what that does to a buddy allocator's hot path. With no command it
+/// runs the default comparison on the live host's layout.
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Layout for the default comparison: `host`, `preset:NAME` or a TOML
+    /// file (default: host, falling back to preset:x86-pci-hole).
+    #[arg(long, global = true)]
+    layout: Option<String>,
+    /// Default comparison: write every number, with its trials and the
+    /// machine, to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Short runs (for tests and smoke checks).
+    #[arg(long, global = true)]
+    quick: bool,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Print a layout: ranges, sections, subsections, memmap bytes per model.
-    Layout {
-        /// `host`, `preset:NAME` or a TOML file (default: host, falling back
-        /// to preset:x86-pci-hole).
-        #[arg(long)]
-        layout: Option<String>,
-    },
+    Layout,
     /// Answer pfn_valid for pfns given as arguments or on stdin (one a line).
     Query {
-        /// `host`, `preset:NAME` or a TOML file.
-        #[arg(long)]
-        layout: Option<String>,
         /// The memory model.
         #[arg(long)]
         model: String,
@@ -39,47 +48,69 @@ enum Command {
         /// Pfns in decimal or 0x-hex; none means read stdin.
         pfns: Vec<String>,
     },
+    /// Run one of the experiments (see `pfnlab bench --help`).
+    Bench(experiments::BenchArgs),
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
+    let plan = if cli.quick { Plan::QUICK } else { Plan::FULL };
     match cli.command {
         None => {
-            let layout = load_layout(None)?;
+            let out = cli.json.as_deref().map(JsonOut::create).transpose()?;
+            let layout = load_layout(cli.layout.as_deref())?;
+            let machine = Machine::describe();
+            println!("pfnlab default comparison on {} ({})", layout.source(), layout.geometry());
+            println!("machine: {}\n", machine.summary());
+            let (results, refused) = compare::run(&layout, plan, io::stderr().is_terminal());
+            compare::check_finite(&results)?;
+            print!("{}", compare::table(&results, &refused));
+            if let Some(out) = out {
+                out.write(&Report {
+                    experiment: "compare".into(),
+                    machine,
+                    layout: layout.source().into(),
+                    results: compare::rows(&results),
+                })?;
+            }
+            Ok(())
+        }
+        Some(Command::Layout) => {
+            let layout = load_layout(cli.layout.as_deref())?;
             print!("{}", layout_report(&layout));
             Ok(())
         }
-        Some(Command::Layout { layout }) => {
-            let layout = load_layout(layout.as_deref())?;
-            print!("{}", layout_report(&layout));
-            Ok(())
-        }
-        Some(Command::Query {
-            layout,
-            model,
-            json,
-            pfns,
-        }) => {
+        Some(Command::Query { model, json, pfns }) => {
             let kind = ModelKind::parse(&model)?;
-            let layout = load_layout(layout.as_deref())?;
+            let layout = load_layout(cli.layout.as_deref())?;
             let stdin = io::stdin();
             let source = if pfns.is_empty() {
                 PfnSource::Lines(Box::new(stdin.lock()))
             } else {
                 PfnSource::Args(&pfns)
             };
-            query(
-                &layout,
-                kind,
-                json,
-                source,
-                BufWriter::new(io::stdout().lock()),
-            )
+            query(&layout, kind, json, source, BufWriter::new(io::stdout().lock()))
         }
+        Some(Command::Bench(args)) => experiments::run(&args, cli.layout.as_deref(), plan),
     }
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // One clear line: clap's first line, without its usage block.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("bad arguments");
+            eprintln!("pfnlab: {} (see pfnlab --help)", first.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pfnlab: {e}");

@@ -117,44 +117,65 @@ impl fmt::Display for UnknownModel {
 
 impl std::error::Error for UnknownModel {}
 
-/// Work to do on a model, generic so it is compiled once per model.
+/// A model type the lab can build from a layout.
+pub trait Buildable: MemoryModel + Sized + 'static {
+    /// Builds the model (`options` only matter to vmemmap models).
+    fn build(layout: &Layout, options: VmemmapOptions) -> Result<Self, BuildError>;
+}
+
+macro_rules! buildable {
+    ($($t:ty => |$l:ident, $o:ident| $e:expr;)*) => {$(
+        impl Buildable for $t {
+            fn build($l: &Layout, $o: VmemmapOptions) -> Result<Self, BuildError> {
+                $e
+            }
+        }
+    )*};
+}
+
+buildable! {
+    Flat => |l, _o| Flat::new(l);
+    SparseClassic => |l, _o| SparseClassic::new(l);
+    SparseExtreme => |l, _o| SparseExtreme::new(l);
+    VmemmapTable => |l, o| VmemmapTable::with_options(l, o);
+    VmemmapProbe => |l, o| VmemmapProbe::with_options(l, o);
+}
+
+#[cfg(feature = "uffd")]
+buildable! {
+    vmemmap::VmemmapUffd => |l, o| vmemmap::VmemmapUffd::with_options(l, o);
+    vmemmap::VmemmapUffdSigbus => |l, o| vmemmap::VmemmapUffdSigbus::with_options(l, o);
+}
+
+/// Work to do with a model type, generic so it is compiled once per model.
 pub trait ModelVisitor {
     /// What the work returns.
     type Output;
-    /// Does the work on a freshly built model.
-    fn visit<M: MemoryModel>(self, model: &mut M) -> Self::Output;
+    /// Does the work; builds the model (once or several times) itself.
+    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<Self::Output, BuildError>;
 }
 
-/// Builds `kind` over `layout` and runs `visitor` on it.
-pub fn with_model<V: ModelVisitor>(
-    kind: ModelKind,
-    layout: &Layout,
-    visitor: V,
-) -> Result<V::Output, BuildError> {
+/// Runs `visitor` with the model type of `kind`.
+pub fn with_model<V: ModelVisitor>(kind: ModelKind, layout: &Layout, visitor: V) -> Result<V::Output, BuildError> {
     with_model_options(kind, layout, VmemmapOptions::default(), visitor)
 }
 
-/// As [`with_model`], with options for the vmemmap models (ignored by the
-/// others).
+/// As [`with_model`], with options for the vmemmap models.
 pub fn with_model_options<V: ModelVisitor>(
     kind: ModelKind,
     layout: &Layout,
     options: VmemmapOptions,
     visitor: V,
 ) -> Result<V::Output, BuildError> {
-    Ok(match kind {
-        ModelKind::Flat => visitor.visit(&mut Flat::new(layout)?),
-        ModelKind::Sparse => visitor.visit(&mut SparseClassic::new(layout)?),
-        ModelKind::SparseExtreme => visitor.visit(&mut SparseExtreme::new(layout)?),
-        ModelKind::VmemmapTable => visitor.visit(&mut VmemmapTable::with_options(layout, options)?),
-        ModelKind::VmemmapProbe => visitor.visit(&mut VmemmapProbe::with_options(layout, options)?),
+    match kind {
+        ModelKind::Flat => visitor.visit::<Flat>(layout, options),
+        ModelKind::Sparse => visitor.visit::<SparseClassic>(layout, options),
+        ModelKind::SparseExtreme => visitor.visit::<SparseExtreme>(layout, options),
+        ModelKind::VmemmapTable => visitor.visit::<VmemmapTable>(layout, options),
+        ModelKind::VmemmapProbe => visitor.visit::<VmemmapProbe>(layout, options),
         #[cfg(feature = "uffd")]
-        ModelKind::VmemmapUffd => {
-            visitor.visit(&mut vmemmap::VmemmapUffd::with_options(layout, options)?)
-        }
+        ModelKind::VmemmapUffd => visitor.visit::<vmemmap::VmemmapUffd>(layout, options),
         #[cfg(feature = "uffd")]
-        ModelKind::VmemmapUffdSigbus => visitor.visit(
-            &mut vmemmap::VmemmapUffdSigbus::with_options(layout, options)?,
-        ),
-    })
+        ModelKind::VmemmapUffdSigbus => visitor.visit::<vmemmap::VmemmapUffdSigbus>(layout, options),
+    }
 }

@@ -51,8 +51,6 @@ pub struct Zone<V> {
     pub(crate) end: Pfn,
     pub(crate) managed: u64,
     pub(crate) free: SpinLock<FreeArea<V>>,
-    /// Statistics.
-    pub stats: ZoneStats,
     pub(crate) batch: u32,
     pub(crate) high: u32,
 }
@@ -91,6 +89,11 @@ impl<V: Variant> Zone<V> {
     /// `nr_free` per order.
     pub fn nr_free(&self) -> [u64; NR_PAGE_ORDERS] {
         self.free.lock().nr_free()
+    }
+
+    /// The zone's statistics (taken under its lock).
+    pub fn stats(&self) -> ZoneStats {
+        self.free.lock().stats
     }
 
     /// Zone-lock acquisitions so far.
@@ -194,7 +197,6 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 end,
                 managed: 0,
                 free: SpinLock::new(FreeArea::new(i as u8, start, end)),
-                stats: ZoneStats::default(),
                 batch: 1,
                 high: 6,
             });
@@ -267,13 +269,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 order -= 1;
             }
             let page = self.model.pfn_to_page(Pfn::new(pfn)).expect("valid");
-            area.free_one(
-                &self.model,
-                &zone.stats,
-                page,
-                Pfn::new(pfn),
-                Order::new(order as u8),
-            );
+            area.free_one(&self.model, page, Pfn::new(pfn), Order::new(order as u8));
             pfn += 1 << order;
         }
         zone.managed += end.get() - first.get();
@@ -299,19 +295,16 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         &self.options
     }
 
-    /// The zonelist for an allocation from `node`.
+    /// The zonelist for an allocation from `node` (the fallback list, or
+    /// the node's own zones with `THISNODE`).
     #[inline(always)]
-    pub(crate) fn zonelist(&self, node: u16, gfp: Gfp) -> &[usize] {
+    pub fn zonelist(&self, node: u16, gfp: Gfp) -> &[usize] {
         let n = self
             .nodes
             .iter()
             .find(|n| n.id == node)
             .unwrap_or(&self.nodes[0]);
-        if gfp.thisnode {
-            &n.zonelist_thisnode
-        } else {
-            &n.zonelist
-        }
+        if gfp.thisnode { &n.zonelist_thisnode } else { &n.zonelist }
     }
 
     /// Whether a zonelist entry may serve `gfp` under `mask`
@@ -324,39 +317,62 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// `__alloc_pages` on the zone path (no per-CPU list): walks the
     /// zonelist of `node`, taking each zone's lock once.
-    pub fn alloc_pages(
+    pub fn alloc_pages(&self, order: Order, gfp: Gfp, node: u16, mask: Option<&NodeMask>) -> Result<Pfn, AllocError> {
+        self.alloc_pages_with(order, gfp, node, |zone| mask.is_none_or(|m| m.test(zone.node)))
+    }
+
+    /// The zone path with a caller-supplied per-zone check, called for
+    /// every zone of the walk that the GFP zone limit allows (how the
+    /// cpuset experiment models `__cpuset_zone_allowed`).
+    #[inline]
+    pub fn alloc_pages_with(
         &self,
         order: Order,
         gfp: Gfp,
         node: u16,
-        mask: Option<&NodeMask>,
+        mut allowed: impl FnMut(&Zone<V>) -> bool,
     ) -> Result<Pfn, AllocError> {
         for &zid in self.zonelist(node, gfp) {
-            if !self.zone_allowed(zid, gfp, mask) {
+            let zone = &self.zones[zid];
+            if zone.kind > gfp.highest_zone || !allowed(zone) {
                 continue;
             }
-            let zone = &self.zones[zid];
-            let got = zone
-                .free
-                .lock()
-                .rmqueue_smallest(&self.model, &zone.stats, order);
-            if let Some((page, pfn)) = got {
-                prep_new_page(page, order);
-                ZoneStats::bump(&zone.stats.allocs[order.index()], 1);
+            if let Some(pfn) = self.rmqueue(zid, order) {
                 return Ok(pfn);
             }
         }
         Err(AllocError::NoMemory { order })
     }
 
+    /// The zone path over a precomputed list of zone ids, with no per-zone
+    /// check (a zonelist already filtered for the cpuset).
+    #[inline]
+    pub fn alloc_pages_from(&self, order: Order, zonelist: &[usize]) -> Result<Pfn, AllocError> {
+        for &zid in zonelist {
+            if let Some(pfn) = self.rmqueue(zid, order) {
+                return Ok(pfn);
+            }
+        }
+        Err(AllocError::NoMemory { order })
+    }
+
+    /// One block from one zone, under its lock.
+    #[inline(always)]
+    fn rmqueue(&self, zid: usize, order: Order) -> Option<Pfn> {
+        let mut area = self.zones.get(zid)?.free.lock();
+        let (page, pfn) = area.rmqueue_smallest(&self.model, order)?;
+        area.stats.allocs[order.index()] += 1;
+        drop(area);
+        prep_new_page(page, order);
+        Some(pfn)
+    }
+
     /// `__free_pages` on the zone path, after the misuse checks.
     pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         let (page, zid) = self.claim_for_free(pfn, order)?;
-        let zone = &self.zones[zid];
-        zone.free
-            .lock()
-            .free_one(&self.model, &zone.stats, page, pfn, order);
-        ZoneStats::bump(&zone.stats.frees[order.index()], 1);
+        let mut area = self.zones[zid].free.lock();
+        area.free_one(&self.model, page, pfn, order);
+        area.stats.frees[order.index()] += 1;
         Ok(())
     }
 

@@ -14,7 +14,7 @@ use crate::alloc::{Allocator, Zone};
 use crate::error::AllocError;
 use crate::lock::SpinLock;
 use crate::variant::Variant;
-use crate::zone::{FreeArea, ZoneStats, ZoneType};
+use crate::zone::{FreeArea, ZoneType};
 
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// Hot-adds memmap for `[start, start + nr_pages)` (offline).
@@ -56,7 +56,6 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                     end,
                     managed: 0,
                     free: SpinLock::new(FreeArea::new(id, start, end)),
-                    stats: ZoneStats::default(),
                     batch: 1,
                     high: 6,
                 });
@@ -150,13 +149,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 order -= 1;
             }
             let page = self.model.pfn_to_page(Pfn::new(pfn)).expect("valid");
-            area.free_one(
-                &self.model,
-                &zone.stats,
-                page,
-                Pfn::new(pfn),
-                Order::new(order as u8),
-            );
+            area.free_one(&self.model, page, Pfn::new(pfn), Order::new(order as u8));
             pfn += 1 << order;
         }
     }

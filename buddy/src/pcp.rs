@@ -29,7 +29,17 @@ pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
     node: u16,
     lists: Vec<PageList>,
+    /// Order-0 allocations and frees per zone not yet folded into the
+    /// zone's statistics (the kernel's per-CPU vm event counters).
+    pending: Vec<(u64, u64)>,
     cpuset: Option<NodeMask>,
+}
+
+/// Adds a handle's pending counts to a zone's statistics (lock held).
+fn fold(pending: &mut (u64, u64), stats: &mut ZoneStats) {
+    stats.allocs[0] += pending.0;
+    stats.frees[0] += pending.1;
+    *pending = (0, 0);
 }
 
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
@@ -39,6 +49,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             alloc: self,
             node,
             lists: (0..self.zones.len()).map(|_| PageList::default()).collect(),
+            pending: vec![(0, 0); self.zones.len()],
             cpuset: None,
         }
     }
@@ -72,10 +83,15 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         let alloc = self.alloc;
         let zone = &alloc.zones[zid];
         let list = &mut self.lists[zid];
-        ZoneStats::bump(&zone.stats.pcp_refills, 1);
+        let pending = &mut self.pending[zid];
         let mut moved = 0;
+        let mut first = true;
         let mut take = |area: &mut crate::zone::FreeArea<V>| {
-            let (page, _) = area.rmqueue_smallest(&alloc.model, &zone.stats, Order::ZERO)?;
+            if std::mem::take(&mut first) {
+                area.stats.pcp_refills += 1;
+                fold(pending, &mut area.stats);
+            }
+            let (page, _) = area.rmqueue_smallest(&alloc.model, Order::ZERO)?;
             V::set(page, PageFlag::Pcp);
             list.push_back(page);
             Some(())
@@ -102,13 +118,18 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         let alloc = self.alloc;
         let zone = &alloc.zones[zid];
         let list = &mut self.lists[zid];
-        ZoneStats::bump(&zone.stats.pcp_drains, 1);
+        let pending = &mut self.pending[zid];
+        let mut first = true;
         let mut give = |area: &mut crate::zone::FreeArea<V>| {
+            if std::mem::take(&mut first) {
+                area.stats.pcp_drains += 1;
+                fold(pending, &mut area.stats);
+            }
             // SAFETY: pcp pages are in the model's memmap, borrowed for 'a.
             let page: &'a Page = unsafe { list.pop_back() }?;
             V::clear(page, PageFlag::Pcp);
             let pfn = alloc.model.page_to_pfn(page);
-            area.free_one(&alloc.model, &zone.stats, page, pfn, Order::ZERO);
+            area.free_one(&alloc.model, page, pfn, Order::ZERO);
             Some(())
         };
         let mut n = 0;
@@ -138,7 +159,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         let page: &'a Page = unsafe { self.lists[zid].pop_front() }?;
         V::clear(page, PageFlag::Pcp);
         prep_new_page(page, Order::ZERO);
-        ZoneStats::bump(&self.alloc.zones[zid].stats.allocs[0], 1);
+        self.pending[zid].0 += 1;
         Some(self.alloc.model.page_to_pfn(page))
     }
 
@@ -175,7 +196,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         let (page, zid) = self.alloc.claim_for_free(pfn, Order::ZERO)?;
         V::set(page, PageFlag::Pcp);
         self.lists[zid].push_front(page);
-        ZoneStats::bump(&self.alloc.zones[zid].stats.frees[0], 1);
+        self.pending[zid].1 += 1;
         let zone = &self.alloc.zones[zid];
         if self.lists[zid].len() >= u64::from(zone.high) {
             self.free_pcppages_bulk(zid, u64::from(zone.batch));
@@ -279,5 +300,10 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
     fn drop(&mut self) {
         self.drain();
+        for (zid, pending) in self.pending.iter_mut().enumerate() {
+            if *pending != (0, 0) {
+                fold(pending, &mut self.alloc.zones[zid].free.lock().stats);
+            }
+        }
     }
 }

@@ -12,7 +12,6 @@
 //! Everything here runs under the zone lock ([`crate::lock::SpinLock`]).
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use sparsemem::{MAX_PAGE_ORDER, MemoryModel, NR_PAGE_ORDERS, Order, Page, PageFlag, Pfn};
 
@@ -52,37 +51,28 @@ impl ZoneType {
     }
 }
 
-/// Counters, all `Relaxed`: statistics read when the threads are done.
-#[derive(Default, Debug)]
+/// Zone statistics. Plain counters: the buddy-path ones live in the free
+/// area and change only under the zone lock; the per-CPU path counts in its
+/// handle and folds in when it next takes the lock (as the kernel's per-CPU
+/// vm events are folded), so no counter costs an atomic operation.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct ZoneStats {
     /// Blocks allocated, per order.
-    pub allocs: [AtomicU64; NR_PAGE_ORDERS],
+    pub allocs: [u64; NR_PAGE_ORDERS],
     /// Blocks freed, per order.
-    pub frees: [AtomicU64; NR_PAGE_ORDERS],
+    pub frees: [u64; NR_PAGE_ORDERS],
     /// Buddy merges.
-    pub merges: AtomicU64,
+    pub merges: u64,
     /// Block splits in `expand`.
-    pub splits: AtomicU64,
+    pub splits: u64,
     /// `rmqueue_bulk` calls (pcp refills).
-    pub pcp_refills: AtomicU64,
+    pub pcp_refills: u64,
     /// `free_pcppages_bulk` calls (pcp drains).
-    pub pcp_drains: AtomicU64,
+    pub pcp_drains: u64,
     /// `pfn_valid` calls made by the hole check.
-    pub hole_checks: AtomicU64,
+    pub hole_checks: u64,
     /// Hole checks that said "invalid".
-    pub hole_hits: AtomicU64,
-}
-
-impl ZoneStats {
-    #[inline(always)]
-    pub(crate) fn bump(counter: &AtomicU64, by: u64) {
-        counter.fetch_add(by, Relaxed);
-    }
-
-    /// A plain copy of a counter.
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Relaxed)
-    }
+    pub hole_hits: u64,
 }
 
 /// `free_area[]` of one zone, behind the zone lock.
@@ -95,6 +85,8 @@ impl ZoneStats {
 ///   `bitmap[o]` is set iff exactly one block of the pair at order `o` is
 ///   free.
 pub struct FreeArea<V> {
+    /// Statistics, changed only under the zone lock.
+    pub stats: ZoneStats,
     lists: [PageList; NR_PAGE_ORDERS],
     bitmap: Vec<Vec<u64>>,
     bitmap_base: u64,
@@ -106,6 +98,7 @@ impl<V: Variant> FreeArea<V> {
     /// Empty free lists for zone `zone_id` spanning `[start, end)`.
     pub fn new(zone_id: u8, start: Pfn, end: Pfn) -> Self {
         let mut area = FreeArea {
+            stats: ZoneStats::default(),
             lists: Default::default(),
             bitmap: Vec::new(),
             bitmap_base: start.get() & !(Order::MAX.nr_pages() - 1),
@@ -209,7 +202,6 @@ impl<V: Variant> FreeArea<V> {
     pub fn free_one<M: MemoryModel>(
         &mut self,
         model: &M,
-        stats: &ZoneStats,
         page: &Page,
         pfn: Pfn,
         order: Order,
@@ -220,9 +212,9 @@ impl<V: Variant> FreeArea<V> {
         while order < MAX_PAGE_ORDER as usize {
             let buddy_pfn = pfn ^ (1 << order);
             if V::HOLE_CHECK {
-                ZoneStats::bump(&stats.hole_checks, 1);
+                self.stats.hole_checks += 1;
                 if !model.pfn_valid(Pfn::new(buddy_pfn)) {
-                    ZoneStats::bump(&stats.hole_hits, 1);
+                    self.stats.hole_hits += 1;
                     break;
                 }
             }
@@ -239,7 +231,7 @@ impl<V: Variant> FreeArea<V> {
                 break;
             }
             self.del(buddy, order);
-            ZoneStats::bump(&stats.merges, 1);
+            self.stats.merges += 1;
             if buddy_pfn < pfn {
                 page = buddy;
             }
@@ -254,7 +246,6 @@ impl<V: Variant> FreeArea<V> {
     pub fn rmqueue_smallest<'m, M: MemoryModel>(
         &mut self,
         model: &'m M,
-        stats: &ZoneStats,
         order: Order,
     ) -> Option<(&'m Page, Pfn)> {
         let low = order.index();
@@ -268,7 +259,7 @@ impl<V: Variant> FreeArea<V> {
             if V::BITMAP && current < MAX_PAGE_ORDER as usize {
                 self.toggle(current, pfn.get());
             }
-            self.expand(stats, page, pfn.get(), low, current);
+            self.expand(page, pfn.get(), low, current);
             return Some((page, pfn));
         }
         None
@@ -276,7 +267,7 @@ impl<V: Variant> FreeArea<V> {
 
     /// `expand`: splits a block of order `high` down to `low`.
     #[inline(always)]
-    fn expand(&mut self, stats: &ZoneStats, page: &Page, pfn: u64, low: usize, mut high: usize) {
+    fn expand(&mut self, page: &Page, pfn: u64, low: usize, mut high: usize) {
         while high > low {
             high -= 1;
             let size = 1u64 << high;
@@ -287,7 +278,7 @@ impl<V: Variant> FreeArea<V> {
             if V::BITMAP {
                 self.toggle(high, pfn + size);
             }
-            ZoneStats::bump(&stats.splits, 1);
+            self.stats.splits += 1;
         }
     }
 

@@ -163,7 +163,7 @@ fn zone_device_sub_section_holes_with_the_hole_check() {
         alloc
             .zones()
             .iter()
-            .map(|z| buddy::ZoneStats::get(&z.stats.hole_hits))
+            .map(|z| z.stats().hole_hits)
             .sum()
     };
     assert!(

@@ -1,0 +1,244 @@
+//! The default comparison: every model this build supports on one layout,
+//! side by side, in one table.
+//!
+//! Columns: `pfn_valid` on random valid pfns and on random holes,
+//! `pfn_to_page` + a flags read, an order-0 alloc+free on the zone path
+//! with the hole check off and on (on an allocator whose memory sits in
+//! `MAX_PAGE_ORDER` blocks, so each pair splits and merges all the way —
+//! ten `pfn_valid` calls per free with the check on), and memmap bytes.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use sparsemem::{BuildError, Layout, MemmapBytes};
+use vmemmap::VmemmapOptions;
+
+use buddy::{AllocError, Allocator, Kernel, KernelHoleCheck, Options, Variant};
+
+use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
+use crate::report::{Row, fmt_ns};
+use crate::timing::{Measurement, Plan, measure};
+use crate::workloads::{count_valid, hole_pfns, read_flags, valid_pfns, zone_pairs};
+use crate::{CliError, human_bytes};
+
+/// One model's results.
+#[derive(Clone, Debug)]
+pub struct ModelResult {
+    /// The model.
+    pub kind: ModelKind,
+    /// `pfn_valid`, random valid pfns.
+    pub valid: Measurement,
+    /// `pfn_valid`, random holes.
+    pub hole: Measurement,
+    /// `pfn_to_page` + flags read.
+    pub page_read: Measurement,
+    /// Zone-path order-0 alloc+free, hole check off (`None`: the layout
+    /// has holes inside MAX_PAGE_ORDER blocks, so the kernel would need
+    /// HOLES_IN_ZONE).
+    pub alloc_off: Option<Measurement>,
+    /// The same with the hole check.
+    pub alloc_on: Measurement,
+    /// Memmap bytes.
+    pub memmap: MemmapBytes,
+}
+
+struct CompareVisitor<'a> {
+    plan: Plan,
+    kind: ModelKind,
+    progress: &'a ProgressBar,
+}
+
+fn alloc_pairs<M: Buildable, V: Variant>(layout: &Layout, options: VmemmapOptions, plan: Plan) -> Result<Option<Measurement>, BuildError> {
+    let model = M::build(layout, options)?;
+    let alloc = match Allocator::<M, V>::new(model, layout, Options::default()) {
+        Ok(a) => a,
+        Err(AllocError::HolesInBlock { .. }) => return Ok(None),
+        Err(e) => return Err(BuildError::Unsupported(e.to_string())),
+    };
+    let node = layout.nodes()[0];
+    let n = plan.iters(200_000, 2_000);
+    Ok(Some(measure(plan.trials, || {
+        std::hint::black_box(zone_pairs(&alloc, node, n));
+        n
+    })))
+}
+
+impl ModelVisitor for CompareVisitor<'_> {
+    type Output = ModelResult;
+
+    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<ModelResult, BuildError> {
+        let name = self.kind.name();
+        let plan = self.plan;
+        self.progress.set_message(format!("{name}: build"));
+        let model = M::build(layout, options)?;
+        let valid = valid_pfns(layout, plan.iters(1 << 20, 4096) as usize, 11);
+        let slow_holes = matches!(name, "vmemmap-probe" | "vmemmap-uffd-sigbus");
+        let holes = hole_pfns(layout, plan.iters(if slow_holes { 20_000 } else { 1 << 20 }, 1000) as usize, 13);
+        self.progress.set_message(format!("{name}: pfn_valid"));
+        let valid_m = measure(plan.trials, || {
+            std::hint::black_box(count_valid(&model, &valid));
+            valid.len() as u64
+        });
+        let hole_m = measure(plan.trials, || {
+            std::hint::black_box(count_valid(&model, &holes));
+            holes.len() as u64
+        });
+        let read_m = measure(plan.trials, || {
+            std::hint::black_box(read_flags(&model, &valid));
+            valid.len() as u64
+        });
+        let memmap = model.memmap_bytes();
+        drop(model);
+        self.progress.set_message(format!("{name}: allocator"));
+        let alloc_off = alloc_pairs::<M, Kernel>(layout, options, plan)?;
+        let alloc_on = alloc_pairs::<M, KernelHoleCheck>(layout, options, plan)?.expect("the hole check accepts every layout");
+        Ok(ModelResult {
+            kind: self.kind,
+            valid: valid_m,
+            hole: hole_m,
+            page_read: read_m,
+            alloc_off,
+            alloc_on,
+            memmap,
+        })
+    }
+}
+
+/// Runs the comparison; models that cannot be built on this layout are
+/// reported with the reason.
+pub fn run(layout: &Layout, plan: Plan, show_progress: bool) -> (Vec<ModelResult>, Vec<(ModelKind, String)>) {
+    let progress = if show_progress {
+        ProgressBar::new(ModelKind::ALL.len() as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    progress.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut done = Vec::new();
+    let mut refused = Vec::new();
+    for &kind in ModelKind::ALL {
+        let visitor = CompareVisitor { plan, kind, progress: &progress };
+        match with_model_options(kind, layout, VmemmapOptions::default(), visitor) {
+            Ok(r) => done.push(r),
+            Err(e) => refused.push((kind, e.to_string())),
+        }
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    (done, refused)
+}
+
+fn cell(m: &Measurement) -> String {
+    format!("{} ({:.0})", fmt_ns(m.ns_per_op.median), m.cycles_per_op.median)
+}
+
+/// The table, the notes on refused models, and a short reading.
+pub fn table(results: &[ModelResult], refused: &[(ModelKind, String)]) -> String {
+    let mut out = String::from(
+        "median ns per op (TSC cycles)\n\
+         model                 pfn_valid valid   pfn_valid hole     pfn_to_page+flags  alloc+free (no check)  alloc+free (hole check)  memmap reserved  memmap resident\n",
+    );
+    for r in results {
+        out += &format!(
+            "{:<21} {:>16}  {:>16}  {:>17}  {:>21}  {:>23}  {:>15}  {:>15}\n",
+            r.kind.name(),
+            cell(&r.valid),
+            cell(&r.hole),
+            cell(&r.page_read),
+            r.alloc_off.as_ref().map_or("n/a (holes)".into(), cell),
+            cell(&r.alloc_on),
+            human_bytes(r.memmap.reserved),
+            human_bytes(r.memmap.resident),
+        );
+    }
+    for (kind, why) in refused {
+        out += &format!("{:<21} not built: {why}\n", kind.name());
+    }
+    if !cfg!(feature = "uffd") {
+        out += "vmemmap-uffd          not in this build: run `cargo run --release --features uffd` (needs libclang-dev)\n";
+    }
+    out += "\n";
+    out += &reading(results);
+    out
+}
+
+/// Two or three plain sentences on what the table says.
+pub fn reading(results: &[ModelResult]) -> String {
+    let Some(best) = results
+        .iter()
+        .min_by(|a, b| a.alloc_on.ns_per_op.median.total_cmp(&b.alloc_on.ns_per_op.median))
+    else {
+        return String::new();
+    };
+    let worst = results
+        .iter()
+        .max_by(|a, b| a.alloc_on.ns_per_op.median.total_cmp(&b.alloc_on.ns_per_op.median))
+        .expect("non-empty");
+    let fastest_lookup = results
+        .iter()
+        .min_by(|a, b| a.valid.ns_per_op.median.total_cmp(&b.valid.ns_per_op.median))
+        .expect("non-empty");
+    let smallest = results.iter().min_by_key(|r| r.memmap.resident).expect("non-empty");
+    let mut s = format!(
+        "With the hole check on, {} is cheapest on the allocator path ({} ns per zone-path alloc+free), {:.2}x faster than {} ({} ns).",
+        best.kind.name(),
+        fmt_ns(best.alloc_on.ns_per_op.median),
+        worst.alloc_on.ns_per_op.median / best.alloc_on.ns_per_op.median,
+        worst.kind.name(),
+        fmt_ns(worst.alloc_on.ns_per_op.median),
+    );
+    s += &format!(
+        " The cheapest pfn_valid on valid pfns is {} ({} ns).",
+        fastest_lookup.kind.name(),
+        fmt_ns(fastest_lookup.valid.ns_per_op.median)
+    );
+    if let Some(probe) = results.iter().find(|r| r.kind == ModelKind::VmemmapProbe) {
+        s += &format!(
+            " A hole costs vmemmap-probe {} ns (a caught fault) against {} ns for a valid pfn; {} keeps the smallest resident memmap ({}).",
+            fmt_ns(probe.hole.ns_per_op.median),
+            fmt_ns(probe.valid.ns_per_op.median),
+            smallest.kind.name(),
+            human_bytes(smallest.memmap.resident)
+        );
+    }
+    s + "\n"
+}
+
+/// The JSON rows: one per model and column.
+pub fn rows(results: &[ModelResult]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for r in results {
+        let name = r.kind.name();
+        let bytes = json!({"memmap_reserved_bytes": r.memmap.reserved, "memmap_resident_bytes": r.memmap.resident, "table_bytes": r.memmap.tables});
+        let mut push = |variant: &str, m: &Measurement| {
+            let mut row = Row::new(variant, name, json!({}), m.clone());
+            if let Some(obj) = bytes.as_object() {
+                row.extra.extend(obj.clone());
+            }
+            rows.push(row);
+        };
+        push("pfn_valid-valid", &r.valid);
+        push("pfn_valid-hole", &r.hole);
+        push("pfn_to_page-flags", &r.page_read);
+        if let Some(m) = &r.alloc_off {
+            push("alloc-free-nocheck", m);
+        }
+        push("alloc-free-holecheck", &r.alloc_on);
+    }
+    rows
+}
+
+/// Makes sure every number is a finite positive measurement (used by tests
+/// and before writing JSON).
+pub fn check_finite(results: &[ModelResult]) -> Result<(), CliError> {
+    for r in results {
+        for m in [&r.valid, &r.hole, &r.page_read, &r.alloc_on].into_iter().chain(r.alloc_off.as_ref()) {
+            for v in m.ns_per_op.trials.iter().chain(&m.cycles_per_op.trials) {
+                if !v.is_finite() || *v <= 0.0 {
+                    return Err(CliError(format!("{}: a measurement is not a positive number", r.kind.name())));
+                }
+            }
+        }
+    }
+    Ok(())
+}

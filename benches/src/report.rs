@@ -1,0 +1,113 @@
+//! The one JSON shape every command that writes `--json` uses, and writing
+//! it without ever leaving a half-written file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::CliError;
+use crate::machine::Machine;
+use crate::timing::Measurement;
+
+/// One measured result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// What the experiment compares (`array`, `per-page`, `pfnlab`, …).
+    pub variant: String,
+    /// The memory model.
+    pub model: String,
+    /// The experiment's parameters for this row.
+    pub params: Value,
+    /// Per-operation time.
+    #[serde(flatten)]
+    pub measurement: Measurement,
+    /// Experiment-specific fields (percentiles, shares, counts).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Row {
+    /// A row with no extra fields.
+    pub fn new(variant: impl Into<String>, model: impl Into<String>, params: Value, measurement: Measurement) -> Row {
+        Row {
+            variant: variant.into(),
+            model: model.into(),
+            params,
+            measurement,
+            extra: Map::new(),
+        }
+    }
+
+    /// Adds an extra field.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Row {
+        self.extra.insert(key.to_owned(), value.into());
+        self
+    }
+}
+
+/// A whole report: `{"experiment", "machine", "layout", "results"}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The experiment name (`compare`, `bulk`, …).
+    pub experiment: String,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The layout spec it ran on.
+    pub layout: String,
+    /// The results.
+    pub results: Vec<Row>,
+}
+
+/// A `--json` destination, checked before any measuring starts and written
+/// atomically (temporary file, then rename) at the end.
+pub struct JsonOut {
+    path: PathBuf,
+    tmp: PathBuf,
+}
+
+impl JsonOut {
+    /// Checks that `path` can be written by creating its temporary sibling.
+    pub fn create(path: &Path) -> Result<JsonOut, CliError> {
+        let name = path
+            .file_name()
+            .ok_or_else(|| CliError(format!("--json {}: not a file path", path.display())))?;
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+        std::fs::File::create(&tmp).map_err(|e| CliError(format!("--json {}: {e}", path.display())))?;
+        Ok(JsonOut {
+            path: path.to_owned(),
+            tmp,
+        })
+    }
+
+    /// Writes the report and moves it into place.
+    pub fn write(self, report: &Report) -> Result<(), CliError> {
+        let mut f = std::fs::File::create(&self.tmp)?;
+        serde_json::to_writer_pretty(&mut f, report).map_err(|e| CliError(e.to_string()))?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| CliError(format!("--json {}: {e}", self.path.display())))?;
+        Ok(())
+    }
+}
+
+impl Drop for JsonOut {
+    fn drop(&mut self) {
+        // After a successful rename the temporary is gone; otherwise remove
+        // it so nothing half-written is left behind.
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
+/// Formats a per-op number for tables: ns with two decimals below 10.
+pub fn fmt_ns(ns: f64) -> String {
+    if ns < 10.0 {
+        format!("{ns:.2}")
+    } else if ns < 1000.0 {
+        format!("{ns:.1}")
+    } else {
+        format!("{ns:.0}")
+    }
+}

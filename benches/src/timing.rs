@@ -1,0 +1,185 @@
+//! Timing after the kernel's `time_bench`: serialised TSC reads around a
+//! run of many iterations, several trials, median with min and max, in TSC
+//! cycles and in nanoseconds.
+//!
+//! `lfence; rdtsc` starts a measurement (earlier instructions have
+//! retired), `rdtscp; lfence` ends it (the measured work has finished and
+//! later instructions have not started). TSC cycles tick at the constant
+//! TSC rate, not the core clock (on this machine class about 0.8 TSC ticks
+//! per core cycle); [`tsc_hz`] calibrates the rate against the monotonic
+//! clock once per process.
+//!
+//! # Safety
+//! The only unsafe code is the TSC intrinsics, which read a counter.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// Reads the TSC after earlier instructions retire (`lfence; rdtsc; lfence`).
+#[inline(always)]
+pub fn tsc_start() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: lfence and rdtsc have no memory-safety preconditions.
+    unsafe {
+        use std::arch::x86_64::{_mm_lfence, _rdtsc};
+        _mm_lfence();
+        let t = _rdtsc();
+        _mm_lfence();
+        t
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        monotonic_ns()
+    }
+}
+
+/// Reads the TSC after the measured work finishes (`rdtscp; lfence`).
+#[inline(always)]
+pub fn tsc_stop() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: rdtscp writes the aux value into a local; lfence is a fence.
+    unsafe {
+        use std::arch::x86_64::{__rdtscp, _mm_lfence};
+        let mut aux = 0u32;
+        let t = __rdtscp(&mut aux);
+        _mm_lfence();
+        t
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        monotonic_ns()
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn monotonic_ns() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// TSC ticks per second, calibrated once against `Instant` over 50 ms.
+pub fn tsc_hz() -> u64 {
+    static HZ: OnceLock<u64> = OnceLock::new();
+    *HZ.get_or_init(|| {
+        let t0 = Instant::now();
+        let c0 = tsc_start();
+        while t0.elapsed() < Duration::from_millis(50) {
+            std::hint::spin_loop();
+        }
+        let c1 = tsc_stop();
+        let secs = t0.elapsed().as_secs_f64();
+        ((c1 - c0) as f64 / secs) as u64
+    })
+}
+
+/// Median, min, max and every trial's value.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Stat {
+    /// Median of the trials.
+    pub median: f64,
+    /// Smallest trial.
+    pub min: f64,
+    /// Largest trial.
+    pub max: f64,
+    /// Every trial, in order.
+    pub trials: Vec<f64>,
+}
+
+impl Stat {
+    /// Summarises `trials` (at least one).
+    pub fn of(trials: Vec<f64>) -> Stat {
+        let mut sorted = trials.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+        Stat {
+            median,
+            min: sorted[0],
+            max: sorted[n - 1],
+            trials,
+        }
+    }
+}
+
+/// One measured quantity per operation, in ns and TSC cycles.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Measurement {
+    /// Nanoseconds per operation.
+    pub ns_per_op: Stat,
+    /// TSC cycles per operation.
+    pub cycles_per_op: Stat,
+}
+
+/// How many trials and how long each should be.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    /// Timed trials after one warm-up run.
+    pub trials: usize,
+    /// Scale for the experiments' iteration counts (1.0 full, smaller in
+    /// quick mode).
+    pub scale: f64,
+}
+
+impl Plan {
+    /// Full measurement: 7 trials.
+    pub const FULL: Plan = Plan { trials: 7, scale: 1.0 };
+    /// Quick mode for tests and smoke runs: 3 short trials.
+    pub const QUICK: Plan = Plan { trials: 3, scale: 0.02 };
+
+    /// `n` scaled for this plan, at least `floor`.
+    pub fn iters(&self, n: u64, floor: u64) -> u64 {
+        ((n as f64 * self.scale) as u64).max(floor)
+    }
+}
+
+/// Runs `run` once to warm up, then `trials` times; `run` returns how many
+/// operations it did. Per-operation ns and TSC cycles of each trial.
+pub fn measure(trials: usize, mut run: impl FnMut() -> u64) -> Measurement {
+    std::hint::black_box(run());
+    let mut ns = Vec::with_capacity(trials);
+    let mut cycles = Vec::with_capacity(trials);
+    for _ in 0..trials.max(1) {
+        let t0 = Instant::now();
+        let c0 = tsc_start();
+        let ops = run().max(1) as f64;
+        let c1 = tsc_stop();
+        let dt = t0.elapsed();
+        ns.push(dt.as_nanos() as f64 / ops);
+        cycles.push((c1 - c0) as f64 / ops);
+    }
+    Measurement {
+        ns_per_op: Stat::of(ns),
+        cycles_per_op: Stat::of(cycles),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_median_min_max() {
+        let s = Stat::of(vec![3.0, 1.0, 2.0]);
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        assert_eq!(Stat::of(vec![4.0, 1.0, 2.0, 3.0]).median, 2.5);
+    }
+
+    #[test]
+    fn tsc_is_monotonic_and_calibrated() {
+        let a = tsc_start();
+        let b = tsc_stop();
+        assert!(b > a);
+        let hz = tsc_hz();
+        assert!((100_000_000..20_000_000_000).contains(&hz), "{hz}");
+        let m = measure(3, || {
+            let mut x = 0u64;
+            for i in 0..1000 {
+                x = std::hint::black_box(x + i);
+            }
+            1000
+        });
+        assert!(m.ns_per_op.median > 0.0 && m.cycles_per_op.median > 0.0);
+    }
+}

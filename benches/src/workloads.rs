@@ -1,0 +1,243 @@
+//! The measured kernels, shared by the `pfnlab` command and the criterion
+//! benches so both time the same code: model lookups over precomputed pfn
+//! sets, and allocator workloads over the library's own paths.
+//!
+//! Every kernel returns a value derived from all of its work, which the
+//! caller passes through `black_box`, so no lookup can be optimised away.
+
+use std::hint::black_box;
+
+use buddy::{Allocator, Gfp, PerCpu, Variant};
+use sparsemem::reference::{Reference, Semantics};
+use sparsemem::{Layout, MemoryModel, Order, PageFlag, Pfn};
+
+/// A small, fast, seeded generator (xorshift64).
+#[derive(Clone, Debug)]
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// The next value.
+    #[inline(always)]
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+/// `n` pseudo-random pfns that are valid in every model (pages of RAM or
+/// hotplug ranges), weighted by range size.
+pub fn valid_pfns(layout: &Layout, n: usize, seed: u64) -> Vec<Pfn> {
+    let ranges: Vec<(u64, u64)> = layout.memory_ranges().map(|(_, a, b)| (a.get(), b.get())).collect();
+    let total: u64 = ranges.iter().map(|(a, b)| b - a).sum();
+    let mut rng = XorShift(seed | 1);
+    (0..n)
+        .map(|_| {
+            let mut at = rng.next_u64() % total;
+            for &(a, b) in &ranges {
+                if at < b - a {
+                    return Pfn::new(a + at);
+                }
+                at -= b - a;
+            }
+            unreachable!("at < total")
+        })
+        .collect()
+}
+
+/// `n` pseudo-random pfns that no section-based model considers valid:
+/// inside the span where the layout has holes, else just past its end.
+pub fn hole_pfns(layout: &Layout, n: usize, seed: u64) -> Vec<Pfn> {
+    let reference = Reference::new(layout);
+    let (lo, hi) = layout.pfn_span();
+    let g = layout.geometry();
+    let span = (hi.get() - lo.get()).max(1);
+    let beyond = hi.get().next_multiple_of(g.pages_per_section()) + g.pages_per_section();
+    let mut rng = XorShift(seed | 1);
+    (0..n)
+        .map(|_| {
+            for _ in 0..64 {
+                let pfn = Pfn::new(lo.get() + rng.next_u64() % span);
+                if !reference.pfn_valid(Semantics::Section, pfn) {
+                    return pfn;
+                }
+            }
+            Pfn::new((beyond + rng.next_u64() % (1 << 20)).min(g.max_pfn().get() - 1))
+        })
+        .collect()
+}
+
+/// `pfn_valid` on every pfn; returns how many were valid.
+#[inline(never)]
+pub fn count_valid<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
+    let mut valid = 0;
+    for &pfn in pfns {
+        valid += u64::from(model.pfn_valid(black_box(pfn)));
+    }
+    valid
+}
+
+/// `pfn_to_page` (validated) and a read of the flags word, the
+/// allocator's pattern; returns a fold of the flags.
+#[inline(never)]
+pub fn read_flags<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
+    let mut acc = 0;
+    for &pfn in pfns {
+        if let Some(page) = model.pfn_to_page(black_box(pfn)) {
+            acc ^= page.flags();
+        }
+    }
+    acc
+}
+
+/// Pfns that are all valid in one model, checked once, so the flags can be
+/// read without `pfn_valid` (the baseline the probe is held against).
+pub struct CheckedPfns<'a, M> {
+    model: &'a M,
+    pfns: &'a [Pfn],
+}
+
+impl<'a, M: MemoryModel> CheckedPfns<'a, M> {
+    /// `Some` when every pfn is valid in `model`.
+    pub fn new(model: &'a M, pfns: &'a [Pfn]) -> Option<Self> {
+        pfns.iter().all(|&p| model.pfn_valid(p)).then_some(CheckedPfns { model, pfns })
+    }
+}
+
+/// Reads the flags word of checked pfns with `pfn_to_page_unchecked`.
+#[inline(never)]
+pub fn read_flags_unchecked<M: MemoryModel>(checked: &CheckedPfns<'_, M>) -> u64 {
+    let mut acc = 0;
+    for &pfn in checked.pfns {
+        // SAFETY: `CheckedPfns::new` verified pfn_valid for every pfn on
+        // this model, which it borrows shared, so no hotplug intervened.
+        acc ^= unsafe { checked.model.pfn_to_page_unchecked(black_box(pfn)) }.flags();
+    }
+    acc
+}
+
+/// `pfn_valid` on `n` consecutive pfns from `start`.
+#[inline(never)]
+pub fn count_valid_sequential<M: MemoryModel>(model: &M, start: Pfn, n: u64) -> u64 {
+    let mut valid = 0;
+    for pfn in start.get()..start.get() + n {
+        valid += u64::from(model.pfn_valid(black_box(Pfn::new(pfn))));
+    }
+    valid
+}
+
+/// `n` order-0 alloc+free pairs on the zone path. On an allocator whose
+/// memory is all in `MAX_PAGE_ORDER` blocks, each pair splits a block all
+/// the way down and merges it all the way back (ten hole checks per free
+/// with the check on).
+#[inline(never)]
+pub fn zone_pairs<M: MemoryModel, V: Variant>(alloc: &Allocator<M, V>, node: u16, n: u64) -> u64 {
+    let mut acc = 0;
+    for _ in 0..n {
+        let pfn = alloc.alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None).expect("memory");
+        acc ^= pfn.get();
+        alloc.free_pages(pfn, Order::ZERO).expect("free");
+    }
+    acc
+}
+
+/// `n` order-0 alloc+free pairs through the per-CPU list (no split or
+/// merge once the list is warm).
+#[inline(never)]
+pub fn pcp_pairs<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, n: u64) -> u64 {
+    let mut acc = 0;
+    for _ in 0..n {
+        let pfn = cpu.alloc(Gfp::MOVABLE).expect("memory");
+        acc ^= pfn.get();
+        cpu.free(pfn).expect("free");
+    }
+    acc
+}
+
+/// `rounds` × (`burst` single allocations, then `burst` frees) through the
+/// per-CPU lists; `held` is scratch space.
+#[inline(never)]
+pub fn bursts<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, rounds: u64, burst: usize, held: &mut Vec<Pfn>) -> u64 {
+    let mut acc = 0;
+    for _ in 0..rounds {
+        for _ in 0..burst {
+            held.push(cpu.alloc(Gfp::MOVABLE).expect("memory"));
+        }
+        for pfn in held.drain(..) {
+            acc ^= pfn.get();
+            cpu.free(pfn).expect("free");
+        }
+    }
+    acc
+}
+
+/// `rounds` × (one bulk list allocation of `size`, then freeing it).
+#[inline(never)]
+pub fn bulk_lists<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, rounds: u64, size: usize, list: &mut Vec<Pfn>) -> u64 {
+    let mut acc = 0;
+    for _ in 0..rounds {
+        let got = cpu.alloc_bulk_list(size, Gfp::MOVABLE, list).expect("bulk size");
+        acc += got as u64;
+        for pfn in list.drain(..) {
+            cpu.free(pfn).expect("free");
+        }
+    }
+    acc
+}
+
+/// `rounds` × (one bulk array allocation of `slots.len()`, then freeing).
+#[inline(never)]
+pub fn bulk_arrays<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, rounds: u64, slots: &mut [Option<Pfn>]) -> u64 {
+    let mut acc = 0;
+    for _ in 0..rounds {
+        acc += cpu.alloc_bulk_array(Gfp::MOVABLE, slots).expect("bulk size") as u64;
+        for slot in slots.iter_mut() {
+            if let Some(pfn) = slot.take() {
+                cpu.free(pfn).expect("free");
+            }
+        }
+    }
+    acc
+}
+
+/// One iteration of the flags experiment: allocate `nr_pages` order-0
+/// pages, touch each page's flags (set `PG_referenced` with the variant's
+/// operation), free them.
+#[inline(never)]
+pub fn flags_iteration<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, nr_pages: usize, held: &mut Vec<Pfn>) -> u64 {
+    for _ in 0..nr_pages {
+        held.push(cpu.alloc(Gfp::MOVABLE).expect("memory"));
+    }
+    let model = cpu.allocator().model();
+    for &pfn in held.iter() {
+        if let Some(page) = model.pfn_to_page(pfn) {
+            V::set(page, PageFlag::Referenced);
+            V::clear(page, PageFlag::Referenced);
+        }
+    }
+    let n = held.len() as u64;
+    for pfn in held.drain(..) {
+        cpu.free(pfn).expect("free");
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sparsemem::SparseExtreme;
+
+    #[test]
+    fn pfn_sets_are_what_they_claim() {
+        let layout = Layout::preset("zone-device").unwrap();
+        let model = SparseExtreme::new(&layout).unwrap();
+        let valid = valid_pfns(&layout, 10_000, 7);
+        assert_eq!(count_valid(&model, &valid), 10_000);
+        let holes = hole_pfns(&layout, 10_000, 7);
+        assert_eq!(count_valid(&model, &holes), 0);
+        assert_eq!(count_valid_sequential(&model, Pfn::new(0), 100), 100);
+    }
+}
