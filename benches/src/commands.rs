@@ -6,8 +6,8 @@ use std::io::{BufRead, Write};
 use sparsemem::{Layout, LayoutSpec, MemoryModel, Pfn, RangeKind};
 
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
-use vmemmap::VmemmapOptions;
 use crate::{CliError, human_bytes};
+use vmemmap::VmemmapOptions;
 
 /// The fallback when the host's memory map cannot be read.
 pub const FALLBACK_PRESET: &str = "x86-pci-hole";
@@ -122,7 +122,11 @@ struct MemmapVisitor;
 
 impl ModelVisitor for MemmapVisitor {
     type Output = sparsemem::MemmapBytes;
-    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<Self::Output, sparsemem::BuildError> {
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Self::Output, sparsemem::BuildError> {
         let model = M::build(layout, options)?;
         Ok(model.memmap_bytes())
     }
@@ -162,7 +166,11 @@ impl<W: Write> QueryVisitor<'_, W> {
 impl<W: Write> ModelVisitor for QueryVisitor<'_, W> {
     type Output = Result<(), CliError>;
 
-    fn visit<M: Buildable>(mut self, layout: &Layout, options: VmemmapOptions) -> Result<Self::Output, sparsemem::BuildError> {
+    fn visit<M: Buildable>(
+        mut self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Self::Output, sparsemem::BuildError> {
         let model = M::build(layout, options)?;
         Ok(self.run(&model))
     }

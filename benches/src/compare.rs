@@ -47,7 +47,11 @@ struct CompareVisitor<'a> {
     progress: &'a ProgressBar,
 }
 
-fn alloc_pairs<M: Buildable, V: Variant>(layout: &Layout, options: VmemmapOptions, plan: Plan) -> Result<Option<Measurement>, BuildError> {
+fn alloc_pairs<M: Buildable, V: Variant>(
+    layout: &Layout,
+    options: VmemmapOptions,
+    plan: Plan,
+) -> Result<Option<Measurement>, BuildError> {
     let model = M::build(layout, options)?;
     let alloc = match Allocator::<M, V>::new(model, layout, Options::default()) {
         Ok(a) => a,
@@ -65,14 +69,22 @@ fn alloc_pairs<M: Buildable, V: Variant>(layout: &Layout, options: VmemmapOption
 impl ModelVisitor for CompareVisitor<'_> {
     type Output = ModelResult;
 
-    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<ModelResult, BuildError> {
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<ModelResult, BuildError> {
         let name = self.kind.name();
         let plan = self.plan;
         self.progress.set_message(format!("{name}: build"));
         let model = M::build(layout, options)?;
         let valid = valid_pfns(layout, plan.iters(1 << 20, 4096) as usize, 11);
         let slow_holes = matches!(name, "vmemmap-probe" | "vmemmap-uffd-sigbus");
-        let holes = hole_pfns(layout, plan.iters(if slow_holes { 20_000 } else { 1 << 20 }, 1000) as usize, 13);
+        let holes = hole_pfns(
+            layout,
+            plan.iters(if slow_holes { 20_000 } else { 1 << 20 }, 1000) as usize,
+            13,
+        );
         self.progress.set_message(format!("{name}: pfn_valid"));
         let valid_m = measure(plan.trials, || {
             std::hint::black_box(count_valid(&model, &valid));
@@ -90,7 +102,8 @@ impl ModelVisitor for CompareVisitor<'_> {
         drop(model);
         self.progress.set_message(format!("{name}: allocator"));
         let alloc_off = alloc_pairs::<M, Kernel>(layout, options, plan)?;
-        let alloc_on = alloc_pairs::<M, KernelHoleCheck>(layout, options, plan)?.expect("the hole check accepts every layout");
+        let alloc_on = alloc_pairs::<M, KernelHoleCheck>(layout, options, plan)?
+            .expect("the hole check accepts every layout");
         Ok(ModelResult {
             kind: self.kind,
             valid: valid_m,
@@ -105,19 +118,28 @@ impl ModelVisitor for CompareVisitor<'_> {
 
 /// Runs the comparison; models that cannot be built on this layout are
 /// reported with the reason.
-pub fn run(layout: &Layout, plan: Plan, show_progress: bool) -> (Vec<ModelResult>, Vec<(ModelKind, String)>) {
+pub fn run(
+    layout: &Layout,
+    plan: Plan,
+    show_progress: bool,
+) -> (Vec<ModelResult>, Vec<(ModelKind, String)>) {
     let progress = if show_progress {
         ProgressBar::new(ModelKind::ALL.len() as u64)
     } else {
         ProgressBar::hidden()
     };
     progress.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut done = Vec::new();
     let mut refused = Vec::new();
     for &kind in ModelKind::ALL {
-        let visitor = CompareVisitor { plan, kind, progress: &progress };
+        let visitor = CompareVisitor {
+            plan,
+            kind,
+            progress: &progress,
+        };
         match with_model_options(kind, layout, VmemmapOptions::default(), visitor) {
             Ok(r) => done.push(r),
             Err(e) => refused.push((kind, e.to_string())),
@@ -129,7 +151,11 @@ pub fn run(layout: &Layout, plan: Plan, show_progress: bool) -> (Vec<ModelResult
 }
 
 fn cell(m: &Measurement) -> String {
-    format!("{} ({:.0})", fmt_ns(m.ns_per_op.median), m.cycles_per_op.median)
+    format!(
+        "{} ({:.0})",
+        fmt_ns(m.ns_per_op.median),
+        m.cycles_per_op.median
+    )
 }
 
 /// The table, the notes on refused models, and a short reading.
@@ -164,21 +190,36 @@ pub fn table(results: &[ModelResult], refused: &[(ModelKind, String)]) -> String
 
 /// Two or three plain sentences on what the table says.
 pub fn reading(results: &[ModelResult]) -> String {
-    let Some(best) = results
-        .iter()
-        .min_by(|a, b| a.alloc_on.ns_per_op.median.total_cmp(&b.alloc_on.ns_per_op.median))
-    else {
+    let Some(best) = results.iter().min_by(|a, b| {
+        a.alloc_on
+            .ns_per_op
+            .median
+            .total_cmp(&b.alloc_on.ns_per_op.median)
+    }) else {
         return String::new();
     };
     let worst = results
         .iter()
-        .max_by(|a, b| a.alloc_on.ns_per_op.median.total_cmp(&b.alloc_on.ns_per_op.median))
+        .max_by(|a, b| {
+            a.alloc_on
+                .ns_per_op
+                .median
+                .total_cmp(&b.alloc_on.ns_per_op.median)
+        })
         .expect("non-empty");
     let fastest_lookup = results
         .iter()
-        .min_by(|a, b| a.valid.ns_per_op.median.total_cmp(&b.valid.ns_per_op.median))
+        .min_by(|a, b| {
+            a.valid
+                .ns_per_op
+                .median
+                .total_cmp(&b.valid.ns_per_op.median)
+        })
         .expect("non-empty");
-    let smallest = results.iter().min_by_key(|r| r.memmap.resident).expect("non-empty");
+    let smallest = results
+        .iter()
+        .min_by_key(|r| r.memmap.resident)
+        .expect("non-empty");
     let mut s = format!(
         "With the hole check on, {} is cheapest on the allocator path ({} ns per zone-path alloc+free), {:.2}x faster than {} ({} ns).",
         best.kind.name(),
@@ -232,10 +273,16 @@ pub fn rows(results: &[ModelResult]) -> Vec<Row> {
 /// and before writing JSON).
 pub fn check_finite(results: &[ModelResult]) -> Result<(), CliError> {
     for r in results {
-        for m in [&r.valid, &r.hole, &r.page_read, &r.alloc_on].into_iter().chain(r.alloc_off.as_ref()) {
+        for m in [&r.valid, &r.hole, &r.page_read, &r.alloc_on]
+            .into_iter()
+            .chain(r.alloc_off.as_ref())
+        {
             for v in m.ns_per_op.trials.iter().chain(&m.cycles_per_op.trials) {
                 if !v.is_finite() || *v <= 0.0 {
-                    return Err(CliError(format!("{}: a measurement is not a positive number", r.kind.name())));
+                    return Err(CliError(format!(
+                        "{}: a measurement is not a positive number",
+                        r.kind.name()
+                    )));
                 }
             }
         }

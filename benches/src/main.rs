@@ -59,7 +59,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
             let out = cli.json.as_deref().map(JsonOut::create).transpose()?;
             let layout = load_layout(cli.layout.as_deref())?;
             let machine = Machine::describe();
-            println!("pfnlab default comparison on {} ({})", layout.source(), layout.geometry());
+            println!(
+                "pfnlab default comparison on {} ({})",
+                layout.source(),
+                layout.geometry()
+            );
             println!("machine: {}\n", machine.summary());
             let (results, refused) = compare::run(&layout, plan, io::stderr().is_terminal());
             compare::check_finite(&results)?;
@@ -88,7 +92,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
             } else {
                 PfnSource::Args(&pfns)
             };
-            query(&layout, kind, json, source, BufWriter::new(io::stdout().lock()))
+            query(
+                &layout,
+                kind,
+                json,
+                source,
+                BufWriter::new(io::stdout().lock()),
+            )
         }
         Some(Command::Bench(args)) => experiments::run(&args, cli.layout.as_deref(), plan),
     }
@@ -106,7 +116,10 @@ fn main() -> ExitCode {
             // One clear line: clap's first line, without its usage block.
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("bad arguments");
-            eprintln!("pfnlab: {} (see pfnlab --help)", first.trim_start_matches("error: "));
+            eprintln!(
+                "pfnlab: {} (see pfnlab --help)",
+                first.trim_start_matches("error: ")
+            );
             return ExitCode::from(2);
         }
     };

@@ -152,11 +152,19 @@ pub trait ModelVisitor {
     /// What the work returns.
     type Output;
     /// Does the work; builds the model (once or several times) itself.
-    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<Self::Output, BuildError>;
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Self::Output, BuildError>;
 }
 
 /// Runs `visitor` with the model type of `kind`.
-pub fn with_model<V: ModelVisitor>(kind: ModelKind, layout: &Layout, visitor: V) -> Result<V::Output, BuildError> {
+pub fn with_model<V: ModelVisitor>(
+    kind: ModelKind,
+    layout: &Layout,
+    visitor: V,
+) -> Result<V::Output, BuildError> {
     with_model_options(kind, layout, VmemmapOptions::default(), visitor)
 }
 
@@ -176,6 +184,8 @@ pub fn with_model_options<V: ModelVisitor>(
         #[cfg(feature = "uffd")]
         ModelKind::VmemmapUffd => visitor.visit::<vmemmap::VmemmapUffd>(layout, options),
         #[cfg(feature = "uffd")]
-        ModelKind::VmemmapUffdSigbus => visitor.visit::<vmemmap::VmemmapUffdSigbus>(layout, options),
+        ModelKind::VmemmapUffdSigbus => {
+            visitor.visit::<vmemmap::VmemmapUffdSigbus>(layout, options)
+        }
     }
 }

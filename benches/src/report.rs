@@ -30,7 +30,12 @@ pub struct Row {
 
 impl Row {
     /// A row with no extra fields.
-    pub fn new(variant: impl Into<String>, model: impl Into<String>, params: Value, measurement: Measurement) -> Row {
+    pub fn new(
+        variant: impl Into<String>,
+        model: impl Into<String>,
+        params: Value,
+        measurement: Measurement,
+    ) -> Row {
         Row {
             variant: variant.into(),
             model: model.into(),
@@ -73,9 +78,17 @@ impl JsonOut {
         let name = path
             .file_name()
             .ok_or_else(|| CliError(format!("--json {}: not a file path", path.display())))?;
-        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
-        std::fs::File::create(&tmp).map_err(|e| CliError(format!("--json {}: {e}", path.display())))?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        std::fs::File::create(&tmp)
+            .map_err(|e| CliError(format!("--json {}: {e}", path.display())))?;
         Ok(JsonOut {
             path: path.to_owned(),
             tmp,
@@ -88,7 +101,8 @@ impl JsonOut {
         serde_json::to_writer_pretty(&mut f, report).map_err(|e| CliError(e.to_string()))?;
         f.write_all(b"\n")?;
         f.sync_all()?;
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| CliError(format!("--json {}: {e}", self.path.display())))?;
+        std::fs::rename(&self.tmp, &self.path)
+            .map_err(|e| CliError(format!("--json {}: {e}", self.path.display())))?;
         Ok(())
     }
 }

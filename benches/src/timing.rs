@@ -93,7 +93,11 @@ impl Stat {
         let mut sorted = trials.clone();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
         Stat {
             median,
             min: sorted[0],
@@ -124,9 +128,15 @@ pub struct Plan {
 
 impl Plan {
     /// Full measurement: 7 trials.
-    pub const FULL: Plan = Plan { trials: 7, scale: 1.0 };
+    pub const FULL: Plan = Plan {
+        trials: 7,
+        scale: 1.0,
+    };
     /// Quick mode for tests and smoke runs: 3 short trials.
-    pub const QUICK: Plan = Plan { trials: 3, scale: 0.02 };
+    pub const QUICK: Plan = Plan {
+        trials: 3,
+        scale: 0.02,
+    };
 
     /// `n` scaled for this plan, at least `floor`.
     pub fn iters(&self, n: u64, floor: u64) -> u64 {

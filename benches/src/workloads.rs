@@ -2,8 +2,12 @@
 //! benches so both time the same code: model lookups over precomputed pfn
 //! sets, and allocator workloads over the library's own paths.
 //!
-//! Every kernel returns a value derived from all of its work, which the
-//! caller passes through `black_box`, so no lookup can be optimised away.
+//! Every kernel is `#[inline(never)]`, takes its inputs by reference and
+//! returns a value derived from all of its work, which the caller passes
+//! through `black_box`, so no lookup can be optimised away. Elements are not
+//! passed through `black_box` one by one: that is a compiler barrier which
+//! would force the model's fields to be reloaded on every iteration, a cost
+//! the kernel's loops do not pay.
 
 use std::hint::black_box;
 
@@ -31,7 +35,10 @@ impl XorShift {
 /// `n` pseudo-random pfns that are valid in every model (pages of RAM or
 /// hotplug ranges), weighted by range size.
 pub fn valid_pfns(layout: &Layout, n: usize, seed: u64) -> Vec<Pfn> {
-    let ranges: Vec<(u64, u64)> = layout.memory_ranges().map(|(_, a, b)| (a.get(), b.get())).collect();
+    let ranges: Vec<(u64, u64)> = layout
+        .memory_ranges()
+        .map(|(_, a, b)| (a.get(), b.get()))
+        .collect();
     let total: u64 = ranges.iter().map(|(a, b)| b - a).sum();
     let mut rng = XorShift(seed | 1);
     (0..n)
@@ -75,7 +82,7 @@ pub fn hole_pfns(layout: &Layout, n: usize, seed: u64) -> Vec<Pfn> {
 pub fn count_valid<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
     let mut valid = 0;
     for &pfn in pfns {
-        valid += u64::from(model.pfn_valid(black_box(pfn)));
+        valid += u64::from(model.pfn_valid(pfn));
     }
     valid
 }
@@ -86,7 +93,7 @@ pub fn count_valid<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
 pub fn read_flags<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
     let mut acc = 0;
     for &pfn in pfns {
-        if let Some(page) = model.pfn_to_page(black_box(pfn)) {
+        if let Some(page) = model.pfn_to_page(pfn) {
             acc ^= page.flags();
         }
     }
@@ -103,7 +110,9 @@ pub struct CheckedPfns<'a, M> {
 impl<'a, M: MemoryModel> CheckedPfns<'a, M> {
     /// `Some` when every pfn is valid in `model`.
     pub fn new(model: &'a M, pfns: &'a [Pfn]) -> Option<Self> {
-        pfns.iter().all(|&p| model.pfn_valid(p)).then_some(CheckedPfns { model, pfns })
+        pfns.iter()
+            .all(|&p| model.pfn_valid(p))
+            .then_some(CheckedPfns { model, pfns })
     }
 }
 
@@ -114,7 +123,7 @@ pub fn read_flags_unchecked<M: MemoryModel>(checked: &CheckedPfns<'_, M>) -> u64
     for &pfn in checked.pfns {
         // SAFETY: `CheckedPfns::new` verified pfn_valid for every pfn on
         // this model, which it borrows shared, so no hotplug intervened.
-        acc ^= unsafe { checked.model.pfn_to_page_unchecked(black_box(pfn)) }.flags();
+        acc ^= unsafe { checked.model.pfn_to_page_unchecked(pfn) }.flags();
     }
     acc
 }
@@ -137,7 +146,9 @@ pub fn count_valid_sequential<M: MemoryModel>(model: &M, start: Pfn, n: u64) -> 
 pub fn zone_pairs<M: MemoryModel, V: Variant>(alloc: &Allocator<M, V>, node: u16, n: u64) -> u64 {
     let mut acc = 0;
     for _ in 0..n {
-        let pfn = alloc.alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None).expect("memory");
+        let pfn = alloc
+            .alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None)
+            .expect("memory");
         acc ^= pfn.get();
         alloc.free_pages(pfn, Order::ZERO).expect("free");
     }
@@ -160,7 +171,12 @@ pub fn pcp_pairs<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, n: u64)
 /// `rounds` × (`burst` single allocations, then `burst` frees) through the
 /// per-CPU lists; `held` is scratch space.
 #[inline(never)]
-pub fn bursts<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, rounds: u64, burst: usize, held: &mut Vec<Pfn>) -> u64 {
+pub fn bursts<M: MemoryModel, V: Variant>(
+    cpu: &mut PerCpu<'_, M, V>,
+    rounds: u64,
+    burst: usize,
+    held: &mut Vec<Pfn>,
+) -> u64 {
     let mut acc = 0;
     for _ in 0..rounds {
         for _ in 0..burst {
@@ -176,10 +192,17 @@ pub fn bursts<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, rounds: u6
 
 /// `rounds` × (one bulk list allocation of `size`, then freeing it).
 #[inline(never)]
-pub fn bulk_lists<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, rounds: u64, size: usize, list: &mut Vec<Pfn>) -> u64 {
+pub fn bulk_lists<M: MemoryModel, V: Variant>(
+    cpu: &mut PerCpu<'_, M, V>,
+    rounds: u64,
+    size: usize,
+    list: &mut Vec<Pfn>,
+) -> u64 {
     let mut acc = 0;
     for _ in 0..rounds {
-        let got = cpu.alloc_bulk_list(size, Gfp::MOVABLE, list).expect("bulk size");
+        let got = cpu
+            .alloc_bulk_list(size, Gfp::MOVABLE, list)
+            .expect("bulk size");
         acc += got as u64;
         for pfn in list.drain(..) {
             cpu.free(pfn).expect("free");
@@ -190,10 +213,16 @@ pub fn bulk_lists<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, rounds
 
 /// `rounds` × (one bulk array allocation of `slots.len()`, then freeing).
 #[inline(never)]
-pub fn bulk_arrays<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, rounds: u64, slots: &mut [Option<Pfn>]) -> u64 {
+pub fn bulk_arrays<M: MemoryModel, V: Variant>(
+    cpu: &mut PerCpu<'_, M, V>,
+    rounds: u64,
+    slots: &mut [Option<Pfn>],
+) -> u64 {
     let mut acc = 0;
     for _ in 0..rounds {
-        acc += cpu.alloc_bulk_array(Gfp::MOVABLE, slots).expect("bulk size") as u64;
+        acc += cpu
+            .alloc_bulk_array(Gfp::MOVABLE, slots)
+            .expect("bulk size") as u64;
         for slot in slots.iter_mut() {
             if let Some(pfn) = slot.take() {
                 cpu.free(pfn).expect("free");
@@ -207,7 +236,11 @@ pub fn bulk_arrays<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, round
 /// pages, touch each page's flags (set `PG_referenced` with the variant's
 /// operation), free them.
 #[inline(never)]
-pub fn flags_iteration<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, nr_pages: usize, held: &mut Vec<Pfn>) -> u64 {
+pub fn flags_iteration<M: MemoryModel, V: Variant>(
+    cpu: &mut PerCpu<'_, M, V>,
+    nr_pages: usize,
+    held: &mut Vec<Pfn>,
+) -> u64 {
     for _ in 0..nr_pages {
         held.push(cpu.alloc(Gfp::MOVABLE).expect("memory"));
     }

@@ -304,7 +304,11 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             .iter()
             .find(|n| n.id == node)
             .unwrap_or(&self.nodes[0]);
-        if gfp.thisnode { &n.zonelist_thisnode } else { &n.zonelist }
+        if gfp.thisnode {
+            &n.zonelist_thisnode
+        } else {
+            &n.zonelist
+        }
     }
 
     /// Whether a zonelist entry may serve `gfp` under `mask`
@@ -317,8 +321,16 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// `__alloc_pages` on the zone path (no per-CPU list): walks the
     /// zonelist of `node`, taking each zone's lock once.
-    pub fn alloc_pages(&self, order: Order, gfp: Gfp, node: u16, mask: Option<&NodeMask>) -> Result<Pfn, AllocError> {
-        self.alloc_pages_with(order, gfp, node, |zone| mask.is_none_or(|m| m.test(zone.node)))
+    pub fn alloc_pages(
+        &self,
+        order: Order,
+        gfp: Gfp,
+        node: u16,
+        mask: Option<&NodeMask>,
+    ) -> Result<Pfn, AllocError> {
+        self.alloc_pages_with(order, gfp, node, |zone| {
+            mask.is_none_or(|m| m.test(zone.node))
+        })
     }
 
     /// The zone path with a caller-supplied per-zone check, called for

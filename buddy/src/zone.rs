@@ -199,13 +199,7 @@ impl<V: Variant> FreeArea<V> {
     /// and (without the hole check) that every pfn of the `MAX_PAGE_ORDER`
     /// block around it is valid.
     #[inline(always)]
-    pub fn free_one<M: MemoryModel>(
-        &mut self,
-        model: &M,
-        page: &Page,
-        pfn: Pfn,
-        order: Order,
-    ) {
+    pub fn free_one<M: MemoryModel>(&mut self, model: &M, page: &Page, pfn: Pfn, order: Order) {
         let mut page = page;
         let mut pfn = pfn.get();
         let mut order = order.index();

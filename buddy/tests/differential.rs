@@ -160,11 +160,7 @@ fn zone_device_sub_section_holes_with_the_hole_check() {
             Options::default(),
         )
         .unwrap();
-        alloc
-            .zones()
-            .iter()
-            .map(|z| z.stats().hole_hits)
-            .sum()
+        alloc.zones().iter().map(|z| z.stats().hole_hits).sum()
     };
     assert!(
         hits > 0,

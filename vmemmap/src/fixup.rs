@@ -16,7 +16,7 @@
 //! - [`install`] puts a `SA_SIGINFO | SA_ONSTACK` handler on SIGSEGV and
 //!   SIGBUS. The handler looks the saved `RIP` up in the table. On a hit it
 //!   sets `RIP` to the recovery label and `RAX` (the probe's output
-//!   register) to [`FAULTED`], and returns. On a miss the fault is not a
+//!   register) to [`FAULTED`] (zero), and returns. On a miss the fault is not a
 //!   probe's: it is handed to the handler that was installed before (Rust's
 //!   stack-overflow handler, a sanitizer's, the application's); if that was
 //!   `SIG_DFL` (or `SIG_IGN`, which cannot sensibly ignore a fault), the
@@ -40,9 +40,11 @@ use std::io;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// What [`probe_byte`]'s output register holds after a caught fault: a value
-/// no byte load can produce.
-pub const FAULTED: u64 = u64::MAX;
+/// What [`probe_byte`]'s output register holds after a caught fault: zero,
+/// which is exactly how the all-zero descriptor of a hole reads. Callers that
+/// only test bits of the byte (the PRESENT bit) then need no second test on
+/// the hot path; [`fixup_count`] tells faults apart when that matters.
+pub const FAULTED: u64 = 0;
 
 static FIXUPS: AtomicU64 = AtomicU64::new(0);
 static PREVIOUS: OnceLock<[libc::sigaction; 2]> = OnceLock::new();
@@ -65,8 +67,8 @@ unsafe extern "C" {
     static __stop_pfnlab_extable: u8;
 }
 
-/// Loads the byte at `addr`, or returns `None` if the load faulted
-/// (SIGSEGV on `PROT_NONE`, SIGBUS from a userfaultfd in SIGBUS mode).
+/// Loads the byte at `addr`; a load that faults (SIGSEGV on `PROT_NONE`,
+/// SIGBUS from a userfaultfd in SIGBUS mode) reads as 0.
 ///
 /// # Safety
 /// - [`install`] has returned successfully in this process;
@@ -75,7 +77,7 @@ unsafe extern "C" {
 ///   `None`, it does not make arbitrary addresses safe to read, and a read
 ///   with side effects (device memory) is never acceptable.
 #[inline(always)]
-pub unsafe fn probe_byte(addr: *const u8) -> Option<u8> {
+pub unsafe fn probe_byte(addr: *const u8) -> u8 {
     let value: u64;
     // SAFETY: one byte load from `addr`, which the caller guarantees is in
     // its own mapping; a fault is caught by the installed handler, which
@@ -96,11 +98,7 @@ pub unsafe fn probe_byte(addr: *const u8) -> Option<u8> {
             options(nostack, readonly, preserves_flags),
         );
     }
-    if value == FAULTED {
-        None
-    } else {
-        Some(value as u8)
-    }
+    value as u8
 }
 
 /// Faults turned into "invalid" so far, in every thread.

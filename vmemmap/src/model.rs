@@ -367,7 +367,7 @@ impl Detector for Table {
 }
 
 /// KAMEZAWA's fault-probed `pfn_valid`: load the descriptor's first byte;
-/// a fault or a clear PRESENT bit means "hole".
+/// a fault (read as 0) or a clear PRESENT bit means "hole".
 pub struct Probe;
 
 impl Detector for Probe {
@@ -395,8 +395,6 @@ pub(crate) fn probe_present(base: *const Page, max_pfn: u64, pfn: Pfn) -> bool {
     // SAFETY: pfn < max_pfn, so `addr` lies in the model's reservation,
     // whose holes are meant to fault; the fixup handler was installed by
     // the detector's `attach`.
-    match unsafe { crate::fixup::probe_byte(addr) } {
-        Some(byte) => byte & PRESENT_BYTE_MASK != 0,
-        None => false,
-    }
+    // A fault reads as 0: not PRESENT.
+    (unsafe { crate::fixup::probe_byte(addr) }) & PRESENT_BYTE_MASK != 0
 }

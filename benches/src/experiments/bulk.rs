@@ -9,11 +9,11 @@ use sparsemem::{BuildError, Layout};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, build_err, cell};
+use crate::CliError;
 use crate::models::{Buildable, ModelVisitor, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
-use crate::CliError;
 
 /// Bulk sizes, as in the seed.
 pub const SIZES: [usize; 9] = [1, 2, 3, 4, 8, 16, 32, 64, 128];
@@ -29,9 +29,14 @@ type Results = (Measurement, Vec<(usize, Measurement, Measurement)>);
 impl ModelVisitor for Visitor {
     type Output = Results;
 
-    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<Results, BuildError> {
-        let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, Options::default())
-            .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Results, BuildError> {
+        let alloc =
+            Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, Options::default())
+                .map_err(|e| BuildError::Unsupported(e.to_string()))?;
         let mut cpu = alloc.cpu(layout.nodes()[0]);
         let plan = self.plan;
         let pairs = plan.iters(2_000_000, 20_000);
@@ -61,10 +66,20 @@ impl ModelVisitor for Visitor {
 }
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let (single, per_size) = with_model_options(ctx.model, &ctx.layout, VmemmapOptions::default(), Visitor { plan: ctx.plan })
-        .map_err(build_err(ctx.model))?;
+    let (single, per_size) = with_model_options(
+        ctx.model,
+        &ctx.layout,
+        VmemmapOptions::default(),
+        Visitor { plan: ctx.plan },
+    )
+    .map_err(build_err(ctx.model))?;
     let model = ctx.model.name();
-    let mut rows = vec![Row::new("single", model, json!({"bulk": 1}), single.clone())];
+    let mut rows = vec![Row::new(
+        "single",
+        model,
+        json!({"bulk": 1}),
+        single.clone(),
+    )];
     let mut table = format!(
         "single alloc+free (pcp): {} per page   [seed kernel: 199 cycles]\n\n\
          {:>5}  {:>22}  {:>22}  {:>24}\n",
@@ -79,7 +94,13 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
             .iter()
             .find(|s| s.0 == size)
             .map_or("-".into(), |s| format!("{} / {} cycles", s.2, s.1));
-        table += &format!("{:>5}  {:>22}  {:>22}  {:>24}\n", size, cell(&l), cell(&a), seed);
+        table += &format!(
+            "{:>5}  {:>22}  {:>22}  {:>24}\n",
+            size,
+            cell(&l),
+            cell(&a),
+            seed
+        );
         rows.push(Row::new("list", model, json!({"bulk": size}), l));
         rows.push(Row::new("array", model, json!({"bulk": size}), a));
     }

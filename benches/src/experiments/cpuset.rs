@@ -24,10 +24,10 @@ use sparsemem::{BuildError, Layout, Order};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, build_err, cell};
+use crate::CliError;
 use crate::models::{Buildable, ModelVisitor, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
-use crate::CliError;
 
 /// A cpuset: its nodes, whether it is mem_exclusive, its parent.
 struct Cpuset {
@@ -37,7 +37,7 @@ struct Cpuset {
 }
 
 /// The cpuset hierarchy and the task, as the 2006 check sees them.
-struct Cpusets {
+pub struct Cpusets {
     sets: Vec<Cpuset>,
     task_cpuset: usize,
     task_mems_allowed: NodeMask,
@@ -47,13 +47,30 @@ struct Cpusets {
 impl Cpusets {
     /// root (all nodes, exclusive) -> job (the allowed nodes, exclusive)
     /// -> task's cpuset (same nodes, not exclusive).
-    fn new(nr_nodes: u16, allowed: &NodeMask) -> Cpusets {
+    pub fn new(nr_nodes: u16, allowed: &NodeMask) -> Cpusets {
         let sets = vec![
-            Cpuset { mems_allowed: NodeMask::of(0..nr_nodes), mem_exclusive: true, parent: None },
-            Cpuset { mems_allowed: allowed.clone(), mem_exclusive: true, parent: Some(0) },
-            Cpuset { mems_allowed: allowed.clone(), mem_exclusive: false, parent: Some(1) },
+            Cpuset {
+                mems_allowed: NodeMask::of(0..nr_nodes),
+                mem_exclusive: true,
+                parent: None,
+            },
+            Cpuset {
+                mems_allowed: allowed.clone(),
+                mem_exclusive: true,
+                parent: Some(0),
+            },
+            Cpuset {
+                mems_allowed: allowed.clone(),
+                mem_exclusive: false,
+                parent: Some(1),
+            },
         ];
-        Cpusets { sets, task_cpuset: 2, task_mems_allowed: allowed.clone(), callback_mutex: Mutex::new(()) }
+        Cpusets {
+            sets,
+            task_cpuset: 2,
+            task_mems_allowed: allowed.clone(),
+            callback_mutex: Mutex::new(()),
+        }
     }
 
     fn nearest_exclusive_ancestor(&self, mut cs: usize) -> usize {
@@ -68,12 +85,15 @@ impl Cpusets {
 
     /// `__cpuset_zone_allowed` as of 2006, for a non-hardwall request.
     #[inline(never)]
-    fn zone_allowed<V>(&self, zone: &Zone<V>) -> bool {
+    pub fn zone_allowed<V>(&self, zone: &Zone<V>) -> bool {
         let node = std::hint::black_box(zone.node);
         if self.task_mems_allowed.test(node) {
             return true;
         }
-        let _guard = self.callback_mutex.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = self
+            .callback_mutex
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let cs = self.nearest_exclusive_ancestor(self.task_cpuset);
         self.sets[cs].mems_allowed.test(node)
     }
@@ -89,9 +109,14 @@ type Results = Vec<(&'static str, Measurement, usize)>;
 impl ModelVisitor for Visitor {
     type Output = Results;
 
-    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<Results, BuildError> {
-        let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, Options::default())
-            .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Results, BuildError> {
+        let alloc =
+            Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, Options::default())
+                .map_err(|e| BuildError::Unsupported(e.to_string()))?;
         let nodes = layout.nodes();
         let nr_nodes = nodes.len() as u16;
         let allowed_nodes = NodeMask::of(nr_nodes.saturating_sub(self.allowed)..nr_nodes);
@@ -102,9 +127,15 @@ impl ModelVisitor for Visitor {
             .zonelist(home, gfp)
             .iter()
             .copied()
-            .filter(|&z| alloc.zones()[z].kind <= gfp.highest_zone && cpusets.zone_allowed(&alloc.zones()[z]))
+            .filter(|&z| {
+                alloc.zones()[z].kind <= gfp.highest_zone && cpusets.zone_allowed(&alloc.zones()[z])
+            })
             .collect();
-        let skipped = alloc.zonelist(home, gfp).iter().position(|z| fixed.first() == Some(z)).unwrap_or(0);
+        let skipped = alloc
+            .zonelist(home, gfp)
+            .iter()
+            .position(|z| fixed.first() == Some(z))
+            .unwrap_or(0);
         let n = self.plan.iters(300_000, 3000);
         let pair = |f: &dyn Fn() -> sparsemem::Pfn| {
             measure(self.plan.trials, || {
@@ -115,17 +146,37 @@ impl ModelVisitor for Visitor {
                 n
             })
         };
-        let unrestricted = pair(&|| alloc.alloc_pages_with(Order::ZERO, gfp, home, |_| true).expect("memory"));
-        let restricted = pair(&|| alloc.alloc_pages_with(Order::ZERO, gfp, home, |z| cpusets.zone_allowed(z)).expect("memory"));
+        let unrestricted = pair(&|| {
+            alloc
+                .alloc_pages_with(Order::ZERO, gfp, home, |_| true)
+                .expect("memory")
+        });
+        let restricted = pair(&|| {
+            alloc
+                .alloc_pages_with(Order::ZERO, gfp, home, |z| cpusets.zone_allowed(z))
+                .expect("memory")
+        });
         let fixed_m = pair(&|| alloc.alloc_pages_from(Order::ZERO, &fixed).expect("memory"));
-        Ok(vec![("unrestricted", unrestricted, 0), ("restricted", restricted, skipped), ("restricted-fixed", fixed_m, 0)])
+        Ok(vec![
+            ("unrestricted", unrestricted, 0),
+            ("restricted", restricted, skipped),
+            ("restricted-fixed", fixed_m, 0),
+        ])
     }
 }
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     let allowed = ctx.args.allowed.unwrap_or(43);
-    let results = with_model_options(ctx.model, &ctx.layout, VmemmapOptions::default(), Visitor { plan: ctx.plan, allowed })
-        .map_err(build_err(ctx.model))?;
+    let results = with_model_options(
+        ctx.model,
+        &ctx.layout,
+        VmemmapOptions::default(),
+        Visitor {
+            plan: ctx.plan,
+            allowed,
+        },
+    )
+    .map_err(build_err(ctx.model))?;
     let restricted = results[1].1.ns_per_op.median;
     let fixed = results[2].1.ns_per_op.median;
     let share = (1.0 - fixed / restricted).max(0.0);
@@ -137,12 +188,27 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     );
     let mut rows = Vec::new();
     for (name, m, skipped) in &results {
-        let checked = if *name == "restricted" { format!("{}", skipped + 1) } else { "0".into() };
+        let checked = if *name == "restricted" {
+            format!("{}", skipped + 1)
+        } else {
+            "0".into()
+        };
         table += &format!("{:<17} {:>20} {:>16}\n", name, cell(m), checked);
         rows.push(
-            Row::new(*name, ctx.model.name(), json!({"nodes": nodes, "allowed": allowed}), m.clone())
-                .with("zones_checked", skipped + usize::from(*name == "restricted"))
-                .with("check_share", if *name == "restricted" { share } else { 0.0 }),
+            Row::new(
+                *name,
+                ctx.model.name(),
+                json!({"nodes": nodes, "allowed": allowed}),
+                m.clone(),
+            )
+            .with(
+                "zones_checked",
+                skipped + usize::from(*name == "restricted"),
+            )
+            .with(
+                "check_share",
+                if *name == "restricted" { share } else { 0.0 },
+            ),
         );
     }
     table += &format!(
@@ -150,5 +216,9 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
          Seed (2006): __cpuset_zone_allowed was 50 % of profile ticks; sys time 32 s -> 75 s.\n",
         share * 100.0
     );
-    Ok(Outcome { rows, table, layout: ctx.layout.source().into() })
+    Ok(Outcome {
+        rows,
+        table,
+        layout: ctx.layout.source().into(),
+    })
 }

@@ -10,11 +10,11 @@ use sparsemem::{BuildError, Layout};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, build_err, cell};
+use crate::CliError;
 use crate::models::{Buildable, ModelVisitor, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::flags_iteration;
-use crate::CliError;
 
 const SEED: [(&str, f64); 3] = [("bitmap", 35.79), ("atomic", 37.58), ("nonatomic", 35.28)];
 
@@ -28,7 +28,13 @@ struct Visitor {
 /// (variant, threads, measurement per page)
 type Results = Vec<(&'static str, usize, Measurement)>;
 
-fn one<M: Buildable, V: Variant>(v: &Visitor, layout: &Layout, options: VmemmapOptions, out: &mut Results, name: &'static str) -> Result<(), BuildError> {
+fn one<M: Buildable, V: Variant>(
+    v: &Visitor,
+    layout: &Layout,
+    options: VmemmapOptions,
+    out: &mut Results,
+    name: &'static str,
+) -> Result<(), BuildError> {
     let alloc = Allocator::<M, V>::new(M::build(layout, options)?, layout, Options::default())
         .map_err(|e| BuildError::Unsupported(e.to_string()))?;
     let node = layout.nodes()[0];
@@ -56,7 +62,11 @@ fn one<M: Buildable, V: Variant>(v: &Visitor, layout: &Layout, options: VmemmapO
 impl ModelVisitor for Visitor {
     type Output = Results;
 
-    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<Results, BuildError> {
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Results, BuildError> {
         let mut out = Vec::new();
         one::<M, Config<false, true, false>>(&self, layout, options, &mut out, "bitmap")?;
         one::<M, Config<true, false, false>>(&self, layout, options, &mut out, "atomic")?;
@@ -75,15 +85,28 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         pages,
         threads,
     };
-    let results = with_model_options(ctx.model, &ctx.layout, VmemmapOptions::default(), visitor).map_err(build_err(ctx.model))?;
+    let results = with_model_options(ctx.model, &ctx.layout, VmemmapOptions::default(), visitor)
+        .map_err(build_err(ctx.model))?;
     let model = ctx.model.name();
     let mut table = format!(
         "{iterations} x (allocate {pages} order-0 pages = 16 MiB, touch flags, free); per page and whole run\n\n\
          {:<10} {:>7}  {:>18}  {:>10}  {:>13}  {:>12}  {:>16}\n",
-        "variant", "threads", "ns (cycles)/page", "run (s)", "per iter (ms)", "vs bitmap", "seed (SMP) s"
+        "variant",
+        "threads",
+        "ns (cycles)/page",
+        "run (s)",
+        "per iter (ms)",
+        "vs bitmap",
+        "seed (SMP) s"
     );
-    let bitmap_1 = results.iter().find(|r| r.0 == "bitmap" && r.1 == 1).map(|r| r.2.ns_per_op.median);
-    let bitmap_n = results.iter().find(|r| r.0 == "bitmap" && r.1 == threads).map(|r| r.2.ns_per_op.median);
+    let bitmap_1 = results
+        .iter()
+        .find(|r| r.0 == "bitmap" && r.1 == 1)
+        .map(|r| r.2.ns_per_op.median);
+    let bitmap_n = results
+        .iter()
+        .find(|r| r.0 == "bitmap" && r.1 == threads)
+        .map(|r| r.2.ns_per_op.median);
     let mut rows = Vec::new();
     for (name, t, m) in &results {
         let per_page = m.ns_per_op.median;
@@ -102,9 +125,14 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
             seed / SEED[0].1
         );
         rows.push(
-            Row::new(*name, model, json!({"threads": t, "iterations": iterations, "pages": pages}), m.clone())
-                .with("run_seconds", run_s)
-                .with("ratio_vs_bitmap", per_page / base),
+            Row::new(
+                *name,
+                model,
+                json!({"threads": t, "iterations": iterations, "pages": pages}),
+                m.clone(),
+            )
+            .with("run_seconds", run_s)
+            .with("ratio_vs_bitmap", per_page / base),
         );
     }
     table += "\nSeed: 2.6.9 bitmap 35.79 s, no-bitmap 37.58 s, no-bitmap non-atomic 35.28 s on SMP; no difference on UP.\n";

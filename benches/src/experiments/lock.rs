@@ -12,10 +12,10 @@ use sparsemem::{BuildError, Layout, Order};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, build_err, cell};
+use crate::CliError;
 use crate::models::{Buildable, ModelVisitor, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure, tsc_hz, tsc_start, tsc_stop};
-use crate::CliError;
 
 struct Visitor {
     plan: Plan,
@@ -30,10 +30,17 @@ type Results = Vec<(LockPolicy, Measurement, Vec<f64>)>;
 impl ModelVisitor for Visitor {
     type Output = Results;
 
-    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<Results, BuildError> {
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Results, BuildError> {
         let mut out = Vec::new();
         for policy in [LockPolicy::PerBatch, LockPolicy::PerPage] {
-            let opts = Options { lock_policy: policy, pcp_batch: Some(self.batch) };
+            let opts = Options {
+                lock_policy: policy,
+                pcp_batch: Some(self.batch),
+            };
             let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, opts)
                 .map_err(|e| BuildError::Unsupported(e.to_string()))?;
             let node = layout.nodes()[0];
@@ -67,14 +74,19 @@ impl ModelVisitor for Visitor {
                     let hz = tsc_hz() as f64;
                     while std::time::Instant::now() < deadline {
                         let t0 = tsc_start();
-                        let pfn = alloc.alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None).expect("memory");
+                        let pfn = alloc
+                            .alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None)
+                            .expect("memory");
                         alloc.free_pages(pfn, Order::ZERO).expect("free");
                         let t1 = tsc_stop();
                         latencies.push((t1 - t0) as f64 * 1e9 / hz);
                     }
                     // Release: the workers see everything before the stop.
                     stop.store(true, Ordering::Release);
-                    workers.into_iter().map(|w| w.join().expect("worker")).sum::<u64>()
+                    workers
+                        .into_iter()
+                        .map(|w| w.join().expect("worker"))
+                        .sum::<u64>()
                 })
             });
             out.push((policy, m, latencies));
@@ -95,8 +107,14 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     let threads = ctx.args.threads.unwrap_or(cores.max(2));
     let batch = ctx.args.batch.unwrap_or(256);
     let duration = Duration::from_millis((ctx.plan.scale * 1500.0).max(60.0) as u64);
-    let visitor = Visitor { plan: ctx.plan, threads, batch, duration };
-    let results = with_model_options(ctx.model, &ctx.layout, VmemmapOptions::default(), visitor).map_err(build_err(ctx.model))?;
+    let visitor = Visitor {
+        plan: ctx.plan,
+        threads,
+        batch,
+        duration,
+    };
+    let results = with_model_options(ctx.model, &ctx.layout, VmemmapOptions::default(), visitor)
+        .map_err(build_err(ctx.model))?;
     let model = ctx.model.name();
     let mut table = format!(
         "{} batch thread(s) refilling/draining pcp batches of {batch} (high {}), 1 thread making single-page zone-path requests, {} ms per trial\n\n\
@@ -119,7 +137,11 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
             LockPolicy::PerBatch => "per-batch",
             LockPolicy::PerPage => "per-page",
         };
-        let (p50, p99, max) = (percentile(&lat, 0.5), percentile(&lat, 0.99), lat.last().copied().unwrap_or(0.0));
+        let (p50, p99, max) = (
+            percentile(&lat, 0.5),
+            percentile(&lat, 0.99),
+            lat.last().copied().unwrap_or(0.0),
+        );
         let mpps = 1e3 / m.ns_per_op.median;
         table += &format!(
             "{:<10}  {:>22}  {:>12.2}  {:>8.0}ns  {:>8.0}ns  {:>8.0}ns  {:>9}\n",
@@ -144,5 +166,9 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         "\nThis machine has {cores} cores: one batch thread and one small-request thread at most run truly in parallel, \
          so contention is between two CPUs, not the eight of the seed (a kernel build 5 % faster with per-page locking).\n"
     );
-    Ok(Outcome { rows, table, layout: ctx.layout.source().into() })
+    Ok(Outcome {
+        rows,
+        table,
+        layout: ctx.layout.source().into(),
+    })
 }

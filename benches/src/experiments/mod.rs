@@ -2,8 +2,8 @@
 //! comparison. Each prints a table with the seed's published figures beside
 //! ours, and writes the common JSON shape with `--json`.
 
-mod bulk;
-mod cpuset;
+pub mod bulk;
+pub mod cpuset;
 mod flags;
 mod lock;
 mod peers;
@@ -92,7 +92,10 @@ fn default_layout(experiment: &str) -> &'static str {
 pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<(), CliError> {
     let name = args.experiment.as_str();
     if !EXPERIMENTS.contains(&name) {
-        return Err(CliError(format!("unknown experiment `{name}` (known: {})", EXPERIMENTS.join(", "))));
+        return Err(CliError(format!(
+            "unknown experiment `{name}` (known: {})",
+            EXPERIMENTS.join(", ")
+        )));
     }
     let model = match &args.model {
         Some(m) => ModelKind::parse(m)?,
@@ -102,7 +105,10 @@ pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<()
     let spec = layout_spec.unwrap_or(default_layout(name));
     let layout = load_layout(if spec == "host" { None } else { Some(spec) })?;
     let machine = Machine::describe();
-    println!("pfnlab bench {name} | model {model} | layout {}", layout.source());
+    println!(
+        "pfnlab bench {name} | model {model} | layout {}",
+        layout.source()
+    );
     println!("machine: {}\n", machine.summary());
     let ctx = Ctx {
         plan,
@@ -138,7 +144,10 @@ pub fn check_rows(rows: &[Row]) -> Result<(), CliError> {
         let m = &r.measurement;
         let all = m.ns_per_op.trials.iter().chain(&m.cycles_per_op.trials);
         if all.into_iter().any(|v| !v.is_finite() || *v <= 0.0) {
-            return Err(CliError(format!("{} / {}: a measurement is not a positive number", r.variant, r.model)));
+            return Err(CliError(format!(
+                "{} / {}: a measurement is not a positive number",
+                r.variant, r.model
+            )));
         }
     }
     Ok(())

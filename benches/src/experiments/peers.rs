@@ -10,11 +10,11 @@ use sparsemem::{BuildError, Layout};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, build_err, cell};
+use crate::CliError;
 use crate::models::{Buildable, ModelVisitor, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{bursts, pcp_pairs, zone_pairs};
-use crate::CliError;
 
 const WORKLOADS: [&str; 3] = ["hot-pair", "split-merge-pair", "burst-128"];
 
@@ -25,10 +25,15 @@ struct Visitor {
 impl ModelVisitor for Visitor {
     type Output = Vec<Measurement>;
 
-    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<Vec<Measurement>, BuildError> {
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Vec<Measurement>, BuildError> {
         let plan = self.plan;
-        let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, Options::default())
-            .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+        let alloc =
+            Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, Options::default())
+                .map_err(|e| BuildError::Unsupported(e.to_string()))?;
         let node = layout.nodes()[0];
         let n = plan.iters(2_000_000, 20_000);
         let split = measure(plan.trials, || {
@@ -90,8 +95,13 @@ fn frame_allocator(plan: Plan) -> Vec<Measurement> {
 }
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let ours = with_model_options(ctx.model, &ctx.layout, VmemmapOptions::default(), Visitor { plan: ctx.plan })
-        .map_err(build_err(ctx.model))?;
+    let ours = with_model_options(
+        ctx.model,
+        &ctx.layout,
+        VmemmapOptions::default(),
+        Visitor { plan: ctx.plan },
+    )
+    .map_err(build_err(ctx.model))?;
     let model = ctx.model.name();
     let mut rows = Vec::new();
     let mut table = format!(
@@ -99,25 +109,52 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         "workload", "pfnlab ns (cycles)", "buddy_system_allocator", "ratio"
     );
     #[cfg(feature = "peers")]
-    let theirs: Vec<Option<Measurement>> = frame_allocator(ctx.plan).into_iter().map(Some).collect();
+    let theirs: Vec<Option<Measurement>> =
+        frame_allocator(ctx.plan).into_iter().map(Some).collect();
     #[cfg(not(feature = "peers"))]
     let theirs: Vec<Option<Measurement>> = vec![None, None, None];
     for ((workload, mine), other) in WORKLOADS.iter().zip(&ours).zip(&theirs) {
         let (other_cell, ratio) = match other {
-            Some(o) => (cell(o), format!("{:.2}x", o.ns_per_op.median / mine.ns_per_op.median)),
+            Some(o) => (
+                cell(o),
+                format!("{:.2}x", o.ns_per_op.median / mine.ns_per_op.median),
+            ),
             None => ("(build with --features peers)".into(), "-".into()),
         };
-        table += &format!("{:<17} {:>22} {:>28} {:>8}\n", workload, cell(mine), other_cell, ratio);
-        rows.push(Row::new("pfnlab", model, json!({"workload": workload}), mine.clone()));
+        table += &format!(
+            "{:<17} {:>22} {:>28} {:>8}\n",
+            workload,
+            cell(mine),
+            other_cell,
+            ratio
+        );
+        rows.push(Row::new(
+            "pfnlab",
+            model,
+            json!({"workload": workload}),
+            mine.clone(),
+        ));
         if let Some(o) = other {
             rows.push(
-                Row::new("buddy_system_allocator", "none", json!({"workload": workload}), o.clone())
-                    .with("ratio_vs_pfnlab", o.ns_per_op.median / mine.ns_per_op.median),
+                Row::new(
+                    "buddy_system_allocator",
+                    "none",
+                    json!({"workload": workload}),
+                    o.clone(),
+                )
+                .with(
+                    "ratio_vs_pfnlab",
+                    o.ns_per_op.median / mine.ns_per_op.median,
+                ),
             );
         }
     }
     table += "\npfnlab: hot-pair and burst-128 through the per-CPU lists, split-merge-pair on the zone path (zone lock \
               taken); FrameAllocator<11>: BTreeSet free lists, no lock. Ratio = theirs / ours.\n\
               Reference floors here: hand-written buddy 5 / 40 / 8 ns; FrameAllocator 18 / 320 / 52 ns.\n";
-    Ok(Outcome { rows, table, layout: ctx.layout.source().into() })
+    Ok(Outcome {
+        rows,
+        table,
+        layout: ctx.layout.source().into(),
+    })
 }

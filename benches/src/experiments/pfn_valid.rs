@@ -9,12 +9,12 @@ use sparsemem::{BuildError, Layout, Order, Pfn};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
+use crate::CliError;
 use crate::commands::load_layout;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{XorShift, count_valid, count_valid_sequential, hole_pfns, valid_pfns};
-use crate::CliError;
 
 struct Visitor {
     plan: Plan,
@@ -27,11 +27,19 @@ type Results = Vec<(&'static str, Measurement)>;
 impl ModelVisitor for Visitor {
     type Output = Results;
 
-    fn visit<M: Buildable>(self, layout: &Layout, options: VmemmapOptions) -> Result<Results, BuildError> {
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Results, BuildError> {
         let plan = self.plan;
         let model = M::build(layout, options)?;
         let n = plan.iters(1 << 20, 4096) as usize;
-        let nh = if self.slow_holes { plan.iters(20_000, 500) as usize } else { n };
+        let nh = if self.slow_holes {
+            plan.iters(20_000, 500) as usize
+        } else {
+            n
+        };
         let valid = valid_pfns(layout, n, 3);
         let holes = hole_pfns(layout, nh, 5);
         let mut mix: Vec<Pfn> = valid.iter().take(nh).chain(holes.iter()).copied().collect();
@@ -42,32 +50,49 @@ impl ModelVisitor for Visitor {
         let first = layout.pfn_span().0;
         let mut out = Vec::new();
         for (name, set) in [("valid", &valid), ("hole", &holes), ("random", &mix)] {
-            out.push((name, measure(plan.trials, || {
-                std::hint::black_box(count_valid(&model, set));
-                set.len() as u64
-            })));
+            out.push((
+                name,
+                measure(plan.trials, || {
+                    std::hint::black_box(count_valid(&model, set));
+                    set.len() as u64
+                }),
+            ));
         }
-        out.push(("sequential", measure(plan.trials, || {
-            std::hint::black_box(count_valid_sequential(&model, first, n as u64));
-            n as u64
-        })));
+        out.push((
+            "sequential",
+            measure(plan.trials, || {
+                std::hint::black_box(count_valid_sequential(&model, first, n as u64));
+                n as u64
+            }),
+        ));
         drop(model);
-        let alloc = Allocator::<M, KernelHoleCheck>::new(M::build(layout, options)?, layout, Options::default())
-            .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+        let alloc = Allocator::<M, KernelHoleCheck>::new(
+            M::build(layout, options)?,
+            layout,
+            Options::default(),
+        )
+        .map_err(|e| BuildError::Unsupported(e.to_string()))?;
         let node = layout.nodes()[0];
         let rounds = plan.iters(4000, 40);
         let mut held = Vec::with_capacity(512);
-        out.push(("page_test", measure(plan.trials, || {
-            for _ in 0..rounds {
-                for _ in 0..512 {
-                    held.push(alloc.alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None).expect("memory"));
+        out.push((
+            "page_test",
+            measure(plan.trials, || {
+                for _ in 0..rounds {
+                    for _ in 0..512 {
+                        held.push(
+                            alloc
+                                .alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None)
+                                .expect("memory"),
+                        );
+                    }
+                    for pfn in held.drain(..) {
+                        alloc.free_pages(pfn, Order::ZERO).expect("free");
+                    }
                 }
-                for pfn in held.drain(..) {
-                    alloc.free_pages(pfn, Order::ZERO).expect("free");
-                }
-            }
-            rounds * 512
-        })));
+                rounds * 512
+            }),
+        ));
         Ok(out)
     }
 }
@@ -89,7 +114,9 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         None => vec![ctx.layout.clone(), load_layout(Some("preset:ia64-holes"))?],
     };
     let mut rows = Vec::new();
-    let mut table = String::from("median ns per op (TSC cycles); page_test: zone-path alloc of 512 pages then free, hole check on\n");
+    let mut table = String::from(
+        "median ns per op (TSC cycles); page_test: zone-path alloc of 512 pages then free, hole check on\n",
+    );
     for layout in &layouts {
         table += &format!(
             "\nlayout {}\n{:<21} {:>15} {:>15} {:>15} {:>15} {:>15} {:>12}\n",
@@ -107,7 +134,8 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
                 plan: ctx.plan,
                 slow_holes: matches!(kind.name(), "vmemmap-probe" | "vmemmap-uffd-sigbus"),
             };
-            let results = match with_model_options(kind, layout, VmemmapOptions::default(), visitor) {
+            let results = match with_model_options(kind, layout, VmemmapOptions::default(), visitor)
+            {
                 Ok(r) => r,
                 Err(e) => {
                     table += &format!("{:<21} not built: {e}\n", kind.name());
@@ -128,7 +156,12 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
                 pages_per_sec
             );
             for (workload, m) in results {
-                let mut row = Row::new(workload, kind.name(), json!({"layout": layout.source(), "workload": workload}), m.clone());
+                let mut row = Row::new(
+                    workload,
+                    kind.name(),
+                    json!({"layout": layout.source(), "workload": workload}),
+                    m.clone(),
+                );
                 if workload == "page_test" {
                     row = row.with("pages_per_second", 1e9 / m.ns_per_op.median);
                 }
@@ -139,5 +172,9 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     table += "\nSeed (2006): AIM9 page_test 1,042,187 (EXTREME+VMEMMAP table) vs 1,076,976 (VMEMMAP + probe); \
               reaim max 804,000 / 804,844 / 811,181 - \"within noise\".\n";
     let layout_names: Vec<&str> = layouts.iter().map(|l| l.source()).collect();
-    Ok(Outcome { rows, table, layout: layout_names.join(",") })
+    Ok(Outcome {
+        rows,
+        table,
+        layout: layout_names.join(","),
+    })
 }

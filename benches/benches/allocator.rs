@@ -1,0 +1,40 @@
+//! Allocator issue benches: order-0 alloc+free through the per-CPU list,
+//! bulk array of 128, and the zone path with a full split and merge.
+
+mod common;
+
+use std::hint::black_box;
+
+use buddy::{Allocator, Kernel, Options};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use pfnlab::workloads::{bulk_arrays, pcp_pairs, zone_pairs};
+use sparsemem::Layout;
+use vmemmap::VmemmapTable;
+
+fn allocator(c: &mut Criterion) {
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    let alloc = Allocator::<_, Kernel>::new(
+        VmemmapTable::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .unwrap();
+    let mut g = c.benchmark_group("allocator");
+    g.throughput(Throughput::Elements(1000));
+    g.bench_function("zone-split-merge-pair", |b| {
+        b.iter(|| zone_pairs(&alloc, 0, black_box(1000)))
+    });
+    let mut cpu = alloc.cpu(0);
+    g.bench_function("pcp-pair", |b| {
+        b.iter(|| pcp_pairs(&mut cpu, black_box(1000)))
+    });
+    let mut slots = vec![None; 128];
+    g.throughput(Throughput::Elements(128 * 8));
+    g.bench_function("bulk-array-128", |b| {
+        b.iter(|| bulk_arrays(&mut cpu, black_box(8), &mut slots))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, allocator);
+criterion_main!(benches);

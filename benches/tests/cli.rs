@@ -1,0 +1,312 @@
+//! The `pfnlab` binary end to end: the default run and every experiment in
+//! quick mode (structure, finite positive numbers, the JSON schema), and
+//! every bad input (one line on stderr, exit status 2, nothing written).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn pfnlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pfnlab"))
+        .args(args)
+        .output()
+        .expect("run pfnlab")
+}
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("pfnlab-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    fn path(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A small layout with a sub-section hotplug hole, so runs stay short.
+const SMALL: &str = r#"
+[[range]]
+start = 0x0
+end = 0x9fc00
+kind = "ram"
+[[range]]
+start = 0x100000
+end = 0x40000000
+kind = "ram"
+[[range]]
+start = 0x100000000
+end = 0x100600000
+kind = "hotplug"
+"#;
+
+fn small_layout(s: &Scratch) -> String {
+    let p = s.path("small.toml");
+    std::fs::write(&p, SMALL).unwrap();
+    p.display().to_string()
+}
+
+/// The same without the hotplug range: experiments that run the allocator
+/// without the hole check (as the kernel does) refuse sub-section holes.
+fn hole_free_layout(s: &Scratch) -> String {
+    let p = s.path("hole-free.toml");
+    let text: String = SMALL
+        .split("[[range]]")
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("[[range]]");
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn positive(v: &Value, what: &str) -> f64 {
+    let x = v
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what} is not a number: {v}"));
+    assert!(x.is_finite() && x > 0.0, "{what} = {x}");
+    x
+}
+
+/// The golden schema of every `--json` file.
+fn check_schema(path: &Path, experiment: &str) -> Vec<Value> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let obj = v.as_object().unwrap();
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["experiment", "layout", "machine", "results"]);
+    assert_eq!(v["experiment"], experiment);
+    assert!(v["layout"].is_string());
+    let m = v["machine"].as_object().unwrap();
+    let mut mkeys: Vec<&str> = m.keys().map(String::as_str).collect();
+    mkeys.sort_unstable();
+    assert_eq!(
+        mkeys,
+        ["cores", "cpu", "kernel", "memory_bytes", "thp", "tsc_hz"]
+    );
+    positive(&v["machine"]["tsc_hz"], "tsc_hz");
+    positive(&v["machine"]["cores"], "cores");
+    let results = v["results"].as_array().unwrap().clone();
+    assert!(!results.is_empty());
+    for r in &results {
+        assert!(r["variant"].is_string() && r["model"].is_string(), "{r}");
+        assert!(r["params"].is_object(), "{r}");
+        for key in ["ns_per_op", "cycles_per_op"] {
+            let s = &r[key];
+            let (min, med, max) = (
+                positive(&s["min"], key),
+                positive(&s["median"], key),
+                positive(&s["max"], key),
+            );
+            assert!(min <= med && med <= max, "{r}");
+            let trials = s["trials"].as_array().unwrap();
+            assert!(!trials.is_empty());
+            for t in trials {
+                positive(t, "trial");
+            }
+        }
+    }
+    results
+}
+
+#[test]
+fn default_run_quick_prints_the_table_and_writes_json() {
+    let s = Scratch::new("default");
+    let layout = small_layout(&s);
+    let json = s.path("compare.json");
+    let out = pfnlab(&[
+        "--quick",
+        "--layout",
+        &layout,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "pfn_valid valid",
+        "alloc+free (hole check)",
+        "flat",
+        "sparse-extreme",
+        "vmemmap-probe",
+        "cheapest on the allocator path",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    let rows = check_schema(&json, "compare");
+    let models: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r["model"].as_str().unwrap()).collect();
+    assert!(models.len() >= 5, "{models:?}");
+    assert!(
+        rows.iter()
+            .all(|r| r["memmap_resident_bytes"].as_u64().is_some())
+    );
+}
+
+#[test]
+fn every_experiment_runs_in_quick_mode() {
+    let s = Scratch::new("experiments");
+    let holes = small_layout(&s);
+    let hole_free = hole_free_layout(&s);
+    for (exp, extra) in [
+        ("flags", vec!["--iterations", "2"]),
+        ("lock", vec![]),
+        ("pfn-valid", vec![]),
+        ("bulk", vec![]),
+        ("cpuset", vec!["--layout", "preset:numa-fake-64"]),
+        ("peers", vec![]),
+    ] {
+        let json = s.path(&format!("{exp}.json"));
+        let mut args = vec!["bench", exp, "--quick", "--json", json.to_str().unwrap()];
+        if !extra.contains(&"--layout") {
+            args.extend([
+                "--layout",
+                if exp == "pfn-valid" {
+                    holes.as_str()
+                } else {
+                    hole_free.as_str()
+                },
+            ]);
+        }
+        args.extend(extra.iter().copied());
+        let out = pfnlab(&args);
+        assert!(
+            out.status.success(),
+            "{exp}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("machine:"),
+            "{exp}"
+        );
+        let rows = check_schema(&json, exp);
+        match exp {
+            "bulk" => assert_eq!(rows.len(), 1 + 2 * 9),
+            "flags" => assert_eq!(rows.len(), 6),
+            "lock" => assert!(rows.iter().all(|r| r["small_p99_ns"].as_f64().is_some())),
+            "cpuset" => assert!(
+                rows.iter()
+                    .any(|r| r["check_share"].as_f64().unwrap() > 0.0)
+            ),
+            "peers" => assert!(rows.iter().filter(|r| r["variant"] == "pfnlab").count() == 3),
+            _ => {}
+        }
+    }
+}
+
+fn assert_refused(args: &[&str], needle: &str) {
+    let out = pfnlab(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "one line for {args:?}: {err}");
+    assert!(
+        err.starts_with("pfnlab: ") && err.contains(needle),
+        "{args:?}: {err}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
+    let s = Scratch::new("bad");
+    let layout = small_layout(&s);
+    assert_refused(
+        &["bench", "sorting", "--quick"],
+        "unknown experiment `sorting`",
+    );
+    assert_refused(
+        &["bench", "bulk", "--model", "discontig", "--quick"],
+        "unknown model `discontig`",
+    );
+    assert_refused(
+        &["--layout", "preset:cray", "layout"],
+        "unknown preset `cray`",
+    );
+    assert_refused(&["--frobnicate"], "--frobnicate");
+    let bad = s.path("bad.toml");
+    std::fs::write(&bad, "[[range]]\nstart = 1\nend = 0\nkind = \"ram\"\n").unwrap();
+    assert_refused(
+        &["--layout", bad.to_str().unwrap(), "layout"],
+        "range[0]: start 0x1 is not below end 0x0",
+    );
+    assert_refused(
+        &["--layout", "/nonexistent/l.toml", "layout"],
+        "cannot read layout file",
+    );
+    let huge = s.path("huge.toml");
+    std::fs::write(
+        &huge,
+        "geometry = \"x86_64-la57\"\n[[range]]\nstart = 0\nend = 0x8000000000000\nkind = \"ram\"\n",
+    )
+    .unwrap();
+    assert_refused(
+        &[
+            "bench",
+            "bulk",
+            "--quick",
+            "--layout",
+            huge.to_str().unwrap(),
+        ],
+        "memmap needs",
+    );
+    let unwritable = "/nonexistent-dir/out.json";
+    assert_refused(
+        &["--quick", "--layout", &layout, "--json", unwritable],
+        "--json /nonexistent-dir/out.json",
+    );
+    assert_refused(
+        &["bench", "bulk", "--quick", "--json", unwritable],
+        "--json",
+    );
+    assert_refused(
+        &["query", "--model", "flat", "--layout", &layout, "12q"],
+        "bad pfn `12q`",
+    );
+    assert!(
+        std::fs::read_dir(&s.0).unwrap().all(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            !name.starts_with('.') && !name.ends_with(".json")
+        }),
+        "no temporary or partial JSON left behind"
+    );
+}
+
+#[test]
+fn query_answers_exactly_and_streams_json() {
+    let s = Scratch::new("query");
+    let layout = small_layout(&s);
+    let out = pfnlab(&[
+        "query",
+        "--layout",
+        &layout,
+        "--model",
+        "vmemmap-probe",
+        "0x9f",
+        "0xa0",
+        "0x100000",
+        "0x100600",
+    ]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "0x9f valid\n0xa0 valid\n0x100000 valid\n0x100600 invalid\n"
+    );
+    let out = pfnlab(&[
+        "query", "--layout", &layout, "--model", "flat", "--json", "0x100600",
+    ]);
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "{\"pfn\": 1050112, \"valid\": false}\n"
+    );
+}
