@@ -19,6 +19,11 @@ pub mod workloads;
 
 use std::fmt;
 
+/// The library guide's examples (`docs/library.md`), run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/library.md")]
+pub struct LibraryGuide;
+
 /// An error the CLI reports as one line and exit status 2. (Deliberately
 /// not `std::error::Error`, so any error converts into it with `?`.)
 #[derive(Debug)]

@@ -219,44 +219,57 @@ impl<D: Detector> Vmemmap<D> {
         false
     }
 
-    /// Zeroes the descriptors of `[first, first + nr)` (now invalid) and
-    /// gives back every host page of their memmap that holds no valid pfn.
-    fn depopulate_pfns(&mut self, first: u64, nr: u64) -> io::Result<()> {
-        for pfn in first..first + nr {
-            // SAFETY: the range was populated (its pfns were valid until the
-            // table commit just before this call) and `&mut self` excludes
-            // any live `&Page`.
-            unsafe { &*self.base.add(pfn as usize) }.clear_to_hole();
+    /// The pfn ranges whose memmap a planned removal retires: a whole
+    /// early section that empties, or the removed subsections of a section
+    /// that is not early (an early section's memmap stays populated).
+    fn retired_ranges(&self, c: &SectionChange, was_early: bool) -> Vec<(u64, u64)> {
+        let g = self.table.geometry();
+        let first = g.section_nr_to_pfn(c.nr).get();
+        match (was_early, c.whole_section) {
+            (true, true) => vec![(first, g.pages_per_section())],
+            (true, false) => Vec::new(),
+            (false, _) => c
+                .bits
+                .iter()
+                .map(|i| {
+                    (
+                        first + i * g.pages_per_subsection(),
+                        g.pages_per_subsection(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Retires the memmap of `ranges`, whose pfns the table no longer
+    /// holds valid. Two passes, because neighbouring subsections can share a
+    /// host page (2 KiB of memmap per subsection with 64 KiB pages): first
+    /// every descriptor becomes a hole, then each host page left holding no
+    /// valid pfn goes back to the kernel, once.
+    fn retire(&mut self, ranges: &[(u64, u64)]) -> io::Result<()> {
+        for &(first, nr) in ranges {
+            for pfn in first..first + nr {
+                // SAFETY: nothing has been depopulated yet in this call, and
+                // these pfns were valid (so populated) until the table commit
+                // just before; `&mut self` excludes any live `&Page`.
+                unsafe { &*self.base.add(pfn as usize) }.clear_to_hole();
+            }
         }
         let page = sparsemem::memmap::host_page_size();
         let per_page = page as u64 / PAGE_STRUCT_SIZE;
-        let (offset, len) = self.memmap_span(first, nr);
-        for host in (offset..offset + len).step_by(page) {
-            let host_first = host as u64 / PAGE_STRUCT_SIZE;
-            if !self.any_valid(host_first, per_page) {
-                self.reservation.depopulate(host, page)?;
-                self.detector
-                    .after_depopulate(self.reservation.base().wrapping_add(host), page)?;
+        let mut dead = std::collections::BTreeSet::new();
+        for &(first, nr) in ranges {
+            let (offset, len) = self.memmap_span(first, nr);
+            for host in (offset..offset + len).step_by(page) {
+                if !self.any_valid(host as u64 / PAGE_STRUCT_SIZE, per_page) {
+                    dead.insert(host);
+                }
             }
         }
-        Ok(())
-    }
-
-    fn remove_change(&mut self, c: &SectionChange, was_early: bool) -> io::Result<()> {
-        let g = *self.table.geometry();
-        let first = g.section_nr_to_pfn(c.nr).get();
-        if c.whole_section && was_early {
-            return self.depopulate_pfns(first, g.pages_per_section());
-        }
-        if was_early {
-            // The memmap of an early section stays fully populated.
-            return Ok(());
-        }
-        for i in c.bits.iter() {
-            self.depopulate_pfns(
-                first + i * g.pages_per_subsection(),
-                g.pages_per_subsection(),
-            )?;
+        for host in dead {
+            self.reservation.depopulate(host, page)?;
+            self.detector
+                .after_depopulate(self.reservation.base().wrapping_add(host), page)?;
         }
         Ok(())
     }
@@ -328,20 +341,18 @@ impl<D: Detector> MemoryModel for Vmemmap<D> {
 
     fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
         let changes = self.table.plan(start, nr_pages, HotplugOp::Remove)?;
-        let early: Vec<bool> = changes
+        let ranges: Vec<(u64, u64)> = changes
             .iter()
-            .map(|c| {
-                self.table
+            .flat_map(|c| {
+                let was_early = self
+                    .table
                     .nr_to_section(c.nr)
-                    .is_some_and(|ms| ms.is_early())
+                    .is_some_and(|ms| ms.is_early());
+                self.retired_ranges(c, was_early)
             })
             .collect();
         self.table.commit_remove(&changes);
-        for (c, was_early) in changes.iter().zip(early) {
-            self.remove_change(c, was_early)
-                .map_err(HotplugError::Memmap)?;
-        }
-        Ok(())
+        self.retire(&ranges).map_err(HotplugError::Memmap)
     }
 
     fn set_online(&mut self, start: Pfn, nr_pages: u64, online: bool) -> Result<(), HotplugError> {

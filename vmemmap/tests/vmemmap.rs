@@ -170,3 +170,26 @@ fn building_64gib_of_present_memory_is_fast() {
     assert!(elapsed.as_secs() < 20, "{elapsed:?}");
     println!("built 64 GiB vmemmap in {elapsed:?}");
 }
+
+/// Regression: with 64 KiB pages two subsections share one host page of
+/// memmap; removing both in one call must zero both before giving the page
+/// back (it once zeroed the second after the page was gone: SIGSEGV).
+#[test]
+fn removing_subsections_that_share_a_host_page_in_one_call() {
+    let layout = Layout::new(
+        Geometry::ARM64_64K,
+        vec![MemRange::new(0, 1 << 29, RangeKind::Ram, 0)],
+        "test",
+    )
+    .unwrap();
+    let mut model = VmemmapProbe::new(&layout).unwrap();
+    let base = (8u64 << 30) >> 16;
+    let before = model.memmap_bytes().resident;
+    model.hot_add(Pfn::new(base), 64).unwrap();
+    assert!(model.pfn_valid(Pfn::new(base + 63)));
+    model.hot_remove(Pfn::new(base), 64).unwrap();
+    assert!(!model.pfn_valid(Pfn::new(base)) && !model.pfn_valid(Pfn::new(base + 33)));
+    assert_eq!(model.memmap_bytes().resident, before);
+    model.hot_add(Pfn::new(base + 32), 32).unwrap();
+    assert!(model.pfn_valid(Pfn::new(base + 32)) && !model.pfn_valid(Pfn::new(base + 31)));
+}

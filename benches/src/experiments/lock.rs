@@ -153,8 +153,14 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
             max,
             lat.len()
         );
+        let distribution: serde_json::Map<String, serde_json::Value> =
+            [0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 1.0]
+                .iter()
+                .map(|&p| (format!("p{}", p * 100.0), json!(percentile(&lat, p))))
+                .collect();
         rows.push(
             Row::new(name, model, json!({"threads": threads, "batch": batch}), m)
+                .with("small_latency_percentiles_ns", distribution)
                 .with("pages_per_second", mpps * 1e6)
                 .with("small_p50_ns", p50)
                 .with("small_p99_ns", p99)
