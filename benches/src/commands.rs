@@ -63,6 +63,18 @@ pub fn layout_report(layout: &Layout) -> String {
             human_bytes(r.size_bytes())
         );
     }
+    if let Err(e) = sparsemem::memmap::check_memmap_budget(
+        layout
+            .present_pages()
+            .saturating_mul(sparsemem::PAGE_STRUCT_SIZE),
+    ) {
+        let _ = writeln!(
+            out,
+            "\npresent pages: {} — sections not listed and no model built: {e}",
+            layout.present_pages()
+        );
+        return out;
+    }
     let plan = layout.section_plan();
     let early = plan.values().filter(|p| p.early).count();
     let partial: Vec<_> = plan.iter().filter(|(_, p)| !p.early).collect();

@@ -41,6 +41,8 @@ mod lock;
 mod node;
 #[allow(unsafe_code)]
 mod pcp;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod variant;
 #[allow(unsafe_code)]
 mod zone;

@@ -2,10 +2,8 @@
 //! map of allocated blocks, over every memory model and both buddy-tracking
 //! variants, on layouts with holes (the hole check on).
 
-mod common;
-
+use buddy::testing::{GFP, Reference, check_conservation, free_all_and_check, snapshot};
 use buddy::{AllocError, Allocator, Config, Options, Variant};
-use common::{GFP, Reference, check_conservation, free_all_and_check, snapshot};
 use proptest::prelude::*;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout};
 use sparsemem::{Flat, Layout, MemoryModel, Order, SparseClassic, SparseExtreme};

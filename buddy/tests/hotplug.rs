@@ -1,7 +1,5 @@
 //! Memory hotplug through the allocator.
 
-mod common;
-
 use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, Options, ZoneType};
 use sparsemem::{Layout, MemoryModel, Order, Pfn};
 use vmemmap::VmemmapProbe;

@@ -1,9 +1,7 @@
 //! Every misuse returns an error and leaves the allocator unchanged.
 
-mod common;
-
+use buddy::testing::{Reference, check_conservation, snapshot};
 use buddy::{AllocError, Allocator, Gfp, Kernel, MAX_BULK, Options};
-use common::{Reference, check_conservation, snapshot};
 use sparsemem::{Layout, MemRange, Order, Pfn, RangeKind, SparseExtreme};
 
 fn small_layout() -> Layout {

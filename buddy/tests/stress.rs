@@ -1,12 +1,10 @@
 //! Multi-threaded stress: per-thread pcp lists, both lock policies, bounded
 //! in time, ending with conservation and full coalescing.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use buddy::testing::{Reference, free_all_and_check, snapshot};
 use buddy::{Allocator, Bitmap, Gfp, Kernel, LockPolicy, NoBitmapAtomic, Options, Variant};
-use common::{Reference, free_all_and_check, snapshot};
 use sparsemem::{Layout, MemoryModel, Order, Pfn, SparseClassic};
 use vmemmap::VmemmapProbe;
 

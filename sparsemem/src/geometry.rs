@@ -18,6 +18,10 @@ use crate::types::{MAX_PAGE_ORDER, Pfn, PhysAddr, SectionNr};
 /// architecture.
 pub const SUBSECTION_SHIFT: u32 = 21;
 
+/// Most section-number bits a geometry may have (`SECTIONS_SHIFT`):
+/// x86_64 with 5-level paging has 52 - 27 = 25.
+pub const MAX_SECTIONS_SHIFT: u32 = 25;
+
 /// Most subsections a section may have: the subsection bitmap in a
 /// section's usage is sized for this (ia64: 1 GiB / 2 MiB = 512).
 pub const MAX_SUBSECTIONS_PER_SECTION: u64 = 512;
@@ -30,7 +34,9 @@ pub const MAX_SUBSECTIONS_PER_SECTION: u64 = 512;
 ///   fits in a section, so a buddy never leaves its section);
 /// - `page_shift <= SUBSECTION_SHIFT <= section_size_bits` and at most
 ///   [`MAX_SUBSECTIONS_PER_SECTION`] subsections per section;
-/// - `section_size_bits <= max_physmem_bits <= 57`.
+/// - `section_size_bits <= max_physmem_bits <= 57`, and at most
+///   [`MAX_SECTIONS_SHIFT`] bits of section number (the section tables stay
+///   bounded: 2^25 sections is x86_64 with 5-level paging).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Geometry {
     name: &'static str,
@@ -142,6 +148,12 @@ impl Geometry {
         if !(section_size_bits..=57).contains(&max_physmem_bits) {
             return bad(format!(
                 "max_physmem_bits {max_physmem_bits} must be within {section_size_bits}..=57"
+            ));
+        }
+        if max_physmem_bits - section_size_bits > MAX_SECTIONS_SHIFT {
+            return bad(format!(
+                "2^{} sections (max_physmem_bits {max_physmem_bits} - section_size_bits {section_size_bits}) exceed 2^{MAX_SECTIONS_SHIFT}",
+                max_physmem_bits - section_size_bits
             ));
         }
         Ok(Geometry::preset(
@@ -313,6 +325,8 @@ mod tests {
         assert!(e.to_string().contains("max_physmem_bits 60"), "{e}");
         let e = Geometry::new(9, 27, 46).unwrap_err();
         assert!(e.to_string().contains("page_shift 9"), "{e}");
+        let e = Geometry::new(10, 21, 57).unwrap_err();
+        assert!(e.to_string().contains("2^36 sections"), "{e}");
         let e = Geometry::by_name("vax").unwrap_err();
         assert_eq!(
             e.to_string(),

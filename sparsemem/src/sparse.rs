@@ -66,6 +66,8 @@ impl<R: SectionRoot> Sparse<R> {
     /// start online.
     pub fn new(layout: &Layout) -> Result<Self, BuildError> {
         let g = *layout.geometry();
+        // Refuse absurd layouts before planning them section by section.
+        check_memmap_budget(layout.present_pages().saturating_mul(PAGE_STRUCT_SIZE))?;
         let mut table = SectionTable::<R>::new(g)?;
         let plan = layout.section_plan();
         check_memmap_budget(plan.len() as u64 * g.pages_per_section() * PAGE_STRUCT_SIZE)?;

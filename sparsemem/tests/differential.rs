@@ -184,3 +184,25 @@ fn model_constructors_report_memmap_bytes() {
     assert_eq!(sparse.tables, (1 << 19) * 16 + 248 * 64);
     assert!(extreme.tables < sparse.tables);
 }
+
+/// Regression (found by fuzzing): a layout with petabytes of RAM is refused
+/// from its page count, before it is planned section by section.
+#[test]
+fn absurd_layouts_are_refused_quickly() {
+    let layout = Layout::new(
+        Geometry::X86_64_LA57,
+        vec![sparsemem::MemRange::new(
+            0,
+            1 << 52,
+            sparsemem::RangeKind::Ram,
+            0,
+        )],
+        "4 PiB of RAM",
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    let e = SparseExtreme::new(&layout).err().unwrap().to_string();
+    assert!(e.starts_with("memmap needs"), "{e}");
+    assert!(Flat::new(&layout).is_err());
+    assert!(t.elapsed().as_secs() < 2, "{:?}", t.elapsed());
+}

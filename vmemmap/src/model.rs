@@ -106,6 +106,10 @@ impl<D: Detector> Vmemmap<D> {
     /// As [`Vmemmap::new`], with options.
     pub fn with_options(layout: &Layout, options: VmemmapOptions) -> Result<Self, BuildError> {
         let g = *layout.geometry();
+        // Refuse absurd layouts before planning them section by section.
+        sparsemem::memmap::check_memmap_budget(
+            layout.present_pages().saturating_mul(PAGE_STRUCT_SIZE),
+        )?;
         let plan = layout.section_plan();
         let populated: u64 = plan
             .values()

@@ -57,6 +57,17 @@ fn parse_hex(s: &str, what: &str) -> Result<u64, String> {
     u64::from_str_radix(digits, 16).map_err(|_| format!("{what}: `{s}` is not a hex number"))
 }
 
+/// Parses one `/sys/firmware/memmap/N` entry from the texts of its
+/// `start`, `end` (inclusive) and `type` files.
+pub fn parse_firmware_entry(start: &str, end: &str, kind: &str) -> Result<FirmwareEntry, String> {
+    let start = parse_hex(start.trim(), "start")?;
+    let end_incl = parse_hex(end.trim(), "end")?;
+    if end_incl < start {
+        return Err(format!("end {end_incl:#x} below start {start:#x}"));
+    }
+    Ok((start, end_incl.saturating_add(1), kind.trim().to_owned()))
+}
+
 /// Parses a `/sys/firmware/memmap` directory into entries with exclusive
 /// ends, sorted by start.
 pub fn parse_firmware_memmap(dir: &Path) -> Result<Vec<FirmwareEntry>, String> {
@@ -64,13 +75,13 @@ pub fn parse_firmware_memmap(dir: &Path) -> Result<Vec<FirmwareEntry>, String> {
     let listing = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for item in listing {
         let path = item.map_err(|e| format!("{}: {e}", dir.display()))?.path();
-        let start = parse_hex(&read_trimmed(&path.join("start"))?, "start")?;
-        let end_incl = parse_hex(&read_trimmed(&path.join("end"))?, "end")?;
-        let kind = read_trimmed(&path.join("type"))?;
-        if end_incl < start {
-            return Err(format!("{}: end below start", path.display()));
-        }
-        entries.push((start, end_incl.saturating_add(1), kind));
+        let entry = parse_firmware_entry(
+            &read_trimmed(&path.join("start"))?,
+            &read_trimmed(&path.join("end"))?,
+            &read_trimmed(&path.join("type"))?,
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        entries.push(entry);
     }
     if entries.is_empty() {
         return Err(format!("{}: no entries", dir.display()));
@@ -107,8 +118,17 @@ pub fn parse_iomem(text: &str) -> Result<Vec<FirmwareEntry>, String> {
     Ok(entries)
 }
 
+/// Which node each memory block is on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeMap {
+    /// Size of a memory block (`block_size_bytes`).
+    pub block_size_bytes: u64,
+    /// Block number → node id.
+    pub blocks: BTreeMap<u64, u16>,
+}
+
 /// Memory block → node, from the node directory's `memoryN` links.
-fn read_node_map(sources: &HostSources) -> Option<(u64, BTreeMap<u64, u16>)> {
+fn read_node_map(sources: &HostSources) -> Option<NodeMap> {
     let block = parse_hex(
         &read_trimmed(&sources.memory_dir.join("block_size_bytes")).ok()?,
         "block_size_bytes",
@@ -127,7 +147,10 @@ fn read_node_map(sources: &HostSources) -> Option<(u64, BTreeMap<u64, u16>)> {
             }
         }
     }
-    (block > 0 && !map.is_empty()).then_some((block, map))
+    (block > 0 && !map.is_empty()).then_some(NodeMap {
+        block_size_bytes: block,
+        blocks: map,
+    })
 }
 
 /// The geometry of this machine's architecture, wide enough for `max_end`.
@@ -146,9 +169,9 @@ fn host_geometry(max_end: u64) -> Geometry {
 }
 
 /// Turns firmware entries into a layout: kinds, clipping, node split.
-pub(super) fn entries_to_layout(
+pub fn entries_to_layout(
     entries: &[FirmwareEntry],
-    nodes: Option<&(u64, BTreeMap<u64, u16>)>,
+    nodes: Option<&NodeMap>,
     source: &str,
 ) -> Result<Layout, LayoutError> {
     let ram_end = entries
@@ -178,12 +201,12 @@ pub(super) fn entries_to_layout(
     Layout::new(g, ranges, source)
 }
 
-fn push_split_by_node(
-    out: &mut Vec<MemRange>,
-    r: MemRange,
-    nodes: Option<&(u64, BTreeMap<u64, u16>)>,
-) {
-    let Some((block, map)) = nodes else {
+fn push_split_by_node(out: &mut Vec<MemRange>, r: MemRange, nodes: Option<&NodeMap>) {
+    let Some(NodeMap {
+        block_size_bytes: block,
+        blocks: map,
+    }) = nodes
+    else {
         out.push(r);
         return;
     };

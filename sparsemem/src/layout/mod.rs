@@ -26,7 +26,10 @@ use crate::geometry::{Geometry, GeometryError, SUBSECTION_SHIFT};
 use crate::subsection::SubsectionMap;
 use crate::types::{Pfn, PhysAddr, SectionNr};
 
-pub use host::{HostSources, parse_firmware_memmap, parse_iomem};
+pub use host::{
+    FirmwareEntry, HostSources, NodeMap, entries_to_layout, parse_firmware_entry,
+    parse_firmware_memmap, parse_iomem,
+};
 pub use presets::PRESET_NAMES;
 
 /// Largest node id a layout may use (the kernel's `MAX_NUMNODES` is 1024).

@@ -1,31 +1,25 @@
-//! Test harness: a reference of allocated blocks and the whole-allocator
-//! checks (no overlap, no hole, conservation, full coalescing).
-#![allow(dead_code)]
+//! Test support shared by the tests and the fuzzers (feature `testing`): a
+//! reference of allocated blocks and the whole-allocator checks — no page
+//! handed out twice, no hole handed out, conservation, full coalescing.
 
 use std::collections::BTreeMap;
 
-use buddy::{Allocator, Gfp, PerCpu, Variant};
-use sparsemem::{Layout, MemoryModel, NR_PAGE_ORDERS, Order, Pfn, RangeKind};
+use crate::{Allocator, Gfp, PerCpu, Variant};
+use sparsemem::{Layout, MemoryModel, NR_PAGE_ORDERS, Order, Pfn};
 
 /// The reference: allocated blocks by head pfn.
 #[derive(Default)]
 pub struct Reference {
+    /// Allocated blocks: head pfn to order.
     pub blocks: BTreeMap<u64, Order>,
 }
 
 impl Reference {
     /// Records a new block, failing if it overlaps one already allocated
-    /// (a page handed out twice) or is not memory of the layout.
+    /// (a page handed out twice) or is not memory of the layout (a hole was
+    /// handed out).
     pub fn record(&mut self, layout: &Layout, pfn: Pfn, order: Order) -> Result<(), String> {
         let (start, end) = (pfn.get(), pfn.get() + order.nr_pages());
-        if start % order.nr_pages() != 0 {
-            return Err(format!("block {pfn} of order {order} is misaligned"));
-        }
-        if let Some((&p, &o)) = self.blocks.range(..end).next_back()
-            && p + o.nr_pages() > start
-        {
-            return Err(format!("block {pfn}/{order} overlaps allocated {p:#x}/{o}"));
-        }
         let inside = layout
             .memory_ranges()
             .any(|(_, a, b)| a.get() <= start && end <= b.get());
@@ -33,6 +27,40 @@ impl Reference {
             return Err(format!(
                 "block {pfn}/{order} is not inside one memory range (a hole was handed out)"
             ));
+        }
+        self.insert(pfn, order)
+    }
+
+    /// As [`Reference::record`], for memory that may have been hot-added:
+    /// every page of the block must be valid in `model` and not reserved.
+    pub fn record_model<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        pfn: Pfn,
+        order: Order,
+    ) -> Result<(), String> {
+        for p in pfn.get()..pfn.get() + order.nr_pages() {
+            let ok = model
+                .pfn_to_page(Pfn::new(p))
+                .is_some_and(|page| !page.test(sparsemem::PageFlag::Reserved));
+            if !ok {
+                return Err(format!(
+                    "block {pfn}/{order} holds {p:#x}, a hole or reserved page"
+                ));
+            }
+        }
+        self.insert(pfn, order)
+    }
+
+    fn insert(&mut self, pfn: Pfn, order: Order) -> Result<(), String> {
+        let (start, end) = (pfn.get(), pfn.get() + order.nr_pages());
+        if !start.is_multiple_of(order.nr_pages()) {
+            return Err(format!("block {pfn} of order {order} is misaligned"));
+        }
+        if let Some((&p, &o)) = self.blocks.range(..end).next_back()
+            && p + o.nr_pages() > start
+        {
+            return Err(format!("block {pfn}/{order} overlaps allocated {p:#x}/{o}"));
         }
         self.blocks.insert(start, order);
         Ok(())
@@ -94,11 +122,6 @@ pub fn free_all_and_check<M: MemoryModel, V: Variant>(
         ));
     }
     check_conservation(alloc, 0, reference)
-}
-
-/// Whether a layout has a hotplug range (sub-section holes are likely).
-pub fn has_hotplug(layout: &Layout) -> bool {
-    layout.ranges().iter().any(|r| r.kind == RangeKind::Hotplug)
 }
 
 /// The GFP used by the tests: any zone.

@@ -1,0 +1,169 @@
+//! Structured allocator operation sequences — alloc, free, bulk list and
+//! array, pcp drain, hot add, online, offline, hot remove, and misuse —
+//! over every memory model, checked against the reference after each step.
+#![no_main]
+
+mod common;
+
+use arbitrary::Arbitrary;
+use buddy::testing::{Reference, check_conservation};
+use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, Options};
+use libfuzzer_sys::fuzz_target;
+use sparsemem::{Flat, Layout, MemoryModel, Order, Pfn, SparseClassic, SparseExtreme};
+use vmemmap::{VmemmapProbe, VmemmapTable};
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Op {
+    Alloc(u8),
+    Free(u16),
+    FreeBad(u64, u8),
+    BulkList(u8),
+    BulkArray(u8),
+    Drain,
+    HotAdd(u8, u8),
+    Online(u8, u8),
+    Offline(u8, u8),
+    HotRemove(u8, u8),
+}
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    layout: common::FuzzLayout,
+    model: u8,
+    ops: Vec<Op>,
+}
+
+/// A subsection-aligned range just past the layout's span.
+fn hot_range(layout: &Layout, at: u8, len: u8) -> (Pfn, u64) {
+    let g = layout.geometry();
+    let window_end = layout
+        .pfn_span()
+        .1
+        .get()
+        .next_multiple_of(g.pages_per_section());
+    let per = g.pages_per_subsection();
+    let start = window_end + u64::from(at) * per;
+    let nr = u64::from(len % 16).max(1) * per;
+    (Pfn::new(start.min(g.max_pfn().get() - nr)), nr)
+}
+
+fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
+    let mut alloc = match Allocator::<M, KernelHoleCheck>::new(model, layout, Options::default()) {
+        Ok(a) => a,
+        Err(AllocError::TooManyZones) => return,
+        Err(e) => panic!("the hole-check variant accepts every layout: {e}"),
+    };
+    let mut reference = Reference::default();
+    let node = layout.nodes()[0];
+    for &op in ops.iter().take(64) {
+        match op {
+            Op::HotAdd(at, len) => {
+                let (start, nr) = hot_range(layout, at, len);
+                let _ = alloc.hot_add(start, nr);
+            }
+            Op::Online(at, len) => {
+                let (start, nr) = hot_range(layout, at, len);
+                let _ = alloc.online_pages(start, nr, node);
+            }
+            Op::Offline(at, len) => {
+                let (start, nr) = hot_range(layout, at, len);
+                let before: Vec<_> = alloc.zones().iter().map(|z| z.nr_free()).collect();
+                if let Err(AllocError::InUse { .. }) = alloc.offline_pages(start, nr) {
+                    let after: Vec<_> = alloc.zones().iter().map(|z| z.nr_free()).collect();
+                    assert_eq!(before, after, "a refused offline changes nothing");
+                }
+            }
+            Op::HotRemove(at, len) => {
+                let (start, nr) = hot_range(layout, at, len);
+                let _ = alloc.hot_remove(start, nr);
+            }
+            _ => {
+                let mut cpu = alloc.cpu(node);
+                match op {
+                    Op::Alloc(o) => {
+                        let order = Order::new(o % 11);
+                        if let Ok(pfn) = cpu.alloc_pages(order, Gfp::MOVABLE) {
+                            reference
+                                .record_model(cpu.allocator().model(), pfn, order)
+                                .expect("fresh block");
+                        }
+                    }
+                    Op::Free(i) => {
+                        if let Some((pfn, order)) = reference.take(usize::from(i)) {
+                            cpu.free_pages(pfn, order)
+                                .expect("freeing an allocated block");
+                        }
+                    }
+                    Op::FreeBad(pfn, o) => {
+                        let pfn = Pfn::new(pfn);
+                        let allocated = reference.blocks.contains_key(&pfn.get());
+                        if !allocated {
+                            assert!(
+                                cpu.free_pages(pfn, Order::new(o % 11)).is_err(),
+                                "{pfn:?} was never allocated"
+                            );
+                        }
+                    }
+                    Op::BulkList(n) => {
+                        let mut out = Vec::new();
+                        cpu.alloc_bulk_list(usize::from(n), Gfp::MOVABLE, &mut out)
+                            .expect("small bulk");
+                        for pfn in out {
+                            reference
+                                .record_model(cpu.allocator().model(), pfn, Order::ZERO)
+                                .expect("fresh page");
+                        }
+                    }
+                    Op::BulkArray(n) => {
+                        let mut slots = vec![None; usize::from(n)];
+                        let got = cpu
+                            .alloc_bulk_array(Gfp::MOVABLE, &mut slots)
+                            .expect("small bulk");
+                        assert_eq!(got, slots.iter().take_while(|s| s.is_some()).count());
+                        for pfn in slots.into_iter().flatten() {
+                            reference
+                                .record_model(cpu.allocator().model(), pfn, Order::ZERO)
+                                .expect("fresh page");
+                        }
+                    }
+                    _ => cpu.drain(),
+                }
+                drop(cpu);
+            }
+        }
+        check_conservation(&alloc, 0, &reference).expect("conservation");
+    }
+}
+
+fuzz_target!(|input: Input| {
+    let Some(layout) = input.layout.build() else {
+        return;
+    };
+    match input.model % 5 {
+        0 => {
+            if let Ok(m) = Flat::new(&layout) {
+                run(m, &layout, &input.ops)
+            }
+        }
+        1 => {
+            if let Ok(m) = SparseClassic::new(&layout) {
+                run(m, &layout, &input.ops)
+            }
+        }
+        2 => run(
+            SparseExtreme::new(&layout).expect("builds"),
+            &layout,
+            &input.ops,
+        ),
+        3 => run(
+            VmemmapTable::new(&layout).expect("builds"),
+            &layout,
+            &input.ops,
+        ),
+        _ => run(
+            VmemmapProbe::new(&layout).expect("builds"),
+            &layout,
+            &input.ops,
+        ),
+    }
+});
