@@ -268,8 +268,18 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             while pfn + (1 << order) > end.get() {
                 order -= 1;
             }
-            let page = self.model.pfn_to_page(Pfn::new(pfn)).expect("valid");
-            area.free_one(&self.model, page, Pfn::new(pfn), Order::new(order as u8));
+            assert!(
+                self.model.pfn_valid(Pfn::new(pfn)),
+                "memory ranges are valid (semantics)"
+            );
+            // SAFETY: (1) the pfn is valid (asserted), so the pointer is its
+            // descriptor with section-wide provenance; (2) the block lies in
+            // this zone's range and was never freed; (3) without the hole
+            // check, `check_blocks` verified the surrounding blocks.
+            unsafe {
+                let page = self.model.pfn_to_page_ptr(Pfn::new(pfn));
+                area.free_one(&self.model, page, Pfn::new(pfn), Order::new(order as u8));
+            }
             pfn += 1 << order;
         }
         zone.managed += end.get() - first.get();
@@ -373,6 +383,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     fn rmqueue(&self, zid: usize, order: Order) -> Option<Pfn> {
         let mut area = self.zones.get(zid)?.free.lock();
         let (page, pfn) = area.rmqueue_smallest(&self.model, order)?;
+        // SAFETY: a block head just taken from the free lists: a live
+        // descriptor of `self.model`, borrowed for this call.
+        let page = unsafe { &*page };
         area.stats.allocs[order.index()] += 1;
         drop(area);
         prep_new_page(page, order);
@@ -383,19 +396,23 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         let (page, zid) = self.claim_for_free(pfn, order)?;
         let mut area = self.zones[zid].free.lock();
-        area.free_one(&self.model, page, pfn, order);
+        // SAFETY: claim_for_free checked the pfn is valid, heads an allocated
+        // block of `order` in zone `zid`, and claimed it; `page` comes from
+        // pfn_to_page_ptr.
+        unsafe { area.free_one(&self.model, page, pfn, order) };
         area.stats.frees[order.index()] += 1;
         Ok(())
     }
 
     /// Checks that `pfn` heads an allocated block of `order` and claims it
     /// (refcount 1 -> 0), so no other free can; nothing changes on error.
+    /// Returns the head's descriptor pointer (`pfn_to_page_ptr`) and zone.
     #[inline(always)]
     pub(crate) fn claim_for_free(
         &self,
         pfn: Pfn,
         order: Order,
-    ) -> Result<(&Page, usize), AllocError> {
+    ) -> Result<(*const Page, usize), AllocError> {
         let page = self
             .model
             .pfn_to_page(pfn)
@@ -418,7 +435,8 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         if !page.ref_freeze(1) {
             return Err(self.classify_bad_free(page, pfn, zid));
         }
-        Ok((page, zid))
+        // SAFETY: pfn_to_page just validated the pfn.
+        Ok((unsafe { self.model.pfn_to_page_ptr(pfn) }, zid))
     }
 
     /// Why a free was refused: already free, or never allocated.

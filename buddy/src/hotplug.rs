@@ -115,8 +115,10 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         let zone = &mut self.zones[zid];
         let area = zone.free.get_mut();
         for &(head, order) in &blocks {
-            let page = self.model.pfn_to_page(head).expect("free blocks are valid");
-            area.take_block(page, head, order);
+            assert!(self.model.pfn_valid(head), "free blocks are valid");
+            // SAFETY: free_block_containing found `head` heading a free block
+            // of `order` in this zone, and `&mut self` holds the lock's data.
+            unsafe { area.take_block(self.model.pfn_to_page_ptr(head), head, order) };
         }
         for pfn in start.get()..end {
             let page = self
@@ -148,8 +150,17 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             while pfn + (1 << order) > b {
                 order -= 1;
             }
-            let page = self.model.pfn_to_page(Pfn::new(pfn)).expect("valid");
-            area.free_one(&self.model, page, Pfn::new(pfn), Order::new(order as u8));
+            assert!(
+                self.model.pfn_valid(Pfn::new(pfn)),
+                "managed pages are valid"
+            );
+            // SAFETY: the pieces outside the offlined range were parts of a
+            // free block just taken off the lists, so they are valid, in the
+            // zone and not free; the pointer comes from pfn_to_page_ptr.
+            unsafe {
+                let page = self.model.pfn_to_page_ptr(Pfn::new(pfn));
+                area.free_one(&self.model, page, Pfn::new(pfn), Order::new(order as u8));
+            }
             pfn += 1 << order;
         }
     }

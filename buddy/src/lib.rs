@@ -31,8 +31,10 @@
 
 #![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
 mod alloc;
 mod error;
+#[allow(unsafe_code)]
 mod hotplug;
 #[allow(unsafe_code)]
 mod list;

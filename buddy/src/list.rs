@@ -55,11 +55,17 @@ impl PageList {
     }
 
     /// `list_add`: at the head.
+    ///
+    /// # Safety
+    /// `page` points to a live descriptor of the memmap this list serves,
+    /// on no list, and stays live while listed (module contract).
     #[inline(always)]
-    pub fn push_front(&mut self, page: &Page) {
-        let p = std::ptr::from_ref(page).cast_mut();
-        page.set_lru_prev(std::ptr::null_mut());
-        page.set_lru_next(self.head);
+    pub unsafe fn push_front(&mut self, page: *const Page) {
+        let p = page.cast_mut();
+        // SAFETY: the caller's contract.
+        let pr = unsafe { &*page };
+        pr.set_lru_prev(std::ptr::null_mut());
+        pr.set_lru_next(self.head);
         if self.head.is_null() {
             self.tail = p;
         } else {
@@ -71,11 +77,16 @@ impl PageList {
     }
 
     /// `list_add_tail`.
+    ///
+    /// # Safety
+    /// As for [`PageList::push_front`].
     #[inline(always)]
-    pub fn push_back(&mut self, page: &Page) {
-        let p = std::ptr::from_ref(page).cast_mut();
-        page.set_lru_next(std::ptr::null_mut());
-        page.set_lru_prev(self.tail);
+    pub unsafe fn push_back(&mut self, page: *const Page) {
+        let p = page.cast_mut();
+        // SAFETY: the caller's contract.
+        let pr = unsafe { &*page };
+        pr.set_lru_next(std::ptr::null_mut());
+        pr.set_lru_prev(self.tail);
         if self.tail.is_null() {
             self.head = p;
         } else {
@@ -86,43 +97,40 @@ impl PageList {
         self.len += 1;
     }
 
-    /// Removes and returns the head page.
-    ///
-    /// # Safety
-    /// `'a` must not outlive the borrow of the memory model whose memmap
-    /// holds the listed pages.
+    /// Removes and returns the head page (the pointer that was pushed).
     #[inline(always)]
-    pub unsafe fn pop_front<'a>(&mut self) -> Option<&'a Page> {
-        if self.head.is_null() {
+    pub fn pop_front(&mut self) -> Option<*const Page> {
+        let head = self.head;
+        if head.is_null() {
             return None;
         }
-        // SAFETY: `head` is on this list, so live for as long as the model
-        // is borrowed; the caller bounds 'a by that borrow.
-        let page = unsafe { &*self.head };
-        self.unlink(page);
-        Some(page)
+        // SAFETY: `head` is on this list.
+        unsafe { self.unlink(head) };
+        Some(head)
     }
 
     /// Removes and returns the tail page (the coldest, on a pcp list).
-    ///
-    /// # Safety
-    /// As for [`PageList::pop_front`].
     #[inline(always)]
-    pub unsafe fn pop_back<'a>(&mut self) -> Option<&'a Page> {
-        if self.tail.is_null() {
+    pub fn pop_back(&mut self) -> Option<*const Page> {
+        let tail = self.tail;
+        if tail.is_null() {
             return None;
         }
-        // SAFETY: `tail` is on this list; the caller bounds 'a.
-        let page = unsafe { &*self.tail };
-        self.unlink(page);
-        Some(page)
+        // SAFETY: `tail` is on this list.
+        unsafe { self.unlink(tail) };
+        Some(tail)
     }
 
-    /// `list_del`: removes `page`, which must be on this list.
+    /// `list_del`: removes `page`.
+    ///
+    /// # Safety
+    /// `page` is on this list.
     #[inline(always)]
-    pub fn unlink(&mut self, page: &Page) {
+    pub unsafe fn unlink(&mut self, page: *const Page) {
         debug_assert!(self.len > 0);
-        let (prev, next) = (page.lru_prev(), page.lru_next());
+        // SAFETY: listed pages are live (module contract).
+        let pr = unsafe { &*page };
+        let (prev, next) = (pr.lru_prev(), pr.lru_next());
         if prev.is_null() {
             self.head = next;
         } else {
@@ -135,40 +143,41 @@ impl PageList {
             // SAFETY: a neighbour on this list, so live.
             unsafe { &*next }.set_lru_prev(prev);
         }
-        page.set_lru_next(std::ptr::null_mut());
-        page.set_lru_prev(std::ptr::null_mut());
+        pr.set_lru_next(std::ptr::null_mut());
+        pr.set_lru_prev(std::ptr::null_mut());
         self.len -= 1;
     }
 
-    /// The pages, head first (for checks and reports; O(len)).
-    ///
-    /// # Safety
-    /// As for [`PageList::pop_front`]; and the list must not change while
-    /// the iterator is used.
-    pub unsafe fn iter<'a>(&self) -> impl Iterator<Item = &'a Page> + 'a {
+    /// The listed pointers, head first (for checks and reports; O(len)).
+    pub fn iter(&self) -> impl Iterator<Item = *const Page> + '_ {
         let mut at = self.head;
         std::iter::from_fn(move || {
-            // SAFETY: pages on the list are live (module contract).
-            let page = unsafe { at.as_ref()? };
-            at = page.lru_next();
-            Some(page)
+            if at.is_null() {
+                return None;
+            }
+            let here = at;
+            // SAFETY: pages on the list are live (module contract), and
+            // `&self` keeps the list unchanged while iterating.
+            at = unsafe { &*at }.lru_next();
+            Some(here.cast_const())
         })
     }
 }
 
-/// The page `offset` descriptors after `page` in the same memmap run
+/// The descriptor `offset` places after `page` in the same memmap run
 /// (`page + offset` in the kernel): how a buddy or the second half of a
 /// split block is reached without a `pfn_to_page`.
 ///
 /// # Safety
-/// `page`'s pfn plus `offset` must be a valid pfn in the same section as
-/// `page` (every model keeps a section's memmap contiguous, and a
-/// `MAX_PAGE_ORDER` block never leaves its section).
+/// `page` carries provenance over its memmap run
+/// ([`MemoryModel::pfn_to_page_ptr`](sparsemem::MemoryModel::pfn_to_page_ptr)),
+/// and its pfn plus `offset` is a valid pfn in the same section (every model
+/// keeps a section's memmap contiguous, and a `MAX_PAGE_ORDER` block never
+/// leaves its section).
 #[inline(always)]
-pub unsafe fn page_offset(page: &Page, offset: i64) -> &Page {
-    // SAFETY: per the contract the target descriptor lies in the same
-    // contiguous memmap as `page` and is initialised.
-    unsafe { &*std::ptr::from_ref(page).offset(offset as isize) }
+pub unsafe fn page_offset(page: *const Page, offset: i64) -> *const Page {
+    // SAFETY: per the contract the target lies in the same allocation.
+    unsafe { page.offset(offset as isize) }
 }
 
 #[cfg(test)]
@@ -178,28 +187,22 @@ mod tests {
     #[test]
     fn push_pop_unlink() {
         let pages: Vec<Page> = (0..4).map(|_| Page::new_zeroed()).collect();
+        let p: Vec<*const Page> = (0..4).map(|i| pages.as_ptr().wrapping_add(i)).collect();
         let mut l = PageList::default();
-        l.push_back(&pages[1]);
-        l.push_front(&pages[0]);
-        l.push_back(&pages[2]);
-        l.push_back(&pages[3]);
-        l.unlink(&pages[2]);
-        // SAFETY: `pages` outlives the iteration and the list is unchanged.
-        let order: Vec<*const Page> = unsafe { l.iter() }.map(std::ptr::from_ref).collect();
-        assert_eq!(
-            order,
-            vec![
-                &pages[0] as *const _,
-                &pages[1] as *const _,
-                &pages[3] as *const _
-            ]
-        );
+        // SAFETY: the pages outlive the list and each is listed once.
+        unsafe {
+            l.push_back(p[1]);
+            l.push_front(p[0]);
+            l.push_back(p[2]);
+            l.push_back(p[3]);
+            l.unlink(p[2]);
+        }
+        assert_eq!(l.iter().collect::<Vec<_>>(), vec![p[0], p[1], p[3]]);
         assert_eq!(l.len(), 3);
-        // SAFETY: `pages` outlives the returned reference.
-        assert!(std::ptr::eq(unsafe { l.pop_front() }.unwrap(), &pages[0]));
-        l.unlink(&pages[3]);
-        l.unlink(&pages[1]);
-        // SAFETY: as above.
-        assert!(l.is_empty() && unsafe { l.pop_front() }.is_none());
+        assert_eq!(l.pop_front(), Some(p[0]));
+        assert_eq!(l.pop_back(), Some(p[3]));
+        // SAFETY: p[1] is listed.
+        unsafe { l.unlink(p[1]) };
+        assert!(l.is_empty() && l.pop_front().is_none());
     }
 }

@@ -92,8 +92,12 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 fold(pending, &mut area.stats);
             }
             let (page, _) = area.rmqueue_smallest(&alloc.model, Order::ZERO)?;
-            V::set(page, PageFlag::Pcp);
-            list.push_back(page);
+            // SAFETY: a page just taken off the zone's lists: live, on no
+            // list; it now belongs to this CPU's list.
+            unsafe {
+                V::set(&*page, PageFlag::Pcp);
+                list.push_back(page);
+            }
             Some(())
         };
         match alloc.options.lock_policy {
@@ -125,11 +129,15 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 area.stats.pcp_drains += 1;
                 fold(pending, &mut area.stats);
             }
-            // SAFETY: pcp pages are in the model's memmap, borrowed for 'a.
-            let page: &'a Page = unsafe { list.pop_back() }?;
-            V::clear(page, PageFlag::Pcp);
-            let pfn = alloc.model.page_to_pfn(page);
-            area.free_one(&alloc.model, page, pfn, Order::ZERO);
+            let page = list.pop_back()?;
+            // SAFETY: pcp pages are live descriptors of the model, listed with
+            // the provenance `pfn_to_page_ptr` gave them; a pcp page is an
+            // order-0 block of this zone that is not on the buddy lists.
+            unsafe {
+                V::clear(&*page, PageFlag::Pcp);
+                let pfn = alloc.model.page_to_pfn(&*page);
+                area.free_one(&alloc.model, page, pfn, Order::ZERO);
+            }
             Some(())
         };
         let mut n = 0;
@@ -155,8 +163,10 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             let batch = self.alloc.zones[zid].batch;
             self.rmqueue_bulk(zid, batch);
         }
-        // SAFETY: pcp pages are in the model's memmap, borrowed for 'a.
-        let page: &'a Page = unsafe { self.lists[zid].pop_front() }?;
+        let page = self.lists[zid].pop_front()?;
+        // SAFETY: pcp pages are live descriptors of the model, which the
+        // allocator borrows for 'a.
+        let page: &'a Page = unsafe { &*page };
         V::clear(page, PageFlag::Pcp);
         prep_new_page(page, Order::ZERO);
         self.pending[zid].0 += 1;
@@ -194,8 +204,12 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     #[inline]
     pub fn free(&mut self, pfn: Pfn) -> Result<(), AllocError> {
         let (page, zid) = self.alloc.claim_for_free(pfn, Order::ZERO)?;
-        V::set(page, PageFlag::Pcp);
-        self.lists[zid].push_front(page);
+        // SAFETY: claim_for_free validated and claimed the page: a live
+        // descriptor on no list, now owned by this CPU's list.
+        unsafe {
+            V::set(&*page, PageFlag::Pcp);
+            self.lists[zid].push_front(page);
+        }
         self.pending[zid].1 += 1;
         let zone = &self.alloc.zones[zid];
         if self.lists[zid].len() >= u64::from(zone.high) {

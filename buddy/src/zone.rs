@@ -152,10 +152,10 @@ impl<V: Variant> FreeArea<V> {
 
     /// Pfns of the blocks on the free list of one order (for checks).
     pub fn block_pfns<M: MemoryModel>(&self, model: &M, order: Order) -> Vec<Pfn> {
-        // SAFETY: listed pages are in `model`'s memmap, borrowed for this
-        // call, and `&self` keeps the list unchanged while iterating.
-        unsafe { self.lists[order.index()].iter() }
-            .map(|p| model.page_to_pfn(p))
+        self.lists[order.index()]
+            .iter()
+            // SAFETY: listed pages are live descriptors of `model`'s memmap.
+            .map(|p| model.page_to_pfn(unsafe { &*p }))
             .collect()
     }
 
@@ -171,17 +171,31 @@ impl<V: Variant> FreeArea<V> {
         old
     }
 
+    /// Puts a block head on `free_area[order]`.
+    ///
+    /// # Safety
+    /// `page` is a live descriptor heading a free block of this zone, on no
+    /// list.
     #[inline(always)]
-    fn add(&mut self, page: &Page, order: usize) {
-        page.set_private(order as u64);
-        V::set(page, PageFlag::Buddy);
-        self.lists[order].push_front(page);
+    unsafe fn add(&mut self, page: *const Page, order: usize) {
+        // SAFETY: the caller's contract.
+        let pr = unsafe { &*page };
+        pr.set_private(order as u64);
+        V::set(pr, PageFlag::Buddy);
+        // SAFETY: as above; the list's contract is the same.
+        unsafe { self.lists[order].push_front(page) };
     }
 
+    /// Takes a block head off `free_area[order]`.
+    ///
+    /// # Safety
+    /// `page` is on `lists[order]`.
     #[inline(always)]
-    fn del(&mut self, page: &Page, order: usize) {
-        self.lists[order].unlink(page);
-        V::clear(page, PageFlag::Buddy);
+    unsafe fn del(&mut self, page: *const Page, order: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { self.lists[order].unlink(page) };
+        // SAFETY: listed pages are live.
+        V::clear(unsafe { &*page }, PageFlag::Buddy);
     }
 
     /// `page_is_buddy`: a free block head of this order in this zone.
@@ -192,14 +206,23 @@ impl<V: Variant> FreeArea<V> {
             && buddy.zone_id() == self.zone_id
     }
 
-    /// `__free_one_page`: frees the block of `order` at `pfn` (whose
-    /// descriptor is `page`) and merges it with free buddies.
+    /// `__free_one_page`: frees the block of `order` at `pfn` and merges it
+    /// with free buddies.
     ///
-    /// The caller guarantees the block lies in this zone and is not free,
-    /// and (without the hole check) that every pfn of the `MAX_PAGE_ORDER`
-    /// block around it is valid.
+    /// # Safety
+    /// - `page` is `pfn`'s descriptor from `model.pfn_to_page_ptr` (so it
+    ///   carries provenance over its section's memmap);
+    /// - the block lies in this zone and is not free;
+    /// - without the hole check, every pfn of the `MAX_PAGE_ORDER` block
+    ///   around it is valid (the allocator checks this at construction).
     #[inline(always)]
-    pub fn free_one<M: MemoryModel>(&mut self, model: &M, page: &Page, pfn: Pfn, order: Order) {
+    pub unsafe fn free_one<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        page: *const Page,
+        pfn: Pfn,
+        order: Order,
+    ) {
         let mut page = page;
         let mut pfn = pfn.get();
         let mut order = order.index();
@@ -212,19 +235,23 @@ impl<V: Variant> FreeArea<V> {
                     break;
                 }
             }
-            // SAFETY: the buddy is in the same MAX_PAGE_ORDER block, hence
-            // the same section; its pfn is valid (just checked, or
-            // guaranteed by the allocator's construction-time layout check).
+            // SAFETY: the buddy is in the same MAX_PAGE_ORDER block, hence the
+            // same section, and its pfn is valid (just checked, or guaranteed
+            // by the caller); `page` has provenance over the section.
             let buddy = unsafe { page_offset(page, buddy_pfn as i64 - pfn as i64) };
             if V::BITMAP {
                 if !self.toggle(order, pfn) {
                     break;
                 }
-                debug_assert!(self.page_is_buddy(buddy, order));
-            } else if !self.page_is_buddy(buddy, order) {
+                // SAFETY: a valid descriptor (above).
+                debug_assert!(self.page_is_buddy(unsafe { &*buddy }, order));
+            // SAFETY: a valid descriptor (above).
+            } else if !self.page_is_buddy(unsafe { &*buddy }, order) {
                 break;
             }
-            self.del(buddy, order);
+            // SAFETY: page_is_buddy (or the pair bit) says the buddy heads a
+            // free block of this order, so it is on lists[order].
+            unsafe { self.del(buddy, order) };
             self.stats.merges += 1;
             if buddy_pfn < pfn {
                 page = buddy;
@@ -232,43 +259,52 @@ impl<V: Variant> FreeArea<V> {
             pfn &= buddy_pfn;
             order += 1;
         }
-        self.add(page, order);
+        // SAFETY: `page` heads the merged free block, on no list.
+        unsafe { self.add(page, order) };
     }
 
-    /// `__rmqueue_smallest` + `expand`: a block of `order`, or `None`.
+    /// `__rmqueue_smallest` + `expand`: a block of `order` as its head's
+    /// pointer (with the provenance it was freed with) and pfn.
     #[inline(always)]
-    pub fn rmqueue_smallest<'m, M: MemoryModel>(
+    pub fn rmqueue_smallest<M: MemoryModel>(
         &mut self,
-        model: &'m M,
+        model: &M,
         order: Order,
-    ) -> Option<(&'m Page, Pfn)> {
+    ) -> Option<(*const Page, Pfn)> {
         let low = order.index();
         for current in low..=MAX_PAGE_ORDER as usize {
-            // SAFETY: listed pages are in `model`'s memmap, borrowed for 'm.
-            let Some(page): Option<&'m Page> = (unsafe { self.lists[current].pop_front() }) else {
+            let Some(page) = self.lists[current].pop_front() else {
                 continue;
             };
-            V::clear(page, PageFlag::Buddy);
-            let pfn = model.page_to_pfn(page);
+            // SAFETY: listed pages are live descriptors of `model`'s memmap.
+            let pr = unsafe { &*page };
+            V::clear(pr, PageFlag::Buddy);
+            let pfn = model.page_to_pfn(pr);
             if V::BITMAP && current < MAX_PAGE_ORDER as usize {
                 self.toggle(current, pfn.get());
             }
-            self.expand(page, pfn.get(), low, current);
+            // SAFETY: the block was free and is now off every list.
+            unsafe { self.expand(page, pfn.get(), low, current) };
             return Some((page, pfn));
         }
         None
     }
 
     /// `expand`: splits a block of order `high` down to `low`.
+    ///
+    /// # Safety
+    /// `page` heads a block of order `high` of this zone that is on no list,
+    /// with provenance over its section.
     #[inline(always)]
-    fn expand(&mut self, page: &Page, pfn: u64, low: usize, mut high: usize) {
+    unsafe fn expand(&mut self, page: *const Page, pfn: u64, low: usize, mut high: usize) {
         while high > low {
             high -= 1;
             let size = 1u64 << high;
-            // SAFETY: the upper half lies in the same free block, so in the
-            // same section and valid.
+            // SAFETY: the upper half lies in the same block, so in the same
+            // section, and is a valid descriptor.
             let half = unsafe { page_offset(page, size as i64) };
-            self.add(half, high);
+            // SAFETY: the upper half heads a free block of order `high`.
+            unsafe { self.add(half, high) };
             if V::BITMAP {
                 self.toggle(high, pfn + size);
             }
@@ -276,11 +312,15 @@ impl<V: Variant> FreeArea<V> {
         }
     }
 
-    /// Takes a specific free block off its list (offline, misuse checks).
-    pub fn take_block(&mut self, page: &Page, pfn: Pfn, order: Order) {
+    /// Takes a specific free block off its list (offline).
+    ///
+    /// # Safety
+    /// `page` heads a free block of `order` of this zone.
+    pub unsafe fn take_block(&mut self, page: *const Page, pfn: Pfn, order: Order) {
         if V::BITMAP && order < Order::MAX {
             self.toggle(order.index(), pfn.get());
         }
-        self.del(page, order.index());
+        // SAFETY: the caller's contract.
+        unsafe { self.del(page, order.index()) };
     }
 }

@@ -67,16 +67,16 @@ impl MemoryModel for Flat {
     }
 
     #[inline(always)]
-    unsafe fn pfn_to_page_unchecked(&self, pfn: Pfn) -> &Page {
+    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Page {
         debug_assert!(self.pfn_valid(pfn));
         let index = (pfn.get() - self.pfn_offset) as usize;
-        // SAFETY: the caller promises pfn_valid(pfn), so index < nr_pages,
-        // the length of the memmap slice.
-        unsafe { self.mem_map.pages().get_unchecked(index) }
+        // SAFETY: the caller promises pfn_valid(pfn), so index < nr_pages and
+        // the result stays inside the memmap block.
+        unsafe { self.mem_map.as_ptr().add(index) }
     }
 
     fn page_to_pfn(&self, page: &Page) -> Pfn {
-        let base = self.mem_map.pages().as_ptr().addr();
+        let base = self.mem_map.as_ptr().addr();
         let index = (std::ptr::from_ref(page).addr() - base) as u64 / PAGE_STRUCT_SIZE;
         Pfn::new(self.pfn_offset + index)
     }

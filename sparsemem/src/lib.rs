@@ -64,7 +64,9 @@ pub mod testing;
 mod types;
 
 pub use flat::Flat;
-pub use geometry::{Geometry, GeometryError, MAX_SECTIONS_SHIFT, MAX_SUBSECTIONS_PER_SECTION, SUBSECTION_SHIFT};
+pub use geometry::{
+    Geometry, GeometryError, MAX_SECTIONS_SHIFT, MAX_SUBSECTIONS_PER_SECTION, SUBSECTION_SHIFT,
+};
 pub use layout::{Layout, LayoutError, LayoutSpec, MemRange, RangeKind};
 pub use model::{BuildError, HotplugError, MemmapBytes, MemoryModel};
 pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag};

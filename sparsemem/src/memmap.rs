@@ -20,20 +20,33 @@ use crate::page::{PAGE_STRUCT_SIZE, Page};
 /// One anonymous mapping holding `nr_pages` zero-initialised `struct page`s.
 ///
 /// Invariants: the mapping is page aligned (so `Page`-aligned), exactly
-/// `nr_pages * 64` bytes long, and never remapped while the block lives.
+/// `nr_pages * 64` bytes long, and never remapped while the block lives;
+/// `base` was taken from it with `as_mut_ptr` once, so it carries
+/// read-write permission for the whole mapping (every `&Page` is derived
+/// from it: `Page` is all interior mutability, which needs that permission).
 pub struct MemmapBlock {
     map: MmapMut,
+    base: std::ptr::NonNull<Page>,
     nr_pages: usize,
 }
+
+// SAFETY: the block owns its mapping; `base` points into it and is only
+// turned into `&Page`s (all atomics, themselves Send + Sync).
+unsafe impl Send for MemmapBlock {}
+// SAFETY: as above; `&MemmapBlock` hands out only shared `&Page`s.
+unsafe impl Sync for MemmapBlock {}
 
 impl MemmapBlock {
     /// Maps `nr_pages` zeroed descriptors; nothing is resident until touched.
     pub fn new(nr_pages: u64) -> io::Result<MemmapBlock> {
         let len = usize::try_from(nr_pages * PAGE_STRUCT_SIZE)
             .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "memmap too large"))?;
-        let map = MmapOptions::new().len(len.max(1)).map_anon()?;
+        let mut map = MmapOptions::new().len(len.max(1)).map_anon()?;
+        let base =
+            std::ptr::NonNull::new(map.as_mut_ptr().cast::<Page>()).expect("mmap returns non-null");
         Ok(MemmapBlock {
             map,
+            base,
             nr_pages: nr_pages as usize,
         })
     }
@@ -46,7 +59,14 @@ impl MemmapBlock {
         // `self`; (3) its bytes started zeroed and are only ever written
         // through Page's atomics, so every 64-byte chunk is a valid Page;
         // (4) Page is all atomics, so shared references may alias freely.
-        unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast::<Page>(), self.nr_pages) }
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.nr_pages) }
+    }
+
+    /// The first descriptor, with provenance over the whole block (see
+    /// [`MemoryModel::pfn_to_page_ptr`](crate::MemoryModel::pfn_to_page_ptr)).
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *const Page {
+        self.base.as_ptr()
     }
 
     /// Bytes mapped.
@@ -87,6 +107,12 @@ impl MemmapBlock {
         let end = (first + nr) * PAGE_STRUCT_SIZE;
         let inner_start = start.div_ceil(page) * page;
         let inner_end = (end / page * page).max(inner_start);
+        // Miri does not emulate madvise: zero every descriptor instead.
+        let (inner_start, inner_end) = if cfg!(miri) {
+            (end, end)
+        } else {
+            (inner_start, inner_end)
+        };
         if inner_end > inner_start {
             // SAFETY: as in `discard`: our own private anonymous mapping, the
             // range lies within it, and `&mut self` excludes live `&Page`s.
@@ -120,10 +146,24 @@ pub fn host_page_size() -> usize {
 }
 
 /// Physical memory of this machine in bytes (`_SC_PHYS_PAGES`).
+#[cfg(not(miri))]
 pub fn host_memory_bytes() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
     (pages.max(0) as u64) * host_page_size() as u64
+}
+
+/// Physical memory of this machine in bytes, from `/proc/meminfo` (Miri
+/// does not emulate `_SC_PHYS_PAGES`).
+#[cfg(miri)]
+pub fn host_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("MemTotal:"))?.to_owned();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(8 << 30, |kib| kib << 10)
 }
 
 /// Resident bytes of `[addr, addr + len)`, counted with `mincore`.
@@ -203,6 +243,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri does not emulate mincore or madvise")]
     fn block_is_zero_until_touched_and_discard_drops_residency() {
         let mut block = MemmapBlock::new(32768).unwrap();
         assert_eq!(block.reserved_bytes(), 2 << 20);

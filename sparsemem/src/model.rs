@@ -109,12 +109,27 @@ pub trait MemoryModel: Send + Sync {
     /// `pfn_valid`: whether a `struct page` exists for `pfn`.
     fn pfn_valid(&self, pfn: Pfn) -> bool;
 
-    /// `pfn_to_page` without the validity check.
+    /// The address of `pfn`'s descriptor, with provenance over the whole
+    /// contiguous memmap run that holds it (at least its section), so that
+    /// `ptr.offset(k)` reaches the descriptor of `pfn + k` within the same
+    /// section — the kernel's `page + (buddy_pfn - pfn)`. A pointer taken
+    /// from a `&Page` covers only that one descriptor.
     ///
     /// # Safety
     /// `pfn_valid(pfn)` returned true on this model, with no `&mut self`
     /// call since.
-    unsafe fn pfn_to_page_unchecked(&self, pfn: Pfn) -> &Page;
+    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Page;
+
+    /// `pfn_to_page` without the validity check.
+    ///
+    /// # Safety
+    /// As for [`MemoryModel::pfn_to_page_ptr`].
+    #[inline(always)]
+    unsafe fn pfn_to_page_unchecked(&self, pfn: Pfn) -> &Page {
+        // SAFETY: the caller's promise makes the pointer valid, initialised
+        // and owned by `self` for the borrow's lifetime.
+        unsafe { &*self.pfn_to_page_ptr(pfn) }
+    }
 
     /// `pfn_to_page` guarded by `pfn_valid`.
     #[inline(always)]

@@ -81,7 +81,7 @@ impl<R: SectionRoot> Sparse<R> {
             } else {
                 init_subsections(&g, &block, nr, sp.subsections.iter());
             }
-            table.install(nr, block.pages().as_ptr(), sp.early, sp.subsections, true);
+            table.install(nr, block.as_ptr(), sp.early, sp.subsections, true);
             memmaps.insert(nr, block);
         }
         Ok(Sparse {
@@ -134,16 +134,12 @@ impl<R: SectionRoot> MemoryModel for Sparse<R> {
     }
 
     #[inline(always)]
-    unsafe fn pfn_to_page_unchecked(&self, pfn: Pfn) -> &Page {
+    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Page {
         debug_assert!(self.pfn_valid(pfn));
-        // SAFETY: the caller promises pfn_valid(pfn): (1) the section entry
-        // exists and has a memmap; (2) its decoded pointer plus `pfn` lies in
-        // that section's MemmapBlock (section invariant), which `self` owns
-        // for the borrow's lifetime; (3) the page is initialised.
-        unsafe {
-            let ms = self.table.pfn_to_section(pfn).unwrap_unchecked();
-            &*ms.page_ptr(pfn.get())
-        }
+        // SAFETY: the caller promises pfn_valid(pfn), so the section entry
+        // exists; its decoded pointer (taken from the block's full-provenance
+        // base) plus `pfn` lies in that section's MemmapBlock.
+        unsafe { self.table.pfn_to_section(pfn).unwrap_unchecked() }.page_ptr(pfn.get())
     }
 
     fn page_to_pfn(&self, page: &Page) -> Pfn {
@@ -193,8 +189,7 @@ impl<R: SectionRoot> MemoryModel for Sparse<R> {
             let block = block.expect("a present section has a memmap (invariant)");
             init_subsections(&g, block, c.nr, c.bits.iter());
         }
-        self.table
-            .commit_add(&changes, |nr| fresh[&nr].pages().as_ptr());
+        self.table.commit_add(&changes, |nr| fresh[&nr].as_ptr());
         self.memmaps.extend(fresh);
         Ok(())
     }

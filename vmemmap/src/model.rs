@@ -294,11 +294,11 @@ impl<D: Detector> MemoryModel for Vmemmap<D> {
     }
 
     #[inline(always)]
-    unsafe fn pfn_to_page_unchecked(&self, pfn: Pfn) -> &Page {
+    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Page {
         debug_assert!(self.pfn_valid(pfn));
         // SAFETY: the caller promises pfn_valid(pfn), so pfn < max_pfn and
-        // its descriptor is populated and initialised (type invariant).
-        unsafe { &*self.base.add(pfn.get() as usize) }
+        // the address lies in the reservation (base has its provenance).
+        unsafe { self.base.add(pfn.get() as usize) }
     }
 
     fn page_to_pfn(&self, page: &Page) -> Pfn {

@@ -309,6 +309,7 @@ fn host_loader_falls_back_to_iomem_and_reports_both_failures() {
 /// page counts within 1 MiB (the kernel trims the first page and a few
 /// firmware pages out of "System RAM" in /proc/iomem).
 #[test]
+#[cfg_attr(miri, ignore = "reads /proc and /sys, outside Miri's abstract machine")]
 fn live_host_sources_agree_on_ram() {
     let sys = HostSources::system();
     let fw = match parse_firmware_memmap(&sys.firmware_memmap) {

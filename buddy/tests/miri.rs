@@ -1,0 +1,110 @@
+//! Small enough for Miri (`cargo +nightly miri test -p buddy --test miri`):
+//! the allocator's unsafe code — intrusive free lists, the spin lock, pcp
+//! lists on two threads, the section table's encoded pointers — over
+//! SPARSEMEM_EXTREME and FLATMEM on a layout with a hole, plus hot add and
+//! remove. Also runs as an ordinary test.
+
+use buddy::testing::{Reference, check_conservation, free_all_and_check, snapshot};
+use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, Options, Variant};
+use sparsemem::{
+    Flat, Geometry, Layout, MemRange, MemoryModel, Order, Pfn, RangeKind, SparseExtreme,
+};
+
+fn layout() -> Layout {
+    Layout::new(
+        Geometry::X86_64,
+        vec![
+            MemRange::new(0, 4 << 20, RangeKind::Ram, 0),
+            MemRange::new(8 << 20, 10 << 20, RangeKind::Hotplug, 0),
+        ],
+        "miri",
+    )
+    .unwrap()
+}
+
+fn exercise<M: MemoryModel, V: Variant>(model: M, layout: &Layout) {
+    let alloc = Allocator::<M, V>::new(
+        model,
+        layout,
+        Options {
+            pcp_batch: Some(7),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let initial = snapshot(&alloc);
+    let mut reference = Reference::default();
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let alloc = &alloc;
+            s.spawn(move || {
+                let mut cpu = alloc.cpu(0);
+                let mut held = Vec::new();
+                for i in 0..40u64 {
+                    if (i + t) % 3 == 2 {
+                        if let Some(p) = held.pop() {
+                            cpu.free(p).unwrap();
+                        }
+                    } else if let Ok(p) = cpu.alloc(Gfp::MOVABLE) {
+                        held.push(p);
+                    }
+                }
+                for p in held {
+                    cpu.free(p).unwrap();
+                }
+            });
+        }
+    });
+    let mut cpu = alloc.cpu(0);
+    for order in [0u8, 3, 9] {
+        let pfn = cpu.alloc_pages(Order::new(order), Gfp::MOVABLE).unwrap();
+        reference.record(layout, pfn, Order::new(order)).unwrap();
+    }
+    let mut slots = [None; 9];
+    assert_eq!(cpu.alloc_bulk_array(Gfp::MOVABLE, &mut slots).unwrap(), 9);
+    for p in slots.into_iter().flatten() {
+        reference.record(layout, p, Order::ZERO).unwrap();
+    }
+    let (p, o) = reference.take(0).unwrap();
+    cpu.free_pages(p, o).unwrap();
+    assert!(matches!(
+        cpu.free_pages(p, o),
+        Err(AllocError::DoubleFree { .. })
+    ));
+    check_conservation(&alloc, cpu.total_count(), &reference).unwrap();
+    free_all_and_check(cpu, &mut reference, &initial).unwrap();
+}
+
+#[test]
+fn allocator_over_extreme_and_flat() {
+    let layout = layout();
+    exercise::<_, KernelHoleCheck>(SparseExtreme::new(&layout).unwrap(), &layout);
+    exercise::<_, buddy::Config<true, true, true>>(Flat::new(&layout).unwrap(), &layout);
+}
+
+#[test]
+fn hotplug_through_the_allocator() {
+    let layout = layout();
+    let mut alloc = Allocator::<_, KernelHoleCheck>::new(
+        SparseExtreme::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .unwrap();
+    let start = Pfn::new((256 << 20) >> 12);
+    alloc.hot_add(start, 512).unwrap();
+    alloc.online_pages(start, 512, 0).unwrap();
+    let p = alloc
+        .alloc_pages(Order::new(9), Gfp::MOVABLE, 0, None)
+        .unwrap();
+    assert!(
+        matches!(
+            alloc.offline_pages(start, 512),
+            Err(AllocError::InUse { .. })
+        ) || p != start
+    );
+    alloc.free_pages(p, Order::new(9)).unwrap();
+    alloc.offline_pages(start, 512).unwrap();
+    alloc.hot_remove(start, 512).unwrap();
+    assert!(!alloc.model().pfn_valid(start));
+}
