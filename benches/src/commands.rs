@@ -111,16 +111,17 @@ pub fn layout_report(layout: &Layout) -> String {
     );
     let _ = writeln!(
         out,
-        "\n{:<22} {:>12} {:>12} {:>12}",
-        "memmap by model", "reserved", "resident", "tables"
+        "\n{:<22} {:>12} {:>12} {:>12} {:>12}",
+        "memmap by model", "reserved", "resident", "in THP", "tables"
     );
     for &kind in ModelKind::ALL {
         let line = match with_model(kind, layout, MemmapVisitor) {
             Ok(b) => format!(
-                "{:<22} {:>12} {:>12} {:>12}",
+                "{:<22} {:>12} {:>12} {:>12} {:>12}",
                 kind.name(),
                 human_bytes(b.reserved),
                 human_bytes(b.resident),
+                human_bytes(b.huge),
                 human_bytes(b.tables)
             ),
             Err(e) => format!("{:<22} not built: {e}", kind.name()),

@@ -250,7 +250,12 @@ pub fn rows(results: &[ModelResult]) -> Vec<Row> {
     let mut rows = Vec::new();
     for r in results {
         let name = r.kind.name();
-        let bytes = json!({"memmap_reserved_bytes": r.memmap.reserved, "memmap_resident_bytes": r.memmap.resident, "table_bytes": r.memmap.tables});
+        let bytes = json!({
+            "memmap_reserved_bytes": r.memmap.reserved,
+            "memmap_resident_bytes": r.memmap.resident,
+            "memmap_thp_bytes": r.memmap.huge,
+            "table_bytes": r.memmap.tables
+        });
         let mut push = |variant: &str, m: &Measurement| {
             let mut row = Row::new(variant, name, json!({}), m.clone());
             if let Some(obj) = bytes.as_object() {

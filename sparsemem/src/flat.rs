@@ -90,6 +90,7 @@ impl MemoryModel for Flat {
             reserved: self.mem_map.reserved_bytes(),
             resident: self.mem_map.resident_bytes(),
             tables: 0,
+            huge: 0,
         }
     }
 

@@ -21,6 +21,9 @@ pub struct MemmapBytes {
     pub resident: u64,
     /// Bytes of section tables (root array, section entries, usage maps).
     pub tables: u64,
+    /// Resident memmap bytes in transparent huge pages (`AnonHugePages`),
+    /// measured for the vmemmap reservation; 0 where THP is not requested.
+    pub huge: u64,
 }
 
 /// Why a hot add, hot remove or online/offline request was refused. The

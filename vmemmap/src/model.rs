@@ -316,10 +316,12 @@ impl<D: Detector> MemoryModel for Vmemmap<D> {
     }
 
     fn memmap_bytes(&self) -> MemmapBytes {
+        let (resident, huge) = self.reservation.residency().unwrap_or((0, 0));
         MemmapBytes {
             reserved: self.reservation.len() as u64,
-            resident: self.reservation.residency().map_or(0, |r| r.0),
+            resident,
             tables: self.table.table_bytes(),
+            huge,
         }
     }
 
