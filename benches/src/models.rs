@@ -147,6 +147,17 @@ buildable! {
     vmemmap::VmemmapUffdSigbus => |l, o| vmemmap::VmemmapUffdSigbus::with_options(l, o);
 }
 
+/// Builds a model of type `M` over `layout` and an allocator of variant
+/// `V` over it, as every experiment does.
+pub fn build_allocator<M: Buildable, V: buddy::Variant>(
+    layout: &Layout,
+    options: VmemmapOptions,
+    alloc_options: buddy::Options,
+) -> Result<buddy::Allocator<M, V>, BuildError> {
+    buddy::Allocator::new(M::build(layout, options)?, layout, alloc_options)
+        .map_err(|e| BuildError::Unsupported(e.to_string()))
+}
+
 /// Work to do with a model type, generic so it is compiled once per model.
 pub trait ModelVisitor {
     /// What the work returns.

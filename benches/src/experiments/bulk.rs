@@ -3,14 +3,14 @@
 //! interfaces at 1, 2, 3, 4, 8, 16, 32, 64, 128 pages, per page, like
 //! Jesper Brouer's `page_bench04_bulk`.
 
-use buddy::{Allocator, Kernel, Options};
+use buddy::{Kernel, Options};
 use serde_json::json;
 use sparsemem::{BuildError, Layout};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, build_err, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, with_model_options};
+use crate::models::{Buildable, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
@@ -34,9 +34,7 @@ impl ModelVisitor for Visitor {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<Results, BuildError> {
-        let alloc =
-            Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, Options::default())
-                .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+        let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
         let mut cpu = alloc.cpu(layout.nodes()[0]);
         let plan = self.plan;
         let pairs = plan.iters(2_000_000, 20_000);

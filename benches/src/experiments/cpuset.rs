@@ -18,14 +18,14 @@
 
 use std::sync::Mutex;
 
-use buddy::{Allocator, Gfp, Kernel, NodeMask, Options, Zone};
+use buddy::{Gfp, Kernel, NodeMask, Options, Zone};
 use serde_json::json;
 use sparsemem::{BuildError, Layout, Order};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, build_err, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, with_model_options};
+use crate::models::{Buildable, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 
@@ -114,9 +114,7 @@ impl ModelVisitor for Visitor {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<Results, BuildError> {
-        let alloc =
-            Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, Options::default())
-                .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+        let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
         let nodes = layout.nodes();
         let nr_nodes = nodes.len() as u16;
         let allowed_nodes = NodeMask::of(nr_nodes.saturating_sub(self.allowed)..nr_nodes);

@@ -4,14 +4,14 @@
 //! buddy, the no-bitmap buddy with atomic flag operations, and with
 //! non-atomic ones; single-threaded and on several threads.
 
-use buddy::{Allocator, Config, Options, Variant};
+use buddy::{Config, Options, Variant};
 use serde_json::json;
 use sparsemem::{BuildError, Layout};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, build_err, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, with_model_options};
+use crate::models::{Buildable, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::flags_iteration;
@@ -35,8 +35,7 @@ fn one<M: Buildable, V: Variant>(
     out: &mut Results,
     name: &'static str,
 ) -> Result<(), BuildError> {
-    let alloc = Allocator::<M, V>::new(M::build(layout, options)?, layout, Options::default())
-        .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+    let alloc = build_allocator::<M, V>(layout, options, Options::default())?;
     let node = layout.nodes()[0];
     for threads in [1, v.threads] {
         let m = measure(v.plan.trials, || {

@@ -6,14 +6,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use buddy::{Allocator, Gfp, Kernel, LockPolicy, Options};
+use buddy::{Gfp, Kernel, LockPolicy, Options};
 use serde_json::json;
 use sparsemem::{BuildError, Layout, Order};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, build_err, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, with_model_options};
+use crate::models::{Buildable, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure, tsc_hz, tsc_start, tsc_stop};
 
@@ -41,8 +41,7 @@ impl ModelVisitor for Visitor {
                 lock_policy: policy,
                 pcp_batch: Some(self.batch),
             };
-            let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, opts)
-                .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+            let alloc = build_allocator::<M, Kernel>(layout, options, opts)?;
             let node = layout.nodes()[0];
             let mut latencies = Vec::new();
             let batch = self.batch as usize;

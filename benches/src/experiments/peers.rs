@@ -4,14 +4,14 @@
 //! (each pair splits a max-order block and merges it back), `burst-128`
 //! (128 allocations, then 128 frees, per page).
 
-use buddy::{Allocator, Kernel, Options};
+use buddy::{Kernel, Options};
 use serde_json::json;
 use sparsemem::{BuildError, Layout};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, build_err, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, with_model_options};
+use crate::models::{Buildable, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{bursts, pcp_pairs, zone_pairs};
@@ -31,9 +31,7 @@ impl ModelVisitor for Visitor {
         options: VmemmapOptions,
     ) -> Result<Vec<Measurement>, BuildError> {
         let plan = self.plan;
-        let alloc =
-            Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, Options::default())
-                .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+        let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
         let node = layout.nodes()[0];
         let n = plan.iters(2_000_000, 20_000);
         let split = measure(plan.trials, || {

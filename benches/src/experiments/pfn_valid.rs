@@ -3,7 +3,7 @@
 //! of one call (valid, hole, random mix, sequential) and an allocation
 //! workload like AIM9 `page_test` with the hole check on every merge.
 
-use buddy::{Allocator, Gfp, KernelHoleCheck, Options};
+use buddy::{Gfp, KernelHoleCheck, Options};
 use serde_json::json;
 use sparsemem::{BuildError, Layout, Order, Pfn};
 use vmemmap::VmemmapOptions;
@@ -11,7 +11,7 @@ use vmemmap::VmemmapOptions;
 use super::{Ctx, Outcome, cell};
 use crate::CliError;
 use crate::commands::load_layout;
-use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
+use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{XorShift, count_valid, count_valid_sequential, hole_pfns, valid_pfns};
@@ -66,12 +66,7 @@ impl ModelVisitor for Visitor {
             }),
         ));
         drop(model);
-        let alloc = Allocator::<M, KernelHoleCheck>::new(
-            M::build(layout, options)?,
-            layout,
-            Options::default(),
-        )
-        .map_err(|e| BuildError::Unsupported(e.to_string()))?;
+        let alloc = build_allocator::<M, KernelHoleCheck>(layout, options, Options::default())?;
         let node = layout.nodes()[0];
         let rounds = plan.iters(4000, 40);
         let mut held = Vec::with_capacity(512);
