@@ -126,6 +126,11 @@ pub struct Allocator<M, V> {
     pub(crate) zones: Vec<Zone<V>>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) options: Options,
+    /// Subsections (global numbers) present in the model but managed by no
+    /// zone: hot-added and not yet onlined, or offlined. Only these may be
+    /// onlined or hot-removed, as only added memory blocks can in Linux —
+    /// never the reserved hole of an early section.
+    pub(crate) offline: std::collections::BTreeSet<u64>,
     _variant: PhantomData<V>,
 }
 
@@ -184,6 +189,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             zones: Vec::new(),
             nodes: Vec::new(),
             options,
+            offline: Default::default(),
             _variant: PhantomData,
         };
         for (i, ((node, kind), ranges)) in parts.iter().enumerate() {

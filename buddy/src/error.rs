@@ -57,6 +57,12 @@ pub enum AllocError {
         /// An invalid pfn inside such a block.
         pfn: Pfn,
     },
+    /// Online or hot remove of memory that is not offline memory (not
+    /// hot-added, already online, or a reserved hole).
+    NotOffline {
+        /// First pfn of the offending subsection.
+        pfn: Pfn,
+    },
     /// More zones than a page's 8-bit zone id can name.
     TooManyZones,
 }
@@ -101,6 +107,12 @@ impl fmt::Display for AllocError {
                 "pfn {pfn} is a hole inside a MAX_PAGE_ORDER block of managed memory; use a variant with the hole check (HOLES_IN_ZONE)"
             ),
             AllocError::TooManyZones => write!(f, "more than 255 zones"),
+            AllocError::NotOffline { pfn } => {
+                write!(
+                    f,
+                    "pfn {pfn} is not in offline memory (hot-add or offline it first)"
+                )
+            }
         }
     }
 }

@@ -17,13 +17,49 @@ use crate::variant::Variant;
 use crate::zone::{FreeArea, ZoneType};
 
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
-    /// Hot-adds memmap for `[start, start + nr_pages)` (offline).
-    pub fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
-        Ok(self.model.hot_add(start, nr_pages)?)
+    /// The global subsection numbers of a subsection-aligned range.
+    fn subsections(&self, start: Pfn, nr_pages: u64) -> Result<std::ops::Range<u64>, AllocError> {
+        let g = self.model.geometry();
+        let per = g.pages_per_subsection();
+        let end = start.checked_add(nr_pages).filter(|e| *e <= g.max_pfn());
+        match end {
+            Some(end)
+                if nr_pages > 0
+                    && start.get().is_multiple_of(per)
+                    && nr_pages.is_multiple_of(per) =>
+            {
+                Ok(start.get() / per..end.get() / per)
+            }
+            _ => Err(AllocError::Hotplug(sparsemem::HotplugError::Misaligned {
+                start,
+                nr_pages,
+            })),
+        }
     }
 
-    /// Onlines `[start, start + nr_pages)` into `node`'s Movable zone.
+    /// The first subsection of `subs` that is not offline memory.
+    fn first_not_offline(&self, subs: std::ops::Range<u64>) -> Option<Pfn> {
+        let per = self.model.geometry().pages_per_subsection();
+        subs.clone()
+            .find(|s| !self.offline.contains(s))
+            .map(|s| Pfn::new(s * per))
+    }
+
+    /// Hot-adds memmap for `[start, start + nr_pages)`; it stays offline.
+    pub fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
+        let subs = self.subsections(start, nr_pages)?;
+        self.model.hot_add(start, nr_pages)?;
+        self.offline.extend(subs);
+        Ok(())
+    }
+
+    /// Onlines `[start, start + nr_pages)` (offline memory: hot-added or
+    /// offlined) into `node`'s Movable zone.
     pub fn online_pages(&mut self, start: Pfn, nr_pages: u64, node: u16) -> Result<(), AllocError> {
+        let subs = self.subsections(start, nr_pages)?;
+        if let Some(pfn) = self.first_not_offline(subs.clone()) {
+            return Err(AllocError::NotOffline { pfn });
+        }
         let end = Pfn::new(start.get() + nr_pages);
         for pfn in start.get()..end.get() {
             let page = self
@@ -70,13 +106,18 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         let (zstart, zend) = (zone.start, zone.end);
         zone.free.get_mut().resize(zstart, zend);
         self.give_range(zid, start, end);
+        for s in subs {
+            self.offline.remove(&s);
+        }
         let batch = self.options.pcp_batch;
         self.zones[zid].set_pcp_sizes(batch);
         Ok(())
     }
 
-    /// Offlines `[start, start + nr_pages)`: every page must be free.
+    /// Offlines `[start, start + nr_pages)` (subsection aligned): every
+    /// page must be managed and free.
     pub fn offline_pages(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
+        let subs = self.subsections(start, nr_pages)?;
         let end = start.get() + nr_pages;
         let first = self
             .model
@@ -128,6 +169,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             page.set(PageFlag::Reserved);
         }
         zone.managed -= nr_pages;
+        self.offline.extend(subs);
         for &(head, order) in &blocks {
             let block_end = head.get() + order.nr_pages();
             for (a, b) in [(head.get(), start.get()), (end, block_end)] {
@@ -165,16 +207,27 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         }
     }
 
-    /// Hot-removes `[start, start + nr_pages)`: it must be offline (no page
-    /// of it managed by a zone).
+    /// Hot-removes `[start, start + nr_pages)`: it must be offline memory.
     pub fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
-        for pfn in start.get()..start.get() + nr_pages {
-            if let Some(page) = self.model.pfn_to_page(Pfn::new(pfn))
-                && !page.test(PageFlag::Reserved)
-            {
-                return Err(AllocError::InUse { nr_pages: 1 });
-            }
+        let subs = self.subsections(start, nr_pages)?;
+        if let Some(pfn) = self.first_not_offline(subs.clone()) {
+            let managed = (start.get()..start.get() + nr_pages)
+                .filter(|&p| {
+                    self.model
+                        .pfn_to_page(Pfn::new(p))
+                        .is_some_and(|page| !page.test(PageFlag::Reserved))
+                })
+                .count() as u64;
+            return Err(if managed > 0 {
+                AllocError::InUse { nr_pages: managed }
+            } else {
+                AllocError::NotOffline { pfn }
+            });
         }
-        Ok(self.model.hot_remove(start, nr_pages)?)
+        self.model.hot_remove(start, nr_pages)?;
+        for s in subs {
+            self.offline.remove(&s);
+        }
+        Ok(())
     }
 }

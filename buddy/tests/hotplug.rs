@@ -78,3 +78,72 @@ fn add_online_allocate_offline_remove() {
         }
     }
 }
+
+/// Regression (found by fuzzing): the reserved hole of an early section
+/// has `struct page`s but is not memory; it must never be onlined (it was,
+/// and later handed out). Only hot-added or offlined memory can be onlined
+/// or removed.
+#[test]
+fn only_offline_memory_can_be_onlined_or_removed() {
+    let layout = Layout::new(
+        sparsemem::Geometry::X86_64,
+        vec![sparsemem::MemRange::new(
+            0,
+            64 << 20,
+            sparsemem::RangeKind::Ram,
+            0,
+        )],
+        "half a section",
+    )
+    .unwrap();
+    let mut alloc = Allocator::<_, KernelHoleCheck>::new(
+        VmemmapProbe::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .unwrap();
+    let hole = Pfn::new((96 << 20) >> 12);
+    assert!(
+        alloc.model().pfn_valid(hole),
+        "early section: the hole has struct pages"
+    );
+    let e = alloc.online_pages(hole, 512, 0).unwrap_err();
+    assert!(matches!(e, AllocError::NotOffline { .. }), "{e}");
+    assert!(matches!(
+        alloc.hot_remove(hole, 512),
+        Err(AllocError::NotOffline { .. })
+    ));
+    assert!(
+        matches!(
+            alloc.offline_pages(Pfn::new(1), 512),
+            Err(AllocError::Hotplug(_))
+        ),
+        "misaligned"
+    );
+    // Boot memory can be offlined, onlined again (into Movable) and removed.
+    let boot = Pfn::new((32 << 20) >> 12);
+    alloc.offline_pages(boot, 512).unwrap();
+    assert!(
+        matches!(
+            alloc.online_pages(boot, 1024, 0),
+            Err(AllocError::NotOffline { .. })
+        ),
+        "half of it is online"
+    );
+    alloc.online_pages(boot, 512, 0).unwrap();
+    assert!(
+        alloc
+            .zones()
+            .iter()
+            .any(|z| z.kind == ZoneType::Movable && z.managed_pages() == 512)
+    );
+    alloc.offline_pages(boot, 512).unwrap();
+    alloc.hot_remove(boot, 512).unwrap();
+    let mut cpu = alloc.cpu(0);
+    while let Ok(p) = cpu.alloc(Gfp::KERNEL) {
+        assert!(
+            p.get() < (64 << 20) >> 12 && (p < boot || p.get() >= boot.get() + 512),
+            "{p:?}"
+        );
+    }
+}

@@ -24,7 +24,8 @@ fn child(mode: &str) -> std::process::Output {
 /// SEGV handler reports and exits 1).
 fn died_of_the_fault(out: &std::process::Output) -> bool {
     out.status.signal() == Some(libc::SIGSEGV)
-        || (out.status.code() == Some(1) && String::from_utf8_lossy(&out.stderr).contains("AddressSanitizer: SEGV"))
+        || (out.status.code() == Some(1)
+            && String::from_utf8_lossy(&out.stderr).contains("AddressSanitizer: SEGV"))
 }
 
 static EARLIER_HITS: AtomicU64 = AtomicU64::new(0);
@@ -107,7 +108,12 @@ fn signal_child() {
 #[test]
 fn chains_to_a_handler_installed_before() {
     let out = child("before");
-    assert_eq!(out.status.code(), Some(42), "the earlier handler saw the genuine fault: {:?}", out.status);
+    assert_eq!(
+        out.status.code(),
+        Some(42),
+        "the earlier handler saw the genuine fault: {:?}",
+        out.status
+    );
 }
 
 #[test]

@@ -151,8 +151,13 @@ fn a_fault_outside_any_probe_still_kills_with_sigsegv() {
         let out = run_child(mode);
         // Under AddressSanitizer the handler installed before ours is ASan's,
         // which reports the SEGV and exits 1: still not swallowed.
-        let asan = out.status.code() == Some(1) && String::from_utf8_lossy(&out.stderr).contains("AddressSanitizer: SEGV");
-        assert!(out.status.signal() == Some(libc::SIGSEGV) || asan, "{mode}: {:?}", out.status);
+        let asan = out.status.code() == Some(1)
+            && String::from_utf8_lossy(&out.stderr).contains("AddressSanitizer: SEGV");
+        assert!(
+            out.status.signal() == Some(libc::SIGSEGV) || asan,
+            "{mode}: {:?}",
+            out.status
+        );
     }
 }
 
