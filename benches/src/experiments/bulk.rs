@@ -8,9 +8,9 @@ use serde_json::json;
 use sparsemem::{BuildError, Layout};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, build_err, cell};
+use super::{Ctx, Outcome, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, build_allocator, with_model_options};
+use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
@@ -64,13 +64,7 @@ impl ModelVisitor for Visitor {
 }
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let (single, per_size) = with_model_options(
-        ctx.model,
-        &ctx.layout,
-        VmemmapOptions::default(),
-        Visitor { plan: ctx.plan },
-    )
-    .map_err(build_err(ctx.model))?;
+    let (single, per_size) = ctx.visit(Visitor { plan: ctx.plan })?;
     let model = ctx.model.name();
     let mut rows = vec![Row::new(
         "single",

@@ -23,9 +23,9 @@ use serde_json::json;
 use sparsemem::{BuildError, Layout, Order};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, build_err, cell};
+use super::{Ctx, Outcome, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, build_allocator, with_model_options};
+use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 
@@ -165,16 +165,10 @@ impl ModelVisitor for Visitor {
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     let allowed = ctx.args.allowed.unwrap_or(43);
-    let results = with_model_options(
-        ctx.model,
-        &ctx.layout,
-        VmemmapOptions::default(),
-        Visitor {
-            plan: ctx.plan,
-            allowed,
-        },
-    )
-    .map_err(build_err(ctx.model))?;
+    let results = ctx.visit(Visitor {
+        plan: ctx.plan,
+        allowed,
+    })?;
     let restricted = results[1].1.ns_per_op.median;
     let fixed = results[2].1.ns_per_op.median;
     let share = (1.0 - fixed / restricted).max(0.0);

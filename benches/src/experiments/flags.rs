@@ -9,9 +9,9 @@ use serde_json::json;
 use sparsemem::{BuildError, Layout};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, build_err, cell};
+use super::{Ctx, Outcome, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, build_allocator, with_model_options};
+use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::flags_iteration;
@@ -84,8 +84,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         pages,
         threads,
     };
-    let results = with_model_options(ctx.model, &ctx.layout, VmemmapOptions::default(), visitor)
-        .map_err(build_err(ctx.model))?;
+    let results = ctx.visit(visitor)?;
     let model = ctx.model.name();
     let mut table = format!(
         "{iterations} x (allocate {pages} order-0 pages = 16 MiB, touch flags, free); per page and whole run\n\n\

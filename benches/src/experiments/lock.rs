@@ -11,9 +11,9 @@ use serde_json::json;
 use sparsemem::{BuildError, Layout, Order};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, build_err, cell};
+use super::{Ctx, Outcome, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, build_allocator, with_model_options};
+use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure, tsc_hz, tsc_start, tsc_stop};
 
@@ -112,8 +112,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         batch,
         duration,
     };
-    let results = with_model_options(ctx.model, &ctx.layout, VmemmapOptions::default(), visitor)
-        .map_err(build_err(ctx.model))?;
+    let results = ctx.visit(visitor)?;
     let model = ctx.model.name();
     let mut table = format!(
         "{} batch thread(s) refilling/draining pcp batches of {batch} (high {}), 1 thread making single-page zone-path requests, {} ms per trial\n\n\

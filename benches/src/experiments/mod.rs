@@ -16,7 +16,7 @@ use sparsemem::Layout;
 use crate::CliError;
 use crate::commands::load_layout;
 use crate::machine::Machine;
-use crate::models::ModelKind;
+use crate::models::{ModelKind, ModelVisitor, with_model_options};
 use crate::report::{JsonOut, Report, Row};
 use crate::timing::Plan;
 
@@ -60,6 +60,20 @@ pub struct Ctx<'a> {
     pub model: ModelKind,
     /// All arguments.
     pub args: &'a BenchArgs,
+}
+
+impl Ctx<'_> {
+    /// Runs `visitor` with the chosen model on the layout; a model that
+    /// cannot be built is an error naming it.
+    pub fn visit<V: ModelVisitor>(&self, visitor: V) -> Result<V::Output, CliError> {
+        with_model_options(
+            self.model,
+            &self.layout,
+            vmemmap::VmemmapOptions::default(),
+            visitor,
+        )
+        .map_err(|e| CliError(format!("{}: {e}", self.model)))
+    }
 }
 
 /// What an experiment returns: JSON rows and the text table.
@@ -160,9 +174,4 @@ pub(crate) fn cell(m: &crate::timing::Measurement) -> String {
         crate::report::fmt_ns(m.ns_per_op.median),
         m.cycles_per_op.median
     )
-}
-
-/// Maps a model build error to a CLI error that names the model.
-pub(crate) fn build_err(model: ModelKind) -> impl Fn(sparsemem::BuildError) -> CliError {
-    move |e| CliError(format!("{model}: {e}"))
 }

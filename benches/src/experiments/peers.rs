@@ -9,9 +9,9 @@ use serde_json::json;
 use sparsemem::{BuildError, Layout};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, build_err, cell};
+use super::{Ctx, Outcome, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, build_allocator, with_model_options};
+use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{bursts, pcp_pairs, zone_pairs};
@@ -93,13 +93,7 @@ fn frame_allocator(plan: Plan) -> Vec<Measurement> {
 }
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let ours = with_model_options(
-        ctx.model,
-        &ctx.layout,
-        VmemmapOptions::default(),
-        Visitor { plan: ctx.plan },
-    )
-    .map_err(build_err(ctx.model))?;
+    let ours = ctx.visit(Visitor { plan: ctx.plan })?;
     let model = ctx.model.name();
     let mut rows = Vec::new();
     let mut table = format!(
