@@ -190,31 +190,18 @@ pub fn table(results: &[ModelResult], refused: &[(ModelKind, String)]) -> String
 
 /// Two or three plain sentences on what the table says.
 pub fn reading(results: &[ModelResult]) -> String {
-    let Some(best) = results.iter().min_by(|a, b| {
-        a.alloc_on
-            .ns_per_op
-            .median
-            .total_cmp(&b.alloc_on.ns_per_op.median)
-    }) else {
+    let alloc = |r: &&ModelResult| r.alloc_on.ns_per_op.median;
+    let lookup = |r: &&ModelResult| r.valid.ns_per_op.median;
+    let Some(best) = results.iter().min_by(|a, b| alloc(a).total_cmp(&alloc(b))) else {
         return String::new();
     };
     let worst = results
         .iter()
-        .max_by(|a, b| {
-            a.alloc_on
-                .ns_per_op
-                .median
-                .total_cmp(&b.alloc_on.ns_per_op.median)
-        })
+        .max_by(|a, b| alloc(a).total_cmp(&alloc(b)))
         .expect("non-empty");
     let fastest_lookup = results
         .iter()
-        .min_by(|a, b| {
-            a.valid
-                .ns_per_op
-                .median
-                .total_cmp(&b.valid.ns_per_op.median)
-        })
+        .min_by(|a, b| lookup(a).total_cmp(&lookup(b)))
         .expect("non-empty");
     let smallest = results
         .iter()
