@@ -13,7 +13,7 @@ use std::hint::black_box;
 
 use buddy::{Allocator, Gfp, PerCpu, Variant};
 use sparsemem::reference::{Reference, Semantics};
-use sparsemem::{Layout, MemoryModel, Order, PageFlag, Pfn};
+use sparsemem::{Layout, MemoryModel, Order, Pfn, UserFlag};
 
 /// A small, fast, seeded generator (xorshift64).
 #[derive(Clone, Debug)]
@@ -233,8 +233,9 @@ pub fn bulk_arrays<M: MemoryModel, V: Variant>(
 }
 
 /// One iteration of the flags experiment: allocate `nr_pages` order-0
-/// pages, touch each page's flags (set `PG_referenced` with the variant's
-/// operation), free them.
+/// pages, touch each page's flags (`SetPageReferenced` and
+/// `ClearPageReferenced`, atomic in every variant as in the kernel: the
+/// 2004 patch made only the buddy-marking operations non-atomic), free them.
 #[inline(never)]
 pub fn flags_iteration<M: MemoryModel, V: Variant>(
     cpu: &mut PerCpu<'_, M, V>,
@@ -247,8 +248,8 @@ pub fn flags_iteration<M: MemoryModel, V: Variant>(
     let model = cpu.allocator().model();
     for &pfn in held.iter() {
         if let Some(page) = model.pfn_to_page(pfn) {
-            V::set(page, PageFlag::Referenced);
-            V::clear(page, PageFlag::Referenced);
+            page.set_user(UserFlag::Referenced);
+            page.clear_user(UserFlag::Referenced);
         }
     }
     let n = held.len() as u64;

@@ -10,15 +10,13 @@
 
 use std::marker::PhantomData;
 
-use sparsemem::{
-    Layout, MAX_PAGE_ORDER, MemoryModel, NR_PAGE_ORDERS, Order, Page, PageFlag, Pfn, RangeKind,
-};
+use sparsemem::{Layout, MemoryModel, Order, PageFlag, Pfn, RangeKind};
 
 use crate::error::AllocError;
-use crate::lock::SpinLock;
+use crate::list::OwnedBlock;
 use crate::node::{Gfp, Node, NodeMask, build_nodes};
 use crate::variant::Variant;
-use crate::zone::{FreeArea, ZoneStats, ZoneType};
+use crate::zone::{ClaimError, Zone, ZoneType, claim_for_free};
 
 /// How the zone lock is taken around a per-CPU batch.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -37,84 +35,6 @@ pub struct Options {
     pub lock_policy: LockPolicy,
     /// Overrides the per-CPU `batch` (default: the kernel's formula).
     pub pcp_batch: Option<u32>,
-}
-
-/// One zone.
-pub struct Zone<V> {
-    /// The zone type.
-    pub kind: ZoneType,
-    /// Its node.
-    pub node: u16,
-    /// Its id: the index in [`Allocator::zones`], stored in its pages.
-    pub id: u8,
-    pub(crate) start: Pfn,
-    pub(crate) end: Pfn,
-    pub(crate) managed: u64,
-    pub(crate) free: SpinLock<FreeArea<V>>,
-    pub(crate) batch: u32,
-    pub(crate) high: u32,
-}
-
-impl<V: Variant> Zone<V> {
-    /// First pfn of the span.
-    pub fn start_pfn(&self) -> Pfn {
-        self.start
-    }
-
-    /// One past the last pfn of the span.
-    pub fn end_pfn(&self) -> Pfn {
-        self.end
-    }
-
-    /// Pages given to the allocator.
-    pub fn managed_pages(&self) -> u64 {
-        self.managed
-    }
-
-    /// Per-CPU `batch`.
-    pub fn batch(&self) -> u32 {
-        self.batch
-    }
-
-    /// Per-CPU `high`.
-    pub fn high(&self) -> u32 {
-        self.high
-    }
-
-    /// Free pages on the zone's lists (not counting per-CPU lists).
-    pub fn free_pages(&self) -> u64 {
-        self.free.lock().free_pages()
-    }
-
-    /// `nr_free` per order.
-    pub fn nr_free(&self) -> [u64; NR_PAGE_ORDERS] {
-        self.free.lock().nr_free()
-    }
-
-    /// The zone's statistics (taken under its lock).
-    pub fn stats(&self) -> ZoneStats {
-        self.free.lock().stats
-    }
-
-    /// Zone-lock acquisitions so far.
-    pub fn lock_acquisitions(&self) -> u64 {
-        self.free.acquisitions()
-    }
-
-    pub(crate) fn set_pcp_sizes(&mut self, batch: Option<u32>) {
-        self.batch = batch.unwrap_or_else(|| zone_batchsize(self.managed)).max(1);
-        self.high = 6 * self.batch;
-    }
-}
-
-/// The kernel's `zone_batchsize`: 0.1 % of the zone or 1 MiB of 4 KiB
-/// pages, a quarter of that, rounded down to `2^n - 1` (63 for zones of
-/// 1 GiB and up).
-pub fn zone_batchsize(managed_pages: u64) -> u32 {
-    let batch = (managed_pages >> 10).min(256) / 4;
-    let batch = batch.max(1);
-    let b = batch + batch / 2;
-    ((1u64 << (63 - b.leading_zeros())) - 1).max(1) as u32
 }
 
 /// Largest number of pages one bulk request may ask for.
@@ -176,12 +96,57 @@ fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(u16, ZoneType), Ve
     parts
 }
 
+/// Zones a page's 8-bit zone id can name (ids 0 to 254; the kernel packs
+/// `ZONES_SHIFT` bits of zone number into `page->flags`).
+pub const MAX_ZONES: usize = 255;
+
+/// Whether `model` could have been built from `layout`: the same geometry,
+/// and every pfn of the layout's memory valid. Validity changes at most per
+/// subsection, so one probe at each end of every subsection-sized piece
+/// decides it.
+fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), AllocError> {
+    if model.geometry() != layout.geometry() {
+        return Err(AllocError::ModelMismatch {
+            pfn: None,
+            why: format!(
+                "the model was built for geometry {}, the layout uses {}",
+                model.geometry(),
+                layout.geometry()
+            ),
+        });
+    }
+    let per = layout.geometry().pages_per_subsection();
+    for (_, first, end) in layout.memory_ranges() {
+        let mut pfn = first.get();
+        while pfn < end.get() {
+            let last = (pfn | (per - 1)).min(end.get() - 1);
+            if let Some(bad) = [pfn, last]
+                .into_iter()
+                .find(|&p| !model.pfn_valid(Pfn::new(p)))
+            {
+                return Err(AllocError::ModelMismatch {
+                    pfn: Some(Pfn::new(bad)),
+                    why: format!(
+                        "pfn {bad:#x} is memory in the layout but not valid in the {} model",
+                        model.name()
+                    ),
+                });
+            }
+            pfn = last + 1;
+        }
+    }
+    Ok(())
+}
+
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
-    /// Builds nodes and zones for `layout` over `model` (built from the
-    /// same layout) and frees all memory into them.
+    /// Builds nodes and zones for `layout` over `model` and frees all
+    /// memory into them. The model must have been built from this layout:
+    /// the same geometry and every pfn of its memory valid, or
+    /// [`AllocError::ModelMismatch`] says what differs.
     pub fn new(model: M, layout: &Layout, options: Options) -> Result<Self, AllocError> {
+        check_model(&model, layout)?;
         let parts = zone_parts(layout);
-        if parts.len() > 255 {
+        if parts.len() > MAX_ZONES {
             return Err(AllocError::TooManyZones);
         }
         let mut alloc = Allocator {
@@ -195,28 +160,12 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         for (i, ((node, kind), ranges)) in parts.iter().enumerate() {
             let start = ranges.iter().map(|r| r.0).min().unwrap_or_default();
             let end = ranges.iter().map(|r| r.1).max().unwrap_or_default();
-            alloc.zones.push(Zone {
-                kind: *kind,
-                node: *node,
-                id: i as u8,
-                start,
-                end,
-                managed: 0,
-                free: SpinLock::new(FreeArea::new(i as u8, start, end)),
-                batch: 1,
-                high: 6,
-            });
-        }
-        for (i, ranges) in parts.values().enumerate() {
+            let mut zone = Zone::new(*kind, *node, i as u8, start, end);
             for &(first, end) in ranges {
-                alloc.check_blocks(first, end)?;
+                zone.give_range(&alloc.model, first, end)?;
             }
-            for &(first, end) in ranges {
-                alloc.give_range(i, first, end);
-            }
-        }
-        for zone in &mut alloc.zones {
             zone.set_pcp_sizes(options.pcp_batch);
+            alloc.zones.push(zone);
         }
         alloc.rebuild_nodes();
         Ok(alloc)
@@ -231,67 +180,19 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         self.nodes = build_nodes(&triples);
     }
 
-    /// Without the hole check, refuses ranges whose `MAX_PAGE_ORDER` blocks
-    /// contain invalid pfns (the buddy of a valid page must be readable).
-    pub(crate) fn check_blocks(&self, first: Pfn, end: Pfn) -> Result<(), AllocError> {
-        if V::HOLE_CHECK {
-            return Ok(());
-        }
-        let block = Order::MAX.nr_pages();
-        let step = self.model.geometry().pages_per_subsection().min(block);
-        let mut head = first.get() & !(block - 1);
-        while head < end.get() {
-            let probes = (head..head + block)
-                .step_by(step as usize)
-                .chain([head + block - 1]);
-            for pfn in probes {
-                if !self.model.pfn_valid(Pfn::new(pfn)) {
-                    return Err(AllocError::HolesInBlock { pfn: Pfn::new(pfn) });
-                }
-            }
-            head += block;
-        }
-        Ok(())
-    }
-
-    /// Hands `[first, end)` to zone `zid`: page ids, `PG_reserved` cleared,
-    /// freed in the largest aligned blocks (`__free_pages_core`).
-    pub(crate) fn give_range(&mut self, zid: usize, first: Pfn, end: Pfn) {
-        let zone = &mut self.zones[zid];
-        let area = zone.free.get_mut();
-        for pfn in first.get()..end.get() {
-            let page = self
-                .model
-                .pfn_to_page(Pfn::new(pfn))
-                .expect("memory ranges are valid (semantics)");
-            page.set_zone_node(zone.id, zone.node);
-            page.set_refcount(0);
-            page.clear(PageFlag::Reserved);
-        }
-        let mut pfn = first.get();
-        while pfn < end.get() {
-            let mut order = pfn.trailing_zeros().min(u32::from(MAX_PAGE_ORDER));
-            while pfn + (1 << order) > end.get() {
-                order -= 1;
-            }
-            assert!(
-                self.model.pfn_valid(Pfn::new(pfn)),
-                "memory ranges are valid (semantics)"
-            );
-            // SAFETY: (1) the pfn is valid (asserted), so the pointer is its
-            // descriptor with section-wide provenance; (2) the block lies in
-            // this zone's range and was never freed; (3) without the hole
-            // check, `check_blocks` verified the surrounding blocks.
-            unsafe {
-                let page = self.model.pfn_to_page_ptr(Pfn::new(pfn));
-                area.free_one(&self.model, page, Pfn::new(pfn), Order::new(order as u8));
-            }
-            pfn += 1 << order;
-        }
-        zone.managed += end.get() - first.get();
-    }
-
-    /// The memory model.
+    /// The memory model, to read: the allocator owns every page's list
+    /// links, order, count and zone, and safe code cannot write them.
+    ///
+    /// ```compile_fail,E0133
+    /// use buddy::{Allocator, Kernel, Options};
+    /// use sparsemem::{Layout, MemoryModel, SparseExtreme};
+    ///
+    /// let layout = Layout::preset("x86-pci-hole").unwrap();
+    /// let alloc = Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, Options::default()).unwrap();
+    /// let p = alloc.cpu(0).alloc(buddy::Gfp::KERNEL).unwrap();
+    /// let junk = 0x1000 as *mut sparsemem::Page;
+    /// alloc.model().pfn_to_page(p).unwrap().set_lru_next(junk); // E0133: unsafe
+    /// ```
     pub fn model(&self) -> &M {
         &self.model
     }
@@ -388,67 +289,48 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     #[inline(always)]
     fn rmqueue(&self, zid: usize, order: Order) -> Option<Pfn> {
         let mut area = self.zones.get(zid)?.free.lock();
-        let (page, pfn) = area.rmqueue_smallest(&self.model, order)?;
-        // SAFETY: a block head just taken from the free lists: a live
-        // descriptor of `self.model`, borrowed for this call.
-        let page = unsafe { &*page };
+        let block = area.rmqueue_smallest(&self.model, order)?;
         area.stats.allocs[order.index()] += 1;
         drop(area);
-        prep_new_page(page, order);
-        Some(pfn)
+        Some(block.prep_new_page())
     }
 
     /// `__free_pages` on the zone path, after the misuse checks.
     pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
-        let (page, zid) = self.claim_for_free(pfn, order)?;
+        let (block, zid) = self.claim_for_free(pfn, order)?;
         let mut area = self.zones[zid].free.lock();
-        // SAFETY: claim_for_free checked the pfn is valid, heads an allocated
-        // block of `order` in zone `zid`, and claimed it; `page` comes from
-        // pfn_to_page_ptr.
-        unsafe { area.free_one(&self.model, page, pfn, order) };
+        area.free_one(&self.model, block);
         area.stats.frees[order.index()] += 1;
         Ok(())
     }
 
-    /// Checks that `pfn` heads an allocated block of `order` and claims it
-    /// (refcount 1 -> 0), so no other free can; nothing changes on error.
-    /// Returns the head's descriptor pointer (`pfn_to_page_ptr`) and zone.
+    /// Checks that `pfn` heads an allocated block of `order` and claims it,
+    /// so no other free can; nothing changes on error.
     #[inline(always)]
     pub(crate) fn claim_for_free(
         &self,
         pfn: Pfn,
         order: Order,
-    ) -> Result<(*const Page, usize), AllocError> {
-        let page = self
-            .model
-            .pfn_to_page(pfn)
-            .ok_or(AllocError::OutsideZone { pfn })?;
-        let zid = usize::from(page.zone_id());
-        let in_zone = self
-            .zones
-            .get(zid)
-            .is_some_and(|z| z.start <= pfn && pfn < z.end && !page.test(PageFlag::Reserved));
-        if !in_zone {
-            return Err(AllocError::OutsideZone { pfn });
-        }
-        if page.private() != u64::from(order.get()) && page.refcount() == 1 {
-            return Err(AllocError::WrongOrder {
+    ) -> Result<(OwnedBlock, usize), AllocError> {
+        claim_for_free(&self.model, &self.zones, pfn, order).map_err(|e| match e {
+            ClaimError::OutsideZone => AllocError::OutsideZone { pfn },
+            ClaimError::WrongOrder { allocated } => AllocError::WrongOrder {
                 pfn,
                 freed: order,
-                allocated: page.private(),
-            });
-        }
-        if !page.ref_freeze(1) {
-            return Err(self.classify_bad_free(page, pfn, zid));
-        }
-        // SAFETY: pfn_to_page just validated the pfn.
-        Ok((unsafe { self.model.pfn_to_page_ptr(pfn) }, zid))
+                allocated,
+            },
+            ClaimError::NotAllocated(zid) => self.classify_bad_free(pfn, zid),
+        })
     }
 
     /// Why a free was refused: already free, or never allocated.
     #[cold]
-    fn classify_bad_free(&self, page: &Page, pfn: Pfn, zid: usize) -> AllocError {
-        if page.test(PageFlag::Pcp) || page.test(PageFlag::Buddy) {
+    fn classify_bad_free(&self, pfn: Pfn, zid: usize) -> AllocError {
+        let marked_free = self
+            .model
+            .pfn_to_page(pfn)
+            .is_some_and(|page| page.test(PageFlag::Pcp) || page.test(PageFlag::Buddy));
+        if marked_free {
             return AllocError::DoubleFree { pfn };
         }
         let _guard = self.zones[zid].free.lock();
@@ -492,26 +374,5 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                     .map(move |p| (p, o))
             })
             .collect()
-    }
-}
-
-/// `prep_new_page`: an allocated head has refcount 1 and its order in
-/// `private` (so a free with the wrong order is caught).
-#[inline(always)]
-pub(crate) fn prep_new_page(page: &Page, order: Order) {
-    page.set_private(u64::from(order.get()));
-    page.set_refcount(1);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batch_follows_the_kernel_formula() {
-        assert_eq!(zone_batchsize(1 << 18), 63, "1 GiB zone");
-        assert_eq!(zone_batchsize(1 << 22), 63, "16 GiB zone");
-        assert_eq!(zone_batchsize(1 << 15), 7, "128 MiB zone");
-        assert_eq!(zone_batchsize(4096), 1, "16 MiB DMA zone");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use sparsemem::{HotplugError, Order, OrderTooLarge, Pfn};
+use sparsemem::{BuildError, HotplugError, Order, OrderTooLarge, Pfn};
 
 /// Why an allocator call was refused.
 #[derive(Debug)]
@@ -65,6 +65,20 @@ pub enum AllocError {
     },
     /// More zones than a page's 8-bit zone id can name.
     TooManyZones,
+    /// The memory model was not built from the layout given with it.
+    ModelMismatch {
+        /// A pfn the two disagree on, when the geometry matches.
+        pfn: Option<Pfn>,
+        /// What differs.
+        why: String,
+    },
+    /// Memory given to a zone is already managed (not reserved).
+    AlreadyManaged {
+        /// The pfn.
+        pfn: Pfn,
+    },
+    /// The memory model could not be built.
+    Build(BuildError),
 }
 
 impl fmt::Display for AllocError {
@@ -106,7 +120,16 @@ impl fmt::Display for AllocError {
                 f,
                 "pfn {pfn} is a hole inside a MAX_PAGE_ORDER block of managed memory; use a variant with the hole check (HOLES_IN_ZONE)"
             ),
-            AllocError::TooManyZones => write!(f, "more than 255 zones"),
+            AllocError::TooManyZones => {
+                write!(f, "more than {} zones", crate::alloc::MAX_ZONES)
+            }
+            AllocError::ModelMismatch { why, .. } => {
+                write!(f, "the memory model does not match the layout: {why}")
+            }
+            AllocError::AlreadyManaged { pfn } => {
+                write!(f, "pfn {pfn} is already managed by a zone")
+            }
+            AllocError::Build(e) => write!(f, "cannot build the memory model: {e}"),
             AllocError::NotOffline { pfn } => {
                 write!(
                     f,
@@ -117,7 +140,22 @@ impl fmt::Display for AllocError {
     }
 }
 
-impl std::error::Error for AllocError {}
+impl std::error::Error for AllocError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AllocError::Order(e) => Some(e),
+            AllocError::Hotplug(e) => Some(e),
+            AllocError::Build(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<BuildError> for AllocError {
+    fn from(e: BuildError) -> Self {
+        AllocError::Build(e)
+    }
+}
 
 impl From<OrderTooLarge> for AllocError {
     fn from(e: OrderTooLarge) -> Self {

@@ -8,13 +8,12 @@
 //! that straddle the range; `hot_remove` then retires the memmap. All four
 //! take `&mut self`, so no per-CPU handle can hold pages meanwhile.
 
-use sparsemem::{MemoryModel, Order, PageFlag, Pfn};
+use sparsemem::{MemoryModel, PageFlag, Pfn};
 
-use crate::alloc::{Allocator, Zone};
+use crate::alloc::{Allocator, MAX_ZONES};
 use crate::error::AllocError;
-use crate::lock::SpinLock;
 use crate::variant::Variant;
-use crate::zone::{FreeArea, ZoneType};
+use crate::zone::{Zone, ZoneType, check_blocks};
 
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// The global subsection numbers of a subsection-aligned range.
@@ -72,7 +71,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 ));
             }
         }
-        self.check_blocks(start, end)?;
+        check_blocks::<M, V>(&self.model, start, end)?;
         let zid = match self
             .zones
             .iter()
@@ -80,37 +79,24 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         {
             Some(zid) => zid,
             None => {
-                if self.zones.len() >= 255 {
+                if self.zones.len() >= MAX_ZONES {
                     return Err(AllocError::TooManyZones);
                 }
                 let id = self.zones.len() as u8;
-                self.zones.push(Zone {
-                    kind: ZoneType::Movable,
-                    node,
-                    id,
-                    start,
-                    end,
-                    managed: 0,
-                    free: SpinLock::new(FreeArea::new(id, start, end)),
-                    batch: 1,
-                    high: 6,
-                });
+                self.zones
+                    .push(Zone::new(ZoneType::Movable, node, id, start, end));
                 self.rebuild_nodes();
                 id as usize
             }
         };
         self.model.set_online(start, nr_pages, true)?;
         let zone = &mut self.zones[zid];
-        zone.start = zone.start.min(start);
-        zone.end = zone.end.max(end);
-        let (zstart, zend) = (zone.start, zone.end);
-        zone.free.get_mut().resize(zstart, zend);
-        self.give_range(zid, start, end);
+        zone.grow(start, end);
+        zone.give_range(&self.model, start, end)?;
         for s in subs {
             self.offline.remove(&s);
         }
-        let batch = self.options.pcp_batch;
-        self.zones[zid].set_pcp_sizes(batch);
+        zone.set_pcp_sizes(self.options.pcp_batch);
         Ok(())
     }
 
@@ -153,58 +139,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             return Err(AllocError::InUse { nr_pages: in_use });
         }
         self.model.set_online(start, nr_pages, false)?;
-        let zone = &mut self.zones[zid];
-        let area = zone.free.get_mut();
-        for &(head, order) in &blocks {
-            assert!(self.model.pfn_valid(head), "free blocks are valid");
-            // SAFETY: free_block_containing found `head` heading a free block
-            // of `order` in this zone, and `&mut self` holds the lock's data.
-            unsafe { area.take_block(self.model.pfn_to_page_ptr(head), head, order) };
-        }
-        for pfn in start.get()..end {
-            let page = self
-                .model
-                .pfn_to_page(Pfn::new(pfn))
-                .expect("managed pages are valid");
-            page.set(PageFlag::Reserved);
-        }
-        zone.managed -= nr_pages;
+        self.zones[zid].take_range(&self.model, start, Pfn::new(end), &blocks)?;
         self.offline.extend(subs);
-        for &(head, order) in &blocks {
-            let block_end = head.get() + order.nr_pages();
-            for (a, b) in [(head.get(), start.get()), (end, block_end)] {
-                self.refree(zid, a, b);
-            }
-        }
         Ok(())
-    }
-
-    /// Frees `[a, b)` of zone `zid` back in aligned blocks (the parts of a
-    /// straddling block outside an offlined range).
-    fn refree(&mut self, zid: usize, a: u64, b: u64) {
-        let zone = &mut self.zones[zid];
-        let area = zone.free.get_mut();
-        let mut pfn = a;
-        while pfn < b {
-            let mut order = pfn
-                .trailing_zeros()
-                .min(u32::from(sparsemem::MAX_PAGE_ORDER));
-            while pfn + (1 << order) > b {
-                order -= 1;
-            }
-            assert!(
-                self.model.pfn_valid(Pfn::new(pfn)),
-                "managed pages are valid"
-            );
-            // SAFETY: the pieces outside the offlined range were parts of a
-            // free block just taken off the lists, so they are valid, in the
-            // zone and not free; the pointer comes from pfn_to_page_ptr.
-            unsafe {
-                let page = self.model.pfn_to_page_ptr(Pfn::new(pfn));
-                area.free_one(&self.model, page, Pfn::new(pfn), Order::new(order as u8));
-            }
-            pfn += 1 << order;
-        }
     }
 
     /// Hot-removes `[start, start + nr_pages)`: it must be offline memory.

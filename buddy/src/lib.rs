@@ -31,27 +31,30 @@
 
 #![deny(unsafe_code)]
 
-#[allow(unsafe_code)]
 mod alloc;
 mod error;
-#[allow(unsafe_code)]
 mod hotplug;
+// The intrusive lists and the owned-block token: the only writers of a
+// page's links.
 #[allow(unsafe_code)]
 mod list;
+// The zone lock hands out `&mut` to the free area through an `UnsafeCell`.
 #[allow(unsafe_code)]
 mod lock;
 mod node;
-#[allow(unsafe_code)]
 mod pcp;
 #[cfg(feature = "testing")]
 pub mod testing;
+// Flag operations are the `Page` owners' `unsafe fn`s.
+#[allow(unsafe_code)]
 mod variant;
+// The buddy algorithm: merges and splits reach pages as `page + offset`.
 #[allow(unsafe_code)]
 mod zone;
 
-pub use alloc::{Allocator, LockPolicy, MAX_BULK, Options, Zone, zone_batchsize};
+pub use alloc::{Allocator, LockPolicy, MAX_BULK, MAX_ZONES, Options};
 pub use error::AllocError;
 pub use node::{Gfp, Node, NodeMask};
 pub use pcp::PerCpu;
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Variant};
-pub use zone::{ZoneStats, ZoneType};
+pub use zone::{PCP_HIGH_BATCHES, Zone, ZoneStats, ZoneType, zone_batchsize};

@@ -7,6 +7,13 @@
 //! either end and unlink from the middle are O(1) (`list_add`,
 //! `list_add_tail`, `list_del`).
 //!
+//! Above the raw list sit the two safe faces the rest of the allocator
+//! uses: [`OwnedBlock`], a block that no list holds and that its holder owns
+//! (taken off a free list, or claimed by a free), and [`PcpList`], a per-CPU
+//! list that only takes and gives such blocks. Allocation and free paths
+//! move blocks between lists by moving tokens, so only this module and the
+//! buddy algorithm in `zone` write a `struct page`.
+//!
 //! # Safety
 //! The list stores raw pointers to pages in a memory model's memmap. The
 //! owner of a `PageList` (a zone's free area behind the zone lock, or a
@@ -15,7 +22,9 @@
 //! allocator, which cannot coexist with the lists' users), and no other list
 //! links the same page. Links are only touched by this module.
 
-use sparsemem::Page;
+use sparsemem::{MemoryModel, Order, Page, PageFlag, Pfn};
+
+use crate::variant::Variant;
 
 /// A doubly linked list of pages through their `lru` links.
 ///
@@ -58,19 +67,22 @@ impl PageList {
     ///
     /// # Safety
     /// `page` points to a live descriptor of the memmap this list serves,
-    /// on no list, and stays live while listed (module contract).
+    /// on no list, owned by the list's owner, and stays live while listed
+    /// (module contract).
     #[inline(always)]
     pub unsafe fn push_front(&mut self, page: *const Page) {
         let p = page.cast_mut();
-        // SAFETY: the caller's contract.
-        let pr = unsafe { &*page };
-        pr.set_lru_prev(std::ptr::null_mut());
-        pr.set_lru_next(self.head);
-        if self.head.is_null() {
-            self.tail = p;
-        } else {
-            // SAFETY: `head` is on this list, so live (module contract).
-            unsafe { &*self.head }.set_lru_prev(p);
+        // SAFETY: (1) the caller's contract makes `page` live and its links
+        // the list owner's to write; (2) `head`, when set, is on this list,
+        // so live and owned the same way.
+        unsafe {
+            (*page).set_lru_prev(std::ptr::null_mut());
+            (*page).set_lru_next(self.head);
+            if self.head.is_null() {
+                self.tail = p;
+            } else {
+                (*self.head).set_lru_prev(p);
+            }
         }
         self.head = p;
         self.len += 1;
@@ -83,15 +95,15 @@ impl PageList {
     #[inline(always)]
     pub unsafe fn push_back(&mut self, page: *const Page) {
         let p = page.cast_mut();
-        // SAFETY: the caller's contract.
-        let pr = unsafe { &*page };
-        pr.set_lru_next(std::ptr::null_mut());
-        pr.set_lru_prev(self.tail);
-        if self.tail.is_null() {
-            self.head = p;
-        } else {
-            // SAFETY: `tail` is on this list, so live (module contract).
-            unsafe { &*self.tail }.set_lru_next(p);
+        // SAFETY: as in `push_front`, with `tail` for `head`.
+        unsafe {
+            (*page).set_lru_next(std::ptr::null_mut());
+            (*page).set_lru_prev(self.tail);
+            if self.tail.is_null() {
+                self.head = p;
+            } else {
+                (*self.tail).set_lru_next(p);
+            }
         }
         self.tail = p;
         self.len += 1;
@@ -128,23 +140,25 @@ impl PageList {
     #[inline(always)]
     pub unsafe fn unlink(&mut self, page: *const Page) {
         debug_assert!(self.len > 0);
-        // SAFETY: listed pages are live (module contract).
-        let pr = unsafe { &*page };
-        let (prev, next) = (pr.lru_prev(), pr.lru_next());
-        if prev.is_null() {
-            self.head = next;
-        } else {
-            // SAFETY: a neighbour on this list, so live.
-            unsafe { &*prev }.set_lru_next(next);
+        // SAFETY: (1) listed pages are live and their links belong to this
+        // list's owner (module contract); (2) `prev` and `next` are null or
+        // neighbours on this list, so live and owned the same way.
+        unsafe {
+            let pr = &*page;
+            let (prev, next) = (pr.lru_prev(), pr.lru_next());
+            if prev.is_null() {
+                self.head = next;
+            } else {
+                (*prev).set_lru_next(next);
+            }
+            if next.is_null() {
+                self.tail = prev;
+            } else {
+                (*next).set_lru_prev(prev);
+            }
+            pr.set_lru_next(std::ptr::null_mut());
+            pr.set_lru_prev(std::ptr::null_mut());
         }
-        if next.is_null() {
-            self.tail = prev;
-        } else {
-            // SAFETY: a neighbour on this list, so live.
-            unsafe { &*next }.set_lru_prev(prev);
-        }
-        pr.set_lru_next(std::ptr::null_mut());
-        pr.set_lru_prev(std::ptr::null_mut());
         self.len -= 1;
     }
 
@@ -161,6 +175,158 @@ impl PageList {
             at = unsafe { &*at }.lru_next();
             Some(here.cast_const())
         })
+    }
+}
+
+/// A block of `2^order` pages that no list holds, owned by its holder.
+///
+/// Invariants (established by the `unsafe` constructor's caller):
+/// - `page` is the head's descriptor from
+///   [`MemoryModel::pfn_to_page_ptr`] of the model the allocator owns, so it
+///   is live while the allocator is borrowed and carries provenance over its
+///   section;
+/// - `pfn` is its pfn, aligned to `order`, and the block lies in one zone;
+/// - no free list or per-CPU list links the head, and no other token names
+///   the same block.
+///
+/// Not `Clone`: moving the token is moving the ownership.
+#[derive(Debug)]
+pub(crate) struct OwnedBlock {
+    page: *const Page,
+    pfn: Pfn,
+    order: Order,
+}
+
+impl OwnedBlock {
+    /// Wraps a block head.
+    ///
+    /// # Safety
+    /// The invariants of [`OwnedBlock`] hold for `(page, pfn, order)`.
+    #[inline(always)]
+    pub(crate) unsafe fn new(page: *const Page, pfn: Pfn, order: Order) -> OwnedBlock {
+        debug_assert!(pfn.get().is_multiple_of(order.nr_pages()));
+        OwnedBlock { page, pfn, order }
+    }
+
+    /// The head's pfn.
+    #[inline(always)]
+    pub(crate) fn pfn(&self) -> Pfn {
+        self.pfn
+    }
+
+    /// The block's order.
+    #[inline(always)]
+    pub(crate) fn order(&self) -> Order {
+        self.order
+    }
+
+    /// The head's descriptor pointer (with its section provenance).
+    #[inline(always)]
+    pub(crate) fn as_ptr(&self) -> *const Page {
+        self.page
+    }
+
+    /// The head's descriptor.
+    #[inline(always)]
+    pub(crate) fn page(&self) -> &Page {
+        // SAFETY: a live descriptor (type invariant).
+        unsafe { &*self.page }
+    }
+
+    /// `prep_new_page`: the block goes to its caller, so its head gets
+    /// refcount 1 and its order in `private` (a free with the wrong order
+    /// is caught); returns the head pfn the caller now owns.
+    #[inline(always)]
+    pub(crate) fn prep_new_page(self) -> Pfn {
+        let page = self.page();
+        // SAFETY: the token owns the block and its head is on no list, so the
+        // allocator's fields are this holder's to write.
+        unsafe {
+            page.set_private(u64::from(self.order.get()));
+            page.set_refcount(1);
+        }
+        self.pfn
+    }
+}
+
+/// A per-CPU list (`pcp->lists`): order-0 blocks in and out as
+/// [`OwnedBlock`]s, each marked with the `PG_private`-like
+/// [`PageFlag::Pcp`] while listed.
+#[derive(Default)]
+pub(crate) struct PcpList {
+    list: PageList,
+}
+
+impl PcpList {
+    /// `pcp->count`.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> u64 {
+        self.list.len()
+    }
+
+    /// Whether the list is empty.
+    #[inline(always)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Lists `block` at the head (a freed page is hot).
+    #[inline(always)]
+    pub(crate) fn push_front<V: Variant>(&mut self, block: OwnedBlock) {
+        debug_assert_eq!(block.order(), Order::ZERO);
+        // SAFETY: the token owns the block, which is on no list: marking and
+        // linking it are the owner's writes, and it stays live while listed.
+        unsafe {
+            V::set(block.page(), PageFlag::Pcp);
+            self.list.push_front(block.as_ptr());
+        }
+    }
+
+    /// Lists `block` at the tail (a refill, in the order taken).
+    #[inline(always)]
+    pub(crate) fn push_back<V: Variant>(&mut self, block: OwnedBlock) {
+        debug_assert_eq!(block.order(), Order::ZERO);
+        // SAFETY: as for `push_front`.
+        unsafe {
+            V::set(block.page(), PageFlag::Pcp);
+            self.list.push_back(block.as_ptr());
+        }
+    }
+
+    /// Takes the head page (the hottest).
+    #[inline(always)]
+    pub(crate) fn pop_front<M: MemoryModel, V: Variant>(
+        &mut self,
+        model: &M,
+    ) -> Option<OwnedBlock> {
+        let page = self.list.pop_front()?;
+        // SAFETY: only owned order-0 blocks of `model` are ever listed here.
+        Some(unsafe { Self::unmark::<M, V>(model, page) })
+    }
+
+    /// Takes the tail page (the coldest, for `free_pcppages_bulk`).
+    #[inline(always)]
+    pub(crate) fn pop_back<M: MemoryModel, V: Variant>(&mut self, model: &M) -> Option<OwnedBlock> {
+        let page = self.list.pop_back()?;
+        // SAFETY: as for `pop_front`.
+        Some(unsafe { Self::unmark::<M, V>(model, page) })
+    }
+
+    /// Clears the pcp mark of a page just unlinked and wraps it again.
+    ///
+    /// # Safety
+    /// `page` was listed here (so it came from an [`OwnedBlock`] of order 0
+    /// of `model`) and has just been unlinked.
+    #[inline(always)]
+    unsafe fn unmark<M: MemoryModel, V: Variant>(model: &M, page: *const Page) -> OwnedBlock {
+        // SAFETY: the page was an owned block's head, live while listed.
+        let pr = unsafe { &*page };
+        // SAFETY: unlinked, so this holder owns it again.
+        unsafe { V::clear(pr, PageFlag::Pcp) };
+        let pfn = model.page_to_pfn(pr);
+        // SAFETY: the invariants held when it was listed and nothing but this
+        // list touched it since.
+        unsafe { OwnedBlock::new(page, pfn, Order::ZERO) }
     }
 }
 

@@ -15,20 +15,20 @@
 //! only empty slots and returns how many slots are populated, counting those
 //! that were already full.
 
-use sparsemem::{MemoryModel, Order, Page, PageFlag, Pfn};
+use sparsemem::{MemoryModel, Order, Pfn};
 
-use crate::alloc::{Allocator, LockPolicy, MAX_BULK, prep_new_page};
+use crate::alloc::{Allocator, LockPolicy, MAX_BULK};
 use crate::error::AllocError;
-use crate::list::PageList;
+use crate::list::PcpList;
 use crate::node::{Gfp, NodeMask};
 use crate::variant::Variant;
-use crate::zone::ZoneStats;
+use crate::zone::{FreeArea, ZoneStats};
 
 /// One CPU's per-CPU lists; see the module documentation.
 pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
     node: u16,
-    lists: Vec<PageList>,
+    lists: Vec<PcpList>,
     /// Order-0 allocations and frees per zone not yet folded into the
     /// zone's statistics (the kernel's per-CPU vm event counters).
     pending: Vec<(u64, u64)>,
@@ -48,7 +48,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         PerCpu {
             alloc: self,
             node,
-            lists: (0..self.zones.len()).map(|_| PageList::default()).collect(),
+            lists: (0..self.zones.len()).map(|_| PcpList::default()).collect(),
             pending: vec![(0, 0); self.zones.len()],
             cpuset: None,
         }
@@ -69,7 +69,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// Pages on all of this CPU's lists.
     pub fn total_count(&self) -> u64 {
-        self.lists.iter().map(PageList::len).sum()
+        self.lists.iter().map(PcpList::len).sum()
     }
 
     /// The allocator.
@@ -86,18 +86,12 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         let pending = &mut self.pending[zid];
         let mut moved = 0;
         let mut first = true;
-        let mut take = |area: &mut crate::zone::FreeArea<V>| {
+        let mut take = |area: &mut FreeArea<V>| {
             if std::mem::take(&mut first) {
                 area.stats.pcp_refills += 1;
                 fold(pending, &mut area.stats);
             }
-            let (page, _) = area.rmqueue_smallest(&alloc.model, Order::ZERO)?;
-            // SAFETY: a page just taken off the zone's lists: live, on no
-            // list; it now belongs to this CPU's list.
-            unsafe {
-                V::set(&*page, PageFlag::Pcp);
-                list.push_back(page);
-            }
+            list.push_back::<V>(area.rmqueue_smallest(&alloc.model, Order::ZERO)?);
             Some(())
         };
         match alloc.options.lock_policy {
@@ -124,20 +118,12 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         let list = &mut self.lists[zid];
         let pending = &mut self.pending[zid];
         let mut first = true;
-        let mut give = |area: &mut crate::zone::FreeArea<V>| {
+        let mut give = |area: &mut FreeArea<V>| {
             if std::mem::take(&mut first) {
                 area.stats.pcp_drains += 1;
                 fold(pending, &mut area.stats);
             }
-            let page = list.pop_back()?;
-            // SAFETY: pcp pages are live descriptors of the model, listed with
-            // the provenance `pfn_to_page_ptr` gave them; a pcp page is an
-            // order-0 block of this zone that is not on the buddy lists.
-            unsafe {
-                V::clear(&*page, PageFlag::Pcp);
-                let pfn = alloc.model.page_to_pfn(&*page);
-                area.free_one(&alloc.model, page, pfn, Order::ZERO);
-            }
+            area.free_one(&alloc.model, list.pop_back::<M, V>(&alloc.model)?);
             Some(())
         };
         let mut n = 0;
@@ -163,14 +149,9 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             let batch = self.alloc.zones[zid].batch;
             self.rmqueue_bulk(zid, batch);
         }
-        let page = self.lists[zid].pop_front()?;
-        // SAFETY: pcp pages are live descriptors of the model, which the
-        // allocator borrows for 'a.
-        let page: &'a Page = unsafe { &*page };
-        V::clear(page, PageFlag::Pcp);
-        prep_new_page(page, Order::ZERO);
+        let block = self.lists[zid].pop_front::<M, V>(&self.alloc.model)?;
         self.pending[zid].0 += 1;
-        Some(self.alloc.model.page_to_pfn(page))
+        Some(block.prep_new_page())
     }
 
     /// Allocates one page (order 0) through the per-CPU lists.
@@ -203,13 +184,8 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// the list reaches `high`.
     #[inline]
     pub fn free(&mut self, pfn: Pfn) -> Result<(), AllocError> {
-        let (page, zid) = self.alloc.claim_for_free(pfn, Order::ZERO)?;
-        // SAFETY: claim_for_free validated and claimed the page: a live
-        // descriptor on no list, now owned by this CPU's list.
-        unsafe {
-            V::set(&*page, PageFlag::Pcp);
-            self.lists[zid].push_front(page);
-        }
+        let (block, zid) = self.alloc.claim_for_free(pfn, Order::ZERO)?;
+        self.lists[zid].push_front::<V>(block);
         self.pending[zid].1 += 1;
         let zone = &self.alloc.zones[zid];
         if self.lists[zid].len() >= u64::from(zone.high) {

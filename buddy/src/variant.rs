@@ -42,22 +42,35 @@ pub trait Variant: Send + Sync + 'static {
     }
 
     /// Sets a flag with the variant's operation.
+    ///
+    /// # Safety
+    /// The `Page` contract for the whole flags word: the caller owns the
+    /// page (under the zone lock, or as the holder of an owned block).
     #[inline(always)]
-    fn set(page: &Page, flag: PageFlag) {
-        if Self::ATOMIC_FLAGS {
-            page.set(flag)
-        } else {
-            page.set_nonatomic(flag)
+    unsafe fn set(page: &Page, flag: PageFlag) {
+        // SAFETY: the caller's contract covers both forms.
+        unsafe {
+            if Self::ATOMIC_FLAGS {
+                page.set(flag)
+            } else {
+                page.set_nonatomic(flag)
+            }
         }
     }
 
     /// Clears a flag with the variant's operation.
+    ///
+    /// # Safety
+    /// As for [`Variant::set`].
     #[inline(always)]
-    fn clear(page: &Page, flag: PageFlag) {
-        if Self::ATOMIC_FLAGS {
-            page.clear(flag)
-        } else {
-            page.clear_nonatomic(flag)
+    unsafe fn clear(page: &Page, flag: PageFlag) {
+        // SAFETY: the caller's contract covers both forms.
+        unsafe {
+            if Self::ATOMIC_FLAGS {
+                page.clear(flag)
+            } else {
+                page.clear_nonatomic(flag)
+            }
         }
     }
 }

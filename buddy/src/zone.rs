@@ -10,12 +10,20 @@
 //! - `expand`: split it, putting the upper halves back on lower orders.
 //!
 //! Everything here runs under the zone lock ([`crate::lock::SpinLock`]).
+//!
+//! This module and `list` are the only places that write a `struct page`:
+//! the rest of the allocator moves [`OwnedBlock`] tokens. A [`Zone`] is
+//! built and given its memory here too (`memmap_init_zone` +
+//! `__free_pages_core`), with every precondition checked first, so the
+//! construction and hotplug paths cannot hand the lists a page twice.
 
 use std::marker::PhantomData;
 
 use sparsemem::{MAX_PAGE_ORDER, MemoryModel, NR_PAGE_ORDERS, Order, Page, PageFlag, Pfn};
 
-use crate::list::{PageList, page_offset};
+use crate::error::AllocError;
+use crate::list::{OwnedBlock, PageList, page_offset};
+use crate::lock::SpinLock;
 use crate::variant::Variant;
 
 /// Zone types, lowest first (`enum zone_type`).
@@ -75,6 +83,314 @@ pub struct ZoneStats {
     pub hole_hits: u64,
 }
 
+/// One zone (`struct zone`): its span, its free area behind the zone lock,
+/// and its per-CPU sizing.
+pub struct Zone<V> {
+    /// The zone type.
+    pub kind: ZoneType,
+    /// Its node.
+    pub node: u16,
+    /// Its id: the index in [`crate::Allocator::zones`], stored in its pages.
+    pub id: u8,
+    pub(crate) start: Pfn,
+    pub(crate) end: Pfn,
+    pub(crate) managed: u64,
+    pub(crate) free: SpinLock<FreeArea<V>>,
+    pub(crate) batch: u32,
+    pub(crate) high: u32,
+}
+
+/// `pcp->high` before 5.14: six batches (`pageset_set_batch`,
+/// mm/page_alloc.c: `high = 6 * batch`).
+pub const PCP_HIGH_BATCHES: u32 = 6;
+
+impl<V: Variant> Zone<V> {
+    /// An empty zone spanning `[start, end)`; memory comes with
+    /// [`Zone::give_range`].
+    pub(crate) fn new(kind: ZoneType, node: u16, id: u8, start: Pfn, end: Pfn) -> Zone<V> {
+        Zone {
+            kind,
+            node,
+            id,
+            start,
+            end,
+            managed: 0,
+            free: SpinLock::new(FreeArea::new(id, start, end)),
+            batch: 1,
+            high: PCP_HIGH_BATCHES,
+        }
+    }
+
+    /// First pfn of the span.
+    pub fn start_pfn(&self) -> Pfn {
+        self.start
+    }
+
+    /// One past the last pfn of the span.
+    pub fn end_pfn(&self) -> Pfn {
+        self.end
+    }
+
+    /// Whether `pfn` lies in the zone's span.
+    #[inline(always)]
+    pub fn spans(&self, pfn: Pfn) -> bool {
+        self.start <= pfn && pfn < self.end
+    }
+
+    /// Pages given to the allocator.
+    pub fn managed_pages(&self) -> u64 {
+        self.managed
+    }
+
+    /// Per-CPU `batch`.
+    pub fn batch(&self) -> u32 {
+        self.batch
+    }
+
+    /// Per-CPU `high`.
+    pub fn high(&self) -> u32 {
+        self.high
+    }
+
+    /// Free pages on the zone's lists (not counting per-CPU lists).
+    pub fn free_pages(&self) -> u64 {
+        self.free.lock().free_pages()
+    }
+
+    /// `nr_free` per order.
+    pub fn nr_free(&self) -> [u64; NR_PAGE_ORDERS] {
+        self.free.lock().nr_free()
+    }
+
+    /// The zone's statistics (taken under its lock).
+    pub fn stats(&self) -> ZoneStats {
+        self.free.lock().stats
+    }
+
+    /// Zone-lock acquisitions so far.
+    pub fn lock_acquisitions(&self) -> u64 {
+        self.free.acquisitions()
+    }
+
+    /// Sets `batch` (the kernel's `zone_batchsize` unless overridden) and
+    /// `high`.
+    pub(crate) fn set_pcp_sizes(&mut self, batch: Option<u32>) {
+        self.batch = batch.unwrap_or_else(|| zone_batchsize(self.managed)).max(1);
+        self.high = PCP_HIGH_BATCHES * self.batch;
+    }
+
+    /// Grows the span to cover `[start, end)` (hot-added memory).
+    pub(crate) fn grow(&mut self, start: Pfn, end: Pfn) {
+        self.start = self.start.min(start);
+        self.end = self.end.max(end);
+        let (start, end) = (self.start, self.end);
+        self.free.get_mut().resize(start, end);
+    }
+
+    /// Gives `[first, end)` to the zone, as boot (`memmap_init_zone` +
+    /// `memblock_free_all`) and `online_pages` do: each page gets the
+    /// zone's ids and loses `PG_reserved`, then the range is freed in the
+    /// largest aligned blocks. Refused, with nothing changed, unless every
+    /// pfn is valid, reserved (so not yet managed) and inside the span, and
+    /// — without the hole check — every `MAX_PAGE_ORDER` block around it is
+    /// wholly valid.
+    pub(crate) fn give_range<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        first: Pfn,
+        end: Pfn,
+    ) -> Result<(), AllocError> {
+        check_blocks::<M, V>(model, first, end)?;
+        for pfn in first.get()..end.get() {
+            let pfn = Pfn::new(pfn);
+            match model.pfn_to_page(pfn) {
+                Some(page) if page.test(PageFlag::Reserved) && self.spans(pfn) => {}
+                Some(_) if self.spans(pfn) => return Err(AllocError::AlreadyManaged { pfn }),
+                _ => return Err(AllocError::OutsideZone { pfn }),
+            }
+        }
+        for pfn in first.get()..end.get() {
+            // SAFETY: (1) valid (checked above) and the model is borrowed;
+            // (2) reserved, so on no list and in no caller's hands: this zone
+            // takes ownership of the descriptor (`&mut self`).
+            unsafe {
+                let page = model.pfn_to_page_unchecked(Pfn::new(pfn));
+                page.set_zone_node(self.id, self.node);
+                page.set_refcount(0);
+                page.clear(PageFlag::Reserved);
+            }
+        }
+        let area = self.free.get_mut();
+        for_each_aligned_block(first, end, |pfn, order| {
+            // SAFETY: the pages were reserved until just now, so the block
+            // is on no list and nobody else holds it; pointer from
+            // pfn_to_page_ptr of a pfn checked valid above.
+            let block = unsafe { OwnedBlock::new(model.pfn_to_page_ptr(pfn), pfn, order) };
+            area.free_one(model, block);
+        });
+        self.managed += end.get() - first.get();
+        Ok(())
+    }
+
+    /// Takes `[start, end)` out of the zone (`offline_pages` after the
+    /// isolation found it free): each `(head, order)` of `blocks` must be a
+    /// free block of this zone and together they must cover the range. The
+    /// pages become reserved again; the parts of straddling blocks outside
+    /// the range go back on the lists. Nothing changes if a block is not
+    /// free.
+    pub(crate) fn take_range<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        start: Pfn,
+        end: Pfn,
+        blocks: &[(Pfn, Order)],
+    ) -> Result<(), AllocError> {
+        let area = self.free.get_mut();
+        if let Some(&(pfn, _)) = blocks
+            .iter()
+            .find(|&&(h, o)| !area.is_free_block(model, h, o))
+        {
+            return Err(AllocError::NotAllocated { pfn });
+        }
+        let taken: Vec<OwnedBlock> = blocks
+            .iter()
+            .filter_map(|&(head, order)| area.take_free_block(model, head, order))
+            .collect();
+        for pfn in start.get()..end.get() {
+            if let Some(page) = model.pfn_to_page(Pfn::new(pfn)) {
+                // SAFETY: the page lies in a block just taken off the lists
+                // (the blocks cover the range), so this zone owns it.
+                unsafe { page.set(PageFlag::Reserved) };
+            }
+        }
+        for block in taken {
+            let (head, block_end) = (block.pfn(), block.pfn() + block.order().nr_pages());
+            for (a, b) in [(head, start.max(head)), (end.min(block_end), block_end)] {
+                for_each_aligned_block(a, b, |pfn, order| {
+                    // SAFETY: a piece of an owned block outside the range:
+                    // valid, in this zone and on no list; the pointer comes
+                    // from the owned head plus the in-block offset.
+                    let piece = unsafe {
+                        OwnedBlock::new(
+                            page_offset(block.as_ptr(), (pfn.get() - head.get()) as i64),
+                            pfn,
+                            order,
+                        )
+                    };
+                    area.free_one(model, piece);
+                });
+            }
+        }
+        self.managed -= end.get() - start.get();
+        Ok(())
+    }
+}
+
+/// Calls `f` for the largest naturally aligned blocks that tile
+/// `[first, end)`, lowest first (how `__free_pages_core` callers split a
+/// range).
+pub(crate) fn for_each_aligned_block(first: Pfn, end: Pfn, mut f: impl FnMut(Pfn, Order)) {
+    let mut pfn = first.get();
+    while pfn < end.get() {
+        let mut order = pfn.trailing_zeros().min(u32::from(MAX_PAGE_ORDER));
+        while pfn + (1 << order) > end.get() {
+            order -= 1;
+        }
+        f(Pfn::new(pfn), Order::new(order as u8));
+        pfn += 1 << order;
+    }
+}
+
+/// Without the hole check, refuses ranges whose `MAX_PAGE_ORDER` blocks
+/// contain invalid pfns: the buddy of a valid page is read without a
+/// `pfn_valid`, as the kernel does without `HOLES_IN_ZONE`.
+pub(crate) fn check_blocks<M: MemoryModel, V: Variant>(
+    model: &M,
+    first: Pfn,
+    end: Pfn,
+) -> Result<(), AllocError> {
+    if V::HOLE_CHECK {
+        return Ok(());
+    }
+    let block = Order::MAX.nr_pages();
+    let step = model.geometry().pages_per_subsection().min(block);
+    let mut head = first.get() & !(block - 1);
+    while head < end.get() {
+        let probes = (head..head + block)
+            .step_by(step as usize)
+            .chain([head + block - 1]);
+        for pfn in probes.map(Pfn::new) {
+            if !model.pfn_valid(pfn) {
+                return Err(AllocError::HolesInBlock { pfn });
+            }
+        }
+        head += block;
+    }
+    Ok(())
+}
+
+/// The kernel's `zone_batchsize`: 0.1 % of the zone or 1 MiB of 4 KiB
+/// pages, a quarter of that, rounded down to `2^n - 1` (63 for zones of
+/// 1 GiB and up).
+pub fn zone_batchsize(managed_pages: u64) -> u32 {
+    let batch = (managed_pages >> 10).min(256) / 4;
+    let batch = batch.max(1);
+    let b = batch + batch / 2;
+    ((1u64 << (63 - b.leading_zeros())) - 1).max(1) as u32
+}
+
+/// Checks that `pfn` heads an allocated block of `order` in one of `zones`
+/// and claims it (`page_ref_freeze`, refcount 1 → 0), so no other free can;
+/// nothing changes on error. Returns the block and its zone id; the caller
+/// classifies a refused claim.
+#[inline(always)]
+pub(crate) fn claim_for_free<M: MemoryModel, V: Variant>(
+    model: &M,
+    zones: &[Zone<V>],
+    pfn: Pfn,
+    order: Order,
+) -> Result<(OwnedBlock, usize), ClaimError> {
+    let page = model.pfn_to_page(pfn).ok_or(ClaimError::OutsideZone)?;
+    let zid = usize::from(page.zone_id());
+    let in_zone = zones
+        .get(zid)
+        .is_some_and(|z| z.spans(pfn) && !page.test(PageFlag::Reserved));
+    if !in_zone {
+        return Err(ClaimError::OutsideZone);
+    }
+    if page.private() != u64::from(order.get()) && page.refcount() == 1 {
+        return Err(ClaimError::WrongOrder {
+            allocated: page.private(),
+        });
+    }
+    // SAFETY: the refcount is the allocator's field; the compare-exchange
+    // lets exactly one of several racing frees win.
+    if !unsafe { page.ref_freeze(1) } {
+        return Err(ClaimError::NotAllocated(zid));
+    }
+    // SAFETY: (1) pfn_to_page just validated the pfn; (2) refcount 1 with
+    // the order in `private` means an allocated head, on no list, and the
+    // freeze made this caller its only owner.
+    Ok((
+        unsafe { OwnedBlock::new(model.pfn_to_page_ptr(pfn), pfn, order) },
+        zid,
+    ))
+}
+
+/// Why [`claim_for_free`] refused.
+#[derive(Debug)]
+pub(crate) enum ClaimError {
+    /// Not a managed page of any zone.
+    OutsideZone,
+    /// An allocated head of another order.
+    WrongOrder {
+        /// The order it was allocated with.
+        allocated: u64,
+    },
+    /// Not an allocated head (free already, or a tail); its zone id.
+    NotAllocated(usize),
+}
+
 /// `free_area[]` of one zone, behind the zone lock.
 ///
 /// Invariants:
@@ -83,7 +399,9 @@ pub struct ZoneStats {
 /// - `lists[o].len()` is `nr_free[o]`;
 /// - with the bitmap variant, bit `(pfn - bitmap_base) >> (o + 1)` of
 ///   `bitmap[o]` is set iff exactly one block of the pair at order `o` is
-///   free.
+///   free;
+/// - without the hole check, every `MAX_PAGE_ORDER` block holding a page of
+///   the zone is wholly valid ([`check_blocks`] before memory is given).
 pub struct FreeArea<V> {
     /// Statistics, changed only under the zone lock.
     pub stats: ZoneStats,
@@ -96,7 +414,7 @@ pub struct FreeArea<V> {
 
 impl<V: Variant> FreeArea<V> {
     /// Empty free lists for zone `zone_id` spanning `[start, end)`.
-    pub fn new(zone_id: u8, start: Pfn, end: Pfn) -> Self {
+    pub(crate) fn new(zone_id: u8, start: Pfn, end: Pfn) -> Self {
         let mut area = FreeArea {
             stats: ZoneStats::default(),
             lists: Default::default(),
@@ -111,7 +429,7 @@ impl<V: Variant> FreeArea<V> {
 
     /// Makes the bitmap cover the zone span `[start, end)` (which may have
     /// grown either way by hot add), keeping every pair bit.
-    pub fn resize(&mut self, start: Pfn, end: Pfn) {
+    pub(crate) fn resize(&mut self, start: Pfn, end: Pfn) {
         if !V::BITMAP {
             return;
         }
@@ -180,8 +498,11 @@ impl<V: Variant> FreeArea<V> {
     unsafe fn add(&mut self, page: *const Page, order: usize) {
         // SAFETY: the caller's contract.
         let pr = unsafe { &*page };
-        pr.set_private(order as u64);
-        V::set(pr, PageFlag::Buddy);
+        // SAFETY: the caller hands this zone a block it owns, under the lock.
+        unsafe {
+            pr.set_private(order as u64);
+            V::set(pr, PageFlag::Buddy);
+        }
         // SAFETY: as above; the list's contract is the same.
         unsafe { self.lists[order].push_front(page) };
     }
@@ -194,8 +515,9 @@ impl<V: Variant> FreeArea<V> {
     unsafe fn del(&mut self, page: *const Page, order: usize) {
         // SAFETY: the caller's contract.
         unsafe { self.lists[order].unlink(page) };
-        // SAFETY: listed pages are live.
-        V::clear(unsafe { &*page }, PageFlag::Buddy);
+        // SAFETY: listed pages are live, and the unlinked page is this
+        // zone's under the lock.
+        unsafe { V::clear(&*page, PageFlag::Buddy) };
     }
 
     /// `page_is_buddy`: a free block head of this order in this zone.
@@ -206,26 +528,48 @@ impl<V: Variant> FreeArea<V> {
             && buddy.zone_id() == self.zone_id
     }
 
-    /// `__free_one_page`: frees the block of `order` at `pfn` and merges it
-    /// with free buddies.
-    ///
-    /// # Safety
-    /// - `page` is `pfn`'s descriptor from `model.pfn_to_page_ptr` (so it
-    ///   carries provenance over its section's memmap);
-    /// - the block lies in this zone and is not free;
-    /// - without the hole check, every pfn of the `MAX_PAGE_ORDER` block
-    ///   around it is valid (the allocator checks this at construction).
-    #[inline(always)]
-    pub unsafe fn free_one<M: MemoryModel>(
+    /// Whether `head` is the head of a free block of `order` on these lists.
+    pub(crate) fn is_free_block<M: MemoryModel>(&self, model: &M, head: Pfn, order: Order) -> bool {
+        model
+            .pfn_to_page(head)
+            .is_some_and(|page| self.page_is_buddy(page, order.index()))
+    }
+
+    /// Takes the free block `(head, order)` off its list (offline), if it is
+    /// one.
+    pub(crate) fn take_free_block<M: MemoryModel>(
         &mut self,
         model: &M,
-        page: *const Page,
-        pfn: Pfn,
+        head: Pfn,
         order: Order,
-    ) {
-        let mut page = page;
-        let mut pfn = pfn.get();
-        let mut order = order.index();
+    ) -> Option<OwnedBlock> {
+        if !self.is_free_block(model, head, order) {
+            return None;
+        }
+        // SAFETY: the pfn is valid (is_free_block found its page).
+        let page = unsafe { model.pfn_to_page_ptr(head) };
+        if V::BITMAP && order < Order::MAX {
+            self.toggle(order.index(), head.get());
+        }
+        // SAFETY: page_is_buddy says it heads a free block of this order of
+        // this zone, so it is on lists[order] (type invariant).
+        unsafe { self.del(page, order.index()) };
+        // SAFETY: just unlinked: a block of this zone on no list, owned by
+        // the caller from now on.
+        Some(unsafe { OwnedBlock::new(page, head, order) })
+    }
+
+    /// `__free_one_page`: frees `block` and merges it with free buddies.
+    ///
+    /// The buddy is reached as `page + (buddy_pfn - pfn)` without a
+    /// `pfn_to_page`; with the hole check it is first tested with
+    /// `pfn_valid`, without it the zone's invariant (every `MAX_PAGE_ORDER`
+    /// block holding its memory is wholly valid) makes it readable.
+    #[inline(always)]
+    pub(crate) fn free_one<M: MemoryModel>(&mut self, model: &M, block: OwnedBlock) {
+        let mut page = block.as_ptr();
+        let mut pfn = block.pfn().get();
+        let mut order = block.order().index();
         while order < MAX_PAGE_ORDER as usize {
             let buddy_pfn = pfn ^ (1 << order);
             if V::HOLE_CHECK {
@@ -236,17 +580,17 @@ impl<V: Variant> FreeArea<V> {
                 }
             }
             // SAFETY: the buddy is in the same MAX_PAGE_ORDER block, hence the
-            // same section, and its pfn is valid (just checked, or guaranteed
-            // by the caller); `page` has provenance over the section.
+            // same section, and its pfn is valid (just checked, or by the
+            // zone's invariant); `page` has provenance over the section.
             let buddy = unsafe { page_offset(page, buddy_pfn as i64 - pfn as i64) };
+            // SAFETY: a valid descriptor (above) of the borrowed model.
+            let buddy_ref = unsafe { &*buddy };
             if V::BITMAP {
                 if !self.toggle(order, pfn) {
                     break;
                 }
-                // SAFETY: a valid descriptor (above).
-                debug_assert!(self.page_is_buddy(unsafe { &*buddy }, order));
-            // SAFETY: a valid descriptor (above).
-            } else if !self.page_is_buddy(unsafe { &*buddy }, order) {
+                debug_assert!(self.page_is_buddy(buddy_ref, order));
+            } else if !self.page_is_buddy(buddy_ref, order) {
                 break;
             }
             // SAFETY: page_is_buddy (or the pair bit) says the buddy heads a
@@ -259,18 +603,19 @@ impl<V: Variant> FreeArea<V> {
             pfn &= buddy_pfn;
             order += 1;
         }
-        // SAFETY: `page` heads the merged free block, on no list.
+        // SAFETY: `page` heads the merged free block, owned (the token and
+        // the merged buddies, just unlinked) and on no list.
         unsafe { self.add(page, order) };
     }
 
-    /// `__rmqueue_smallest` + `expand`: a block of `order` as its head's
-    /// pointer (with the provenance it was freed with) and pfn.
+    /// `__rmqueue_smallest` + `expand`: a block of `order`, taken off the
+    /// lists, with the head pointer it was freed with.
     #[inline(always)]
-    pub fn rmqueue_smallest<M: MemoryModel>(
+    pub(crate) fn rmqueue_smallest<M: MemoryModel>(
         &mut self,
         model: &M,
         order: Order,
-    ) -> Option<(*const Page, Pfn)> {
+    ) -> Option<OwnedBlock> {
         let low = order.index();
         for current in low..=MAX_PAGE_ORDER as usize {
             let Some(page) = self.lists[current].pop_front() else {
@@ -278,14 +623,17 @@ impl<V: Variant> FreeArea<V> {
             };
             // SAFETY: listed pages are live descriptors of `model`'s memmap.
             let pr = unsafe { &*page };
-            V::clear(pr, PageFlag::Buddy);
+            // SAFETY: just unlinked under the zone lock: this zone owns it.
+            unsafe { V::clear(pr, PageFlag::Buddy) };
             let pfn = model.page_to_pfn(pr);
             if V::BITMAP && current < MAX_PAGE_ORDER as usize {
                 self.toggle(current, pfn.get());
             }
             // SAFETY: the block was free and is now off every list.
             unsafe { self.expand(page, pfn.get(), low, current) };
-            return Some((page, pfn));
+            // SAFETY: its upper halves went back on the lists; the head block
+            // of order `low` is on no list and goes to the caller alone.
+            return Some(unsafe { OwnedBlock::new(page, pfn, order) });
         }
         None
     }
@@ -311,16 +659,17 @@ impl<V: Variant> FreeArea<V> {
             self.stats.splits += 1;
         }
     }
+}
 
-    /// Takes a specific free block off its list (offline).
-    ///
-    /// # Safety
-    /// `page` heads a free block of `order` of this zone.
-    pub unsafe fn take_block(&mut self, page: *const Page, pfn: Pfn, order: Order) {
-        if V::BITMAP && order < Order::MAX {
-            self.toggle(order.index(), pfn.get());
-        }
-        // SAFETY: the caller's contract.
-        unsafe { self.del(page, order.index()) };
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_follows_the_kernel_formula() {
+        assert_eq!(zone_batchsize(1 << 18), 63, "1 GiB zone");
+        assert_eq!(zone_batchsize(1 << 22), 63, "16 GiB zone");
+        assert_eq!(zone_batchsize(1 << 15), 7, "128 MiB zone");
+        assert_eq!(zone_batchsize(4096), 1, "16 MiB DMA zone");
     }
 }

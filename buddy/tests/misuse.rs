@@ -160,3 +160,54 @@ fn dma32_request_never_gets_normal_memory_and_thisnode_stays_home() {
         Err(AllocError::NoMemory { .. })
     ));
 }
+
+/// A model built from another layout or geometry is refused with an error
+/// by every variant, never a panic (it used to panic in the hole-check
+/// variant's range freeing).
+#[test]
+fn a_model_from_another_layout_is_refused_by_every_variant() {
+    use buddy::{Bitmap, KernelHoleCheck, NoBitmapAtomic, Variant};
+    fn refused<V: Variant>(model: SparseExtreme, layout: &Layout) -> AllocError {
+        match Allocator::<_, V>::new(model, layout, Options::default()) {
+            Ok(_) => panic!("{}: a mismatched model was accepted", V::name()),
+            Err(e) => e,
+        }
+    }
+    fn all_variants(make: impl Fn() -> SparseExtreme, layout: &Layout) -> Vec<AllocError> {
+        vec![
+            refused::<Kernel>(make(), layout),
+            refused::<KernelHoleCheck>(make(), layout),
+            refused::<NoBitmapAtomic>(make(), layout),
+            refused::<Bitmap>(make(), layout),
+        ]
+    }
+    let small = small_layout();
+    let big = Layout::preset("x86-pci-hole").unwrap();
+    for e in all_variants(|| SparseExtreme::new(&small).unwrap(), &big) {
+        let AllocError::ModelMismatch { pfn: Some(pfn), .. } = &e else {
+            panic!("expected a pfn mismatch, got {e}");
+        };
+        assert!(
+            pfn.get() >= (128 << 20) >> 12,
+            "{e}: the first pfn the small model lacks"
+        );
+        assert!(
+            e.to_string()
+                .contains("not valid in the sparse-extreme model"),
+            "{e}"
+        );
+    }
+    let arm = Layout::new(
+        sparsemem::Geometry::ARM64_64K,
+        vec![MemRange::new(0, 1 << 30, RangeKind::Ram, 0)],
+        "arm",
+    )
+    .unwrap();
+    for e in all_variants(|| SparseExtreme::new(&arm).unwrap(), &small) {
+        assert!(
+            matches!(e, AllocError::ModelMismatch { pfn: None, .. }),
+            "geometry mismatch: {e}"
+        );
+        assert!(e.to_string().contains("geometry"), "{e}");
+    }
+}

@@ -34,7 +34,8 @@ impl Flat {
         let mem_map = MemmapBlock::new(nr_pages)?;
         let shift = geometry.pfn_section_shift();
         for (i, page) in mem_map.pages().iter().enumerate() {
-            page.init_reserved((lo.get() + i as u64) >> shift);
+            // SAFETY: a fresh mem_map owned by the model under construction.
+            unsafe { page.init_reserved((lo.get() + i as u64) >> shift) };
         }
         Ok(Flat {
             geometry,
@@ -52,7 +53,14 @@ impl Flat {
 
 const NO_HOTPLUG: &str = "FLATMEM has no memory hotplug; use a section-based model";
 
-impl MemoryModel for Flat {
+// SAFETY: the trait's promises, point by point: (1) a valid pfn's
+// descriptor is in a memmap the model owns and initialised, and
+// `page_to_pfn` inverts `pfn_to_page` (tested generically for every model);
+// (2) each section's memmap is one contiguous allocation and the pointer is
+// derived from its base; (3) validity comes from the model's tables or
+// span, never from descriptor contents; (4) the geometry is a field set at
+// construction.
+unsafe impl MemoryModel for Flat {
     fn name(&self) -> &'static str {
         "flat"
     }

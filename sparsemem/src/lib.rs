@@ -42,21 +42,30 @@
 
 #![deny(unsafe_code)]
 
+// Unsafe is allowed module by module, each for one reason.
+// The memmap pointer a model hands out, and descriptor initialisation.
 #[allow(unsafe_code)]
 mod flat;
 mod geometry;
 pub mod layout;
+// Anonymous mappings for memmap blocks (memmap2's unchecked advice).
 #[allow(unsafe_code)]
 pub mod memmap;
+// `unsafe trait MemoryModel` and `pfn_to_page_ptr`: implementers promise.
 #[allow(unsafe_code)]
 mod model;
+// The owners' writers of `struct page` are `unsafe fn`s.
+#[allow(unsafe_code)]
 mod page;
 pub mod reference;
+// The encoded `section_mem_map` (pointer minus first pfn, flags in low bits).
 #[allow(unsafe_code)]
 pub mod section;
+// Descriptor initialisation and pointers into section memmaps.
 #[allow(unsafe_code)]
 mod sparse;
 mod subsection;
+// Root and section arrays handed out as raw pointers to the lookups.
 #[allow(unsafe_code)]
 pub mod table;
 #[cfg(feature = "testing")]
@@ -69,7 +78,7 @@ pub use geometry::{
 };
 pub use layout::{Layout, LayoutError, LayoutSpec, MemRange, RangeKind};
 pub use model::{BuildError, HotplugError, MemmapBytes, MemoryModel};
-pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag};
+pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, UserFlag};
 pub use sparse::{Sparse, SparseClassic, SparseExtreme};
 pub use subsection::SubsectionMap;
 pub use types::{MAX_PAGE_ORDER, NR_PAGE_ORDERS, Order, OrderTooLarge, Pfn, PhysAddr, SectionNr};

@@ -131,7 +131,9 @@ impl MemmapBlock {
             edge(inner_end.max(start), end),
         ] {
             for p in &self.pages()[range] {
-                p.clear_to_hole();
+                // SAFETY: the caller (a model's hot remove, under `&mut`)
+                // retires these descriptors; no allocator manages them.
+                unsafe { p.clear_to_hole() };
             }
         }
         Ok(())
@@ -250,7 +252,8 @@ mod tests {
         assert_eq!(block.resident_bytes(), 0);
         assert!(block.pages().iter().step_by(64).all(|p| !p.is_present()));
         for p in block.pages() {
-            p.init_reserved(1);
+            // SAFETY: the test owns the block.
+            unsafe { p.init_reserved(1) };
         }
         assert_eq!(block.resident_bytes(), 2 << 20);
         block.discard().unwrap();

@@ -102,7 +102,24 @@ impl std::error::Error for HotplugError {
 ///   (`Page::is_present`) and `page_to_pfn(pfn_to_page(p)) == p`;
 /// - a `&Page` handed out stays valid for as long as the model is borrowed;
 ///   only `&mut self` methods (hotplug) can retire memmap.
-pub trait MemoryModel: Send + Sync {
+///
+/// # Safety
+/// The allocator dereferences what a model hands out, so an implementer
+/// promises, for every pfn `p` with `pfn_valid(p)` and until the next
+/// `&mut self` call:
+/// 1. `pfn_to_page_ptr(p)` points to a live, initialised [`Page`] owned by
+///    the model, and `page_to_pfn` of it is `p`;
+/// 2. the descriptors of one section are one contiguous run, and the pointer
+///    carries provenance over that run, so `ptr.offset(q - p)` is the
+///    descriptor of any valid `q` in the same section;
+/// 3. `pfn_valid` answers from the model's own state, never from a
+///    descriptor's contents that safe code could change;
+/// 4. `geometry()` is the geometry the model was built for, and never
+///    changes.
+///
+/// Like the x86_64 crate's `unsafe trait FrameAllocator`, the promise is the
+/// implementer's: a safe caller can rely on it.
+pub unsafe trait MemoryModel: Send + Sync {
     /// Short model name as the CLI spells it (`flat`, `sparse-extreme`, …).
     fn name(&self) -> &'static str;
 

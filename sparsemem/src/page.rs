@@ -21,10 +21,37 @@
 //! The first byte of the flags word holds [`PageFlag::Present`], so a single
 //! byte load of a `struct page` tells whether the page descriptor is real —
 //! the vmemmap fault probe relies on this.
+//!
+//! # Who may write what
+//! Reading any field is safe. Writing is split by owner, as Asterinas keeps a
+//! frame's list state private to its allocator:
+//! - the memory model initialises and retires descriptors
+//!   ([`Page::init_reserved`], [`Page::clear_to_hole`]);
+//! - the page allocator owns the list links, `private`, the reference count,
+//!   the zone/node ids and the flags it decides by ([`PageFlag::Reserved`],
+//!   [`PageFlag::Buddy`], [`PageFlag::Pcp`]): the free lists dereference the
+//!   links and trust those flags, so a stray write could make them follow a
+//!   junk pointer;
+//! - anyone holding a page may change the [`UserFlag`]s atomically.
+//!
+//! The owners' writes are `unsafe fn`s whose contract is [the one
+//! below](Page#safety); safe code outside the owners can only read, or set a
+//! user flag:
+//!
+//! ```compile_fail
+//! # use sparsemem::{Layout, MemoryModel, Pfn, SparseExtreme};
+//! let layout = Layout::preset("x86-pci-hole").unwrap();
+//! let model = SparseExtreme::new(&layout).unwrap();
+//! let page = model.pfn_to_page(Pfn::new(0x1000)).unwrap();
+//! page.set_lru_next(std::ptr::null_mut()); // error: unsafe, the allocator's field
+//! ```
 
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// A page flag: a bit number in [`Page`]'s flags word (kernel `PG_*`).
+///
+/// `Present`, `Reserved`, `Buddy` and `Pcp` belong to the memory model and
+/// the allocator; the others are [`UserFlag`]s.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]
 pub enum PageFlag {
@@ -52,6 +79,28 @@ impl PageFlag {
     }
 }
 
+/// A flag no allocator or memory model decides by, so any holder of a page
+/// may change it with an atomic operation.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum UserFlag {
+    /// `PG_locked`.
+    Locked,
+    /// `PG_referenced` (`mark_page_accessed`).
+    Referenced,
+    /// `PG_dirty`.
+    Dirty,
+}
+
+impl From<UserFlag> for PageFlag {
+    fn from(flag: UserFlag) -> PageFlag {
+        match flag {
+            UserFlag::Locked => PageFlag::Locked,
+            UserFlag::Referenced => PageFlag::Referenced,
+            UserFlag::Dirty => PageFlag::Dirty,
+        }
+    }
+}
+
 /// The `struct page` analogue. See the module documentation.
 ///
 /// Invariants:
@@ -60,6 +109,15 @@ impl PageFlag {
 /// - an all-zero `Page` is a hole: not [`PageFlag::Present`];
 /// - `lru_next` / `lru_prev` are only meaningful while the page is on a list
 ///   owned by the allocator; this type never dereferences them.
+///
+/// # Safety
+/// Every `unsafe fn` that writes a descriptor has the same contract: the
+/// caller is the field's owner (see the module documentation) and excludes
+/// every other writer of it — the memory model while no allocator uses the
+/// descriptor, the allocator under the zone lock or while the page is on a
+/// list it alone holds — and the write keeps the owner's invariants (a page
+/// is linked on at most one list, through links that point at live
+/// descriptors of the same memmap).
 #[repr(C, align(64))]
 #[derive(Default)]
 pub struct Page {
@@ -95,7 +153,10 @@ impl Page {
 
     /// Initialises a descriptor as a memory model does at memmap setup
     /// (`__init_single_page`): present, reserved, in `section`, on no list.
-    pub fn init_reserved(&self, section: u64) {
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns this field.
+    pub unsafe fn init_reserved(&self, section: u64) {
         self.flags.store(
             PageFlag::Present.mask() | PageFlag::Reserved.mask(),
             Relaxed,
@@ -111,7 +172,10 @@ impl Page {
     }
 
     /// Turns the descriptor back into a hole (all zero).
-    pub fn clear_to_hole(&self) {
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns this field.
+    pub unsafe fn clear_to_hole(&self) {
         self.flags.store(0, Relaxed);
         self.lru_next.store(std::ptr::null_mut(), Relaxed);
         self.lru_prev.store(std::ptr::null_mut(), Relaxed);
@@ -127,30 +191,56 @@ impl Page {
         self.flags.load(Relaxed) & flag.mask() != 0
     }
 
-    /// Atomic set (`SetPageX`, a `lock or`).
+    /// Atomic set of a user flag (`SetPageReferenced`, a `lock or`): it
+    /// changes only that bit, so it cannot disturb the owners' flags.
     #[inline(always)]
-    pub fn set(&self, flag: PageFlag) {
+    pub fn set_user(&self, flag: UserFlag) {
+        self.flags.fetch_or(PageFlag::from(flag).mask(), Relaxed);
+    }
+
+    /// Atomic clear of a user flag (`ClearPageReferenced`, a `lock and`).
+    #[inline(always)]
+    pub fn clear_user(&self, flag: UserFlag) {
+        self.flags.fetch_and(!PageFlag::from(flag).mask(), Relaxed);
+    }
+
+    /// Atomic set (`SetPageX`, a `lock or`).
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns `flag`.
+    #[inline(always)]
+    pub unsafe fn set(&self, flag: PageFlag) {
         self.flags.fetch_or(flag.mask(), Relaxed);
     }
 
     /// Atomic clear (`ClearPageX`, a `lock and`).
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns `flag`.
     #[inline(always)]
-    pub fn clear(&self, flag: PageFlag) {
+    pub unsafe fn clear(&self, flag: PageFlag) {
         self.flags.fetch_and(!flag.mask(), Relaxed);
     }
 
     /// Non-atomic set (`__SetPageX`): load + store; the caller excludes other
     /// writers of this page's flags (the zone lock).
+    ///
+    /// # Safety
+    /// The [`Page`] contract for the whole flags word: the caller excludes
+    /// every other writer of it, or a concurrent write would be lost.
     #[inline(always)]
-    pub fn set_nonatomic(&self, flag: PageFlag) {
+    pub unsafe fn set_nonatomic(&self, flag: PageFlag) {
         let v = self.flags.load(Relaxed);
         self.flags.store(v | flag.mask(), Relaxed);
     }
 
     /// Non-atomic clear (`__ClearPageX`); same contract as
     /// [`Page::set_nonatomic`].
+    ///
+    /// # Safety
+    /// As for [`Page::set_nonatomic`].
     #[inline(always)]
-    pub fn clear_nonatomic(&self, flag: PageFlag) {
+    pub unsafe fn clear_nonatomic(&self, flag: PageFlag) {
         let v = self.flags.load(Relaxed);
         self.flags.store(v & !flag.mask(), Relaxed);
     }
@@ -174,8 +264,11 @@ impl Page {
     }
 
     /// `set_page_private`.
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns this field.
     #[inline(always)]
-    pub fn set_private(&self, value: u64) {
+    pub unsafe fn set_private(&self, value: u64) {
         self.private.store(value, Relaxed);
     }
 
@@ -192,14 +285,20 @@ impl Page {
     }
 
     /// Sets `lru.next`.
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns this field.
     #[inline(always)]
-    pub fn set_lru_next(&self, next: *mut Page) {
+    pub unsafe fn set_lru_next(&self, next: *mut Page) {
         self.lru_next.store(next, Relaxed);
     }
 
     /// Sets `lru.prev`.
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns this field.
     #[inline(always)]
-    pub fn set_lru_prev(&self, prev: *mut Page) {
+    pub unsafe fn set_lru_prev(&self, prev: *mut Page) {
         self.lru_prev.store(prev, Relaxed);
     }
 
@@ -222,8 +321,11 @@ impl Page {
     }
 
     /// `set_page_links`: zone and node ids.
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns this field.
     #[inline(always)]
-    pub fn set_zone_node(&self, zone: u8, node: u16) {
+    pub unsafe fn set_zone_node(&self, zone: u8, node: u16) {
         self.zone_node
             .store(u32::from(zone) | (u32::from(node) << 16), Relaxed);
     }
@@ -237,8 +339,11 @@ impl Page {
     /// `page_ref_freeze`: sets the count from `expected` to 0 atomically;
     /// false (and no change) when the count was not `expected`. Used by the
     /// free path so two racing frees cannot both succeed.
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns this field.
     #[inline(always)]
-    pub fn ref_freeze(&self, expected: i32) -> bool {
+    pub unsafe fn ref_freeze(&self, expected: i32) -> bool {
         // Relaxed: the page's other fields are published by the zone lock
         // or the owning thread, not by the count.
         self.refcount
@@ -247,8 +352,11 @@ impl Page {
     }
 
     /// `set_page_count`.
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns this field.
     #[inline(always)]
-    pub fn set_refcount(&self, count: i32) {
+    pub unsafe fn set_refcount(&self, count: i32) {
         self.refcount.store(count, Relaxed);
     }
 }
@@ -274,7 +382,8 @@ mod tests {
     fn zero_page_is_a_hole_and_init_makes_it_present() {
         let p = Page::default();
         assert!(!p.is_present());
-        p.init_reserved(7);
+        // SAFETY: a local descriptor no one else sees.
+        unsafe { p.init_reserved(7) };
         assert!(p.is_present() && p.test(PageFlag::Reserved));
         assert_eq!(p.section(), 7);
         assert_eq!(p.flags() & 0xff, p.flags(), "init flags live in byte 0");
@@ -283,13 +392,20 @@ mod tests {
     #[test]
     fn atomic_and_nonatomic_ops_agree() {
         let p = Page::default();
-        p.set(PageFlag::Buddy);
-        p.set_nonatomic(PageFlag::Dirty);
+        // SAFETY: a local descriptor no one else sees; this test owns it.
+        unsafe {
+            p.set(PageFlag::Buddy);
+            p.set_nonatomic(PageFlag::Dirty);
+        }
         assert!(p.test(PageFlag::Buddy) && p.test(PageFlag::Dirty));
-        p.clear_nonatomic(PageFlag::Buddy);
-        p.clear(PageFlag::Dirty);
+        // SAFETY: as above.
+        unsafe { p.clear_nonatomic(PageFlag::Buddy) };
+        p.clear_user(UserFlag::Dirty);
         assert_eq!(p.flags(), 0);
-        p.set_zone_node(3, 513);
+        p.set_user(UserFlag::Referenced);
+        assert!(p.test(PageFlag::Referenced));
+        // SAFETY: as above.
+        unsafe { p.set_zone_node(3, 513) };
         assert_eq!((p.zone_id(), p.node_id()), (3, 513));
     }
 }

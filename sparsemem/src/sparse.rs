@@ -56,7 +56,9 @@ fn init_subsections(
     for i in change_bits {
         let first = i as usize * per;
         for page in &block.pages()[first..first + per] {
-            page.init_reserved(nr.get());
+            // SAFETY: the model owns a memmap block it is initialising; no
+            // allocator can see a subsection before it is installed.
+            unsafe { page.init_reserved(nr.get()) };
         }
     }
 }
@@ -76,7 +78,9 @@ impl<R: SectionRoot> Sparse<R> {
             let block = MemmapBlock::new(g.pages_per_section())?;
             if sp.early {
                 for page in block.pages() {
-                    page.init_reserved(nr.get());
+                    // SAFETY: a fresh block owned by the model, not yet
+                    // installed, so no allocator sees it.
+                    unsafe { page.init_reserved(nr.get()) };
                 }
             } else {
                 init_subsections(&g, &block, nr, sp.subsections.iter());
@@ -119,7 +123,14 @@ impl<R: SectionRoot> Sparse<R> {
     }
 }
 
-impl<R: SectionRoot> MemoryModel for Sparse<R> {
+// SAFETY: the trait's promises, point by point: (1) a valid pfn's
+// descriptor is in a memmap the model owns and initialised, and
+// `page_to_pfn` inverts `pfn_to_page` (tested generically for every model);
+// (2) each section's memmap is one contiguous allocation and the pointer is
+// derived from its base; (3) validity comes from the model's tables or
+// span, never from descriptor contents; (4) the geometry is a field set at
+// construction.
+unsafe impl<R: SectionRoot> MemoryModel for Sparse<R> {
     fn name(&self) -> &'static str {
         R::NAME
     }

@@ -67,6 +67,36 @@ hex_newtype!(
     SectionNr
 );
 
+/// `pfn + nr_pages`: the pfn that many pages later. Overflow behaves as
+/// `u64` addition does (a panic in debug builds); use [`Pfn::checked_add`]
+/// on untrusted input.
+impl std::ops::Add<u64> for Pfn {
+    type Output = Pfn;
+    #[inline(always)]
+    fn add(self, nr_pages: u64) -> Pfn {
+        Pfn(self.0 + nr_pages)
+    }
+}
+
+/// `pfn - nr_pages`: the pfn that many pages earlier (as `u64` subtraction).
+impl std::ops::Sub<u64> for Pfn {
+    type Output = Pfn;
+    #[inline(always)]
+    fn sub(self, nr_pages: u64) -> Pfn {
+        Pfn(self.0 - nr_pages)
+    }
+}
+
+/// `end - start`: the number of pages between two pfns (as `u64`
+/// subtraction).
+impl std::ops::Sub<Pfn> for Pfn {
+    type Output = u64;
+    #[inline(always)]
+    fn sub(self, start: Pfn) -> u64 {
+        self.0 - start.0
+    }
+}
+
 impl Pfn {
     /// The pfn `nr_pages` after this one, or `None` on overflow.
     #[inline(always)]

@@ -204,8 +204,10 @@ impl<D: Detector> Vmemmap<D> {
         self.reservation.populate(offset, len)?;
         let shift = self.table.geometry().pfn_section_shift();
         for pfn in first..first + nr {
-            // SAFETY: the descriptor lies in the range just populated.
-            unsafe { &*self.base.add(pfn as usize) }.init_reserved(pfn >> shift);
+            // SAFETY: (1) the descriptor lies in the range just populated;
+            // (2) the model owns it and `&mut self` excludes any allocator
+            // use, so initialising it is the owner's write.
+            unsafe { (*self.base.add(pfn as usize)).init_reserved(pfn >> shift) };
         }
         Ok(())
     }
@@ -255,8 +257,9 @@ impl<D: Detector> Vmemmap<D> {
             for pfn in first..first + nr {
                 // SAFETY: nothing has been depopulated yet in this call, and
                 // these pfns were valid (so populated) until the table commit
-                // just before; `&mut self` excludes any live `&Page`.
-                unsafe { &*self.base.add(pfn as usize) }.clear_to_hole();
+                // just before; `&mut self` excludes any live `&Page`, so
+                // the model retires descriptors it owns.
+                unsafe { (*self.base.add(pfn as usize)).clear_to_hole() };
             }
         }
         let page = sparsemem::memmap::host_page_size();
@@ -279,7 +282,15 @@ impl<D: Detector> Vmemmap<D> {
     }
 }
 
-impl<D: Detector> MemoryModel for Vmemmap<D> {
+// SAFETY: the trait's promises, point by point: (1) a valid pfn's
+// descriptor is in a memmap the model owns and initialised, and
+// `page_to_pfn` inverts `pfn_to_page` (tested generically for every model);
+// (2) the whole memmap is one reservation and every pointer is derived
+// from its base; (3) validity comes from the section table, or (probe and
+// userfaultfd detectors) from the PRESENT bit, which only this model writes
+// (`Page::init_reserved` / `clear_to_hole` are unsafe owners' writes); (4)
+// the geometry is the table's, set at construction.
+unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
     fn name(&self) -> &'static str {
         D::NAME
     }
