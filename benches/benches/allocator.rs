@@ -8,7 +8,7 @@ use std::hint::black_box;
 use buddy::{Allocator, Kernel, Options};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use pfnlab::workloads::{bulk_arrays, pcp_pairs, zone_pairs};
-use sparsemem::Layout;
+use sparsemem::{Layout, NodeId};
 use vmemmap::VmemmapTable;
 
 fn allocator(c: &mut Criterion) {
@@ -22,9 +22,9 @@ fn allocator(c: &mut Criterion) {
     let mut g = c.benchmark_group("allocator");
     g.throughput(Throughput::Elements(1000));
     g.bench_function("zone-split-merge-pair", |b| {
-        b.iter(|| zone_pairs(&alloc, 0, black_box(1000)))
+        b.iter(|| zone_pairs(&alloc, NodeId::ZERO, black_box(1000)))
     });
-    let mut cpu = alloc.cpu(0);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).expect("node 0");
     g.bench_function("pcp-pair", |b| {
         b.iter(|| pcp_pairs(&mut cpu, black_box(1000)))
     });

@@ -7,7 +7,7 @@ use buddy::{Allocator, Kernel, Options};
 use criterion::{Throughput, criterion_group, criterion_main};
 use pfnlab::experiments::bulk::SIZES;
 use pfnlab::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
-use sparsemem::Layout;
+use sparsemem::{Layout, NodeId};
 use vmemmap::VmemmapTable;
 
 fn bulk(c: &mut criterion::Criterion<common::TscCycles>) {
@@ -18,7 +18,7 @@ fn bulk(c: &mut criterion::Criterion<common::TscCycles>) {
         Options::default(),
     )
     .unwrap();
-    let mut cpu = alloc.cpu(0);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).expect("node 0");
     let mut g = c.benchmark_group("bulk");
     g.throughput(Throughput::Elements(256));
     g.bench_function("single", |b| b.iter(|| pcp_pairs(&mut cpu, 256)));

@@ -4,10 +4,10 @@
 
 mod common;
 
-use buddy::{Allocator, Gfp, Kernel, NodeMask, Options};
+use buddy::{Allocator, Gfp, Kernel, NodeMask, Options, ZoneId};
 use criterion::{Criterion, criterion_group, criterion_main};
 use pfnlab::experiments::cpuset::Cpusets;
-use sparsemem::{Layout, Order, SparseExtreme};
+use sparsemem::{Layout, NodeId, Order, SparseExtreme};
 
 fn cpuset(c: &mut Criterion) {
     let layout = Layout::preset("numa-fake-64").unwrap();
@@ -17,14 +17,16 @@ fn cpuset(c: &mut Criterion) {
         Options::default(),
     )
     .unwrap();
-    let allowed = NodeMask::of(21..64);
-    let cs = Cpusets::new(64, &allowed);
+    let nodes = layout.nodes();
+    let allowed = NodeMask::of(nodes[21..].iter().copied());
+    let cs = Cpusets::new(&nodes, &allowed);
     let gfp = Gfp::KERNEL;
-    let fixed: Vec<usize> = alloc
-        .zonelist(0, gfp)
+    let fixed: Vec<ZoneId> = alloc
+        .zonelist(NodeId::ZERO, gfp)
+        .expect("node 0")
         .iter()
         .copied()
-        .filter(|&z| cs.zone_allowed(&alloc.zones()[z]))
+        .filter(|&z| alloc.zone(z).is_some_and(|zone| cs.zone_allowed(zone)))
         .collect();
     let mut g = c.benchmark_group("cpuset");
     let pair = |pfn: sparsemem::Pfn| alloc.free_pages(pfn, Order::ZERO).unwrap();
@@ -32,7 +34,7 @@ fn cpuset(c: &mut Criterion) {
         b.iter(|| {
             pair(
                 alloc
-                    .alloc_pages_with(Order::ZERO, gfp, 0, |_| true)
+                    .alloc_pages_with(Order::ZERO, gfp, NodeId::ZERO, |_| true)
                     .unwrap(),
             )
         })
@@ -41,7 +43,7 @@ fn cpuset(c: &mut Criterion) {
         b.iter(|| {
             pair(
                 alloc
-                    .alloc_pages_with(Order::ZERO, gfp, 0, |z| cs.zone_allowed(z))
+                    .alloc_pages_with(Order::ZERO, gfp, NodeId::ZERO, |z| cs.zone_allowed(z))
                     .unwrap(),
             )
         })

@@ -6,7 +6,7 @@ mod common;
 use buddy::{Allocator, Config, Options, Variant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use pfnlab::workloads::flags_iteration;
-use sparsemem::{Layout, SparseExtreme};
+use sparsemem::{Layout, NodeId, SparseExtreme};
 
 fn variant<V: Variant>(c: &mut Criterion, name: &str, layout: &Layout) {
     let alloc = Allocator::<_, V>::new(
@@ -15,7 +15,7 @@ fn variant<V: Variant>(c: &mut Criterion, name: &str, layout: &Layout) {
         Options::default(),
     )
     .unwrap();
-    let mut cpu = alloc.cpu(0);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).expect("node 0");
     let mut held = Vec::with_capacity(4096);
     let mut g = c.benchmark_group("flags/16MiB-iteration");
     g.throughput(Throughput::Elements(4096));

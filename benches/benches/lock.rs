@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use buddy::{Allocator, Gfp, Kernel, LockPolicy, Options};
 use criterion::{Criterion, criterion_group, criterion_main};
-use sparsemem::{Layout, Order, SparseExtreme};
+use sparsemem::{Layout, NodeId, Order, SparseExtreme};
 
 fn lock(c: &mut Criterion) {
     let layout = Layout::preset("x86-pci-hole").unwrap();
@@ -26,7 +26,7 @@ fn lock(c: &mut Criterion) {
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
-                let mut cpu = alloc.cpu(0);
+                let mut cpu = alloc.cpu_on(NodeId::ZERO).expect("node 0");
                 let mut held = Vec::with_capacity(1536);
                 // Acquire: pairs with the Release store after the bench.
                 while !stop.load(Ordering::Acquire) {
@@ -41,7 +41,7 @@ fn lock(c: &mut Criterion) {
             g.bench_function(name, |b| {
                 b.iter(|| {
                     let p = alloc
-                        .alloc_pages(Order::ZERO, Gfp::MOVABLE, 0, None)
+                        .alloc_pages(Order::ZERO, Gfp::MOVABLE, NodeId::ZERO, None)
                         .unwrap();
                     alloc.free_pages(p, Order::ZERO).unwrap();
                 })

@@ -9,7 +9,7 @@ use buddy::{Allocator, Kernel, Options};
 use buddy_system_allocator::FrameAllocator;
 use criterion::{Criterion, criterion_group, criterion_main};
 use pfnlab::workloads::{bursts, pcp_pairs, zone_pairs};
-use sparsemem::Layout;
+use sparsemem::{Layout, NodeId};
 use vmemmap::VmemmapTable;
 
 fn peers(c: &mut Criterion) {
@@ -22,9 +22,9 @@ fn peers(c: &mut Criterion) {
     .unwrap();
     let mut g = c.benchmark_group("peers");
     g.bench_function("pfnlab/split-merge-pair", |b| {
-        b.iter(|| zone_pairs(&alloc, 0, 1))
+        b.iter(|| zone_pairs(&alloc, NodeId::ZERO, 1))
     });
-    let mut cpu = alloc.cpu(0);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).expect("node 0");
     g.bench_function("pfnlab/hot-pair", |b| b.iter(|| pcp_pairs(&mut cpu, 1)));
     let mut held = Vec::with_capacity(128);
     g.bench_function("pfnlab/burst-128", |b| {

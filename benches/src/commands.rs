@@ -139,7 +139,7 @@ impl ModelVisitor for MemmapVisitor {
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Self::Output, sparsemem::BuildError> {
+    ) -> Result<Self::Output, buddy::AllocError> {
         let model = M::build(layout, options)?;
         Ok(model.memmap_bytes())
     }
@@ -183,7 +183,7 @@ impl<W: Write> ModelVisitor for QueryVisitor<'_, W> {
         mut self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Self::Output, sparsemem::BuildError> {
+    ) -> Result<Self::Output, buddy::AllocError> {
         let model = M::build(layout, options)?;
         Ok(self.run(&model))
     }

@@ -9,7 +9,7 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use sparsemem::{BuildError, Layout, MemmapBytes};
+use sparsemem::{Layout, MemmapBytes};
 use vmemmap::VmemmapOptions;
 
 use buddy::{AllocError, Allocator, Kernel, KernelHoleCheck, Options, Variant};
@@ -51,14 +51,14 @@ fn alloc_pairs<M: Buildable, V: Variant>(
     layout: &Layout,
     options: VmemmapOptions,
     plan: Plan,
-) -> Result<Option<Measurement>, BuildError> {
+) -> Result<Option<Measurement>, AllocError> {
     let model = M::build(layout, options)?;
     let alloc = match Allocator::<M, V>::new(model, layout, Options::default()) {
         Ok(a) => a,
         Err(AllocError::HolesInBlock { .. }) => return Ok(None),
-        Err(e) => return Err(BuildError::Unsupported(e.to_string())),
+        Err(e) => return Err(e),
     };
-    let node = layout.nodes()[0];
+    let node = layout.first_node();
     let n = plan.iters(200_000, 2_000);
     Ok(Some(measure(plan.trials, || {
         std::hint::black_box(zone_pairs(&alloc, node, n));
@@ -73,7 +73,7 @@ impl ModelVisitor for CompareVisitor<'_> {
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<ModelResult, BuildError> {
+    ) -> Result<ModelResult, AllocError> {
         let name = self.kind.name();
         let plan = self.plan;
         self.progress.set_message(format!("{name}: build"));

@@ -153,9 +153,8 @@ pub fn build_allocator<M: Buildable, V: buddy::Variant>(
     layout: &Layout,
     options: VmemmapOptions,
     alloc_options: buddy::Options,
-) -> Result<buddy::Allocator<M, V>, BuildError> {
+) -> Result<buddy::Allocator<M, V>, buddy::AllocError> {
     buddy::Allocator::new(M::build(layout, options)?, layout, alloc_options)
-        .map_err(|e| BuildError::Unsupported(e.to_string()))
 }
 
 /// Work to do with a model type, generic so it is compiled once per model.
@@ -167,7 +166,7 @@ pub trait ModelVisitor {
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Self::Output, BuildError>;
+    ) -> Result<Self::Output, buddy::AllocError>;
 }
 
 /// Runs `visitor` with the model type of `kind`.
@@ -175,7 +174,7 @@ pub fn with_model<V: ModelVisitor>(
     kind: ModelKind,
     layout: &Layout,
     visitor: V,
-) -> Result<V::Output, BuildError> {
+) -> Result<V::Output, buddy::AllocError> {
     with_model_options(kind, layout, VmemmapOptions::default(), visitor)
 }
 
@@ -185,7 +184,7 @@ pub fn with_model_options<V: ModelVisitor>(
     layout: &Layout,
     options: VmemmapOptions,
     visitor: V,
-) -> Result<V::Output, BuildError> {
+) -> Result<V::Output, buddy::AllocError> {
     match kind {
         ModelKind::Flat => visitor.visit::<Flat>(layout, options),
         ModelKind::Sparse => visitor.visit::<SparseClassic>(layout, options),

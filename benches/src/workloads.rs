@@ -13,7 +13,7 @@ use std::hint::black_box;
 
 use buddy::{Allocator, Gfp, PerCpu, Variant};
 use sparsemem::reference::{Reference, Semantics};
-use sparsemem::{Layout, MemoryModel, Order, Pfn, UserFlag};
+use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn, UserFlag};
 
 /// A small, fast, seeded generator (xorshift64).
 #[derive(Clone, Debug)]
@@ -143,7 +143,11 @@ pub fn count_valid_sequential<M: MemoryModel>(model: &M, start: Pfn, n: u64) -> 
 /// the way down and merges it all the way back (ten hole checks per free
 /// with the check on).
 #[inline(never)]
-pub fn zone_pairs<M: MemoryModel, V: Variant>(alloc: &Allocator<M, V>, node: u16, n: u64) -> u64 {
+pub fn zone_pairs<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    node: NodeId,
+    n: u64,
+) -> u64 {
     let mut acc = 0;
     for _ in 0..n {
         let pfn = alloc

@@ -10,13 +10,13 @@
 
 use std::marker::PhantomData;
 
-use sparsemem::{Layout, MemoryModel, Order, PageFlag, Pfn, RangeKind};
+use sparsemem::{Layout, MemoryModel, NodeId, Order, PageFlag, Pfn, RangeKind};
 
 use crate::error::AllocError;
 use crate::list::OwnedBlock;
 use crate::node::{Gfp, Node, NodeMask, build_nodes};
 use crate::variant::Variant;
-use crate::zone::{ClaimError, Zone, ZoneType, claim_for_free};
+use crate::zone::{ClaimError, Zone, ZoneId, ZoneStats, ZoneType, claim_for_free};
 
 /// How the zone lock is taken around a per-CPU batch.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -67,10 +67,10 @@ fn ram_zone(layout: &Layout, pfn: Pfn) -> ZoneType {
 }
 
 /// `(node, type) -> pfn ranges` of a layout's memory.
-fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(u16, ZoneType), Vec<(Pfn, Pfn)>> {
+fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> {
     let g = layout.geometry();
     let bounds = [16u64 << 20, 4 << 30].map(|b| b >> g.page_shift());
-    let mut parts: std::collections::BTreeMap<(u16, ZoneType), Vec<(Pfn, Pfn)>> =
+    let mut parts: std::collections::BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> =
         Default::default();
     for (r, first, end) in layout.memory_ranges() {
         let mut cuts = vec![first.get()];
@@ -88,7 +88,7 @@ fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(u16, ZoneType), Ve
                 ram_zone(layout, Pfn::new(w[0]))
             };
             parts
-                .entry((r.node, kind))
+                .entry((layout.node_of(Pfn::new(w[0])), kind))
                 .or_default()
                 .push((Pfn::new(w[0]), Pfn::new(w[1])));
         }
@@ -160,7 +160,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         for (i, ((node, kind), ranges)) in parts.iter().enumerate() {
             let start = ranges.iter().map(|r| r.0).min().unwrap_or_default();
             let end = ranges.iter().map(|r| r.1).max().unwrap_or_default();
-            let mut zone = Zone::new(*kind, *node, i as u8, start, end);
+            let mut zone = Zone::new(*kind, *node, ZoneId::new(i as u8), start, end);
             for &(first, end) in ranges {
                 zone.give_range(&alloc.model, first, end)?;
             }
@@ -172,11 +172,8 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     pub(crate) fn rebuild_nodes(&mut self) {
-        let triples: Vec<(usize, u16, ZoneType)> = self
-            .zones
-            .iter()
-            .map(|z| (z.id as usize, z.node, z.kind))
-            .collect();
+        let triples: Vec<(ZoneId, NodeId, ZoneType)> =
+            self.zones.iter().map(|z| (z.id, z.node, z.kind)).collect();
         self.nodes = build_nodes(&triples);
     }
 
@@ -185,11 +182,11 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     ///
     /// ```compile_fail,E0133
     /// use buddy::{Allocator, Kernel, Options};
-    /// use sparsemem::{Layout, MemoryModel, SparseExtreme};
+    /// use sparsemem::{Layout, MemoryModel, NodeId, SparseExtreme};
     ///
     /// let layout = Layout::preset("x86-pci-hole").unwrap();
     /// let alloc = Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, Options::default()).unwrap();
-    /// let p = alloc.cpu(0).alloc(buddy::Gfp::KERNEL).unwrap();
+    /// let p = alloc.cpu_on(NodeId::ZERO).unwrap().alloc(buddy::Gfp::KERNEL).unwrap();
     /// let junk = 0x1000 as *mut sparsemem::Page;
     /// alloc.model().pfn_to_page(p).unwrap().set_lru_next(junk); // E0133: unsafe
     /// ```
@@ -212,15 +209,25 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         &self.options
     }
 
-    /// The zonelist for an allocation from `node` (the fallback list, or
-    /// the node's own zones with `THISNODE`).
+    /// The zone with id `zid`, if there is one.
+    pub fn zone(&self, zid: ZoneId) -> Option<&Zone<V>> {
+        self.zones.get(zid.index())
+    }
+
+    /// The index of `node` in [`Allocator::nodes`], or
+    /// [`AllocError::UnknownNode`] when no zone has memory on it.
+    pub(crate) fn node_index(&self, node: NodeId) -> Result<usize, AllocError> {
+        self.nodes
+            .binary_search_by_key(&node, |n| n.id)
+            .map_err(|_| AllocError::UnknownNode { node })
+    }
+
+    /// The zonelist of the node at `index` (the fallback list, or the
+    /// node's own zones with `THISNODE`): an array index, as
+    /// `node_zonelist` is.
     #[inline(always)]
-    pub fn zonelist(&self, node: u16, gfp: Gfp) -> &[usize] {
-        let n = self
-            .nodes
-            .iter()
-            .find(|n| n.id == node)
-            .unwrap_or(&self.nodes[0]);
+    pub(crate) fn zonelist_at(&self, index: usize, gfp: Gfp) -> &[ZoneId] {
+        let n = &self.nodes[index];
         if gfp.thisnode {
             &n.zonelist_thisnode
         } else {
@@ -228,11 +235,16 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         }
     }
 
+    /// The zonelist for an allocation from `node`.
+    pub fn zonelist(&self, node: NodeId, gfp: Gfp) -> Result<&[ZoneId], AllocError> {
+        Ok(self.zonelist_at(self.node_index(node)?, gfp))
+    }
+
     /// Whether a zonelist entry may serve `gfp` under `mask`
     /// (`__cpuset_zone_allowed` plus the zone-type limit).
     #[inline(always)]
-    pub(crate) fn zone_allowed(&self, zid: usize, gfp: Gfp, mask: Option<&NodeMask>) -> bool {
-        let zone = &self.zones[zid];
+    pub(crate) fn zone_allowed(&self, zid: ZoneId, gfp: Gfp, mask: Option<&NodeMask>) -> bool {
+        let zone = &self.zones[zid.index()];
         zone.kind <= gfp.highest_zone && mask.is_none_or(|m| m.test(zone.node))
     }
 
@@ -242,7 +254,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         &self,
         order: Order,
         gfp: Gfp,
-        node: u16,
+        node: NodeId,
         mask: Option<&NodeMask>,
     ) -> Result<Pfn, AllocError> {
         self.alloc_pages_with(order, gfp, node, |zone| {
@@ -258,11 +270,23 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         &self,
         order: Order,
         gfp: Gfp,
-        node: u16,
+        node: NodeId,
+        allowed: impl FnMut(&Zone<V>) -> bool,
+    ) -> Result<Pfn, AllocError> {
+        self.alloc_pages_at(order, gfp, self.node_index(node)?, allowed)
+    }
+
+    /// [`Allocator::alloc_pages_with`] for the node at `index`.
+    #[inline(always)]
+    pub(crate) fn alloc_pages_at(
+        &self,
+        order: Order,
+        gfp: Gfp,
+        index: usize,
         mut allowed: impl FnMut(&Zone<V>) -> bool,
     ) -> Result<Pfn, AllocError> {
-        for &zid in self.zonelist(node, gfp) {
-            let zone = &self.zones[zid];
+        for &zid in self.zonelist_at(index, gfp) {
+            let zone = &self.zones[zid.index()];
             if zone.kind > gfp.highest_zone || !allowed(zone) {
                 continue;
             }
@@ -274,9 +298,10 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     /// The zone path over a precomputed list of zone ids, with no per-zone
-    /// check (a zonelist already filtered for the cpuset).
+    /// check (a zonelist already filtered for the cpuset). Ids of no zone
+    /// are skipped.
     #[inline]
-    pub fn alloc_pages_from(&self, order: Order, zonelist: &[usize]) -> Result<Pfn, AllocError> {
+    pub fn alloc_pages_from(&self, order: Order, zonelist: &[ZoneId]) -> Result<Pfn, AllocError> {
         for &zid in zonelist {
             if let Some(pfn) = self.rmqueue(zid, order) {
                 return Ok(pfn);
@@ -287,8 +312,8 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// One block from one zone, under its lock.
     #[inline(always)]
-    fn rmqueue(&self, zid: usize, order: Order) -> Option<Pfn> {
-        let mut area = self.zones.get(zid)?.free.lock();
+    fn rmqueue(&self, zid: ZoneId, order: Order) -> Option<Pfn> {
+        let mut area = self.zones.get(zid.index())?.free.lock();
         let block = area.rmqueue_smallest(&self.model, order)?;
         area.stats.allocs[order.index()] += 1;
         drop(area);
@@ -298,7 +323,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// `__free_pages` on the zone path, after the misuse checks.
     pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         let (block, zid) = self.claim_for_free(pfn, order)?;
-        let mut area = self.zones[zid].free.lock();
+        let mut area = self.zones[zid.index()].free.lock();
         area.free_one(&self.model, block);
         area.stats.frees[order.index()] += 1;
         Ok(())
@@ -311,7 +336,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         &self,
         pfn: Pfn,
         order: Order,
-    ) -> Result<(OwnedBlock, usize), AllocError> {
+    ) -> Result<(OwnedBlock, ZoneId), AllocError> {
         claim_for_free(&self.model, &self.zones, pfn, order).map_err(|e| match e {
             ClaimError::OutsideZone => AllocError::OutsideZone { pfn },
             ClaimError::WrongOrder { allocated } => AllocError::WrongOrder {
@@ -325,7 +350,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// Why a free was refused: already free, or never allocated.
     #[cold]
-    fn classify_bad_free(&self, pfn: Pfn, zid: usize) -> AllocError {
+    fn classify_bad_free(&self, pfn: Pfn, zid: ZoneId) -> AllocError {
         let marked_free = self
             .model
             .pfn_to_page(pfn)
@@ -333,7 +358,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         if marked_free {
             return AllocError::DoubleFree { pfn };
         }
-        let _guard = self.zones[zid].free.lock();
+        let _guard = self.zones[zid.index()].free.lock();
         if self.free_block_containing(zid, pfn).is_some() {
             AllocError::DoubleFree { pfn }
         } else {
@@ -343,14 +368,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// The free block (head pfn, order) containing `pfn`, if any. The
     /// caller holds the zone's lock (or `&mut self`).
-    pub(crate) fn free_block_containing(&self, zid: usize, pfn: Pfn) -> Option<(Pfn, Order)> {
+    pub(crate) fn free_block_containing(&self, zid: ZoneId, pfn: Pfn) -> Option<(Pfn, Order)> {
         for o in Order::all() {
             let head = Pfn::new(pfn.get() & !(o.nr_pages() - 1));
             let Some(page) = self.model.pfn_to_page(head) else {
                 continue;
             };
             if page.test(PageFlag::Buddy)
-                && usize::from(page.zone_id()) == zid
+                && page.zone_id() == zid.get()
                 && head.get() + (1 << page.private()) > pfn.get()
             {
                 return Some((head, Order::new(page.private() as u8)));
@@ -359,14 +384,13 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         None
     }
 
-    /// Free pages on the zone lists of zone `zid`.
-    pub fn zone_free_pages(&self, zid: usize) -> u64 {
-        self.zones[zid].free_pages()
-    }
-
-    /// Every free block on zone `zid`'s lists as `(pfn, order)`.
-    pub fn free_blocks(&self, zid: usize) -> Vec<(Pfn, Order)> {
-        let area = self.zones[zid].free.lock();
+    /// Every free block on zone `zid`'s lists as `(pfn, order)` (none for
+    /// an id of no zone).
+    pub fn free_blocks(&self, zid: ZoneId) -> Vec<(Pfn, Order)> {
+        let Some(zone) = self.zone(zid) else {
+            return Vec::new();
+        };
+        let area = zone.free.lock();
         Order::all()
             .flat_map(|o| {
                 area.block_pfns(&self.model, o)
@@ -374,5 +398,24 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                     .map(move |p| (p, o))
             })
             .collect()
+    }
+
+    /// Free pages on every zone's free lists (the allocator-wide
+    /// `NR_FREE_PAGES`, less what per-CPU lists hold).
+    pub fn free_pages_total(&self) -> u64 {
+        self.zones.iter().map(Zone::free_pages).sum()
+    }
+
+    /// Pages given to the allocator, over every zone.
+    pub fn managed_pages_total(&self) -> u64 {
+        self.zones.iter().map(Zone::managed_pages).sum()
+    }
+
+    /// Every zone's statistics, summed.
+    pub fn stats_total(&self) -> ZoneStats {
+        self.zones.iter().fold(ZoneStats::default(), |mut sum, z| {
+            sum += z.stats();
+            sum
+        })
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use sparsemem::{BuildError, HotplugError, Order, OrderTooLarge, Pfn};
+use sparsemem::{BuildError, HotplugError, NodeId, Order, OrderTooLarge, Pfn};
 
 /// Why an allocator call was refused.
 #[derive(Debug)]
@@ -79,6 +79,11 @@ pub enum AllocError {
     },
     /// The memory model could not be built.
     Build(BuildError),
+    /// No zone of the allocator has memory on this node.
+    UnknownNode {
+        /// The node asked for.
+        node: NodeId,
+    },
 }
 
 impl fmt::Display for AllocError {
@@ -130,6 +135,9 @@ impl fmt::Display for AllocError {
                 write!(f, "pfn {pfn} is already managed by a zone")
             }
             AllocError::Build(e) => write!(f, "cannot build the memory model: {e}"),
+            AllocError::UnknownNode { node } => {
+                write!(f, "node {node} has no memory in this allocator")
+            }
             AllocError::NotOffline { pfn } => {
                 write!(
                     f,

@@ -8,12 +8,12 @@
 //! that straddle the range; `hot_remove` then retires the memmap. All four
 //! take `&mut self`, so no per-CPU handle can hold pages meanwhile.
 
-use sparsemem::{MemoryModel, PageFlag, Pfn};
+use sparsemem::{MemoryModel, NodeId, PageFlag, Pfn};
 
 use crate::alloc::{Allocator, MAX_ZONES};
 use crate::error::AllocError;
 use crate::variant::Variant;
-use crate::zone::{Zone, ZoneType, check_blocks};
+use crate::zone::{Zone, ZoneId, ZoneType, check_blocks};
 
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// The global subsection numbers of a subsection-aligned range.
@@ -54,7 +54,12 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// Onlines `[start, start + nr_pages)` (offline memory: hot-added or
     /// offlined) into `node`'s Movable zone.
-    pub fn online_pages(&mut self, start: Pfn, nr_pages: u64, node: u16) -> Result<(), AllocError> {
+    pub fn online_pages(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        node: NodeId,
+    ) -> Result<(), AllocError> {
         let subs = self.subsections(start, nr_pages)?;
         if let Some(pfn) = self.first_not_offline(subs.clone()) {
             return Err(AllocError::NotOffline { pfn });
@@ -82,11 +87,11 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 if self.zones.len() >= MAX_ZONES {
                     return Err(AllocError::TooManyZones);
                 }
-                let id = self.zones.len() as u8;
+                let id = ZoneId::new(self.zones.len() as u8);
                 self.zones
                     .push(Zone::new(ZoneType::Movable, node, id, start, end));
                 self.rebuild_nodes();
-                id as usize
+                id.index()
             }
         };
         self.model.set_online(start, nr_pages, true)?;
@@ -109,8 +114,8 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             .model
             .pfn_to_page(start)
             .ok_or(AllocError::OutsideZone { pfn: start })?;
-        let zid = usize::from(first.zone_id());
-        if first.test(PageFlag::Reserved) || zid >= self.zones.len() {
+        let zid = ZoneId::new(first.zone_id());
+        if first.test(PageFlag::Reserved) || zid.index() >= self.zones.len() {
             return Err(AllocError::OutsideZone { pfn: start });
         }
         let mut blocks = Vec::new();
@@ -120,7 +125,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             let managed = self
                 .model
                 .pfn_to_page(Pfn::new(pfn))
-                .is_some_and(|p| usize::from(p.zone_id()) == zid && !p.test(PageFlag::Reserved));
+                .is_some_and(|p| p.zone_id() == zid.get() && !p.test(PageFlag::Reserved));
             if !managed {
                 return Err(AllocError::OutsideZone { pfn: Pfn::new(pfn) });
             }
@@ -139,7 +144,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             return Err(AllocError::InUse { nr_pages: in_use });
         }
         self.model.set_online(start, nr_pages, false)?;
-        self.zones[zid].take_range(&self.model, start, Pfn::new(end), &blocks)?;
+        self.zones[zid.index()].take_range(&self.model, start, Pfn::new(end), &blocks)?;
         self.offline.extend(subs);
         Ok(())
     }

@@ -16,11 +16,11 @@
 //!
 //! ```
 //! use buddy::{Allocator, Gfp, Kernel, Options};
-//! use sparsemem::{Layout, Order, SparseExtreme};
+//! use sparsemem::{Layout, NodeId, Order, SparseExtreme};
 //!
 //! let layout = Layout::preset("x86-pci-hole")?;
 //! let alloc = Allocator::<_, Kernel>::new(SparseExtreme::new(&layout)?, &layout, Options::default())?;
-//! let mut cpu = alloc.cpu(0);
+//! let mut cpu = alloc.cpu_on(NodeId::ZERO)?;
 //! let page = cpu.alloc(Gfp::KERNEL)?;
 //! let block = cpu.alloc_pages(Order::new(3), Gfp::KERNEL)?;
 //! cpu.free(page)?;
@@ -57,4 +57,4 @@ pub use error::AllocError;
 pub use node::{Gfp, Node, NodeMask};
 pub use pcp::PerCpu;
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Variant};
-pub use zone::{PCP_HIGH_BATCHES, Zone, ZoneStats, ZoneType, zone_batchsize};
+pub use zone::{PCP_HIGH_BATCHES, Zone, ZoneId, ZoneStats, ZoneType, zone_batchsize};

@@ -6,20 +6,25 @@
 //! `Normal` tries it before `DMA32` and `DMA`. `THISNODE` uses the node's
 //! own zones only (`__GFP_THISNODE`).
 
-use crate::zone::ZoneType;
+use sparsemem::{MAX_NUMNODES, NodeId};
+
+use crate::zone::{ZoneId, ZoneType};
+
+/// Words in a [`NodeMask`]: one bit per possible node.
+const NODEMASK_WORDS: usize = MAX_NUMNODES as usize / 64;
 
 /// A node mask (`nodemask_t`), sized for `MAX_NUMNODES` (1024).
 #[derive(Clone, PartialEq, Eq, Debug)]
-pub struct NodeMask([u64; 16]);
+pub struct NodeMask([u64; NODEMASK_WORDS]);
 
 impl NodeMask {
     /// No node.
     pub fn empty() -> NodeMask {
-        NodeMask([0; 16])
+        NodeMask([0; NODEMASK_WORDS])
     }
 
     /// The given nodes.
-    pub fn of(nodes: impl IntoIterator<Item = u16>) -> NodeMask {
+    pub fn of(nodes: impl IntoIterator<Item = NodeId>) -> NodeMask {
         let mut m = NodeMask::empty();
         for n in nodes {
             m.set(n);
@@ -27,15 +32,17 @@ impl NodeMask {
         m
     }
 
-    /// Adds a node.
-    pub fn set(&mut self, node: u16) {
-        self.0[usize::from(node / 64)] |= 1 << (node % 64);
+    /// Adds a node (`node_set`).
+    pub fn set(&mut self, node: NodeId) {
+        let n = usize::from(node.get());
+        self.0[n / 64] |= 1 << (n % 64);
     }
 
     /// `node_isset`.
     #[inline(always)]
-    pub fn test(&self, node: u16) -> bool {
-        self.0[usize::from(node / 64)] & (1 << (node % 64)) != 0
+    pub fn test(&self, node: NodeId) -> bool {
+        let n = usize::from(node.get());
+        self.0[n / 64] & (1 << (n % 64)) != 0
     }
 
     /// Nodes in the mask.
@@ -83,22 +90,23 @@ impl Gfp {
 #[derive(Clone, Debug)]
 pub struct Node {
     /// Node id.
-    pub id: u16,
+    pub id: NodeId,
     /// Ids of this node's zones, lowest type first.
-    pub zones: Vec<usize>,
+    pub zones: Vec<ZoneId>,
     /// Fallback zonelist (`ZONELIST_FALLBACK`).
-    pub zonelist: Vec<usize>,
+    pub zonelist: Vec<ZoneId>,
     /// This node's zones only, highest first (`ZONELIST_NOFALLBACK`).
-    pub zonelist_thisnode: Vec<usize>,
+    pub zonelist_thisnode: Vec<ZoneId>,
 }
 
-/// Builds every node's zonelists from `(zone id, node, type)` triples.
-pub(crate) fn build_nodes(zones: &[(usize, u16, ZoneType)]) -> Vec<Node> {
-    let mut ids: Vec<u16> = zones.iter().map(|z| z.1).collect();
+/// Builds every node's zonelists from `(zone id, node, type)` triples;
+/// nodes come out sorted by id.
+pub(crate) fn build_nodes(zones: &[(ZoneId, NodeId, ZoneType)]) -> Vec<Node> {
+    let mut ids: Vec<NodeId> = zones.iter().map(|z| z.1).collect();
     ids.sort_unstable();
     ids.dedup();
-    let highest_first = |node: u16| {
-        let mut own: Vec<(ZoneType, usize)> = zones
+    let highest_first = |node: NodeId| {
+        let mut own: Vec<(ZoneType, ZoneId)> = zones
             .iter()
             .filter(|z| z.1 == node)
             .map(|z| (z.2, z.0))
@@ -109,7 +117,7 @@ pub(crate) fn build_nodes(zones: &[(usize, u16, ZoneType)]) -> Vec<Node> {
     ids.iter()
         .map(|&id| {
             let mut by_distance = ids.clone();
-            by_distance.sort_by_key(|&other| (other.abs_diff(id), other));
+            by_distance.sort_by_key(|&other| (other.get().abs_diff(id.get()), other));
             let mut own_lowest_first = highest_first(id);
             let zonelist_thisnode = own_lowest_first.clone();
             own_lowest_first.reverse();
@@ -130,13 +138,20 @@ mod tests {
     #[test]
     fn zonelists_prefer_near_nodes_and_high_zones() {
         use ZoneType::*;
-        let nodes = build_nodes(&[(0, 0, Dma), (1, 0, Dma32), (2, 1, Normal), (3, 2, Normal)]);
-        assert_eq!(nodes[0].zonelist, vec![1, 0, 2, 3]);
-        assert_eq!(nodes[1].zonelist, vec![2, 1, 0, 3]);
-        assert_eq!(nodes[0].zonelist_thisnode, vec![1, 0]);
-        assert_eq!(nodes[0].zones, vec![0, 1]);
-        let m = NodeMask::of([1, 700]);
-        assert!(m.test(700) && m.test(1) && !m.test(0));
-        assert_eq!(m.count(), 2);
+        let z = |ids: &[u8]| ids.iter().map(|&i| ZoneId::new(i)).collect::<Vec<_>>();
+        let n = NodeId::new;
+        let nodes = build_nodes(&[
+            (ZoneId::new(0), n(0), Dma),
+            (ZoneId::new(1), n(0), Dma32),
+            (ZoneId::new(2), n(1), Normal),
+            (ZoneId::new(3), n(2), Normal),
+        ]);
+        assert_eq!(nodes[0].zonelist, z(&[1, 0, 2, 3]));
+        assert_eq!(nodes[1].zonelist, z(&[2, 1, 0, 3]));
+        assert_eq!(nodes[0].zonelist_thisnode, z(&[1, 0]));
+        assert_eq!(nodes[0].zones, z(&[0, 1]));
+        let m = NodeMask::of([n(1), n(700), n(MAX_NUMNODES - 1)]);
+        assert!(m.test(n(700)) && m.test(n(1)) && m.test(n(1023)) && !m.test(n(0)));
+        assert_eq!(m.count(), 3);
     }
 }

@@ -15,19 +15,20 @@
 //! only empty slots and returns how many slots are populated, counting those
 //! that were already full.
 
-use sparsemem::{MemoryModel, Order, Pfn};
+use sparsemem::{MemoryModel, NodeId, Order, Pfn};
 
 use crate::alloc::{Allocator, LockPolicy, MAX_BULK};
 use crate::error::AllocError;
 use crate::list::PcpList;
 use crate::node::{Gfp, NodeMask};
 use crate::variant::Variant;
-use crate::zone::{FreeArea, ZoneStats};
+use crate::zone::{FreeArea, ZoneId, ZoneStats};
 
 /// One CPU's per-CPU lists; see the module documentation.
 pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
-    node: u16,
+    /// The node's index in the allocator's nodes (its zonelists).
+    node_index: usize,
     lists: Vec<PcpList>,
     /// Order-0 allocations and frees per zone not yet folded into the
     /// zone's statistics (the kernel's per-CPU vm event counters).
@@ -43,15 +44,17 @@ fn fold(pending: &mut (u64, u64), stats: &mut ZoneStats) {
 }
 
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
-    /// A per-CPU handle for a thread running on `node`.
-    pub fn cpu(&self, node: u16) -> PerCpu<'_, M, V> {
-        PerCpu {
+    /// A per-CPU handle for a CPU of `node`, for one thread: its per-CPU
+    /// lists for every zone, allocating along `node`'s zonelist. A node with
+    /// no memory in this allocator is [`AllocError::UnknownNode`].
+    pub fn cpu_on(&self, node: NodeId) -> Result<PerCpu<'_, M, V>, AllocError> {
+        Ok(PerCpu {
             alloc: self,
-            node,
+            node_index: self.node_index(node)?,
             lists: (0..self.zones.len()).map(|_| PcpList::default()).collect(),
             pending: vec![(0, 0); self.zones.len()],
             cpuset: None,
-        }
+        })
     }
 }
 
@@ -62,9 +65,15 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         self.cpuset = mask;
     }
 
-    /// Pages on this CPU's list for zone `zid` (`pcp->count`).
-    pub fn count(&self, zid: usize) -> u64 {
-        self.lists[zid].len()
+    /// Pages on this CPU's list for zone `zid` (`pcp->count`; 0 for an id
+    /// of no zone).
+    pub fn count(&self, zid: ZoneId) -> u64 {
+        self.lists.get(zid.index()).map_or(0, PcpList::len)
+    }
+
+    /// The node this CPU belongs to.
+    pub fn node(&self) -> NodeId {
+        self.alloc.nodes[self.node_index].id
     }
 
     /// Pages on all of this CPU's lists.
@@ -79,11 +88,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// `rmqueue_bulk`: moves up to `count` order-0 pages from the zone to
     /// this CPU's list; returns how many.
-    fn rmqueue_bulk(&mut self, zid: usize, count: u32) -> u32 {
+    fn rmqueue_bulk(&mut self, zid: ZoneId, count: u32) -> u32 {
         let alloc = self.alloc;
-        let zone = &alloc.zones[zid];
-        let list = &mut self.lists[zid];
-        let pending = &mut self.pending[zid];
+        let zone = &alloc.zones[zid.index()];
+        let list = &mut self.lists[zid.index()];
+        let pending = &mut self.pending[zid.index()];
         let mut moved = 0;
         let mut first = true;
         let mut take = |area: &mut FreeArea<V>| {
@@ -112,11 +121,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// `free_pcppages_bulk`: returns up to `count` of the coldest pages of
     /// this CPU's list for zone `zid` to the buddy lists.
-    fn free_pcppages_bulk(&mut self, zid: usize, count: u64) {
+    fn free_pcppages_bulk(&mut self, zid: ZoneId, count: u64) {
         let alloc = self.alloc;
-        let zone = &alloc.zones[zid];
-        let list = &mut self.lists[zid];
-        let pending = &mut self.pending[zid];
+        let zone = &alloc.zones[zid.index()];
+        let list = &mut self.lists[zid.index()];
+        let pending = &mut self.pending[zid.index()];
         let mut first = true;
         let mut give = |area: &mut FreeArea<V>| {
             if std::mem::take(&mut first) {
@@ -144,13 +153,14 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// One order-0 page from zone `zid` through this CPU's list.
     #[inline(always)]
-    fn rmqueue_pcplist(&mut self, zid: usize) -> Option<Pfn> {
-        if self.lists[zid].is_empty() {
-            let batch = self.alloc.zones[zid].batch;
+    fn rmqueue_pcplist(&mut self, zid: ZoneId) -> Option<Pfn> {
+        let z = zid.index();
+        if self.lists[z].is_empty() {
+            let batch = self.alloc.zones[z].batch;
             self.rmqueue_bulk(zid, batch);
         }
-        let block = self.lists[zid].pop_front::<M, V>(&self.alloc.model)?;
-        self.pending[zid].0 += 1;
+        let block = self.lists[z].pop_front::<M, V>(&self.alloc.model)?;
+        self.pending[z].0 += 1;
         Some(block.prep_new_page())
     }
 
@@ -158,7 +168,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     #[inline]
     pub fn alloc(&mut self, gfp: Gfp) -> Result<Pfn, AllocError> {
         let alloc = self.alloc;
-        for &zid in alloc.zonelist(self.node, gfp) {
+        for &zid in alloc.zonelist_at(self.node_index, gfp) {
             if !alloc.zone_allowed(zid, gfp, self.cpuset.as_ref()) {
                 continue;
             }
@@ -175,8 +185,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         if order == Order::ZERO {
             self.alloc(gfp)
         } else {
+            let mask = self.cpuset.as_ref();
             self.alloc
-                .alloc_pages(order, gfp, self.node, self.cpuset.as_ref())
+                .alloc_pages_at(order, gfp, self.node_index, |zone| {
+                    mask.is_none_or(|m| m.test(zone.node))
+                })
         }
     }
 
@@ -185,10 +198,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     #[inline]
     pub fn free(&mut self, pfn: Pfn) -> Result<(), AllocError> {
         let (block, zid) = self.alloc.claim_for_free(pfn, Order::ZERO)?;
-        self.lists[zid].push_front::<V>(block);
-        self.pending[zid].1 += 1;
-        let zone = &self.alloc.zones[zid];
-        if self.lists[zid].len() >= u64::from(zone.high) {
+        let z = zid.index();
+        self.lists[z].push_front::<V>(block);
+        self.pending[z].1 += 1;
+        let zone = &self.alloc.zones[z];
+        if self.lists[z].len() >= u64::from(zone.high) {
             self.free_pcppages_bulk(zid, u64::from(zone.batch));
         }
         Ok(())
@@ -204,10 +218,10 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     }
 
     /// The zone a bulk request is served from: the first allowed one.
-    fn preferred_zone(&self, gfp: Gfp) -> Option<usize> {
+    fn preferred_zone(&self, gfp: Gfp) -> Option<ZoneId> {
         let alloc = self.alloc;
         alloc
-            .zonelist(self.node, gfp)
+            .zonelist_at(self.node_index, gfp)
             .iter()
             .copied()
             .find(|&z| alloc.zone_allowed(z, gfp, self.cpuset.as_ref()))
@@ -216,7 +230,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// One page for a bulk request: the preferred zone's pcp list first,
     /// then the ordinary single-page path.
     #[inline(always)]
-    fn bulk_one(&mut self, preferred: Option<usize>, gfp: Gfp) -> Option<Pfn> {
+    fn bulk_one(&mut self, preferred: Option<ZoneId>, gfp: Gfp) -> Option<Pfn> {
         preferred
             .and_then(|zid| self.rmqueue_pcplist(zid))
             .or_else(|| self.alloc(gfp).ok())
@@ -278,10 +292,10 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// Returns every page on this CPU's lists to the buddy lists
     /// (`drain_local_pages`).
     pub fn drain(&mut self) {
-        for zid in 0..self.lists.len() {
-            let n = self.lists[zid].len();
+        for z in 0..self.lists.len() {
+            let n = self.lists[z].len();
             if n > 0 {
-                self.free_pcppages_bulk(zid, n);
+                self.free_pcppages_bulk(ZoneId::new(z as u8), n);
             }
         }
     }

@@ -19,7 +19,7 @@
 
 use std::marker::PhantomData;
 
-use sparsemem::{MAX_PAGE_ORDER, MemoryModel, NR_PAGE_ORDERS, Order, Page, PageFlag, Pfn};
+use sparsemem::{MAX_PAGE_ORDER, MemoryModel, NR_PAGE_ORDERS, NodeId, Order, Page, PageFlag, Pfn};
 
 use crate::error::AllocError;
 use crate::list::{OwnedBlock, PageList, page_offset};
@@ -83,15 +83,60 @@ pub struct ZoneStats {
     pub hole_hits: u64,
 }
 
+impl std::ops::AddAssign for ZoneStats {
+    fn add_assign(&mut self, other: ZoneStats) {
+        for o in 0..NR_PAGE_ORDERS {
+            self.allocs[o] += other.allocs[o];
+            self.frees[o] += other.frees[o];
+        }
+        self.merges += other.merges;
+        self.splits += other.splits;
+        self.pcp_refills += other.pcp_refills;
+        self.pcp_drains += other.pcp_drains;
+        self.hole_checks += other.hole_checks;
+        self.hole_hits += other.hole_hits;
+    }
+}
+
+/// A zone's id: its index in [`crate::Allocator::zones`], stored in each of
+/// its pages (`page_zonenum` with the node folded in: pfnlab numbers zones
+/// allocator-wide, at most [`crate::MAX_ZONES`]).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct ZoneId(u8);
+
+impl ZoneId {
+    /// Wraps a raw id; whether a zone has it is the allocator's question.
+    pub const fn new(id: u8) -> ZoneId {
+        ZoneId(id)
+    }
+
+    /// The raw id.
+    pub const fn get(self) -> u8 {
+        self.0
+    }
+
+    /// The id as an index into per-zone arrays.
+    #[inline(always)]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::fmt::Display for ZoneId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// One zone (`struct zone`): its span, its free area behind the zone lock,
 /// and its per-CPU sizing.
 pub struct Zone<V> {
     /// The zone type.
     pub kind: ZoneType,
     /// Its node.
-    pub node: u16,
-    /// Its id: the index in [`crate::Allocator::zones`], stored in its pages.
-    pub id: u8,
+    pub node: NodeId,
+    /// Its id, stored in its pages.
+    pub id: ZoneId,
     pub(crate) start: Pfn,
     pub(crate) end: Pfn,
     pub(crate) managed: u64,
@@ -107,7 +152,7 @@ pub const PCP_HIGH_BATCHES: u32 = 6;
 impl<V: Variant> Zone<V> {
     /// An empty zone spanning `[start, end)`; memory comes with
     /// [`Zone::give_range`].
-    pub(crate) fn new(kind: ZoneType, node: u16, id: u8, start: Pfn, end: Pfn) -> Zone<V> {
+    pub(crate) fn new(kind: ZoneType, node: NodeId, id: ZoneId, start: Pfn, end: Pfn) -> Zone<V> {
         Zone {
             kind,
             node,
@@ -115,7 +160,7 @@ impl<V: Variant> Zone<V> {
             start,
             end,
             managed: 0,
-            free: SpinLock::new(FreeArea::new(id, start, end)),
+            free: SpinLock::new(FreeArea::new(id.get(), start, end)),
             batch: 1,
             high: PCP_HIGH_BATCHES,
         }
@@ -215,7 +260,7 @@ impl<V: Variant> Zone<V> {
             // takes ownership of the descriptor (`&mut self`).
             unsafe {
                 let page = model.pfn_to_page_unchecked(Pfn::new(pfn));
-                page.set_zone_node(self.id, self.node);
+                page.set_zone_node(self.id.get(), self.node.get());
                 page.set_refcount(0);
                 page.clear(PageFlag::Reserved);
             }
@@ -349,11 +394,11 @@ pub(crate) fn claim_for_free<M: MemoryModel, V: Variant>(
     zones: &[Zone<V>],
     pfn: Pfn,
     order: Order,
-) -> Result<(OwnedBlock, usize), ClaimError> {
+) -> Result<(OwnedBlock, ZoneId), ClaimError> {
     let page = model.pfn_to_page(pfn).ok_or(ClaimError::OutsideZone)?;
-    let zid = usize::from(page.zone_id());
+    let zid = ZoneId(page.zone_id());
     let in_zone = zones
-        .get(zid)
+        .get(zid.index())
         .is_some_and(|z| z.spans(pfn) && !page.test(PageFlag::Reserved));
     if !in_zone {
         return Err(ClaimError::OutsideZone);
@@ -388,7 +433,7 @@ pub(crate) enum ClaimError {
         allocated: u64,
     },
     /// Not an allocated head (free already, or a tail); its zone id.
-    NotAllocated(usize),
+    NotAllocated(ZoneId),
 }
 
 /// `free_area[]` of one zone, behind the zone lock.

@@ -36,7 +36,7 @@ fn run<M: MemoryModel, V: Variant>(model: M, layout: &Layout, ops: &[Op]) -> Res
         Err(e) => return Err(e.to_string()),
     };
     let initial = snapshot(&alloc);
-    let mut cpu = alloc.cpu(layout.nodes()[0]);
+    let mut cpu = alloc.cpu_on(layout.first_node()).unwrap();
     let mut reference = Reference::default();
     for &op in ops {
         match op {

@@ -1,7 +1,7 @@
 //! Memory hotplug through the allocator.
 
 use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, Options, ZoneType};
-use sparsemem::{Layout, MemoryModel, Order, Pfn};
+use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn};
 use vmemmap::VmemmapProbe;
 
 #[test]
@@ -18,15 +18,15 @@ fn add_online_allocate_offline_remove() {
     let resident = alloc.model().memmap_bytes().resident;
     alloc.hot_add(start, nr).unwrap();
     assert!(alloc.model().pfn_valid(start));
-    alloc.online_pages(start, nr, 1).unwrap();
+    alloc.online_pages(start, nr, NodeId::new(1)).unwrap();
     let zid = alloc
         .zones()
         .iter()
-        .position(|z| z.kind == ZoneType::Movable && z.node == 1)
+        .position(|z| z.kind == ZoneType::Movable && z.node == NodeId::new(1))
         .unwrap();
     assert!(alloc.zones()[zid].managed_pages() >= nr);
 
-    let mut cpu = alloc.cpu(1);
+    let mut cpu = alloc.cpu_on(NodeId::new(1)).unwrap();
     let mut taken = Vec::new();
     while let Ok(p) = cpu.alloc_pages(Order::new(9), Gfp::MOVABLE.thisnode()) {
         taken.push(p);
@@ -60,7 +60,7 @@ fn add_online_allocate_offline_remove() {
     alloc.hot_remove(start, nr).unwrap();
     assert!(!alloc.model().pfn_valid(start));
     assert!(alloc.model().memmap_bytes().resident <= resident + (64 << 10));
-    let mut cpu = alloc.cpu(1);
+    let mut cpu = alloc.cpu_on(NodeId::new(1)).unwrap();
     while let Ok(p) = cpu.alloc(Gfp::MOVABLE) {
         assert!(
             p < start || p.get() >= start.get() + nr,
@@ -107,7 +107,7 @@ fn only_offline_memory_can_be_onlined_or_removed() {
         alloc.model().pfn_valid(hole),
         "early section: the hole has struct pages"
     );
-    let e = alloc.online_pages(hole, 512, 0).unwrap_err();
+    let e = alloc.online_pages(hole, 512, NodeId::new(0)).unwrap_err();
     assert!(matches!(e, AllocError::NotOffline { .. }), "{e}");
     assert!(matches!(
         alloc.hot_remove(hole, 512),
@@ -125,12 +125,12 @@ fn only_offline_memory_can_be_onlined_or_removed() {
     alloc.offline_pages(boot, 512).unwrap();
     assert!(
         matches!(
-            alloc.online_pages(boot, 1024, 0),
+            alloc.online_pages(boot, 1024, NodeId::new(0)),
             Err(AllocError::NotOffline { .. })
         ),
         "half of it is online"
     );
-    alloc.online_pages(boot, 512, 0).unwrap();
+    alloc.online_pages(boot, 512, NodeId::new(0)).unwrap();
     assert!(
         alloc
             .zones()
@@ -139,7 +139,7 @@ fn only_offline_memory_can_be_onlined_or_removed() {
     );
     alloc.offline_pages(boot, 512).unwrap();
     alloc.hot_remove(boot, 512).unwrap();
-    let mut cpu = alloc.cpu(0);
+    let mut cpu = alloc.cpu_on(NodeId::new(0)).unwrap();
     while let Ok(p) = cpu.alloc(Gfp::KERNEL) {
         assert!(
             p.get() < (64 << 20) >> 12 && (p < boot || p.get() >= boot.get() + 512),

@@ -7,7 +7,7 @@
 use buddy::testing::{Reference, check_conservation, free_all_and_check, snapshot};
 use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, Options, Variant};
 use sparsemem::{
-    Flat, Geometry, Layout, MemRange, MemoryModel, Order, Pfn, RangeKind, SparseExtreme,
+    Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, RangeKind, SparseExtreme,
 };
 
 fn layout() -> Layout {
@@ -38,7 +38,7 @@ fn exercise<M: MemoryModel, V: Variant>(model: M, layout: &Layout) {
         for t in 0..2u64 {
             let alloc = &alloc;
             s.spawn(move || {
-                let mut cpu = alloc.cpu(0);
+                let mut cpu = alloc.cpu_on(NodeId::new(0)).unwrap();
                 let mut held = Vec::new();
                 for i in 0..40u64 {
                     if (i + t) % 3 == 2 {
@@ -55,7 +55,7 @@ fn exercise<M: MemoryModel, V: Variant>(model: M, layout: &Layout) {
             });
         }
     });
-    let mut cpu = alloc.cpu(0);
+    let mut cpu = alloc.cpu_on(NodeId::new(0)).unwrap();
     for order in [0u8, 3, 9] {
         let pfn = cpu.alloc_pages(Order::new(order), Gfp::MOVABLE).unwrap();
         reference.record(layout, pfn, Order::new(order)).unwrap();
@@ -93,9 +93,9 @@ fn hotplug_through_the_allocator() {
     .unwrap();
     let start = Pfn::new((256 << 20) >> 12);
     alloc.hot_add(start, 512).unwrap();
-    alloc.online_pages(start, 512, 0).unwrap();
+    alloc.online_pages(start, 512, NodeId::new(0)).unwrap();
     let p = alloc
-        .alloc_pages(Order::new(9), Gfp::MOVABLE, 0, None)
+        .alloc_pages(Order::new(9), Gfp::MOVABLE, NodeId::ZERO, None)
         .unwrap();
     assert!(
         matches!(

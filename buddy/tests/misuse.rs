@@ -2,7 +2,7 @@
 
 use buddy::testing::{Reference, check_conservation, snapshot};
 use buddy::{AllocError, Allocator, Gfp, Kernel, MAX_BULK, Options};
-use sparsemem::{Layout, MemRange, Order, Pfn, RangeKind, SparseExtreme};
+use sparsemem::{Layout, MemRange, NodeId, Order, Pfn, RangeKind, SparseExtreme};
 
 fn small_layout() -> Layout {
     Layout::new(
@@ -29,7 +29,7 @@ fn allocator(layout: &Layout) -> Allocator<SparseExtreme, Kernel> {
 fn misuse_is_refused_and_changes_nothing() {
     let layout = small_layout();
     let alloc = allocator(&layout);
-    let mut cpu = alloc.cpu(0);
+    let mut cpu = alloc.cpu_on(NodeId::new(0)).unwrap();
     let whole = snapshot(&alloc);
     let single = cpu.alloc(Gfp::KERNEL).unwrap();
     let block = cpu.alloc_pages(Order::new(4), Gfp::KERNEL).unwrap();
@@ -113,7 +113,7 @@ fn misuse_is_refused_and_changes_nothing() {
 fn exhaustion_is_no_memory_not_a_panic() {
     let layout = small_layout();
     let alloc = allocator(&layout);
-    let mut cpu = alloc.cpu(0);
+    let mut cpu = alloc.cpu_on(NodeId::new(0)).unwrap();
     let mut got = Vec::new();
     loop {
         match cpu.alloc_pages(Order::new(3), Gfp::KERNEL) {
@@ -143,15 +143,15 @@ fn dma32_request_never_gets_normal_memory_and_thisnode_stays_home() {
         Options::default(),
     )
     .unwrap();
-    let mut cpu = alloc.cpu(5);
+    let mut cpu = alloc.cpu_on(NodeId::new(5)).unwrap();
     let pfn = cpu.alloc(Gfp::KERNEL.thisnode()).unwrap();
-    assert_eq!(layout.node_of(pfn), 5);
-    let mut cpu = alloc.cpu(63);
-    cpu.set_cpuset(Some(buddy::NodeMask::of([2])));
+    assert_eq!(layout.node_of(pfn), NodeId::new(5));
+    let mut cpu = alloc.cpu_on(NodeId::new(63)).unwrap();
+    cpu.set_cpuset(Some(buddy::NodeMask::of([NodeId::new(2)])));
     let pfn = cpu.alloc(Gfp::KERNEL).unwrap();
     assert_eq!(
         layout.node_of(pfn),
-        2,
+        NodeId::new(2),
         "the cpuset filter skipped every other node"
     );
     cpu.set_cpuset(Some(buddy::NodeMask::empty()));
@@ -210,4 +210,66 @@ fn a_model_from_another_layout_is_refused_by_every_variant() {
         );
         assert!(e.to_string().contains("geometry"), "{e}");
     }
+}
+
+/// A node without memory is an error, never silently served from node 0.
+#[test]
+fn an_unknown_node_is_an_error() {
+    let layout = small_layout();
+    let alloc = allocator(&layout);
+    let node = NodeId::new(7);
+    let before = snapshot(&alloc);
+    assert!(matches!(alloc.cpu_on(node), Err(AllocError::UnknownNode { node: n }) if n == node));
+    assert!(matches!(
+        alloc.alloc_pages(Order::new(2), Gfp::KERNEL, node, None),
+        Err(AllocError::UnknownNode { .. })
+    ));
+    assert!(matches!(
+        alloc.zonelist(node, Gfp::KERNEL),
+        Err(AllocError::UnknownNode { .. })
+    ));
+    assert_eq!(
+        alloc.cpu_on(node).err().unwrap().to_string(),
+        "node 7 has no memory in this allocator"
+    );
+    assert!(alloc.zone(buddy::ZoneId::new(200)).is_none());
+    assert!(alloc.free_blocks(buddy::ZoneId::new(200)).is_empty());
+    assert_eq!(snapshot(&alloc), before, "nothing changed");
+}
+
+/// The allocator-wide totals are the sums of the zones'.
+#[test]
+fn totals_sum_the_zones() {
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    let alloc = allocator(&layout);
+    let zones = alloc.zones();
+    assert!(zones.len() >= 3, "DMA, DMA32 and Normal");
+    assert_eq!(
+        alloc.free_pages_total(),
+        zones.iter().map(|z| z.free_pages()).sum::<u64>()
+    );
+    assert_eq!(
+        alloc.managed_pages_total(),
+        alloc.free_pages_total(),
+        "nothing allocated yet"
+    );
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let a = cpu.alloc(Gfp::KERNEL).unwrap();
+    let b = cpu.alloc_pages(Order::new(3), Gfp::KERNEL).unwrap();
+    let on_pcp = cpu.total_count();
+    assert_eq!(
+        alloc.free_pages_total() + on_pcp + 1 + 8,
+        alloc.managed_pages_total(),
+        "free + per-CPU + allocated = managed"
+    );
+    cpu.free(a).unwrap();
+    cpu.free_pages(b, Order::new(3)).unwrap();
+    drop(cpu);
+    let stats = alloc.stats_total();
+    assert_eq!(stats.allocs[3], 1);
+    assert_eq!(stats.frees[3], 1);
+    assert_eq!(stats.allocs[0], 1, "the pcp allocation, folded in at drain");
+    assert_eq!(stats.frees[0], 1);
+    assert_eq!(stats.pcp_refills, 1);
+    assert_eq!(alloc.free_pages_total(), alloc.managed_pages_total());
 }

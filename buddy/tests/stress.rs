@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use buddy::testing::{Reference, free_all_and_check, snapshot};
 use buddy::{Allocator, Bitmap, Gfp, Kernel, LockPolicy, NoBitmapAtomic, Options, Variant};
-use sparsemem::{Layout, MemoryModel, Order, Pfn, SparseClassic};
+use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn, SparseClassic};
 use vmemmap::VmemmapProbe;
 
 fn stress<M: MemoryModel, V: Variant>(model: M, layout: &Layout, policy: LockPolicy) {
@@ -22,7 +22,7 @@ fn stress<M: MemoryModel, V: Variant>(model: M, layout: &Layout, policy: LockPol
             .map(|t| {
                 let alloc = &alloc;
                 s.spawn(move || {
-                    let mut cpu = alloc.cpu(0);
+                    let mut cpu = alloc.cpu_on(NodeId::new(0)).unwrap();
                     let mut held: Vec<(Pfn, Order)> = Vec::new();
                     let mut x = 0x9e37_79b9u64 + t;
                     while Instant::now() < deadline {
@@ -60,7 +60,12 @@ fn stress<M: MemoryModel, V: Variant>(model: M, layout: &Layout, policy: LockPol
             .record(layout, p, o)
             .expect("no page handed out twice across threads");
     }
-    free_all_and_check(alloc.cpu(0), &mut reference, &initial).unwrap();
+    free_all_and_check(
+        alloc.cpu_on(NodeId::new(0)).unwrap(),
+        &mut reference,
+        &initial,
+    )
+    .unwrap();
     let zone_locks: u64 = alloc.zones().iter().map(|z| z.lock_acquisitions()).sum();
     assert!(zone_locks > 0);
 }

@@ -54,7 +54,7 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
         Err(e) => panic!("the hole-check variant accepts every layout: {e}"),
     };
     let mut reference = Reference::default();
-    let node = layout.nodes()[0];
+    let node = layout.first_node();
     for &op in ops.iter().take(64) {
         match op {
             Op::HotAdd(at, len) => {
@@ -78,7 +78,10 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
                 let _ = alloc.hot_remove(start, nr);
             }
             _ => {
-                let mut cpu = alloc.cpu(node);
+                // A layout with no memory yet has no node to run a CPU on.
+                let Ok(mut cpu) = alloc.cpu_on(node) else {
+                    continue;
+                };
                 match op {
                     Op::Alloc(o) => {
                         let order = Order::new(o % 11);

@@ -81,4 +81,7 @@ pub use model::{BuildError, HotplugError, MemmapBytes, MemoryModel};
 pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, UserFlag};
 pub use sparse::{Sparse, SparseClassic, SparseExtreme};
 pub use subsection::SubsectionMap;
-pub use types::{MAX_PAGE_ORDER, NR_PAGE_ORDERS, Order, OrderTooLarge, Pfn, PhysAddr, SectionNr};
+pub use types::{
+    MAX_NUMNODES, MAX_PAGE_ORDER, NR_PAGE_ORDERS, NodeId, NodeIdTooLarge, Order, OrderTooLarge,
+    Pfn, PhysAddr, SectionNr,
+};

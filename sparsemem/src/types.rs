@@ -108,6 +108,78 @@ impl Pfn {
     }
 }
 
+/// Node ids are below this bound (the kernel's `MAX_NUMNODES`,
+/// `1 << CONFIG_NODES_SHIFT` with the x86_64 maximum `NODES_SHIFT` of 10,
+/// include/linux/numa.h).
+pub const MAX_NUMNODES: u16 = 1024;
+
+/// A NUMA node id (`nid`).
+///
+/// Invariant: the value is below [`MAX_NUMNODES`], so a node mask can hold
+/// every node.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct NodeId(u16);
+
+/// The node id given to [`NodeId::try_new`] is not below [`MAX_NUMNODES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeIdTooLarge(pub u64);
+
+impl fmt::Display for NodeIdTooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "node {} is not below MAX_NUMNODES ({MAX_NUMNODES})",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NodeIdTooLarge {}
+
+impl NodeId {
+    /// Node 0, which every machine has.
+    pub const ZERO: NodeId = NodeId(0);
+
+    /// Builds a node id.
+    ///
+    /// # Panics
+    /// When `nid >= MAX_NUMNODES`.
+    #[inline]
+    pub const fn new(nid: u16) -> NodeId {
+        assert!(nid < MAX_NUMNODES, "node id not below MAX_NUMNODES");
+        NodeId(nid)
+    }
+
+    /// Builds a node id, or says why it cannot.
+    #[inline]
+    pub const fn try_new(nid: u64) -> Result<NodeId, NodeIdTooLarge> {
+        if nid < MAX_NUMNODES as u64 {
+            Ok(NodeId(nid as u16))
+        } else {
+            Err(NodeIdTooLarge(nid))
+        }
+    }
+
+    /// The id as a number.
+    #[inline(always)]
+    pub const fn get(self) -> u16 {
+        self.0
+    }
+}
+
+impl fmt::Debug for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NodeId({})", self.0)
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// A buddy order: a block of `1 << order` pages, `0 ..= MAX_PAGE_ORDER`.
 ///
 /// Invariant: the value is at most [`MAX_PAGE_ORDER`].

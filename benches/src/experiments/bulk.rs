@@ -3,9 +3,10 @@
 //! interfaces at 1, 2, 3, 4, 8, 16, 32, 64, 128 pages, per page, like
 //! Jesper Brouer's `page_bench04_bulk`.
 
+use buddy::AllocError;
 use buddy::{Kernel, Options};
 use serde_json::json;
-use sparsemem::{BuildError, Layout};
+use sparsemem::Layout;
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
@@ -33,9 +34,9 @@ impl ModelVisitor for Visitor {
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Results, BuildError> {
+    ) -> Result<Results, AllocError> {
         let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
-        let mut cpu = alloc.cpu(layout.nodes()[0]);
+        let mut cpu = alloc.cpu_on(layout.first_node())?;
         let plan = self.plan;
         let pairs = plan.iters(2_000_000, 20_000);
         let single = measure(plan.trials, || {

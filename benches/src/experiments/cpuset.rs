@@ -18,9 +18,10 @@
 
 use std::sync::Mutex;
 
-use buddy::{Gfp, Kernel, NodeMask, Options, Zone};
+use buddy::AllocError;
+use buddy::{Gfp, Kernel, NodeMask, Options, Zone, ZoneId};
 use serde_json::json;
-use sparsemem::{BuildError, Layout, Order};
+use sparsemem::{Layout, NodeId, Order};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
@@ -47,10 +48,10 @@ pub struct Cpusets {
 impl Cpusets {
     /// root (all nodes, exclusive) -> job (the allowed nodes, exclusive)
     /// -> task's cpuset (same nodes, not exclusive).
-    pub fn new(nr_nodes: u16, allowed: &NodeMask) -> Cpusets {
+    pub fn new(nodes: &[NodeId], allowed: &NodeMask) -> Cpusets {
         let sets = vec![
             Cpuset {
-                mems_allowed: NodeMask::of(0..nr_nodes),
+                mems_allowed: NodeMask::of(nodes.iter().copied()),
                 mem_exclusive: true,
                 parent: None,
             },
@@ -113,24 +114,25 @@ impl ModelVisitor for Visitor {
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Results, BuildError> {
+    ) -> Result<Results, AllocError> {
         let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
         let nodes = layout.nodes();
-        let nr_nodes = nodes.len() as u16;
-        let allowed_nodes = NodeMask::of(nr_nodes.saturating_sub(self.allowed)..nr_nodes);
-        let cpusets = Cpusets::new(nr_nodes, &allowed_nodes);
-        let home = nodes[0];
+        let first_allowed = nodes.len().saturating_sub(usize::from(self.allowed));
+        let allowed_nodes = NodeMask::of(nodes[first_allowed..].iter().copied());
+        let cpusets = Cpusets::new(&nodes, &allowed_nodes);
+        let home = layout.first_node();
         let gfp = Gfp::KERNEL;
-        let fixed: Vec<usize> = alloc
-            .zonelist(home, gfp)
+        let zonelist = alloc.zonelist(home, gfp)?;
+        let fixed: Vec<ZoneId> = zonelist
             .iter()
             .copied()
             .filter(|&z| {
-                alloc.zones()[z].kind <= gfp.highest_zone && cpusets.zone_allowed(&alloc.zones()[z])
+                alloc
+                    .zone(z)
+                    .is_some_and(|zone| zone.kind <= gfp.highest_zone && cpusets.zone_allowed(zone))
             })
             .collect();
-        let skipped = alloc
-            .zonelist(home, gfp)
+        let skipped = zonelist
             .iter()
             .position(|z| fixed.first() == Some(z))
             .unwrap_or(0);

@@ -4,9 +4,10 @@
 //! buddy, the no-bitmap buddy with atomic flag operations, and with
 //! non-atomic ones; single-threaded and on several threads.
 
+use buddy::AllocError;
 use buddy::{Config, Options, Variant};
 use serde_json::json;
-use sparsemem::{BuildError, Layout};
+use sparsemem::Layout;
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
@@ -34,16 +35,17 @@ fn one<M: Buildable, V: Variant>(
     options: VmemmapOptions,
     out: &mut Results,
     name: &'static str,
-) -> Result<(), BuildError> {
+) -> Result<(), AllocError> {
     let alloc = build_allocator::<M, V>(layout, options, Options::default())?;
-    let node = layout.nodes()[0];
+    let node = layout.first_node();
+    drop(alloc.cpu_on(node)?);
     for threads in [1, v.threads] {
         let m = measure(v.plan.trials, || {
             std::thread::scope(|s| {
                 for _ in 0..threads {
                     let alloc = &alloc;
                     s.spawn(move || {
-                        let mut cpu = alloc.cpu(node);
+                        let mut cpu = alloc.cpu_on(node).expect("checked above");
                         let mut held = Vec::with_capacity(v.pages);
                         for _ in 0..v.iterations {
                             std::hint::black_box(flags_iteration(&mut cpu, v.pages, &mut held));
@@ -65,7 +67,7 @@ impl ModelVisitor for Visitor {
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Results, BuildError> {
+    ) -> Result<Results, AllocError> {
         let mut out = Vec::new();
         one::<M, Config<false, true, false>>(&self, layout, options, &mut out, "bitmap")?;
         one::<M, Config<true, false, false>>(&self, layout, options, &mut out, "atomic")?;

@@ -6,9 +6,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use buddy::AllocError;
 use buddy::{Gfp, Kernel, LockPolicy, Options};
 use serde_json::json;
-use sparsemem::{BuildError, Layout, Order};
+use sparsemem::{Layout, Order};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
@@ -34,7 +35,7 @@ impl ModelVisitor for Visitor {
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Results, BuildError> {
+    ) -> Result<Results, AllocError> {
         let mut out = Vec::new();
         for policy in [LockPolicy::PerBatch, LockPolicy::PerPage] {
             let opts = Options {
@@ -42,7 +43,9 @@ impl ModelVisitor for Visitor {
                 pcp_batch: Some(self.batch),
             };
             let alloc = build_allocator::<M, Kernel>(layout, options, opts)?;
-            let node = layout.nodes()[0];
+            let node = layout.first_node();
+            drop(alloc.cpu_on(node)?);
+            drop(alloc.cpu_on(node)?);
             let mut latencies = Vec::new();
             let batch = self.batch as usize;
             let m = measure(self.plan.trials, || {
@@ -52,7 +55,7 @@ impl ModelVisitor for Visitor {
                     let workers: Vec<_> = (0..self.threads.saturating_sub(1).max(1))
                         .map(|_| {
                             s.spawn(move || {
-                                let mut cpu = alloc.cpu(node);
+                                let mut cpu = alloc.cpu_on(node).expect("checked above");
                                 let mut held = Vec::with_capacity(batch * 6);
                                 let mut pages = 0u64;
                                 // Acquire: pairs with the Release store below.

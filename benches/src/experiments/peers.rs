@@ -4,9 +4,10 @@
 //! (each pair splits a max-order block and merges it back), `burst-128`
 //! (128 allocations, then 128 frees, per page).
 
+use buddy::AllocError;
 use buddy::{Kernel, Options};
 use serde_json::json;
-use sparsemem::{BuildError, Layout};
+use sparsemem::Layout;
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
@@ -29,16 +30,16 @@ impl ModelVisitor for Visitor {
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Vec<Measurement>, BuildError> {
+    ) -> Result<Vec<Measurement>, AllocError> {
         let plan = self.plan;
         let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
-        let node = layout.nodes()[0];
+        let node = layout.first_node();
         let n = plan.iters(2_000_000, 20_000);
         let split = measure(plan.trials, || {
             std::hint::black_box(zone_pairs(&alloc, node, n / 10));
             n / 10
         });
-        let mut cpu = alloc.cpu(node);
+        let mut cpu = alloc.cpu_on(node)?;
         let hot = measure(plan.trials, || {
             std::hint::black_box(pcp_pairs(&mut cpu, n));
             n

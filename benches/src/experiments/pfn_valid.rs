@@ -3,9 +3,10 @@
 //! of one call (valid, hole, random mix, sequential) and an allocation
 //! workload like AIM9 `page_test` with the hole check on every merge.
 
+use buddy::AllocError;
 use buddy::{Gfp, KernelHoleCheck, Options};
 use serde_json::json;
-use sparsemem::{BuildError, Layout, Order, Pfn};
+use sparsemem::{Layout, Order, Pfn};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
@@ -31,7 +32,7 @@ impl ModelVisitor for Visitor {
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Results, BuildError> {
+    ) -> Result<Results, AllocError> {
         let plan = self.plan;
         let model = M::build(layout, options)?;
         let n = plan.iters(1 << 20, 4096) as usize;
@@ -67,7 +68,7 @@ impl ModelVisitor for Visitor {
         ));
         drop(model);
         let alloc = build_allocator::<M, KernelHoleCheck>(layout, options, Options::default())?;
-        let node = layout.nodes()[0];
+        let node = layout.first_node();
         let rounds = plan.iters(4000, 40);
         let mut held = Vec::with_capacity(512);
         out.push((

@@ -24,7 +24,7 @@ use serde::Deserialize;
 
 use crate::geometry::{Geometry, GeometryError, SUBSECTION_SHIFT};
 use crate::subsection::SubsectionMap;
-use crate::types::{Pfn, PhysAddr, SectionNr};
+use crate::types::{NodeId, Pfn, PhysAddr, SectionNr};
 
 pub use host::{
     FirmwareEntry, HostSources, NodeMap, entries_to_layout, parse_firmware_entry,
@@ -32,8 +32,7 @@ pub use host::{
 };
 pub use presets::PRESET_NAMES;
 
-/// Largest node id a layout may use (the kernel's `MAX_NUMNODES` is 1024).
-pub const MAX_NUMNODES: u16 = 1024;
+pub use crate::types::MAX_NUMNODES;
 
 /// What a physical range holds.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize, Hash, PartialOrd, Ord)]
@@ -405,21 +404,37 @@ impl Layout {
         plan
     }
 
-    /// Node of the memory range holding `pfn`, or of the nearest one below.
-    pub fn node_of(&self, pfn: Pfn) -> u16 {
+    /// Node of the memory range holding `pfn`, or of the nearest one below
+    /// (node 0 for a layout without memory).
+    pub fn node_of(&self, pfn: Pfn) -> NodeId {
         self.memory_ranges()
             .take_while(|(_, first, _)| *first <= pfn)
             .last()
             .or_else(|| self.memory_ranges().next())
-            .map_or(0, |(r, _, _)| r.node)
+            .map_or(NodeId::ZERO, |(r, _, _)| Self::node_id(r))
     }
 
-    /// The distinct node ids, ascending.
-    pub fn nodes(&self) -> Vec<u16> {
-        let mut nodes: Vec<u16> = self.memory_ranges().map(|(r, _, _)| r.node).collect();
+    /// The distinct node ids with memory, ascending.
+    pub fn nodes(&self) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = self
+            .memory_ranges()
+            .map(|(r, _, _)| Self::node_id(r))
+            .collect();
         nodes.sort_unstable();
         nodes.dedup();
         nodes
+    }
+
+    /// The first node with memory (node 0 for a layout without memory): where
+    /// a single-node experiment runs its CPU.
+    pub fn first_node(&self) -> NodeId {
+        self.nodes().first().copied().unwrap_or(NodeId::ZERO)
+    }
+
+    /// A range's node as a [`NodeId`]: [`Layout::new`] refused any range
+    /// whose node is not below `MAX_NUMNODES`.
+    fn node_id(r: &MemRange) -> NodeId {
+        NodeId::try_new(u64::from(r.node)).unwrap_or(NodeId::ZERO)
     }
 }
 

@@ -27,7 +27,10 @@ fn parses_the_documented_format() {
     assert_eq!(l.ranges().len(), 2);
     assert_eq!(l.ranges()[1].node, 1);
     assert_eq!(l.pfn_span(), (Pfn::new(0x100), Pfn::new(0x140000)));
-    assert_eq!(l.nodes(), vec![0, 1]);
+    assert_eq!(
+        l.nodes(),
+        vec![crate::NodeId::new(0), crate::NodeId::new(1)]
+    );
 }
 
 #[test]
