@@ -27,14 +27,22 @@ pub fn load_layout(spec: Option<&str>) -> Result<Layout, CliError> {
     }
 }
 
-/// Parses a pfn written in decimal or `0x` hex.
+/// Parses a pfn written exactly in decimal digits or `0x` and hex digits
+/// (surrounding white space allowed; no sign, no separators: `u64`'s own
+/// parser would take `+5` and `0x+1f`).
 pub fn parse_pfn(text: &str) -> Result<Pfn, CliError> {
     let t = text.trim();
-    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => t.parse::<u64>(),
+    let (digits, radix) = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (t, 10),
     };
-    parsed.map(Pfn::new).map_err(|_| {
+    let only_digits = !digits.is_empty() && digits.chars().all(|c| c.is_digit(radix));
+    let parsed = if only_digits {
+        u64::from_str_radix(digits, radix).ok()
+    } else {
+        None
+    };
+    parsed.map(Pfn::new).ok_or_else(|| {
         CliError(format!(
             "bad pfn `{t}`: expected a decimal or 0x-hex number below 2^64"
         ))
@@ -233,7 +241,22 @@ mod tests {
         assert_eq!(parse_pfn("4096").unwrap(), Pfn::new(4096));
         assert_eq!(parse_pfn(" 0x1F ").unwrap(), Pfn::new(31));
         assert_eq!(parse_pfn("0xffffffffffffffff").unwrap(), Pfn::new(u64::MAX));
-        for bad in ["", "-1", "0x", "12k", "18446744073709551616"] {
+        assert_eq!(parse_pfn("0XaB").unwrap(), Pfn::new(0xab));
+        for bad in [
+            "",
+            "-1",
+            "+5",
+            "0x+1f",
+            "0x-1",
+            "0x",
+            "0x 1",
+            "1 2",
+            "1_000",
+            "12k",
+            "١٢",
+            "18446744073709551616",
+            "0x10000000000000000",
+        ] {
             assert!(
                 parse_pfn(bad).unwrap_err().0.starts_with("bad pfn"),
                 "{bad}"

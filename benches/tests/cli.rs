@@ -273,6 +273,12 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
         &["query", "--model", "flat", "--layout", &layout, "12q"],
         "bad pfn `12q`",
     );
+    for signed in ["+5", "0x+1f"] {
+        assert_refused(
+            &["query", "--model", "flat", "--layout", &layout, signed],
+            &format!("bad pfn `{signed}`"),
+        );
+    }
     assert!(
         std::fs::read_dir(&s.0).unwrap().all(|e| {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
@@ -309,4 +315,34 @@ fn query_answers_exactly_and_streams_json() {
         String::from_utf8(out.stdout).unwrap(),
         "{\"pfn\": 1050112, \"valid\": false}\n"
     );
+}
+
+/// A vmemmap reservation larger than the address space the process may map
+/// is refused with one line and exit 2, never an abort: run under
+/// `ulimit -v` (about 3.8 GiB) in a child shell, the 1 TiB reservation for
+/// a 46-bit physical space cannot be made.
+#[test]
+fn a_vmemmap_reservation_over_the_address_space_limit_is_refused() {
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            "ulimit -v 4000000 && exec \"$0\" \"$@\"",
+            env!("CARGO_BIN_EXE_pfnlab"),
+            "query",
+            "--model",
+            "vmemmap-table",
+            "--layout",
+            "preset:x86-pci-hole",
+            "0x100",
+        ])
+        .output()
+        .expect("run pfnlab under ulimit");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("pfnlab: ") && err.contains("cannot reserve 1024 GiB of address space"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no answer was printed");
 }
