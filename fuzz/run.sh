@@ -1,33 +1,47 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS seconds each (default 60) with
 # cargo-fuzz (libFuzzer + AddressSanitizer, nightly), starting from the
-# seed corpus in fuzz/corpus/. Installs what it needs. Findings land in
-# fuzz/artifacts/<target>/ and make this script exit non-zero.
+# seed corpus in fuzz/corpus/. Installs what it needs. Extra libFuzzer
+# flags may follow the seconds (they override the defaults below).
 #
-#   fuzz/run.sh 600        # ten minutes per target
+# Exits non-zero, naming the target and its artifact, when any target finds
+# a crash, panic, leak, out-of-memory or timeout, or when cargo fuzz itself
+# fails; prints each target's final libFuzzer statistics.
+#
+#   fuzz/run.sh 600                      # ten minutes per target
+#   fuzz/run.sh 30 -rss_limit_mb=40      # forces an out-of-memory finding
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-60}"
+shift || true
+extra=("$@")
 
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 
 status=0
-for target in layout_parsers pfn_valid allocator_ops; do
+for target in ${FUZZ_TARGETS:-layout_parsers pfn_valid allocator_ops}; do
   mkdir -p "corpus/$target"
   echo "=== $target: ${seconds}s"
   # A scratch copy of the corpus, so the run's new inputs do not pile up in git.
   scratch=$(mktemp -d)
   cp -r "corpus/$target/." "$scratch/"
-  if ! cargo +nightly fuzz run "$target" "$scratch" -- \
-      -max_total_time="$seconds" -rss_limit_mb=4096 -print_final_stats=1 2>&1 |
-      tee "/tmp/pfnlab-fuzz-$target.log" | grep -E '^(#[0-9]+ *DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)'; then
-    :
-  fi
-  if grep -qE '==[0-9]+==ERROR|panicked|deadly signal' "/tmp/pfnlab-fuzz-$target.log"; then
-    echo "!!! $target found a problem; see fuzz/artifacts/$target and /tmp/pfnlab-fuzz-$target.log"
+  log="/tmp/pfnlab-fuzz-$target.log"
+  set +e
+  cargo +nightly fuzz run "$target" "$scratch" -- \
+    -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=60 -print_final_stats=1 \
+    "${extra[@]}" >"$log" 2>&1
+  rc=$?
+  set -e
+  rm -rf "$scratch"
+  # Final statistics: libFuzzer's "stat::" lines and its "Done N runs" line.
+  grep -E '^stat::|^Done [0-9]+ runs' "$log" | sed 's/^/    /' || true
+  if ! ./findings.sh "$target" "$log"; then
+    status=1
+  elif [ $rc -ne 0 ]; then
+    echo "!!! $target: cargo fuzz exited $rc without a libFuzzer report; see $log"
+    tail -n 5 "$log" | sed 's/^/      /'
     status=1
   fi
-  rm -rf "$scratch"
 done
 exit $status
