@@ -12,8 +12,11 @@ pub mod experiments;
 pub mod machine;
 pub mod models;
 pub mod report;
+// The TSC intrinsics (`rdtsc`, `lfence`, `rdtscp`).
 #[allow(unsafe_code)]
 pub mod timing;
+// `pfn_to_page_unchecked` on pfns checked valid beforehand, as the kernel's
+// callers do after one `pfn_valid`.
 #[allow(unsafe_code)]
 pub mod workloads;
 

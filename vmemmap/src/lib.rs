@@ -27,12 +27,23 @@
 //! ```
 
 #![cfg(target_os = "linux")]
+#![deny(unsafe_code)]
 
+// Unsafe is allowed module by module, each for one reason.
+// The exception-table probe: inline asm, a signal handler that edits the
+// saved context, per-thread alternate stacks.
 #[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
 pub mod fixup;
+// The memmap is raw memory in a reservation: pointers to descriptors.
+#[allow(unsafe_code)]
 mod model;
+// mmap / mprotect / madvise of the reservation.
+#[allow(unsafe_code)]
 pub mod reserve;
+// userfaultfd ioctls and the zero-page answers.
 #[cfg(feature = "uffd")]
+#[allow(unsafe_code)]
 mod uffd;
 
 pub use model::{Detector, Probe, Table, Vmemmap, VmemmapOptions};
