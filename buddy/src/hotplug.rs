@@ -19,21 +19,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// The global subsection numbers of a subsection-aligned range.
     fn subsections(&self, start: Pfn, nr_pages: u64) -> Result<std::ops::Range<u64>, AllocError> {
         let g = self.model.geometry();
+        let end = g.check_subsection_range(start, nr_pages)?;
         let per = g.pages_per_subsection();
-        let end = start.checked_add(nr_pages).filter(|e| *e <= g.max_pfn());
-        match end {
-            Some(end)
-                if nr_pages > 0
-                    && start.get().is_multiple_of(per)
-                    && nr_pages.is_multiple_of(per) =>
-            {
-                Ok(start.get() / per..end.get() / per)
-            }
-            _ => Err(AllocError::Hotplug(sparsemem::HotplugError::Misaligned {
-                start,
-                nr_pages,
-            })),
-        }
+        Ok(start.get() / per..end.get() / per)
     }
 
     /// The first subsection of `subs` that is not offline memory.

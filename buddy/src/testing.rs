@@ -2,10 +2,10 @@
 //! reference of allocated blocks and the whole-allocator checks — no page
 //! handed out twice, no hole handed out, conservation, full coalescing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::{Allocator, Gfp, PerCpu, Variant};
-use sparsemem::{Layout, MemoryModel, NR_PAGE_ORDERS, Order, Pfn};
+use sparsemem::{Layout, MemoryModel, NR_PAGE_ORDERS, Order, PageFlag, Pfn};
 
 /// The reference: allocated blocks by head pfn.
 #[derive(Default)]
@@ -84,13 +84,91 @@ pub fn snapshot<M: MemoryModel, V: Variant>(alloc: &Allocator<M, V>) -> Vec<[u64
     alloc.zones().iter().map(|z| z.nr_free()).collect()
 }
 
-/// Conservation: free + on pcp lists + allocated == managed, and the
-/// free lists hold only free-block heads of their order.
+/// The free lists' structure, zone by zone, read from the lists themselves
+/// (not from counts):
+/// - every entry heads a free block of its list's order: aligned, inside
+///   the zone's span, its head marked `PageBuddy` with that order and the
+///   zone's id;
+/// - no two free blocks overlap, and none overlaps an allocated block of
+///   `reference`;
+/// - no free block's buddy is free at the same order (they would have
+///   merged), below `MAX_PAGE_ORDER`;
+/// - `nr_free[order]` is the length of each list.
+pub fn check_structure<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    reference: &Reference,
+) -> Result<(), String> {
+    for zone in alloc.zones() {
+        let zid = zone.id;
+        let mut blocks = alloc.free_blocks(zid);
+        let mut counted = [0u64; NR_PAGE_ORDERS];
+        for &(pfn, order) in &blocks {
+            counted[order.index()] += 1;
+            let end = pfn.get() + order.nr_pages();
+            if !pfn.get().is_multiple_of(order.nr_pages()) {
+                return Err(format!(
+                    "zone {zid}: free block {pfn}/{order} is misaligned"
+                ));
+            }
+            if !(zone.spans(pfn) && end <= zone.end_pfn().get()) {
+                return Err(format!(
+                    "zone {zid}: free block {pfn}/{order} leaves the zone"
+                ));
+            }
+            let head = alloc.model().pfn_to_page(pfn);
+            let marked = head.is_some_and(|p| {
+                p.test(PageFlag::Buddy)
+                    && p.private() == u64::from(order.get())
+                    && p.zone_id() == zid.get()
+            });
+            if !marked {
+                return Err(format!(
+                    "zone {zid}: list entry {pfn}/{order} is not a free head of that order: {head:?}"
+                ));
+            }
+            if let Some((&a, &o)) = reference.blocks.range(..end).next_back()
+                && a + o.nr_pages() > pfn.get()
+            {
+                return Err(format!(
+                    "zone {zid}: free block {pfn}/{order} overlaps allocated {a:#x}/{o}"
+                ));
+            }
+        }
+        if counted != zone.nr_free() {
+            return Err(format!(
+                "zone {zid}: nr_free {:?} but the lists hold {counted:?}",
+                zone.nr_free()
+            ));
+        }
+        blocks.sort_unstable();
+        for w in blocks.windows(2) {
+            let ((a, oa), (b, ob)) = (w[0], w[1]);
+            if a.get() + oa.nr_pages() > b.get() {
+                return Err(format!(
+                    "zone {zid}: free blocks {a}/{oa} and {b}/{ob} overlap"
+                ));
+            }
+        }
+        let free: BTreeSet<(u64, Order)> = blocks.iter().map(|&(p, o)| (p.get(), o)).collect();
+        for &(pfn, order) in &blocks {
+            if order < Order::MAX && free.contains(&(pfn.get() ^ order.nr_pages(), order)) {
+                return Err(format!(
+                    "zone {zid}: {pfn}/{order} and its buddy are both free and unmerged"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Conservation (free + on pcp lists + allocated == managed) and the free
+/// lists' structure ([`check_structure`]).
 pub fn check_conservation<M: MemoryModel, V: Variant>(
     alloc: &Allocator<M, V>,
     pcp_pages: u64,
     reference: &Reference,
 ) -> Result<(), String> {
+    check_structure(alloc, reference)?;
     let managed: u64 = alloc.zones().iter().map(|z| z.managed_pages()).sum();
     let free: u64 = alloc.zones().iter().map(|z| z.free_pages()).sum();
     if free + pcp_pages + reference.pages() != managed {

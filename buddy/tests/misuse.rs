@@ -273,3 +273,19 @@ fn totals_sum_the_zones() {
     assert_eq!(stats.pcp_refills, 1);
     assert_eq!(alloc.free_pages_total(), alloc.managed_pages_total());
 }
+
+/// The structural checker reads the lists: a block the reference believes
+/// allocated but which is free is caught, and so is the right answer.
+#[test]
+fn the_structure_checker_reads_the_free_lists() {
+    use buddy::testing::check_structure;
+    let layout = small_layout();
+    let alloc = allocator(&layout);
+    let mut reference = Reference::default();
+    check_structure(&alloc, &reference).unwrap();
+    let zid = alloc.zones()[0].id;
+    let (free_pfn, order) = alloc.free_blocks(zid)[0];
+    reference.record(&layout, free_pfn, order).unwrap();
+    let e = check_structure(&alloc, &reference).unwrap_err();
+    assert!(e.contains("overlaps allocated"), "{e}");
+}

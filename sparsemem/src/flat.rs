@@ -6,10 +6,11 @@
 //! `mem_map + (pfn - ARCH_PFN_OFFSET)`. It is the fastest lookup and the
 //! most wasteful memmap: a hole costs as much as RAM. There is no hotplug.
 
+use crate::error::{BuildError, HotplugError};
 use crate::geometry::Geometry;
 use crate::layout::Layout;
 use crate::memmap::{MemmapBlock, check_memmap_budget};
-use crate::model::{BuildError, HotplugError, MemmapBytes, MemoryModel};
+use crate::model::{MemmapBytes, MemoryModel};
 use crate::page::{PAGE_STRUCT_SIZE, Page};
 use crate::types::Pfn;
 

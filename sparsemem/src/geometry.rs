@@ -12,6 +12,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::error::HotplugError;
 use crate::types::{MAX_PAGE_ORDER, Pfn, PhysAddr, SectionNr};
 
 /// `SUBSECTION_SHIFT`: sub-section hotplug granularity, 2 MiB on every
@@ -77,6 +78,21 @@ pub(crate) struct CustomGeometry {
     pub page_shift: u32,
     pub section_size_bits: u32,
     pub max_physmem_bits: u32,
+}
+
+/// One section's piece of a pfn range ([`Geometry::section_chunks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SectionChunk {
+    /// The section.
+    pub nr: SectionNr,
+    /// First pfn of the piece.
+    pub start: Pfn,
+    /// One past its last pfn.
+    pub end: Pfn,
+    /// Index of the subsection holding `start`.
+    pub first_subsection: u64,
+    /// Index of the subsection holding `end - 1`.
+    pub last_subsection: u64,
 }
 
 impl Geometry {
@@ -261,6 +277,47 @@ impl Geometry {
     #[inline(always)]
     pub const fn subsection_index(&self, pfn: Pfn) -> u64 {
         (pfn.get() & (self.pages_per_section() - 1)) >> self.pfn_subsection_shift()
+    }
+
+    /// Splits `[start, end)` into its pieces within one section each, lowest
+    /// first, with the subsections each piece touches (how `sparse_add_section`
+    /// callers and `memblocks_present` walk a range).
+    pub fn section_chunks(&self, start: Pfn, end: Pfn) -> impl Iterator<Item = SectionChunk> + '_ {
+        let mut pfn = start.get();
+        std::iter::from_fn(move || {
+            if pfn >= end.get() {
+                return None;
+            }
+            let nr = self.pfn_to_section_nr(Pfn::new(pfn));
+            let chunk_end =
+                (self.section_nr_to_pfn(nr).get() + self.pages_per_section()).min(end.get());
+            let chunk = SectionChunk {
+                nr,
+                start: Pfn::new(pfn),
+                end: Pfn::new(chunk_end),
+                first_subsection: self.subsection_index(Pfn::new(pfn)),
+                last_subsection: self.subsection_index(Pfn::new(chunk_end - 1)),
+            };
+            pfn = chunk_end;
+            Some(chunk)
+        })
+    }
+
+    /// Checks a hotplug range as `check_pfn_span` does at subsection
+    /// granularity: not empty, `start` and `nr_pages` subsection aligned,
+    /// ending at or below `max_pfn`. Returns the end pfn.
+    pub fn check_subsection_range(&self, start: Pfn, nr_pages: u64) -> Result<Pfn, HotplugError> {
+        let sub = self.pages_per_subsection();
+        if nr_pages == 0 || !start.get().is_multiple_of(sub) || !nr_pages.is_multiple_of(sub) {
+            return Err(HotplugError::Misaligned { start, nr_pages });
+        }
+        start
+            .checked_add(nr_pages)
+            .filter(|e| *e <= self.max_pfn())
+            .ok_or(HotplugError::OutOfRange {
+                end: Pfn::new(start.get().saturating_add(nr_pages)),
+                max_pfn: self.max_pfn(),
+            })
     }
 
     /// The pfn of a physical address, rounded down (`PHYS_PFN`).

@@ -44,6 +44,7 @@
 
 // Unsafe is allowed module by module, each for one reason.
 // The memmap pointer a model hands out, and descriptor initialisation.
+mod error;
 #[allow(unsafe_code)]
 mod flat;
 mod geometry;
@@ -72,12 +73,14 @@ pub mod table;
 pub mod testing;
 mod types;
 
+pub use error::{BuildError, HotplugError, MemmapTooLarge, TableTooLarge};
 pub use flat::Flat;
 pub use geometry::{
     Geometry, GeometryError, MAX_SECTIONS_SHIFT, MAX_SUBSECTIONS_PER_SECTION, SUBSECTION_SHIFT,
+    SectionChunk,
 };
 pub use layout::{Layout, LayoutError, LayoutSpec, MemRange, RangeKind};
-pub use model::{BuildError, HotplugError, MemmapBytes, MemoryModel};
+pub use model::{MemmapBytes, MemoryModel};
 pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, UserFlag};
 pub use sparse::{Sparse, SparseClassic, SparseExtreme};
 pub use subsection::SubsectionMap;

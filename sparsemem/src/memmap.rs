@@ -15,6 +15,7 @@ use std::io;
 
 use memmap2::{MmapMut, MmapOptions};
 
+pub use crate::error::MemmapTooLarge;
 use crate::page::{PAGE_STRUCT_SIZE, Page};
 
 /// One anonymous mapping holding `nr_pages` zero-initialised `struct page`s.
@@ -203,28 +204,6 @@ pub unsafe fn resident_bytes(addr: *const u8, len: usize) -> io::Result<u64> {
     }
     Ok(resident)
 }
-
-/// The memmap would need more than half of this machine's memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemmapTooLarge {
-    /// Bytes of `struct page`s the model would have to populate.
-    pub needed: u64,
-    /// The budget: half of physical memory.
-    pub budget: u64,
-}
-
-impl std::fmt::Display for MemmapTooLarge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "memmap needs {} MiB of struct pages, more than this machine's budget of {} MiB (half its memory)",
-            self.needed >> 20,
-            self.budget >> 20
-        )
-    }
-}
-
-impl std::error::Error for MemmapTooLarge {}
 
 /// Refuses a memmap that would not fit comfortably in this machine's memory,
 /// before anything is mapped.

@@ -5,8 +5,7 @@
 //! inline into the caller's loop exactly as the kernel's macros do; the CLI
 //! chooses a model once, at the top, never per call.
 
-use std::fmt;
-
+use crate::error::HotplugError;
 use crate::geometry::Geometry;
 use crate::page::Page;
 use crate::types::Pfn;
@@ -24,72 +23,6 @@ pub struct MemmapBytes {
     /// Resident memmap bytes in transparent huge pages (`AnonHugePages`),
     /// measured for the vmemmap reservation; 0 where THP is not requested.
     pub huge: u64,
-}
-
-/// Why a hot add, hot remove or online/offline request was refused. The
-/// model is unchanged after any of these.
-#[derive(Debug)]
-pub enum HotplugError {
-    /// The range is empty or not aligned to the 2 MiB subsection size.
-    Misaligned {
-        /// First pfn asked for.
-        start: Pfn,
-        /// Pages asked for.
-        nr_pages: u64,
-    },
-    /// The range reaches past `2^MAX_PHYSMEM_BITS`.
-    OutOfRange {
-        /// One past the last pfn asked for.
-        end: Pfn,
-        /// The geometry's limit.
-        max_pfn: Pfn,
-    },
-    /// Part of the range is already present (the kernel's `-EEXIST`).
-    AlreadyPresent {
-        /// First pfn of the offending subsection.
-        pfn: Pfn,
-    },
-    /// Part of the range is not present, so it cannot be removed or onlined.
-    NotPresent {
-        /// First pfn of the offending subsection.
-        pfn: Pfn,
-    },
-    /// The model cannot do this at all (FLATMEM has no hotplug).
-    Unsupported(&'static str),
-    /// The memmap could not be mapped or populated.
-    Memmap(std::io::Error),
-}
-
-impl fmt::Display for HotplugError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HotplugError::Misaligned { start, nr_pages } => write!(
-                f,
-                "range at pfn {start} of {nr_pages} pages is empty or not aligned to a 2 MiB subsection"
-            ),
-            HotplugError::OutOfRange { end, max_pfn } => write!(
-                f,
-                "range ends at pfn {end}, beyond MAX_PHYSMEM_BITS (max pfn {max_pfn})"
-            ),
-            HotplugError::AlreadyPresent { pfn } => {
-                write!(f, "subsection at pfn {pfn} is already present")
-            }
-            HotplugError::NotPresent { pfn } => {
-                write!(f, "subsection at pfn {pfn} is not present")
-            }
-            HotplugError::Unsupported(why) => write!(f, "{why}"),
-            HotplugError::Memmap(e) => write!(f, "memmap mapping failed: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for HotplugError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            HotplugError::Memmap(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// A physical memory model: how a pfn is validated and turned into its
@@ -183,48 +116,4 @@ pub unsafe trait MemoryModel: Send + Sync {
     /// Marks the sections that `[start, start + nr_pages)` touches online or
     /// offline; every pfn of the range must be valid.
     fn set_online(&mut self, start: Pfn, nr_pages: u64, online: bool) -> Result<(), HotplugError>;
-}
-
-/// Why a model could not be built. Nothing is left mapped after any of these.
-#[derive(Debug)]
-pub enum BuildError {
-    /// The classic section table would be too large.
-    Table(crate::table::TableTooLarge),
-    /// The memmap would not fit this machine.
-    TooLarge(crate::memmap::MemmapTooLarge),
-    /// A mapping failed.
-    Map(std::io::Error),
-    /// The model cannot be built here; the text says why.
-    Unsupported(String),
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::Table(e) => write!(f, "{e}"),
-            BuildError::TooLarge(e) => write!(f, "{e}"),
-            BuildError::Map(e) => write!(f, "memmap mapping failed: {e}"),
-            BuildError::Unsupported(why) => f.write_str(why),
-        }
-    }
-}
-
-impl std::error::Error for BuildError {}
-
-impl From<crate::table::TableTooLarge> for BuildError {
-    fn from(e: crate::table::TableTooLarge) -> Self {
-        BuildError::Table(e)
-    }
-}
-
-impl From<crate::memmap::MemmapTooLarge> for BuildError {
-    fn from(e: crate::memmap::MemmapTooLarge) -> Self {
-        BuildError::TooLarge(e)
-    }
-}
-
-impl From<std::io::Error> for BuildError {
-    fn from(e: std::io::Error) -> Self {
-        BuildError::Map(e)
-    }
 }

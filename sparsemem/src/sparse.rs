@@ -21,10 +21,11 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
+use crate::error::{BuildError, HotplugError};
 use crate::geometry::Geometry;
 use crate::layout::Layout;
 use crate::memmap::{MemmapBlock, check_memmap_budget};
-use crate::model::{BuildError, HotplugError, MemmapBytes, MemoryModel};
+use crate::model::{MemmapBytes, MemoryModel};
 use crate::page::{PAGE_STRUCT_SIZE, Page};
 use crate::table::{Classic, Extreme, HotplugOp, SectionChange, SectionRoot, SectionTable};
 use crate::types::{Pfn, SectionNr};

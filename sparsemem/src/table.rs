@@ -16,10 +16,9 @@
 //! memmap between the two and leave everything unchanged on failure.
 
 use std::collections::BTreeSet;
-use std::fmt;
 
+use crate::error::{HotplugError, TableTooLarge};
 use crate::geometry::Geometry;
-use crate::model::HotplugError;
 use crate::page::Page;
 use crate::section::{
     MemSection, SECTION_HAS_MEM_MAP, SECTION_IS_EARLY, SECTION_IS_ONLINE, SECTION_MARKED_PRESENT,
@@ -32,26 +31,6 @@ pub const SECTIONS_PER_ROOT: u64 = 256;
 
 /// Largest classic table pfnlab builds, in bytes.
 pub const CLASSIC_TABLE_LIMIT_BYTES: u64 = 64 << 20;
-
-/// The classic table for this geometry would be too large.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TableTooLarge {
-    /// Bytes the flat section array would take.
-    pub bytes: u64,
-}
-
-impl fmt::Display for TableTooLarge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "a classic section table for this geometry takes {} MiB (limit {} MiB); use `sparse-extreme`",
-            self.bytes >> 20,
-            CLASSIC_TABLE_LIMIT_BYTES >> 20
-        )
-    }
-}
-
-impl std::error::Error for TableTooLarge {}
 
 /// How section numbers find their [`MemSection`]: the table's first level.
 pub trait SectionRoot: Send + Sync + Sized + 'static {
@@ -87,7 +66,10 @@ impl SectionRoot for Classic {
         let n = geometry.nr_mem_sections();
         let bytes = n * std::mem::size_of::<MemSection>() as u64;
         if bytes > CLASSIC_TABLE_LIMIT_BYTES {
-            return Err(TableTooLarge { bytes });
+            return Err(TableTooLarge {
+                bytes,
+                limit: CLASSIC_TABLE_LIMIT_BYTES,
+            });
         }
         let zeroed = Box::<[MemSection]>::new_zeroed_slice(n as usize);
         // SAFETY: an all-zero MemSection is MemSection::EMPTY: a null pointer
@@ -302,26 +284,11 @@ impl<R: SectionRoot> SectionTable<R> {
     ) -> Result<Vec<SectionChange>, HotplugError> {
         let g = self.geometry;
         let sub = g.pages_per_subsection();
-        if nr_pages == 0 || !start.get().is_multiple_of(sub) || !nr_pages.is_multiple_of(sub) {
-            return Err(HotplugError::Misaligned { start, nr_pages });
-        }
-        let end = start
-            .checked_add(nr_pages)
-            .filter(|e| *e <= g.max_pfn())
-            .ok_or(HotplugError::OutOfRange {
-                end: Pfn::new(start.get().saturating_add(nr_pages)),
-                max_pfn: g.max_pfn(),
-            })?;
+        let end = g.check_subsection_range(start, nr_pages)?;
         let mut changes = Vec::new();
-        let mut pfn = start.get();
-        while pfn < end.get() {
-            let nr = g.pfn_to_section_nr(Pfn::new(pfn));
-            let section_end = g.section_nr_to_pfn(nr).get() + g.pages_per_section();
-            let chunk_end = section_end.min(end.get());
-            let bits = SubsectionMap::range(
-                g.subsection_index(Pfn::new(pfn)),
-                g.subsection_index(Pfn::new(chunk_end - 1)),
-            );
+        for chunk in g.section_chunks(start, end) {
+            let nr = chunk.nr;
+            let bits = SubsectionMap::range(chunk.first_subsection, chunk.last_subsection);
             let current = self
                 .nr_to_section(nr)
                 .filter(|ms| ms.has_mem_map())
@@ -348,7 +315,6 @@ impl<R: SectionRoot> SectionTable<R> {
                 bits,
                 whole_section,
             });
-            pfn = chunk_end;
         }
         Ok(changes)
     }

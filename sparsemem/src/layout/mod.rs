@@ -383,22 +383,14 @@ impl Layout {
         let g = self.geometry;
         let mut plan: BTreeMap<SectionNr, SectionPlan> = BTreeMap::new();
         for (r, first, end) in self.memory_ranges() {
-            let mut pfn = first.get();
-            while pfn < end.get() {
-                let nr = g.pfn_to_section_nr(Pfn::new(pfn));
-                let chunk_end =
-                    (g.section_nr_to_pfn(nr).get() + g.pages_per_section()).min(end.get());
-                let bits = SubsectionMap::range(
-                    g.subsection_index(Pfn::new(pfn)),
-                    g.subsection_index(Pfn::new(chunk_end - 1)),
-                );
-                let entry = plan.entry(nr).or_insert(SectionPlan {
+            for chunk in g.section_chunks(first, end) {
+                let bits = SubsectionMap::range(chunk.first_subsection, chunk.last_subsection);
+                let entry = plan.entry(chunk.nr).or_insert(SectionPlan {
                     early: false,
                     subsections: SubsectionMap::EMPTY,
                 });
                 entry.early |= r.kind == RangeKind::Ram;
                 entry.subsections = entry.subsections.or(&bits);
-                pfn = chunk_end;
             }
         }
         plan

@@ -1,0 +1,277 @@
+//! The per-CPU lists, checked by size and by lock count rather than by
+//! "nothing went wrong": refill and drain sizes under both lock policies,
+//! the `high`/`batch` thresholds, bulk limits, the preferred zone, draining
+//! on drop, and the statistics the lab reports.
+
+use buddy::testing::{Reference, check_conservation};
+use buddy::{AllocError, Allocator, Gfp, Kernel, LockPolicy, MAX_BULK, NodeMask, Options, ZoneId};
+use sparsemem::{Layout, MemRange, NodeId, Order, Pfn, RangeKind, SparseExtreme};
+
+const BATCH: u32 = 8;
+
+/// 0–16 MiB (DMA, zone 0) and 16–64 MiB (DMA32, zone 1) on node 0.
+fn layout() -> Layout {
+    Layout::new(
+        sparsemem::Geometry::X86_64,
+        vec![MemRange::new(0, 64 << 20, RangeKind::Ram, 0)],
+        "two zones",
+    )
+    .unwrap()
+}
+
+fn allocator(policy: LockPolicy) -> Allocator<SparseExtreme, Kernel> {
+    let layout = layout();
+    let options = Options {
+        lock_policy: policy,
+        pcp_batch: Some(BATCH),
+    };
+    Allocator::new(SparseExtreme::new(&layout).unwrap(), &layout, options).unwrap()
+}
+
+const DMA32: ZoneId = ZoneId::new(1);
+const DMA32_FIRST_PFN: u64 = (16 << 20) >> 12;
+
+#[test]
+fn refill_moves_one_batch_under_one_lock_or_one_lock_per_page() {
+    for (policy, locks_per_refill) in [(LockPolicy::PerBatch, 1), (LockPolicy::PerPage, BATCH)] {
+        let alloc = allocator(policy);
+        let zone = alloc.zone(DMA32).unwrap();
+        assert_eq!((zone.batch(), zone.high()), (BATCH, 6 * BATCH));
+        let free_before = zone.free_pages();
+        let locks_before = zone.lock_acquisitions();
+        let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+        let pfn = cpu.alloc(Gfp::DMA32).unwrap();
+        // Read before anything else takes the lock (free_pages does).
+        let locks = zone.lock_acquisitions() - locks_before;
+        assert!(
+            pfn.get() >= DMA32_FIRST_PFN,
+            "{policy:?}: from the preferred zone"
+        );
+        assert_eq!(
+            cpu.count(DMA32),
+            u64::from(BATCH) - 1,
+            "{policy:?}: one batch, one handed out"
+        );
+        assert_eq!(
+            zone.free_pages(),
+            free_before - u64::from(BATCH),
+            "{policy:?}"
+        );
+        assert_eq!(
+            locks,
+            u64::from(locks_per_refill),
+            "{policy:?}: zone-lock acquisitions for one refill"
+        );
+        assert_eq!(zone.stats().pcp_refills, 1);
+        for _ in 1..BATCH {
+            cpu.alloc(Gfp::DMA32).unwrap();
+        }
+        assert_eq!(
+            cpu.count(DMA32),
+            0,
+            "{policy:?}: the batch is used up without a refill"
+        );
+        assert_eq!(zone.stats().pcp_refills, 1);
+        cpu.alloc(Gfp::DMA32).unwrap();
+        assert_eq!(
+            zone.stats().pcp_refills,
+            2,
+            "{policy:?}: an empty list refills"
+        );
+    }
+}
+
+#[test]
+fn a_list_reaching_high_drains_one_batch_of_its_coldest_pages() {
+    for (policy, locks_per_drain) in [(LockPolicy::PerBatch, 1), (LockPolicy::PerPage, BATCH)] {
+        let alloc = allocator(policy);
+        let zone = alloc.zone(DMA32).unwrap();
+        let high = u64::from(zone.high());
+        let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+        let held: Vec<Pfn> = (0..high + 4)
+            .map(|_| cpu.alloc(Gfp::DMA32).unwrap())
+            .collect();
+        let start = cpu.count(DMA32);
+        let mut drained_at = None;
+        for (i, &pfn) in held.iter().enumerate() {
+            let before = cpu.count(DMA32);
+            let locks = zone.lock_acquisitions();
+            cpu.free(pfn).unwrap();
+            let after = cpu.count(DMA32);
+            assert!(after < high, "{policy:?}: the list never stays at high");
+            if before + 1 == high {
+                assert_eq!(
+                    after,
+                    high - u64::from(BATCH),
+                    "{policy:?}: one batch drained"
+                );
+                assert_eq!(
+                    zone.lock_acquisitions() - locks,
+                    u64::from(locks_per_drain),
+                    "{policy:?}"
+                );
+                drained_at.get_or_insert(i);
+            } else {
+                assert_eq!(
+                    after,
+                    before + 1,
+                    "{policy:?}: below high a free only lists the page"
+                );
+                assert_eq!(
+                    zone.lock_acquisitions(),
+                    locks,
+                    "{policy:?}: and takes no lock"
+                );
+            }
+        }
+        assert_eq!(drained_at, Some((high - 1 - start) as usize), "{policy:?}");
+        assert!(zone.stats().pcp_drains >= 1);
+        let on_list = cpu.total_count();
+        let reference = Reference::default();
+        check_conservation(&alloc, on_list, &reference).unwrap();
+    }
+}
+
+#[test]
+fn the_per_page_policy_allocates_every_page_it_is_asked_for() {
+    let alloc = allocator(LockPolicy::PerPage);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let mut reference = Reference::default();
+    let layout = layout();
+    for _ in 0..1000 {
+        let pfn = cpu.alloc(Gfp::DMA32).unwrap();
+        reference.record(&layout, pfn, Order::ZERO).unwrap();
+    }
+    check_conservation(&alloc, cpu.total_count(), &reference).unwrap();
+}
+
+#[test]
+fn bulk_takes_max_bulk_exactly_and_refuses_one_more_unchanged() {
+    let alloc = allocator(LockPolicy::PerBatch);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let mut out = Vec::new();
+    assert_eq!(
+        cpu.alloc_bulk_list(MAX_BULK, Gfp::DMA32, &mut out).unwrap(),
+        MAX_BULK
+    );
+    assert_eq!(out.len(), MAX_BULK);
+    let (free, on_list) = (alloc.free_pages_total(), cpu.total_count());
+    assert!(matches!(
+        cpu.alloc_bulk_list(MAX_BULK + 1, Gfp::DMA32, &mut out),
+        Err(AllocError::BulkTooLarge { requested }) if requested == MAX_BULK + 1
+    ));
+    let mut slots = vec![None; MAX_BULK + 1];
+    assert!(matches!(
+        cpu.alloc_bulk_array(Gfp::DMA32, &mut slots),
+        Err(AllocError::BulkTooLarge { .. })
+    ));
+    assert!(
+        slots.iter().all(Option::is_none),
+        "a refused array is left empty"
+    );
+    assert_eq!(
+        (alloc.free_pages_total(), cpu.total_count(), out.len()),
+        (free, on_list, MAX_BULK)
+    );
+    let mut slots = vec![None; MAX_BULK];
+    assert_eq!(
+        cpu.alloc_bulk_array(Gfp::DMA32, &mut slots).unwrap(),
+        MAX_BULK
+    );
+    let mut reference = Reference::default();
+    for pfn in out.iter().chain(slots.iter().flatten()) {
+        reference.record(&layout(), *pfn, Order::ZERO).unwrap();
+    }
+    check_conservation(&alloc, cpu.total_count(), &reference).unwrap();
+}
+
+#[test]
+fn bulk_serves_the_preferred_zone_then_falls_back() {
+    let alloc = allocator(LockPolicy::PerBatch);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let dma32_pages = alloc.zone(DMA32).unwrap().managed_pages() as usize;
+    let mut out = Vec::new();
+    cpu.alloc_bulk_list(1000, Gfp::DMA32, &mut out).unwrap();
+    assert!(
+        out.iter().all(|p| p.get() >= DMA32_FIRST_PFN),
+        "the preferred zone (the highest the GFP allows) serves the bulk"
+    );
+    let mut rest = Vec::new();
+    while cpu
+        .alloc_bulk_list(MAX_BULK, Gfp::DMA32, &mut rest)
+        .unwrap()
+        > 0
+    {}
+    let total = out.len() + rest.len();
+    assert_eq!(
+        total as u64,
+        alloc.managed_pages_total(),
+        "then every other zone"
+    );
+    assert!(total > dma32_pages, "the fallback reached DMA");
+    cpu.set_cpuset(Some(NodeMask::empty()));
+    let mut none = Vec::new();
+    assert_eq!(
+        cpu.alloc_bulk_list(4, Gfp::DMA32, &mut none).unwrap(),
+        0,
+        "no allowed zone"
+    );
+}
+
+#[test]
+fn dropping_a_handle_drains_it_and_folds_its_counts() {
+    let alloc = allocator(LockPolicy::PerBatch);
+    let managed = alloc.managed_pages_total();
+    {
+        let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+        let pages: Vec<Pfn> = (0..5).map(|_| cpu.alloc(Gfp::DMA32).unwrap()).collect();
+        for p in pages {
+            cpu.free(p).unwrap();
+        }
+        assert!(cpu.total_count() > 0);
+        assert!(alloc.free_pages_total() < managed);
+    }
+    assert_eq!(alloc.free_pages_total(), managed, "every pcp page is back");
+    let stats = alloc.stats_total();
+    assert_eq!(
+        (stats.allocs[0], stats.frees[0]),
+        (5, 5),
+        "pending per-CPU counts folded in"
+    );
+    assert_eq!(
+        alloc.zone(DMA32).unwrap().nr_free(),
+        allocator(LockPolicy::PerBatch)
+            .zone(DMA32)
+            .unwrap()
+            .nr_free()
+    );
+}
+
+/// Splits and merges counted exactly: one order-0 page from a zone of
+/// whole MAX_PAGE_ORDER blocks splits one block ten times; freeing it merges
+/// ten times; an order-3 block splits seven times.
+#[test]
+fn statistics_count_what_the_operations_did() {
+    let alloc = allocator(LockPolicy::PerBatch);
+    let zone = alloc.zone(DMA32).unwrap();
+    let pfn = alloc
+        .alloc_pages(Order::ZERO, Gfp::DMA32, NodeId::ZERO, None)
+        .unwrap();
+    let s = zone.stats();
+    assert_eq!((s.splits, s.merges, s.allocs[0]), (10, 0, 1));
+    alloc.free_pages(pfn, Order::ZERO).unwrap();
+    let s = zone.stats();
+    assert_eq!((s.merges, s.frees[0]), (10, 1));
+    let block = alloc
+        .alloc_pages(Order::new(3), Gfp::DMA32, NodeId::ZERO, None)
+        .unwrap();
+    assert_eq!(zone.stats().splits, 17);
+    alloc.free_pages(block, Order::new(3)).unwrap();
+    let s = zone.stats();
+    assert_eq!((s.merges, s.frees[3], s.allocs[3]), (17, 1, 1));
+    assert_eq!(
+        (s.hole_checks, s.hole_hits),
+        (0, 0),
+        "no hole check in this variant"
+    );
+}
