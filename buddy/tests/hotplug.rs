@@ -147,3 +147,115 @@ fn only_offline_memory_can_be_onlined_or_removed() {
         );
     }
 }
+
+/// The 2.6.9 bitmap buddy decides merges from its pair bits, which must
+/// survive the zone growing in either direction (`FreeArea::resize`), and
+/// offlining a piece out of a free block. Run against the no-bitmap buddy
+/// as the reference: both must end with the same free lists.
+#[test]
+fn the_bitmap_buddy_follows_hot_add_online_offline_and_remove() {
+    fn run<V: buddy::Variant>() -> Vec<(Pfn, Order)> {
+        use buddy::testing::{Reference, check_structure};
+        const SECTION: u64 = 1 << 15;
+        let layout = Layout::new(
+            sparsemem::Geometry::X86_64,
+            vec![sparsemem::MemRange::new(
+                0,
+                128 << 20,
+                sparsemem::RangeKind::Ram,
+                0,
+            )],
+            "one section",
+        )
+        .unwrap();
+        let model = sparsemem::SparseExtreme::new(&layout).unwrap();
+        let mut alloc = Allocator::<_, V>::new(model, &layout, Options::default()).unwrap();
+        let node = NodeId::ZERO;
+        let none = Reference::default();
+        // Section 3 first, then section 2 below it: the Movable zone's span
+        // (and the bitmap's base) grows downwards with memory allocated.
+        alloc.hot_add(Pfn::new(3 * SECTION), SECTION).unwrap();
+        alloc
+            .online_pages(Pfn::new(3 * SECTION), SECTION, node)
+            .unwrap();
+        let movable = alloc
+            .zones()
+            .iter()
+            .find(|z| z.kind == ZoneType::Movable)
+            .unwrap()
+            .id;
+        let held: Vec<Pfn> = (0..7)
+            .map(|_| {
+                alloc
+                    .alloc_pages(Order::new(3), Gfp::MOVABLE, node, None)
+                    .unwrap()
+            })
+            .collect();
+        alloc.hot_add(Pfn::new(2 * SECTION), SECTION).unwrap();
+        alloc
+            .online_pages(Pfn::new(2 * SECTION), SECTION, node)
+            .unwrap();
+        let zone = alloc.zone(movable).unwrap();
+        assert_eq!(
+            (zone.start_pfn().get(), zone.end_pfn().get()),
+            (2 * SECTION, 4 * SECTION)
+        );
+        for p in held {
+            alloc.free_pages(p, Order::new(3)).unwrap();
+        }
+        check_structure(&alloc, &none).unwrap();
+        assert_eq!(
+            alloc.zone(movable).unwrap().nr_free()[10],
+            2 * SECTION / 1024,
+            "{}: everything merged back to max-order blocks",
+            V::name()
+        );
+        // Offline 2 MiB out of the middle of a free max-order block, then
+        // bring it back: the straddling block is split and re-merged.
+        let piece = Pfn::new(2 * SECTION + 1024 + 512);
+        alloc.offline_pages(piece, 512).unwrap();
+        check_structure(&alloc, &none).unwrap();
+        let mut cpu = alloc.cpu_on(node).unwrap();
+        let mut taken = Vec::new();
+        while let Ok(p) = cpu.alloc_pages(Order::ZERO, Gfp::MOVABLE.thisnode()) {
+            assert!(
+                !(piece.get()..piece.get() + 512).contains(&p.get()),
+                "offline memory handed out"
+            );
+            taken.push(p);
+            if taken.len() == 5000 {
+                break;
+            }
+        }
+        for p in taken {
+            cpu.free(p).unwrap();
+        }
+        drop(cpu);
+        alloc.online_pages(piece, 512, node).unwrap();
+        check_structure(&alloc, &none).unwrap();
+        let blocks = alloc.free_blocks(movable);
+        alloc.offline_pages(Pfn::new(3 * SECTION), SECTION).unwrap();
+        alloc.hot_remove(Pfn::new(3 * SECTION), SECTION).unwrap();
+        check_structure(&alloc, &none).unwrap();
+        assert_eq!(
+            alloc.zone(movable).unwrap().free_pages(),
+            SECTION,
+            "{}",
+            V::name()
+        );
+        blocks
+    }
+    let mut bitmap = run::<buddy::Bitmap>();
+    let mut reference = run::<buddy::Kernel>();
+    bitmap.sort_unstable();
+    reference.sort_unstable();
+    assert_eq!(
+        bitmap, reference,
+        "the bitmap buddy ends where the no-bitmap buddy does"
+    );
+    assert_eq!(
+        bitmap.len() as u64,
+        2 * (1 << 15) / 1024,
+        "fully merged after re-onlining"
+    );
+}
