@@ -15,6 +15,8 @@ use std::io;
 
 use memmap2::{MmapMut, MmapOptions};
 
+use nix::unistd::{SysconfVar, sysconf};
+
 pub use crate::error::MemmapTooLarge;
 use crate::page::{PAGE_STRUCT_SIZE, Page};
 
@@ -141,19 +143,23 @@ impl MemmapBlock {
     }
 }
 
-/// Host page size in bytes (`sysconf(_SC_PAGESIZE)`).
+/// Host page size in bytes (`sysconf(_SC_PAGESIZE)`; 4096 if it cannot be
+/// read).
 pub fn host_page_size() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let sz = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if sz > 0 { sz as usize } else { 4096 }
+    match sysconf(SysconfVar::PAGE_SIZE) {
+        Ok(Some(size)) if size > 0 => size as usize,
+        _ => 4096,
+    }
 }
 
 /// Physical memory of this machine in bytes (`_SC_PHYS_PAGES`).
 #[cfg(not(miri))]
 pub fn host_memory_bytes() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
-    (pages.max(0) as u64) * host_page_size() as u64
+    let pages = match sysconf(SysconfVar::_PHYS_PAGES) {
+        Ok(Some(pages)) => pages.max(0) as u64,
+        _ => 0,
+    };
+    pages * host_page_size() as u64
 }
 
 /// Physical memory of this machine in bytes, from `/proc/meminfo` (Miri
@@ -169,7 +175,8 @@ pub fn host_memory_bytes() -> u64 {
         .map_or(8 << 30, |kib| kib << 10)
 }
 
-/// Resident bytes of `[addr, addr + len)`, counted with `mincore`.
+/// Resident bytes of `[addr, addr + len)`, counted with `mincore` (libc's:
+/// nix has no `mincore`).
 ///
 /// Ranges that are reserved but unmapped (`ENOMEM`) count as not resident;
 /// the range is walked in chunks so a huge sparse reservation needs no huge

@@ -30,15 +30,28 @@
 //! is given; it allocates nothing and takes no lock. Counting is one relaxed
 //! atomic add.
 //!
+//! System calls go through nix (`sigaction`, `mmap`/`munmap` of the
+//! alternate stacks); libc stays where nix has no interface: the saved
+//! registers in `ucontext_t`, the query form of `sigaction` (a null new
+//! action) and the raw previous action the handler chains to, and
+//! `sigaltstack`.
+//!
 //! # Safety
 //! This module holds the unsafe code of the fixup: inline asm, the signal
 //! handler and `sigaction`/`sigaltstack`/`mmap` calls. The contract for
 //! callers is on [`probe_byte`].
 
 use std::cell::Cell;
+use std::ffi::c_void;
 use std::io;
+use std::num::NonZeroUsize;
+use std::ptr::NonNull;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::errno::Errno;
+use nix::sys::mman::{self, MapFlags, ProtFlags};
+use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 
 /// What [`probe_byte`]'s output register holds after a caught fault: zero,
 /// which is exactly how the all-zero descriptor of a hole reads. Callers that
@@ -166,13 +179,13 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_voi
             }
         }
         _ => {
-            // SAFETY: restoring the default action is async-signal-safe;
-            // returning re-executes the faulting instruction, which now
-            // takes the default action (terminate, core).
-            unsafe {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+            if let Ok(signal) = Signal::try_from(sig) {
+                // SAFETY: restoring the default action is async-signal-safe
+                // (sigaction is); returning re-executes the faulting
+                // instruction, which now takes the default action
+                // (terminate, core).
+                let _ = unsafe { signal::sigaction(signal, &default) };
             }
         }
     }
@@ -181,52 +194,58 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_voi
 /// Installs the fixup handler on SIGSEGV and SIGBUS, once per process,
 /// keeping the previous handlers to chain to.
 pub fn install() -> io::Result<()> {
-    static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
+    static INSTALLED: OnceLock<Result<(), Errno>> = OnceLock::new();
     let result = INSTALLED.get_or_init(|| {
-        // SAFETY: plain sigaction calls with valid pointers; the previous
-        // actions are stored before ours is installed, so the handler never
-        // sees an unset PREVIOUS once it can run.
+        // nix's sigaction always installs, so the previous actions are read
+        // with libc's query form (a null new action) first: PREVIOUS is set
+        // before our handler can run, and a genuine fault is never without
+        // its previous handler to chain to.
+        // SAFETY: querying with a null new action and valid out pointers.
         unsafe {
             let mut old: [libc::sigaction; 2] = std::mem::zeroed();
             for (slot, sig) in old.iter_mut().zip([libc::SIGSEGV, libc::SIGBUS]) {
                 if libc::sigaction(sig, std::ptr::null(), slot) != 0 {
-                    return Err(io::Error::last_os_error().raw_os_error().unwrap_or(0));
+                    return Err(Errno::last());
                 }
             }
             let _ = PREVIOUS.set(old);
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = handler as *const () as usize;
-            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut sa.sa_mask);
-            for sig in [libc::SIGSEGV, libc::SIGBUS] {
-                if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
-                    return Err(io::Error::last_os_error().raw_os_error().unwrap_or(0));
-                }
-            }
         }
-        prepare_thread().map_err(|e| e.raw_os_error().unwrap_or(0))
+        let ours = SigAction::new(
+            SigHandler::SigAction(handler),
+            SaFlags::SA_SIGINFO | SaFlags::SA_ONSTACK,
+            SigSet::empty(),
+        );
+        for sig in [Signal::SIGSEGV, Signal::SIGBUS] {
+            // SAFETY: `handler` is async-signal-safe (no allocation, no
+            // locks; see the module documentation) and chains every fault
+            // that is not a probe's.
+            unsafe { signal::sigaction(sig, &ours) }?;
+        }
+        prepare_thread().map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))
     });
-    result.map_err(io::Error::from_raw_os_error)
+    result.map_err(|e| io::Error::from_raw_os_error(e as i32))
 }
 
 /// An alternate signal stack this module mapped for a thread.
 struct AltStack {
-    base: *mut libc::c_void,
+    base: NonNull<c_void>,
     len: usize,
 }
 
 impl Drop for AltStack {
     fn drop(&mut self) {
+        // nix has no sigaltstack: libc's, with a disabling stack_t.
+        let disable = libc::stack_t {
+            ss_sp: std::ptr::null_mut(),
+            ss_flags: libc::SS_DISABLE,
+            ss_size: 0,
+        };
         // SAFETY: disable the alternate stack before unmapping it, so no
-        // signal can land on freed memory; both calls take valid arguments.
+        // signal can land on freed memory; both calls take valid arguments
+        // and the mapping is this value's own.
         unsafe {
-            let disable = libc::stack_t {
-                ss_sp: std::ptr::null_mut(),
-                ss_flags: libc::SS_DISABLE,
-                ss_size: 0,
-            };
             libc::sigaltstack(&disable, std::ptr::null_mut());
-            libc::munmap(self.base, self.len);
+            let _ = mman::munmap(self.base, self.len);
         }
     }
 }
@@ -241,7 +260,7 @@ thread_local! {
 pub fn prepare_thread() -> io::Result<()> {
     // SAFETY: sigaltstack with a null new stack only queries.
     let mut current: libc::stack_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid out pointer.
+    // SAFETY: valid out pointer (nix has no sigaltstack).
     if unsafe { libc::sigaltstack(std::ptr::null(), &mut current) } != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -249,22 +268,18 @@ pub fn prepare_thread() -> io::Result<()> {
         return Ok(());
     }
     let len = (64 << 10).max(libc::SIGSTKSZ);
-    // SAFETY: a fresh private anonymous mapping; checked below.
+    let size = NonZeroUsize::new(len).ok_or_else(|| io::Error::other("zero SIGSTKSZ"))?;
+    // SAFETY: a fresh private anonymous mapping at a kernel-chosen address.
     let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
+        mman::mmap_anonymous(
+            None,
+            size,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_PRIVATE,
         )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
+    }?;
     let stack = libc::stack_t {
-        ss_sp: base,
+        ss_sp: base.as_ptr(),
         ss_flags: 0,
         ss_size: len,
     };
@@ -273,7 +288,7 @@ pub fn prepare_thread() -> io::Result<()> {
     if unsafe { libc::sigaltstack(&stack, std::ptr::null_mut()) } != 0 {
         let err = io::Error::last_os_error();
         // SAFETY: unmapping the mapping made above, never installed.
-        unsafe { libc::munmap(base, len) };
+        let _ = unsafe { mman::munmap(base, len) };
         return Err(err);
     }
     ALT_STACK.with(|s| s.set(Some(AltStack { base, len })));

@@ -17,12 +17,18 @@
 //! are read from `/proc/self/smaps` for the reservation's address range.
 //!
 //! # Safety
-//! This module calls `mmap`, `mprotect`, `madvise` and `munmap` on the
+//! This module calls `mmap`, `mprotect`, `madvise` and `munmap` (nix's
+//! `sys::mman`) on the
 //! reservation it owns. It hands out the base address; callers may only
 //! form references to descriptors in populated ranges (or, with
 //! `HoleStyle::Missing`, in ranges a userfaultfd resolves).
 
+use std::ffi::c_void;
 use std::io;
+use std::num::NonZeroUsize;
+use std::ptr::NonNull;
+
+use nix::sys::mman::{self, MapFlags, MmapAdvise, ProtFlags};
 
 /// How holes in the reservation behave.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -41,10 +47,10 @@ const RESERVATION_ALIGN: usize = 2 << 20;
 /// Invariants: `[base, base + len)` is mapped by this reservation for its
 /// whole life; `base` is 2 MiB aligned.
 pub struct Reservation {
-    base: *mut u8,
+    base: NonNull<u8>,
     len: usize,
     mapped_len: usize,
-    mapped_base: *mut u8,
+    mapped_base: NonNull<c_void>,
     style: HoleStyle,
     thp: bool,
 }
@@ -64,29 +70,25 @@ impl Reservation {
             io::Error::new(io::ErrorKind::OutOfMemory, "reservation size overflows")
         })?;
         let prot = match style {
-            HoleStyle::Inaccessible => libc::PROT_NONE,
-            HoleStyle::Missing => libc::PROT_READ | libc::PROT_WRITE,
+            HoleStyle::Inaccessible => ProtFlags::PROT_NONE,
+            HoleStyle::Missing => ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
         };
+        let nonzero = NonZeroUsize::new(mapped_len)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty reservation"))?;
         // SAFETY: a fresh private anonymous mapping at a kernel-chosen
         // address; it overlaps nothing of ours.
         let mapped_base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                mapped_len,
+            mman::mmap_anonymous(
+                None,
+                nonzero,
                 prot,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
             )
-        };
-        if mapped_base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let mapped_base = mapped_base.cast::<u8>();
-        let offset = mapped_base.align_offset(RESERVATION_ALIGN);
+        }?;
+        let offset = mapped_base.cast::<u8>().align_offset(RESERVATION_ALIGN);
         Ok(Reservation {
             // SAFETY: offset < RESERVATION_ALIGN, within the mapping.
-            base: unsafe { mapped_base.add(offset) },
+            base: unsafe { mapped_base.cast::<u8>().add(offset) },
             len,
             mapped_len,
             mapped_base,
@@ -98,7 +100,7 @@ impl Reservation {
     /// First byte.
     #[inline(always)]
     pub fn base(&self) -> *mut u8 {
-        self.base
+        self.base.as_ptr()
     }
 
     /// Bytes reserved.
@@ -137,22 +139,28 @@ impl Reservation {
     /// Makes `[offset, offset + len)` writable memory (`vmemmap_populate`).
     pub fn populate(&self, offset: usize, len: usize) -> io::Result<()> {
         self.check(offset, len)?;
-        // SAFETY: the range lies within our reservation (checked).
-        let addr = unsafe { self.base.add(offset) }.cast::<libc::c_void>();
+        let addr = self.range_start(offset);
         if self.style == HoleStyle::Inaccessible {
-            // SAFETY: as above; making our own reservation accessible.
-            if unsafe { libc::mprotect(addr, len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            // SAFETY: the range lies within our reservation (checked); making
+            // our own reservation accessible invalidates nothing.
+            unsafe { mman::mprotect(addr, len, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE) }?;
         }
         let advice = if self.thp {
-            libc::MADV_HUGEPAGE
+            MmapAdvise::MADV_HUGEPAGE
         } else {
-            libc::MADV_NOHUGEPAGE
+            MmapAdvise::MADV_NOHUGEPAGE
         };
-        // SAFETY: advisory only; an unsupported advice is not an error here.
-        unsafe { libc::madvise(addr, len, advice) };
+        // SAFETY: advice on our own range; an unsupported advice (no THP in
+        // this kernel) is not an error here, so the result is ignored.
+        let _ = unsafe { mman::madvise(addr, len, advice) };
         Ok(())
+    }
+
+    /// The address `offset` bytes into the reservation.
+    fn range_start(&self, offset: usize) -> NonNull<c_void> {
+        self.base
+            .map_addr(|a| a.saturating_add(offset))
+            .cast::<c_void>()
     }
 
     /// Gives `[offset, offset + len)` back to the kernel and makes it a hole
@@ -161,19 +169,14 @@ impl Reservation {
     /// The caller guarantees no reference into the range is alive.
     pub fn depopulate(&self, offset: usize, len: usize) -> io::Result<()> {
         self.check(offset, len)?;
+        let addr = self.range_start(offset);
         // SAFETY: the range lies within our reservation (checked) and the
         // caller holds no reference into it; DONTNEED on private anonymous
         // memory drops the pages, later reads see zeros or fault.
-        unsafe {
-            let addr = self.base.add(offset).cast::<libc::c_void>();
-            if libc::madvise(addr, len, libc::MADV_DONTNEED) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if self.style == HoleStyle::Inaccessible
-                && libc::mprotect(addr, len, libc::PROT_NONE) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
+        unsafe { mman::madvise(addr, len, MmapAdvise::MADV_DONTNEED) }?;
+        if self.style == HoleStyle::Inaccessible {
+            // SAFETY: as above.
+            unsafe { mman::mprotect(addr, len, ProtFlags::PROT_NONE) }?;
         }
         Ok(())
     }
@@ -182,7 +185,8 @@ impl Reservation {
     /// `/proc/self/smaps` over the reservation's address range.
     pub fn residency(&self) -> io::Result<(u64, u64)> {
         let smaps = std::fs::read_to_string("/proc/self/smaps")?;
-        let (lo, hi) = (self.base as u64, self.base as u64 + self.len as u64);
+        let lo = self.base.as_ptr() as u64;
+        let hi = lo + self.len as u64;
         let (mut rss, mut huge) = (0u64, 0u64);
         let mut inside = false;
         for line in smaps.lines() {
@@ -218,7 +222,8 @@ impl Drop for Reservation {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly the mapping made in `new`; the owner
         // (the model) is being dropped, so no reference into it remains.
-        unsafe { libc::munmap(self.mapped_base.cast(), self.mapped_len) };
+        // A failure leaves a mapping behind, which drop cannot report.
+        let _ = unsafe { mman::munmap(self.mapped_base, self.mapped_len) };
     }
 }
 

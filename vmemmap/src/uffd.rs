@@ -19,11 +19,14 @@
 //! construction fails with a clear error.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 use sparsemem::{BuildError, Pfn};
 use userfaultfd::{Event, FeatureFlags, Uffd, UffdBuilder};
 
@@ -59,23 +62,19 @@ fn to_io(e: userfaultfd::Error) -> io::Error {
 
 /// The handler thread of [`UffdZeroPage`].
 struct HandlerThread {
-    stop: OwnedFd,
+    stop: Arc<EventFd>,
     join: Option<JoinHandle<()>>,
 }
 
 impl HandlerThread {
     fn spawn(uffd: Arc<Uffd>, faults: Arc<AtomicU64>) -> io::Result<HandlerThread> {
-        // SAFETY: eventfd has no memory preconditions; the result is checked.
-        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a fresh fd owned by nobody else.
-        let stop = unsafe { OwnedFd::from_raw_fd(raw) };
-        let stop_fd = stop.as_raw_fd();
+        let stop = Arc::new(EventFd::from_flags(
+            EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK,
+        )?);
+        let thread_stop = Arc::clone(&stop);
         let join = std::thread::Builder::new()
             .name("pfnlab-uffd".into())
-            .spawn(move || serve(&uffd, stop_fd, &faults))?;
+            .spawn(move || serve(&uffd, &thread_stop, &faults))?;
         Ok(HandlerThread {
             stop,
             join: Some(join),
@@ -84,35 +83,24 @@ impl HandlerThread {
 }
 
 /// Answers page faults with the zero page until the stop eventfd fires.
-fn serve(uffd: &Uffd, stop_fd: libc::c_int, faults: &AtomicU64) {
+fn serve(uffd: &Uffd, stop: &EventFd, faults: &AtomicU64) {
     let page = sparsemem::memmap::host_page_size();
     loop {
         let mut fds = [
-            libc::pollfd {
-                fd: uffd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop_fd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            PollFd::new(uffd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
         ];
-        // SAFETY: `fds` is a valid array of two pollfds.
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if rc < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            Err(_) => return,
         }
-        if fds[1].revents != 0 {
+        if fds[1].any().unwrap_or(true) {
             return;
         }
         while let Ok(Some(event)) = uffd.read_event() {
             if let Event::Pagefault { addr, .. } = event {
-                let at = (addr as usize & !(page - 1)) as *mut libc::c_void;
+                let at = (addr as usize & !(page - 1)) as *mut std::ffi::c_void;
                 // SAFETY: `at` is a page of a hole in a registered range of
                 // the model's reservation; mapping the zero page there is what
                 // the model expects (EEXIST when another thread won the race
@@ -127,9 +115,10 @@ fn serve(uffd: &Uffd, stop_fd: libc::c_int, faults: &AtomicU64) {
 
 impl Drop for HandlerThread {
     fn drop(&mut self) {
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
-        unsafe { libc::write(self.stop.as_raw_fd(), (&raw const one).cast(), 8) };
+        // Wakes the thread's poll; it returns and is joined. A failed write
+        // (the counter cannot overflow from 0) would leave the thread
+        // blocked, so there is nothing better to do than try.
+        let _ = self.stop.write(1);
         if let Some(join) = self.join.take() {
             let _ = join.join();
         }
