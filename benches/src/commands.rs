@@ -13,17 +13,18 @@ use vmemmap::VmemmapOptions;
 pub const FALLBACK_PRESET: &str = "x86-pci-hole";
 
 /// Loads `spec`; `None` means `host`, falling back to
-/// `preset:x86-pci-hole` with a one-line notice on stderr.
+/// `preset:x86-pci-hole` ([`Layout::from_host_or_preset`]) with a one-line
+/// notice on stderr.
 pub fn load_layout(spec: Option<&str>) -> Result<Layout, CliError> {
     match spec {
         Some(s) => Ok(LayoutSpec::parse(s).load()?),
-        None => match Layout::from_host() {
-            Ok(l) => Ok(l),
-            Err(e) => {
+        None => {
+            let (layout, why) = Layout::from_host_or_preset(FALLBACK_PRESET)?;
+            if let Some(e) = why {
                 eprintln!("notice: {e}; using preset:{FALLBACK_PRESET}");
-                Ok(Layout::preset(FALLBACK_PRESET)?)
             }
-        },
+            Ok(layout)
+        }
     }
 }
 

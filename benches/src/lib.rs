@@ -7,8 +7,9 @@
 #![deny(unsafe_code)]
 
 pub mod commands;
-pub mod compare;
 pub mod experiments;
+/// The default comparison (`pfnlab` with no command).
+pub use experiments::compare;
 pub mod machine;
 pub mod models;
 pub mod report;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
 use pfnlab::commands::{PfnSource, layout_report, load_layout, query};
 use pfnlab::machine::Machine;
 use pfnlab::models::ModelKind;
@@ -40,8 +41,8 @@ enum Command {
     /// Answer pfn_valid for pfns given as arguments or on stdin (one a line).
     Query {
         /// The memory model.
-        #[arg(long)]
-        model: String,
+        #[arg(long, value_parser = ModelKind::parse)]
+        model: ModelKind,
         /// One JSON object per line instead of text.
         #[arg(long)]
         json: bool,
@@ -65,7 +66,17 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 layout.geometry()
             );
             println!("machine: {}\n", machine.summary());
-            let (results, refused) = compare::run(&layout, plan, io::stderr().is_terminal());
+            let bar = if io::stderr().is_terminal() {
+                ProgressBar::new(ModelKind::ALL.len() as u64)
+            } else {
+                ProgressBar::hidden()
+            };
+            bar.set_style(
+                ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            let (results, refused) = compare::run(&layout, plan, &bar);
+            bar.finish_and_clear();
             compare::check_finite(&results)?;
             print!("{}", compare::table(&results, &refused));
             if let Some(out) = out {
@@ -83,8 +94,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
             print!("{}", layout_report(&layout));
             Ok(())
         }
-        Some(Command::Query { model, json, pfns }) => {
-            let kind = ModelKind::parse(&model)?;
+        Some(Command::Query {
+            model: kind,
+            json,
+            pfns,
+        }) => {
             let layout = load_layout(cli.layout.as_deref())?;
             let stdin = io::stdin();
             let source = if pfns.is_empty() {

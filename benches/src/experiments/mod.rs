@@ -3,6 +3,7 @@
 //! ours, and writes the common JSON shape with `--json`.
 
 pub mod bulk;
+pub mod compare;
 pub mod cpuset;
 mod flags;
 mod lock;
@@ -20,31 +21,134 @@ use crate::models::{ModelKind, ModelVisitor, with_model_options};
 use crate::report::{JsonOut, Report, Row};
 use crate::timing::Plan;
 
-/// The experiments, as `pfnlab bench` names them.
-pub const EXPERIMENTS: [&str; 6] = ["flags", "lock", "pfn-valid", "bulk", "cpuset", "peers"];
+/// An experiment of `pfnlab bench`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub enum Experiment {
+    /// No-bitmap buddy and atomic flag operations (2004).
+    Flags,
+    /// Zone-lock hold time in the per-CPU bulk paths (2007).
+    Lock,
+    /// Fault-probed `pfn_valid` for SPARSEMEM_VMEMMAP (2006).
+    PfnValid,
+    /// The bulk page allocator (2021).
+    Bulk,
+    /// cpuset checks in the zonelist walk under fake NUMA (2006).
+    Cpuset,
+    /// Other buddy allocators beside pfnlab's.
+    Peers,
+}
+
+impl Experiment {
+    /// Every experiment, in the order `pfnlab bench --help` lists them.
+    pub const ALL: [Experiment; 6] = [
+        Experiment::Flags,
+        Experiment::Lock,
+        Experiment::PfnValid,
+        Experiment::Bulk,
+        Experiment::Cpuset,
+        Experiment::Peers,
+    ];
+
+    /// The name `pfnlab bench` takes and reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::Flags => "flags",
+            Experiment::Lock => "lock",
+            Experiment::PfnValid => "pfn-valid",
+            Experiment::Bulk => "bulk",
+            Experiment::Cpuset => "cpuset",
+            Experiment::Peers => "peers",
+        }
+    }
+
+    /// Parses a name, or says which names exist.
+    pub fn parse(name: &str) -> Result<Experiment, UnknownExperiment> {
+        Experiment::ALL
+            .into_iter()
+            .find(|e| e.name() == name)
+            .ok_or_else(|| UnknownExperiment(name.to_owned()))
+    }
+
+    /// The model the experiment's seed measured.
+    pub fn default_model(self) -> ModelKind {
+        match self {
+            Experiment::PfnValid => ModelKind::VmemmapProbe,
+            Experiment::Flags | Experiment::Lock | Experiment::Cpuset => ModelKind::SparseExtreme,
+            Experiment::Bulk | Experiment::Peers => ModelKind::VmemmapTable,
+        }
+    }
+
+    /// The layout the experiment runs on unless `--layout` says otherwise.
+    pub fn default_layout(self) -> &'static str {
+        match self {
+            Experiment::Cpuset => "preset:numa-fake-64",
+            Experiment::Flags | Experiment::Lock | Experiment::Bulk | Experiment::Peers => {
+                "preset:x86-pci-hole"
+            }
+            Experiment::PfnValid => "host",
+        }
+    }
+}
+
+impl std::fmt::Display for Experiment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An experiment name `pfnlab bench` does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownExperiment(pub String);
+
+impl std::fmt::Display for UnknownExperiment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known: Vec<&str> = Experiment::ALL.iter().map(|e| e.name()).collect();
+        write!(
+            f,
+            "unknown experiment `{}` (known: {})",
+            self.0,
+            known.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownExperiment {}
+
+#[cfg(feature = "cli")]
+impl clap::ValueEnum for Experiment {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Experiment::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()))
+    }
+}
 
 /// Arguments of `pfnlab bench`.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct BenchArgs {
-    /// flags | lock | pfn-valid | bulk | cpuset | peers
-    pub experiment: String,
+    /// The experiment.
+    #[cfg_attr(feature = "cli", arg(value_parser = Experiment::parse))]
+    pub experiment: Experiment,
     /// Memory model (default: the experiment's own choice).
-    #[arg(long)]
-    pub model: Option<String>,
+    #[cfg_attr(feature = "cli", arg(long, value_parser = ModelKind::parse))]
+    pub model: Option<ModelKind>,
     /// Write the results as JSON to this file.
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub json: Option<PathBuf>,
     /// Threads (lock: total threads; flags: the multi-threaded run).
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub threads: Option<usize>,
     /// Iterations (flags: allocate/touch/free rounds, default 1000).
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub iterations: Option<u64>,
     /// Per-CPU batch for the lock experiment's batch threads (default 256).
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub batch: Option<u32>,
     /// Nodes in the cpuset experiment's cpuset (default 43 of 64).
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub allowed: Option<u16>,
 }
 
@@ -86,37 +190,12 @@ pub struct Outcome {
     pub layout: String,
 }
 
-fn default_model(experiment: &str) -> ModelKind {
-    match experiment {
-        "pfn-valid" => ModelKind::VmemmapProbe,
-        "flags" | "lock" | "cpuset" => ModelKind::SparseExtreme,
-        _ => ModelKind::VmemmapTable,
-    }
-}
-
-fn default_layout(experiment: &str) -> &'static str {
-    match experiment {
-        "cpuset" => "preset:numa-fake-64",
-        "flags" | "lock" | "bulk" | "peers" => "preset:x86-pci-hole",
-        _ => "host",
-    }
-}
-
 /// Runs one experiment.
 pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<(), CliError> {
-    let name = args.experiment.as_str();
-    if !EXPERIMENTS.contains(&name) {
-        return Err(CliError(format!(
-            "unknown experiment `{name}` (known: {})",
-            EXPERIMENTS.join(", ")
-        )));
-    }
-    let model = match &args.model {
-        Some(m) => ModelKind::parse(m)?,
-        None => default_model(name),
-    };
+    let name = args.experiment;
+    let model = args.model.unwrap_or(name.default_model());
     let out = args.json.as_deref().map(JsonOut::create).transpose()?;
-    let spec = layout_spec.unwrap_or(default_layout(name));
+    let spec = layout_spec.unwrap_or(name.default_layout());
     let layout = load_layout(if spec == "host" { None } else { Some(spec) })?;
     let machine = Machine::describe();
     println!(
@@ -132,18 +211,18 @@ pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<()
         args,
     };
     let outcome = match name {
-        "flags" => flags::run(&ctx),
-        "lock" => lock::run(&ctx),
-        "pfn-valid" => pfn_valid::run(&ctx),
-        "bulk" => bulk::run(&ctx),
-        "cpuset" => cpuset::run(&ctx),
-        _ => peers::run(&ctx),
+        Experiment::Flags => flags::run(&ctx),
+        Experiment::Lock => lock::run(&ctx),
+        Experiment::PfnValid => pfn_valid::run(&ctx),
+        Experiment::Bulk => bulk::run(&ctx),
+        Experiment::Cpuset => cpuset::run(&ctx),
+        Experiment::Peers => peers::run(&ctx),
     }?;
     check_rows(&outcome.rows)?;
     print!("{}", outcome.table);
     if let Some(out) = out {
         out.write(&Report {
-            experiment: name.into(),
+            experiment: name.name().into(),
             machine,
             layout: outcome.layout,
             results: outcome.rows,

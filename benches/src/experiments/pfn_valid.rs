@@ -11,7 +11,6 @@ use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
 use crate::CliError;
-use crate::commands::load_layout;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
@@ -107,7 +106,7 @@ fn models(ctx: &Ctx) -> Vec<ModelKind> {
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     let layouts = match ctx.layout_spec {
         Some(_) => vec![ctx.layout.clone()],
-        None => vec![ctx.layout.clone(), load_layout(Some("preset:ia64-holes"))?],
+        None => vec![ctx.layout.clone(), Layout::preset("ia64-holes")?],
     };
     let mut rows = Vec::new();
     let mut table = String::from(

@@ -333,6 +333,26 @@ impl Layout {
         host::load(&HostSources::system())
     }
 
+    /// The live machine's layout, or the preset `fallback` when the host's
+    /// memory map cannot be read; the second value is why the fallback was
+    /// taken (the host's error), for the caller to report.
+    pub fn from_host_or_preset(
+        fallback: &str,
+    ) -> Result<(Layout, Option<LayoutError>), LayoutError> {
+        Layout::or_preset(Layout::from_host(), fallback)
+    }
+
+    /// `host` itself, or the preset `fallback` with the reason.
+    fn or_preset(
+        host: Result<Layout, LayoutError>,
+        fallback: &str,
+    ) -> Result<(Layout, Option<LayoutError>), LayoutError> {
+        match host {
+            Ok(layout) => Ok((layout, None)),
+            Err(e) => Ok((Layout::preset(fallback)?, Some(e))),
+        }
+    }
+
     /// A named preset (see [`PRESET_NAMES`]).
     pub fn preset(name: &str) -> Result<Layout, LayoutError> {
         presets::build(name)

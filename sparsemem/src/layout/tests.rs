@@ -351,3 +351,23 @@ fn live_host_sources_agree_on_ram() {
     let live = Layout::from_host().unwrap();
     assert!(live.present_pages() > 0);
 }
+
+#[test]
+fn the_host_falls_back_to_a_preset_and_says_why() {
+    let unreadable = Err(LayoutError::Host("no /sys/firmware/memmap".into()));
+    let (layout, why) = Layout::or_preset(unreadable, "x86-pci-hole").unwrap();
+    assert_eq!(layout.source(), "preset:x86-pci-hole");
+    assert!(why.unwrap().to_string().contains("no /sys/firmware/memmap"));
+    let host = Layout::preset("ia64-holes");
+    let (layout, why) = Layout::or_preset(host, "x86-pci-hole").unwrap();
+    assert_eq!(
+        (layout.source(), why.is_none()),
+        ("preset:ia64-holes", true)
+    );
+    let bad = Layout::or_preset(Err(LayoutError::Host("x".into())), "cray");
+    assert!(
+        bad.unwrap_err()
+            .to_string()
+            .contains("unknown preset `cray`")
+    );
+}

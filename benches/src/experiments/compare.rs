@@ -7,7 +7,6 @@
 //! `MAX_PAGE_ORDER` blocks, so each pair splits and merges all the way —
 //! ten `pfn_valid` calls per free with the check on), and memmap bytes.
 
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use sparsemem::{Layout, MemmapBytes};
 use vmemmap::VmemmapOptions;
@@ -44,7 +43,7 @@ pub struct ModelResult {
 struct CompareVisitor<'a> {
     plan: Plan,
     kind: ModelKind,
-    progress: &'a ProgressBar,
+    progress: &'a dyn Progress,
 }
 
 fn alloc_pairs<M: Buildable, V: Variant>(
@@ -76,7 +75,7 @@ impl ModelVisitor for CompareVisitor<'_> {
     ) -> Result<ModelResult, AllocError> {
         let name = self.kind.name();
         let plan = self.plan;
-        self.progress.set_message(format!("{name}: build"));
+        self.progress.stage(format!("{name}: build"));
         let model = M::build(layout, options)?;
         let valid = valid_pfns(layout, plan.iters(1 << 20, 4096) as usize, 11);
         let slow_holes = matches!(name, "vmemmap-probe" | "vmemmap-uffd-sigbus");
@@ -85,7 +84,7 @@ impl ModelVisitor for CompareVisitor<'_> {
             plan.iters(if slow_holes { 20_000 } else { 1 << 20 }, 1000) as usize,
             13,
         );
-        self.progress.set_message(format!("{name}: pfn_valid"));
+        self.progress.stage(format!("{name}: pfn_valid"));
         let valid_m = measure(plan.trials, || {
             std::hint::black_box(count_valid(&model, &valid));
             valid.len() as u64
@@ -100,7 +99,7 @@ impl ModelVisitor for CompareVisitor<'_> {
         });
         let memmap = model.memmap_bytes();
         drop(model);
-        self.progress.set_message(format!("{name}: allocator"));
+        self.progress.stage(format!("{name}: allocator"));
         let alloc_off = alloc_pairs::<M, Kernel>(layout, options, plan)?;
         let alloc_on = alloc_pairs::<M, KernelHoleCheck>(layout, options, plan)?
             .expect("the hole check accepts every layout");
@@ -116,37 +115,51 @@ impl ModelVisitor for CompareVisitor<'_> {
     }
 }
 
+/// Where a long run reports how far it got: the `pfnlab` binary shows an
+/// indicatif bar (feature `cli`); `()` shows nothing.
+pub trait Progress {
+    /// The step now running (`"sparse: pfn_valid"`).
+    fn stage(&self, what: String);
+    /// One model done.
+    fn advance(&self);
+}
+
+impl Progress for () {
+    fn stage(&self, _: String) {}
+    fn advance(&self) {}
+}
+
+#[cfg(feature = "cli")]
+impl Progress for indicatif::ProgressBar {
+    fn stage(&self, what: String) {
+        self.set_message(what);
+    }
+    fn advance(&self) {
+        self.inc(1);
+    }
+}
+
 /// Runs the comparison; models that cannot be built on this layout are
 /// reported with the reason.
 pub fn run(
     layout: &Layout,
     plan: Plan,
-    show_progress: bool,
+    progress: &dyn Progress,
 ) -> (Vec<ModelResult>, Vec<(ModelKind, String)>) {
-    let progress = if show_progress {
-        ProgressBar::new(ModelKind::ALL.len() as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    progress.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
     let mut done = Vec::new();
     let mut refused = Vec::new();
     for &kind in ModelKind::ALL {
         let visitor = CompareVisitor {
             plan,
             kind,
-            progress: &progress,
+            progress,
         };
         match with_model_options(kind, layout, VmemmapOptions::default(), visitor) {
             Ok(r) => done.push(r),
             Err(e) => refused.push((kind, e.to_string())),
         }
-        progress.inc(1);
+        progress.advance();
     }
-    progress.finish_and_clear();
     (done, refused)
 }
 
