@@ -68,6 +68,18 @@ impl ModelKind {
         )
     }
 
+    /// Whether a hole costs a caught fault (the probe's SIGSEGV, or the
+    /// SIGBUS of userfaultfd's SIGBUS mode), so hole lookups are measured
+    /// with fewer iterations.
+    pub fn faults_on_holes(self) -> bool {
+        match self {
+            ModelKind::VmemmapProbe => true,
+            #[cfg(feature = "uffd")]
+            ModelKind::VmemmapUffdSigbus => true,
+            _ => false,
+        }
+    }
+
     /// Parses a CLI name.
     pub fn parse(name: &str) -> Result<ModelKind, UnknownModel> {
         ModelKind::ALL

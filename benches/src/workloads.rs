@@ -236,6 +236,33 @@ pub fn bulk_arrays<M: MemoryModel, V: Variant>(
     acc
 }
 
+/// Pages `page_test` allocates before freeing them (AIM9's batch).
+pub const PAGE_TEST_BATCH: usize = 512;
+
+/// AIM9 `page_test`-like rounds: [`PAGE_TEST_BATCH`] order-0 allocations on
+/// the zone path, then as many frees; returns the pages handled.
+#[inline(never)]
+pub fn page_test_rounds<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    node: NodeId,
+    rounds: u64,
+    held: &mut Vec<Pfn>,
+) -> u64 {
+    for _ in 0..rounds {
+        for _ in 0..PAGE_TEST_BATCH {
+            held.push(
+                alloc
+                    .alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None)
+                    .expect("memory"),
+            );
+        }
+        for pfn in held.drain(..) {
+            alloc.free_pages(pfn, Order::ZERO).expect("free");
+        }
+    }
+    rounds * PAGE_TEST_BATCH as u64
+}
+
 /// One iteration of the flags experiment: allocate `nr_pages` order-0
 /// pages, touch each page's flags (`SetPageReferenced` and
 /// `ClearPageReferenced`, atomic in every variant as in the kernel: the

@@ -78,7 +78,7 @@ impl ModelVisitor for CompareVisitor<'_> {
         self.progress.stage(format!("{name}: build"));
         let model = M::build(layout, options)?;
         let valid = valid_pfns(layout, plan.iters(1 << 20, 4096) as usize, 11);
-        let slow_holes = matches!(name, "vmemmap-probe" | "vmemmap-uffd-sigbus");
+        let slow_holes = self.kind.faults_on_holes();
         let holes = hole_pfns(
             layout,
             plan.iters(if slow_holes { 20_000 } else { 1 << 20 }, 1000) as usize,

@@ -26,7 +26,7 @@ use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
 use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, build_allocator};
+use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 
@@ -100,21 +100,141 @@ impl Cpusets {
     }
 }
 
+/// The three ways the experiment allocates.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CpusetVariant {
+    /// No cpuset.
+    Unrestricted,
+    /// The 2006 `__cpuset_zone_allowed` check on every zone of the walk.
+    Restricted,
+    /// The zonelist filtered once, when the cpuset is attached.
+    RestrictedFixed,
+}
+
+impl CpusetVariant {
+    /// Report order.
+    pub const ALL: [CpusetVariant; 3] = [
+        CpusetVariant::Unrestricted,
+        CpusetVariant::Restricted,
+        CpusetVariant::RestrictedFixed,
+    ];
+
+    /// The name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            CpusetVariant::Unrestricted => "unrestricted",
+            CpusetVariant::Restricted => "restricted",
+            CpusetVariant::RestrictedFixed => "restricted-fixed",
+        }
+    }
+}
+
+/// What the cpuset experiment measured: one zone-path alloc+free per
+/// variant, from the layout's first node, outside a cpuset of its last
+/// `allowed` nodes.
+#[derive(Clone, Debug)]
+pub struct CpusetResults {
+    /// Nodes in the layout.
+    pub nodes: usize,
+    /// Nodes in the cpuset.
+    pub allowed: u16,
+    /// Zones of the walk before the first allowed one (each pays the check).
+    pub zones_skipped: usize,
+    /// Per variant, in [`CpusetVariant::ALL`] order.
+    pub measurements: [Measurement; 3],
+}
+
+impl CpusetResults {
+    /// The measurement of one variant.
+    pub fn of(&self, variant: CpusetVariant) -> &Measurement {
+        &self.measurements[variant as usize]
+    }
+
+    /// Zones the variant's walk asks about before it allocates.
+    pub fn zones_checked(&self, variant: CpusetVariant) -> usize {
+        match variant {
+            CpusetVariant::Restricted => self.zones_skipped + 1,
+            CpusetVariant::Unrestricted | CpusetVariant::RestrictedFixed => 0,
+        }
+    }
+
+    /// Share of the restricted allocation spent in the check:
+    /// `1 - fixed / restricted`.
+    pub fn check_share(&self) -> f64 {
+        let restricted = self.of(CpusetVariant::Restricted).ns_per_op.median;
+        let fixed = self.of(CpusetVariant::RestrictedFixed).ns_per_op.median;
+        (1.0 - fixed / restricted).max(0.0)
+    }
+
+    /// The JSON rows.
+    pub fn rows(&self, model: &str) -> Vec<Row> {
+        CpusetVariant::ALL
+            .into_iter()
+            .map(|v| {
+                let share = if v == CpusetVariant::Restricted {
+                    self.check_share()
+                } else {
+                    0.0
+                };
+                Row::new(
+                    v.name(),
+                    model,
+                    json!({"nodes": self.nodes, "allowed": self.allowed}),
+                    self.of(v).clone(),
+                )
+                .with("zones_checked", self.zones_checked(v))
+                .with("check_share", share)
+            })
+            .collect()
+    }
+
+    /// The printed table, with the seed's figures.
+    pub fn render(&self) -> String {
+        let mut table = format!(
+            "{} nodes, cpuset of {}; zone-path alloc+free of one page from node 0 (outside the cpuset), GFP_KERNEL\n\n\
+             {:<17} {:>20} {:>16}\n",
+            self.nodes, self.allowed, "variant", "ns (cycles)/alloc+free", "zones checked"
+        );
+        for v in CpusetVariant::ALL {
+            table += &format!(
+                "{:<17} {:>20} {:>16}\n",
+                v.name(),
+                cell(self.of(v)),
+                self.zones_checked(v)
+            );
+        }
+        table += &format!(
+            "\nShare of the restricted allocation spent in the allowed check: {:.0} % (1 - fixed/restricted).\n\
+             Seed (2006): __cpuset_zone_allowed was 50 % of profile ticks; sys time 32 s -> 75 s.\n",
+            self.check_share() * 100.0
+        );
+        table
+    }
+}
+
+/// Measures the cpuset experiment with model `kind` on `layout`.
+pub fn measure_cpuset(
+    kind: ModelKind,
+    layout: &Layout,
+    plan: Plan,
+    allowed: u16,
+) -> Result<CpusetResults, AllocError> {
+    with_model(kind, layout, Visitor { plan, allowed })
+}
+
 struct Visitor {
     plan: Plan,
     allowed: u16,
 }
 
-type Results = Vec<(&'static str, Measurement, usize)>;
-
 impl ModelVisitor for Visitor {
-    type Output = Results;
+    type Output = CpusetResults;
 
     fn visit<M: Buildable>(
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Results, AllocError> {
+    ) -> Result<CpusetResults, AllocError> {
         let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
         let nodes = layout.nodes();
         let first_allowed = nodes.len().saturating_sub(usize::from(self.allowed));
@@ -157,62 +277,21 @@ impl ModelVisitor for Visitor {
                 .expect("memory")
         });
         let fixed_m = pair(&|| alloc.alloc_pages_from(Order::ZERO, &fixed).expect("memory"));
-        Ok(vec![
-            ("unrestricted", unrestricted, 0),
-            ("restricted", restricted, skipped),
-            ("restricted-fixed", fixed_m, 0),
-        ])
+        Ok(CpusetResults {
+            nodes: nodes.len(),
+            allowed: self.allowed,
+            zones_skipped: skipped,
+            measurements: [unrestricted, restricted, fixed_m],
+        })
     }
 }
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     let allowed = ctx.args.allowed.unwrap_or(43);
-    let results = ctx.visit(Visitor {
-        plan: ctx.plan,
-        allowed,
-    })?;
-    let restricted = results[1].1.ns_per_op.median;
-    let fixed = results[2].1.ns_per_op.median;
-    let share = (1.0 - fixed / restricted).max(0.0);
-    let nodes = ctx.layout.nodes().len();
-    let mut table = format!(
-        "{nodes} nodes, cpuset of {allowed}; zone-path alloc+free of one page from node 0 (outside the cpuset), GFP_KERNEL\n\n\
-         {:<17} {:>20} {:>16}\n",
-        "variant", "ns (cycles)/alloc+free", "zones checked"
-    );
-    let mut rows = Vec::new();
-    for (name, m, skipped) in &results {
-        let checked = if *name == "restricted" {
-            format!("{}", skipped + 1)
-        } else {
-            "0".into()
-        };
-        table += &format!("{:<17} {:>20} {:>16}\n", name, cell(m), checked);
-        rows.push(
-            Row::new(
-                *name,
-                ctx.model.name(),
-                json!({"nodes": nodes, "allowed": allowed}),
-                m.clone(),
-            )
-            .with(
-                "zones_checked",
-                skipped + usize::from(*name == "restricted"),
-            )
-            .with(
-                "check_share",
-                if *name == "restricted" { share } else { 0.0 },
-            ),
-        );
-    }
-    table += &format!(
-        "\nShare of the restricted allocation spent in the allowed check: {:.0} % (1 - fixed/restricted).\n\
-         Seed (2006): __cpuset_zone_allowed was 50 % of profile ticks; sys time 32 s -> 75 s.\n",
-        share * 100.0
-    );
+    let results = ctx.named(measure_cpuset(ctx.model, &ctx.layout, ctx.plan, allowed))?;
     Ok(Outcome {
-        rows,
-        table,
+        rows: results.rows(ctx.model.name()),
+        table: results.render(),
         layout: ctx.layout.source().into(),
     })
 }

@@ -5,7 +5,7 @@
 pub mod bulk;
 pub mod compare;
 pub mod cpuset;
-mod flags;
+pub mod flags;
 mod lock;
 mod peers;
 mod pfn_valid;
@@ -170,13 +170,17 @@ impl Ctx<'_> {
     /// Runs `visitor` with the chosen model on the layout; a model that
     /// cannot be built is an error naming it.
     pub fn visit<V: ModelVisitor>(&self, visitor: V) -> Result<V::Output, CliError> {
-        with_model_options(
+        self.named(with_model_options(
             self.model,
             &self.layout,
             vmemmap::VmemmapOptions::default(),
             visitor,
-        )
-        .map_err(|e| CliError(format!("{}: {e}", self.model)))
+        ))
+    }
+
+    /// An experiment's result, its error naming the model.
+    pub fn named<T>(&self, result: Result<T, buddy::AllocError>) -> Result<T, CliError> {
+        result.map_err(|e| CliError(format!("{}: {e}", self.model)))
     }
 }
 

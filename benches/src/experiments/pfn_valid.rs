@@ -4,9 +4,9 @@
 //! workload like AIM9 `page_test` with the hole check on every merge.
 
 use buddy::AllocError;
-use buddy::{Gfp, KernelHoleCheck, Options};
+use buddy::{KernelHoleCheck, Options};
 use serde_json::json;
-use sparsemem::{Layout, Order, Pfn};
+use sparsemem::{Layout, Pfn};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
@@ -14,24 +14,58 @@ use crate::CliError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
-use crate::workloads::{XorShift, count_valid, count_valid_sequential, hole_pfns, valid_pfns};
+use crate::workloads::{
+    PAGE_TEST_BATCH, XorShift, count_valid, count_valid_sequential, hole_pfns, page_test_rounds,
+    valid_pfns,
+};
 
 struct Visitor {
     plan: Plan,
     slow_holes: bool,
 }
 
-/// (workload, measurement, extra: pages per second for page_test)
-type Results = Vec<(&'static str, Measurement)>;
+/// One model's measurements.
+#[derive(Clone, Debug)]
+pub struct PfnValidResults {
+    /// `pfn_valid` on random valid pfns.
+    pub valid: Measurement,
+    /// `pfn_valid` on random holes.
+    pub hole: Measurement,
+    /// A shuffled mix of the two.
+    pub random: Measurement,
+    /// Consecutive pfns from the start of the span.
+    pub sequential: Measurement,
+    /// AIM9 `page_test`-like: 512 zone-path allocations then 512 frees, per
+    /// page, with the `HOLES_IN_ZONE` check.
+    pub page_test: Measurement,
+}
+
+impl PfnValidResults {
+    /// The workloads by name, in table order.
+    pub fn workloads(&self) -> [(&'static str, &Measurement); 5] {
+        [
+            ("valid", &self.valid),
+            ("hole", &self.hole),
+            ("random", &self.random),
+            ("sequential", &self.sequential),
+            ("page_test", &self.page_test),
+        ]
+    }
+
+    /// Pages a second through `page_test`, the seed's unit.
+    pub fn pages_per_second(&self) -> f64 {
+        1e9 / self.page_test.ns_per_op.median
+    }
+}
 
 impl ModelVisitor for Visitor {
-    type Output = Results;
+    type Output = PfnValidResults;
 
     fn visit<M: Buildable>(
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Results, AllocError> {
+    ) -> Result<PfnValidResults, AllocError> {
         let plan = self.plan;
         let model = M::build(layout, options)?;
         let n = plan.iters(1 << 20, 4096) as usize;
@@ -48,47 +82,32 @@ impl ModelVisitor for Visitor {
             mix.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
         }
         let first = layout.pfn_span().0;
-        let mut out = Vec::new();
-        for (name, set) in [("valid", &valid), ("hole", &holes), ("random", &mix)] {
-            out.push((
-                name,
-                measure(plan.trials, || {
-                    std::hint::black_box(count_valid(&model, set));
-                    set.len() as u64
-                }),
-            ));
-        }
-        out.push((
-            "sequential",
+        let lookups = |set: &[Pfn]| {
             measure(plan.trials, || {
-                std::hint::black_box(count_valid_sequential(&model, first, n as u64));
-                n as u64
-            }),
-        ));
+                std::hint::black_box(count_valid(&model, set));
+                set.len() as u64
+            })
+        };
+        let (valid, hole, random) = (lookups(&valid), lookups(&holes), lookups(&mix));
+        let sequential = measure(plan.trials, || {
+            std::hint::black_box(count_valid_sequential(&model, first, n as u64));
+            n as u64
+        });
         drop(model);
         let alloc = build_allocator::<M, KernelHoleCheck>(layout, options, Options::default())?;
         let node = layout.first_node();
         let rounds = plan.iters(4000, 40);
-        let mut held = Vec::with_capacity(512);
-        out.push((
-            "page_test",
-            measure(plan.trials, || {
-                for _ in 0..rounds {
-                    for _ in 0..512 {
-                        held.push(
-                            alloc
-                                .alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None)
-                                .expect("memory"),
-                        );
-                    }
-                    for pfn in held.drain(..) {
-                        alloc.free_pages(pfn, Order::ZERO).expect("free");
-                    }
-                }
-                rounds * 512
-            }),
-        ));
-        Ok(out)
+        let mut held = Vec::with_capacity(PAGE_TEST_BATCH);
+        let page_test = measure(plan.trials, || {
+            page_test_rounds(&alloc, node, rounds, &mut held)
+        });
+        Ok(PfnValidResults {
+            valid,
+            hole,
+            random,
+            sequential,
+            page_test,
+        })
     }
 }
 
@@ -127,7 +146,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         for kind in models(ctx) {
             let visitor = Visitor {
                 plan: ctx.plan,
-                slow_holes: matches!(kind.name(), "vmemmap-probe" | "vmemmap-uffd-sigbus"),
+                slow_holes: kind.faults_on_holes(),
             };
             let results = match with_model_options(kind, layout, VmemmapOptions::default(), visitor)
             {
@@ -137,31 +156,29 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
                     continue;
                 }
             };
-            let cells: Vec<String> = results.iter().map(|(_, m)| cell(m)).collect();
-            let page_test = &results.last().expect("page_test").1;
-            let pages_per_sec = 1e9 / page_test.ns_per_op.median;
+            let [valid, hole, random, sequential, page_test] =
+                results.workloads().map(|(_, m)| cell(m));
             table += &format!(
                 "{:<21} {:>15} {:>15} {:>15} {:>15} {:>15} {:>12.0}\n",
                 kind.name(),
-                cells[0],
-                cells[1],
-                cells[2],
-                cells[3],
-                cells[4],
-                pages_per_sec
+                valid,
+                hole,
+                random,
+                sequential,
+                page_test,
+                results.pages_per_second()
             );
-            for (workload, m) in results {
-                let mut row = Row::new(
+            let row = |workload: &str, m: &Measurement| {
+                Row::new(
                     workload,
                     kind.name(),
                     json!({"layout": layout.source(), "workload": workload}),
                     m.clone(),
-                );
-                if workload == "page_test" {
-                    row = row.with("pages_per_second", 1e9 / m.ns_per_op.median);
-                }
-                rows.push(row);
-            }
+                )
+            };
+            let [lookups @ .., (page_test, m)] = results.workloads();
+            rows.extend(lookups.into_iter().map(|(w, m)| row(w, m)));
+            rows.push(row(page_test, m).with("pages_per_second", results.pages_per_second()));
         }
     }
     table += "\nSeed (2006): AIM9 page_test 1,042,187 (EXTREME+VMEMMAP table) vs 1,076,976 (VMEMMAP + probe); \
