@@ -710,11 +710,48 @@ impl<V: Variant> FreeArea<V> {
 mod tests {
     use super::*;
 
+    /// Giving memory twice, or outside the span, is refused with nothing
+    /// changed (the construction and online paths check first, so only
+    /// this test reaches these answers).
+    #[test]
+    fn give_range_refuses_managed_memory_and_pfns_outside_the_span() {
+        use sparsemem::{Layout, MemRange, NodeId, RangeKind, SparseExtreme};
+        let layout = Layout::new(
+            sparsemem::Geometry::X86_64,
+            vec![MemRange::new(0, 32 << 20, RangeKind::Ram, 0)],
+            "32m",
+        )
+        .unwrap();
+        let model = SparseExtreme::new(&layout).unwrap();
+        let (start, end) = (Pfn::new(0x1000), Pfn::new(0x2000));
+        let mut zone =
+            Zone::<crate::Kernel>::new(ZoneType::Dma32, NodeId::ZERO, ZoneId::new(0), start, end);
+        let outside = zone.give_range(&model, Pfn::new(0x800), start).unwrap_err();
+        assert!(matches!(outside, AllocError::OutsideZone { pfn } if pfn == Pfn::new(0x800)));
+        assert_eq!(zone.managed_pages(), 0);
+        zone.give_range(&model, start, end).unwrap();
+        assert_eq!((zone.managed_pages(), zone.free_pages()), (0x1000, 0x1000));
+        let again = zone
+            .give_range(&model, start, Pfn::new(0x1200))
+            .unwrap_err();
+        assert!(matches!(again, AllocError::AlreadyManaged { pfn } if pfn == start));
+        let past = zone.give_range(&model, end, Pfn::new(0x2001)).unwrap_err();
+        assert!(matches!(past, AllocError::OutsideZone { pfn } if pfn == end));
+        assert_eq!(
+            (zone.managed_pages(), zone.free_pages()),
+            (0x1000, 0x1000),
+            "unchanged"
+        );
+    }
+
     #[test]
     fn batch_follows_the_kernel_formula() {
         assert_eq!(zone_batchsize(1 << 18), 63, "1 GiB zone");
         assert_eq!(zone_batchsize(1 << 22), 63, "16 GiB zone");
         assert_eq!(zone_batchsize(1 << 15), 7, "128 MiB zone");
         assert_eq!(zone_batchsize(4096), 1, "16 MiB DMA zone");
+        // 96 MiB: batch 6, and 6 + 6 / 2 = 9 rounds down to 8, so 7 (the
+        // half is what lifts it past a power of two).
+        assert_eq!(zone_batchsize(24 << 10), 7, "96 MiB zone");
     }
 }

@@ -233,6 +233,30 @@ fn the_bitmap_buddy_follows_hot_add_online_offline_and_remove() {
         drop(cpu);
         alloc.online_pages(piece, 512, node).unwrap();
         check_structure(&alloc, &none).unwrap();
+        // The first half of a max-order block: the free tail goes back.
+        let head_half = Pfn::new(2 * SECTION + 4096);
+        alloc.offline_pages(head_half, 512).unwrap();
+        check_structure(&alloc, &none).unwrap();
+        alloc.online_pages(head_half, 512, node).unwrap();
+        // A piece of an order-9 free block: one page of the max-order block
+        // around it stays allocated, so the pair bit of order 9 is live.
+        let pinned = alloc
+            .alloc_pages(Order::ZERO, Gfp::MOVABLE.thisnode(), node, None)
+            .unwrap();
+        let block = Pfn::new(pinned.get() & !1023);
+        let other_half = Pfn::new(
+            block.get()
+                + if pinned.get() - block.get() < 512 {
+                    512
+                } else {
+                    0
+                },
+        );
+        alloc.offline_pages(other_half, 512).unwrap();
+        check_structure(&alloc, &none).unwrap();
+        alloc.online_pages(other_half, 512, node).unwrap();
+        alloc.free_pages(pinned, Order::ZERO).unwrap();
+        check_structure(&alloc, &none).unwrap();
         let blocks = alloc.free_blocks(movable);
         alloc.offline_pages(Pfn::new(3 * SECTION), SECTION).unwrap();
         alloc.hot_remove(Pfn::new(3 * SECTION), SECTION).unwrap();

@@ -289,3 +289,95 @@ fn the_structure_checker_reads_the_free_lists() {
     let e = check_structure(&alloc, &reference).unwrap_err();
     assert!(e.contains("overlaps allocated"), "{e}");
 }
+
+/// A reserved page inside a zone's span (a hole within an early section) is
+/// outside every zone for a free, not "never allocated".
+#[test]
+fn a_reserved_page_inside_a_zone_span_is_outside_every_zone() {
+    let layout = Layout::new(
+        sparsemem::Geometry::X86_64,
+        vec![
+            MemRange::new(0, 64 << 20, RangeKind::Ram, 0),
+            MemRange::new(64 << 20, 96 << 20, RangeKind::Reserved, 0),
+            MemRange::new(96 << 20, 128 << 20, RangeKind::Ram, 0),
+        ],
+        "hole in a zone",
+    )
+    .unwrap();
+    let alloc = Allocator::<_, buddy::KernelHoleCheck>::new(
+        SparseExtreme::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .unwrap();
+    let hole = Pfn::new((80 << 20) >> 12);
+    let zone = alloc
+        .zones()
+        .iter()
+        .find(|z| z.spans(hole))
+        .expect("DMA32 spans the hole");
+    assert!(!zone.spans(zone.end_pfn()) && zone.spans(Pfn::new(zone.end_pfn().get() - 1)));
+    assert!(!zone.spans(Pfn::new(zone.start_pfn().get() - 1)) && zone.spans(zone.start_pfn()));
+    let e = alloc.free_pages(hole, Order::ZERO).unwrap_err();
+    assert!(
+        matches!(e, AllocError::OutsideZone { pfn } if pfn == hole),
+        "{e}"
+    );
+}
+
+/// The names a report prints.
+#[test]
+fn zone_names_and_ids_print_as_the_kernel_spells_them() {
+    use buddy::{ZoneId, ZoneType};
+    let names: Vec<&str> = ZoneType::ALL.iter().map(|z| z.name()).collect();
+    assert_eq!(names, ["DMA", "DMA32", "Normal", "Movable"]);
+    assert_eq!(ZoneId::new(7).to_string(), "7");
+    assert_eq!(ZoneId::new(7).index(), 7);
+}
+
+/// `stats_total` adds every counter of every zone.
+#[test]
+fn stats_total_adds_every_counter_of_every_zone() {
+    use buddy::{KernelHoleCheck, ZoneStats, ZoneType};
+    let layout = Layout::preset("zone-device").unwrap();
+    let alloc = Allocator::<_, KernelHoleCheck>::new(
+        SparseExtreme::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .unwrap();
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    for highest_zone in [ZoneType::Dma, ZoneType::Dma32, ZoneType::Movable] {
+        let gfp = Gfp {
+            highest_zone,
+            thisnode: false,
+        };
+        for order in [0u8, 2, 5] {
+            let p = cpu.alloc_pages(Order::new(order), gfp).unwrap();
+            cpu.free_pages(p, Order::new(order)).unwrap();
+        }
+    }
+    drop(cpu);
+    let busy = alloc
+        .zones()
+        .iter()
+        .filter(|z| z.stats() != ZoneStats::default())
+        .count();
+    assert!(busy >= 2, "activity in several zones");
+    let mut sum = ZoneStats::default();
+    for z in alloc.zones() {
+        let s = z.stats();
+        for o in 0..sparsemem::NR_PAGE_ORDERS {
+            sum.allocs[o] += s.allocs[o];
+            sum.frees[o] += s.frees[o];
+        }
+        sum.merges += s.merges;
+        sum.splits += s.splits;
+        sum.pcp_refills += s.pcp_refills;
+        sum.pcp_drains += s.pcp_drains;
+        sum.hole_checks += s.hole_checks;
+        sum.hole_hits += s.hole_hits;
+    }
+    assert_eq!(alloc.stats_total(), sum);
+    assert!(sum.merges > 0 && sum.splits > 0 && sum.hole_checks > 0 && sum.pcp_drains > 0);
+}

@@ -275,3 +275,29 @@ fn statistics_count_what_the_operations_did() {
         "no hole check in this variant"
     );
 }
+
+/// A handle knows its node; draining empty lists takes no lock and counts
+/// no drain; dropping a handle whose lists are empty still folds its
+/// pending allocation counts.
+#[test]
+fn empty_drains_cost_nothing_and_drop_folds_pending_counts() {
+    let alloc = allocator(LockPolicy::PerBatch);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    assert_eq!(cpu.node(), NodeId::ZERO);
+    let zone = alloc.zone(DMA32).unwrap();
+    let locks = zone.lock_acquisitions();
+    cpu.drain();
+    assert_eq!(zone.lock_acquisitions(), locks, "nothing to drain, no lock");
+    assert_eq!(alloc.stats_total().pcp_drains, 0);
+    let taken: Vec<Pfn> = (0..BATCH).map(|_| cpu.alloc(Gfp::DMA32).unwrap()).collect();
+    assert_eq!(cpu.count(DMA32), 0, "one refill, all handed out");
+    drop(cpu);
+    assert_eq!(
+        alloc.stats_total().allocs[0],
+        u64::from(BATCH),
+        "counted at drop although nothing was left to drain"
+    );
+    for p in taken {
+        alloc.free_pages(p, Order::ZERO).unwrap();
+    }
+}
