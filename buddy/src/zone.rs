@@ -742,6 +742,29 @@ mod tests {
             (0x1000, 0x1000),
             "unchanged"
         );
+
+        // take_range refuses a block that is not free, changing nothing.
+        let held = zone
+            .free
+            .get_mut()
+            .rmqueue_smallest(&model, Order::new(3))
+            .unwrap();
+        let (pfn, free) = (held.pfn(), zone.free_pages());
+        let e = zone
+            .take_range(&model, pfn, pfn + 8, &[(pfn, Order::new(3))])
+            .unwrap_err();
+        assert!(
+            matches!(e, AllocError::NotAllocated { pfn: p } if p == pfn),
+            "{e}"
+        );
+        assert_eq!((zone.managed_pages(), zone.free_pages()), (0x1000, free));
+        assert!(
+            model
+                .pfn_to_page(pfn)
+                .is_some_and(|p| !p.test(PageFlag::Reserved))
+        );
+        zone.free.get_mut().free_one(&model, held);
+        assert_eq!(zone.free_pages(), 0x1000);
     }
 
     #[test]
