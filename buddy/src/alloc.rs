@@ -37,7 +37,9 @@ pub struct Options {
     pub pcp_batch: Option<u32>,
 }
 
-/// Largest number of pages one bulk request may ask for.
+/// Largest number of pages one bulk request may ask for: pfnlab's bound
+/// (the kernel bounds a request by the caller's array or list, not by a
+/// constant), so a bulk request can never ask for an unbounded batch.
 pub const MAX_BULK: usize = 4096;
 
 /// A zoned buddy allocator over model `M`, variant `V`.
@@ -54,12 +56,20 @@ pub struct Allocator<M, V> {
     _variant: PhantomData<V>,
 }
 
-/// Zone type of a boot RAM pfn by physical address.
-fn ram_zone(layout: &Layout, pfn: Pfn) -> ZoneType {
-    let addr = pfn.get() << layout.geometry().page_shift();
-    if addr < 16 << 20 {
+/// End of ZONE_DMA: the ISA DMA limit, 16 MiB (x86's `MAX_DMA_PFN`,
+/// arch/x86/include/asm/dma.h).
+pub const MAX_DMA_BYTES: u64 = 16 << 20;
+
+/// End of ZONE_DMA32: 4 GiB, what 32-bit devices address (x86_64's
+/// `MAX_DMA32_PFN`, arch/x86/include/asm/dma.h).
+pub const MAX_DMA32_BYTES: u64 = 4 << 30;
+
+/// Zone type of boot RAM at physical address `addr`
+/// (`zone_sizes_init`'s limits).
+fn ram_zone(addr: u64) -> ZoneType {
+    if addr < MAX_DMA_BYTES {
         ZoneType::Dma
-    } else if addr < 4 << 30 {
+    } else if addr < MAX_DMA32_BYTES {
         ZoneType::Dma32
     } else {
         ZoneType::Normal
@@ -69,7 +79,7 @@ fn ram_zone(layout: &Layout, pfn: Pfn) -> ZoneType {
 /// `(node, type) -> pfn ranges` of a layout's memory.
 fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> {
     let g = layout.geometry();
-    let bounds = [16u64 << 20, 4 << 30].map(|b| b >> g.page_shift());
+    let bounds = [MAX_DMA_BYTES, MAX_DMA32_BYTES].map(|b| b >> g.page_shift());
     let mut parts: std::collections::BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> =
         Default::default();
     for (r, first, end) in layout.memory_ranges() {
@@ -85,7 +95,7 @@ fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(NodeId, ZoneType),
             let kind = if r.kind == RangeKind::Hotplug {
                 ZoneType::Movable
             } else {
-                ram_zone(layout, Pfn::new(w[0]))
+                ram_zone(w[0] << g.page_shift())
             };
             parts
                 .entry((layout.node_of(Pfn::new(w[0])), kind))
