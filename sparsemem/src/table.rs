@@ -375,14 +375,16 @@ impl<R: SectionRoot> SectionTable<R> {
                 max_pfn: g.max_pfn(),
             })?;
         let sub = g.pages_per_subsection();
-        let mut pfn = start.get();
-        while pfn < end.get() {
-            if !self.pfn_valid(Pfn::new(pfn)) {
-                return Err(HotplugError::NotPresent {
-                    pfn: Pfn::new(pfn & !(sub - 1)),
-                });
+        for chunk in g.section_chunks(start, end) {
+            let base = g.section_nr_to_pfn(chunk.nr);
+            for i in chunk.first_subsection..=chunk.last_subsection {
+                let first = base + i * sub;
+                // The chunk's own first pfn stands for its subsection (it may
+                // start mid-subsection); validity is per subsection.
+                if !self.pfn_valid(first.max(chunk.start)) {
+                    return Err(HotplugError::NotPresent { pfn: first });
+                }
             }
-            pfn = (pfn | (sub - 1)) + 1;
         }
         let first = g.pfn_to_section_nr(start).get();
         let last = g.pfn_to_section_nr(Pfn::new(end.get() - 1)).get();

@@ -98,6 +98,11 @@ fn errors_carry_the_first_offending_subsection() {
             .to_string()
         );
         assert!(!t.online(SECTION), "a refused online changes nothing");
+        let e = t.set_online(SECTION + 4 * SUB + 7, 10, true).unwrap_err();
+        assert!(
+            matches!(e, HotplugError::NotPresent { pfn } if pfn == Pfn::new(SECTION + 4 * SUB)),
+            "an unaligned start reports its subsection: {e}"
+        );
         let e = t.plan_add(SECTION + 2 * SUB, 4 * SUB).unwrap_err();
         assert!(
             matches!(e, HotplugError::AlreadyPresent { pfn } if pfn == Pfn::new(SECTION + 2 * SUB)),
