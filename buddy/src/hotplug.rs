@@ -141,13 +141,22 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     pub fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
         let subs = self.subsections(start, nr_pages)?;
         if let Some(pfn) = self.first_not_offline(subs.clone()) {
-            let managed = (start.get()..start.get() + nr_pages)
-                .filter(|&p| {
-                    self.model
-                        .pfn_to_page(Pfn::new(p))
-                        .is_some_and(|page| !page.test(PageFlag::Reserved))
+            // Managed pages lie in zone spans only, so the count walks the
+            // range's overlap with each span, never a hostile range itself.
+            let end = start + nr_pages;
+            let managed: u64 = self
+                .zones
+                .iter()
+                .map(|z| {
+                    (start.max(z.start).get()..end.min(z.end).get())
+                        .filter(|&p| {
+                            self.model.pfn_to_page(Pfn::new(p)).is_some_and(|page| {
+                                page.zone_id() == z.id.get() && !page.test(PageFlag::Reserved)
+                            })
+                        })
+                        .count() as u64
                 })
-                .count() as u64;
+                .sum();
             return Err(if managed > 0 {
                 AllocError::InUse { nr_pages: managed }
             } else {

@@ -283,3 +283,32 @@ fn the_bitmap_buddy_follows_hot_add_online_offline_and_remove() {
         "fully merged after re-onlining"
     );
 }
+
+/// A hot-add whose memmap would not fit this machine is refused before
+/// anything is mapped, on section-table and vmemmap models alike; and a
+/// hostile hot-remove over the whole physical space answers at once.
+#[test]
+fn an_absurd_hot_add_is_refused_and_a_huge_remove_answers_quickly() {
+    fn check<M: sparsemem::MemoryModel>(model: M, layout: &Layout) {
+        let mut alloc =
+            Allocator::<_, KernelHoleCheck>::new(model, layout, Options::default()).unwrap();
+        let g = *layout.geometry();
+        let start = Pfn::new((32u64 << 30) >> g.page_shift()); // past the 32 GiB of RAM
+        let nr = g.max_pfn().get() - start.get();
+        let e = alloc.hot_add(start, nr).unwrap_err();
+        assert!(
+            matches!(e, AllocError::Hotplug(sparsemem::HotplugError::TooLarge(_))),
+            "{e}"
+        );
+        assert!(!alloc.model().pfn_valid(start), "nothing was added");
+        let t = std::time::Instant::now();
+        assert!(alloc.hot_remove(Pfn::new(0), g.max_pfn().get()).is_err());
+        assert!(
+            t.elapsed().as_secs() < 10,
+            "bounded by the zones, not the range"
+        );
+    }
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    check(sparsemem::SparseExtreme::new(&layout).unwrap(), &layout);
+    check(vmemmap::VmemmapTable::new(&layout).unwrap(), &layout);
+}

@@ -38,6 +38,9 @@ pub enum HotplugError {
     Unsupported(&'static str),
     /// The memmap could not be mapped or populated.
     Memmap(std::io::Error),
+    /// The memmap for the added memory would not fit this machine (checked
+    /// before anything is mapped).
+    TooLarge(MemmapTooLarge),
 }
 
 impl fmt::Display for HotplugError {
@@ -59,6 +62,7 @@ impl fmt::Display for HotplugError {
             }
             HotplugError::Unsupported(why) => write!(f, "{why}"),
             HotplugError::Memmap(e) => write!(f, "memmap mapping failed: {e}"),
+            HotplugError::TooLarge(e) => write!(f, "{e}"),
         }
     }
 }
@@ -67,6 +71,7 @@ impl std::error::Error for HotplugError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             HotplugError::Memmap(e) => Some(e),
+            HotplugError::TooLarge(e) => Some(e),
             _ => None,
         }
     }

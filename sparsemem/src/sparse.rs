@@ -189,6 +189,9 @@ unsafe impl<R: SectionRoot> MemoryModel for Sparse<R> {
     fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
         let g = *self.table.geometry();
         let changes = self.table.plan(start, nr_pages, HotplugOp::Add)?;
+        let new_sections = changes.iter().filter(|c| c.whole_section).count() as u64;
+        check_memmap_budget(new_sections * g.pages_per_section() * PAGE_STRUCT_SIZE)
+            .map_err(HotplugError::TooLarge)?;
         let mut fresh = BTreeMap::new();
         for c in changes.iter().filter(|c| c.whole_section) {
             fresh.insert(

@@ -339,6 +339,11 @@ unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
     fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
         let g = *self.table.geometry();
         let changes = self.table.plan(start, nr_pages, HotplugOp::Add)?;
+        let new_subsections: u64 = changes.iter().map(|c| u64::from(c.bits.count())).sum();
+        sparsemem::memmap::check_memmap_budget(
+            new_subsections * g.pages_per_subsection() * PAGE_STRUCT_SIZE,
+        )
+        .map_err(HotplugError::TooLarge)?;
         for c in &changes {
             let first = g.section_nr_to_pfn(c.nr).get();
             for i in c.bits.iter() {
