@@ -33,7 +33,8 @@ impl Drop for Scratch {
     }
 }
 
-/// A small layout with a sub-section hotplug hole, so runs stay short.
+/// A small layout with holes below 1 MiB and above 1 GiB, so runs stay
+/// short; every model can hold it.
 const SMALL: &str = r#"
 [[range]]
 start = 0x0
@@ -43,10 +44,15 @@ kind = "ram"
 start = 0x100000
 end = 0x40000000
 kind = "ram"
+"#;
+
+/// [`SMALL`] plus device memory with a sub-section hole: only the vmemmap
+/// models can hold it.
+const DEVICE: &str = r#"
 [[range]]
 start = 0x100000000
 end = 0x100600000
-kind = "hotplug"
+kind = "device"
 "#;
 
 fn small_layout(s: &Scratch) -> String {
@@ -55,16 +61,9 @@ fn small_layout(s: &Scratch) -> String {
     p.display().to_string()
 }
 
-/// The same without the hotplug range: experiments that run the allocator
-/// without the hole check (as the kernel does) refuse sub-section holes.
-fn hole_free_layout(s: &Scratch) -> String {
-    let p = s.path("hole-free.toml");
-    let text: String = SMALL
-        .split("[[range]]")
-        .take(3)
-        .collect::<Vec<_>>()
-        .join("[[range]]");
-    std::fs::write(&p, text).unwrap();
+fn device_layout(s: &Scratch) -> String {
+    let p = s.path("device.toml");
+    std::fs::write(&p, format!("{SMALL}{DEVICE}")).unwrap();
     p.display().to_string()
 }
 
@@ -158,8 +157,7 @@ fn default_run_quick_prints_the_table_and_writes_json() {
 #[test]
 fn every_experiment_runs_in_quick_mode() {
     let s = Scratch::new("experiments");
-    let holes = small_layout(&s);
-    let hole_free = hole_free_layout(&s);
+    let layout = small_layout(&s);
     for (exp, extra) in [
         ("flags", vec!["--iterations", "2"]),
         ("lock", vec![]),
@@ -171,14 +169,7 @@ fn every_experiment_runs_in_quick_mode() {
         let json = s.path(&format!("{exp}.json"));
         let mut args = vec!["bench", exp, "--quick", "--json", json.to_str().unwrap()];
         if !extra.contains(&"--layout") {
-            args.extend([
-                "--layout",
-                if exp == "pfn-valid" {
-                    holes.as_str()
-                } else {
-                    hole_free.as_str()
-                },
-            ]);
+            args.extend(["--layout", layout.as_str()]);
         }
         args.extend(extra.iter().copied());
         let out = pfnlab(&args);
@@ -291,7 +282,7 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
 #[test]
 fn query_answers_exactly_and_streams_json() {
     let s = Scratch::new("query");
-    let layout = small_layout(&s);
+    let layout = device_layout(&s);
     let out = pfnlab(&[
         "query",
         "--layout",
@@ -309,11 +300,24 @@ fn query_answers_exactly_and_streams_json() {
         "0x9f valid\n0xa0 valid\n0x100000 valid\n0x100600 invalid\n"
     );
     let out = pfnlab(&[
-        "query", "--layout", &layout, "--model", "flat", "--json", "0x100600",
+        "query",
+        "--layout",
+        &layout,
+        "--model",
+        "vmemmap-table",
+        "--json",
+        "0x100600",
     ]);
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
         "{\"pfn\": 1050112, \"valid\": false}\n"
+    );
+    let out = pfnlab(&["query", "--layout", &layout, "--model", "sparse", "0x100"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        "pfnlab: cannot build the memory model: `sparse` cannot hold the range 0x100000000..0x100600000: device memory (ZONE_DEVICE) needs SPARSEMEM_VMEMMAP; models that can: vmemmap-table, vmemmap-probe, vmemmap-uffd, vmemmap-uffd-sigbus\n"
     );
 }
 

@@ -2,21 +2,25 @@
 //! any order, and the misuse checks on free.
 //!
 //! Construction follows boot: every RAM range becomes part of its node's
-//! DMA, DMA32 or Normal zone by physical address, hotplug ranges become
-//! Movable; each page gets its zone and node ids and loses `PG_reserved`,
-//! and the ranges are freed in the largest aligned blocks, merging as they
-//! go (`memblock_free_all`). Reserved pages and holes inside a zone's span
-//! are never on a free list, so they are never handed out.
+//! DMA, DMA32 or Normal zone by physical address (the geometry's
+//! [`ZoneLimits`](sparsemem::ZoneLimits)); each page gets its zone and node
+//! ids and loses `PG_reserved`, and the ranges are freed in the largest
+//! aligned blocks, merging as they go (`memblock_free_all`). Hot-added
+//! memory (`hotplug` ranges) starts offline, waiting for
+//! [`Allocator::online_pages`]; device memory never enters the buddy.
+//! Reserved pages and holes inside a zone's span are never on a free list,
+//! so they are never handed out.
 
 use std::marker::PhantomData;
 
-use sparsemem::{Layout, MemoryModel, NodeId, Order, PageFlag, Pfn, RangeKind};
+use sparsemem::{Layout, MemoryModel, NodeId, Order, OrderTooLarge, PageFlag, Pfn, RangeKind};
 
 use crate::error::AllocError;
 use crate::list::OwnedBlock;
 use crate::node::{Gfp, Node, NodeMask, build_nodes};
 use crate::variant::Variant;
 use crate::zone::{ClaimError, Zone, ZoneId, ZoneStats, ZoneType, claim_for_free};
+use sparsemem::ZoneLimits;
 
 /// How the zone lock is taken around a per-CPU batch.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -48,41 +52,38 @@ pub struct Allocator<M, V> {
     pub(crate) zones: Vec<Zone<V>>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) options: Options,
-    /// Subsections (global numbers) present in the model but managed by no
-    /// zone: hot-added and not yet onlined, or offlined. Only these may be
-    /// onlined or hot-removed, as only added memory blocks can in Linux —
-    /// never the reserved hole of an early section.
-    pub(crate) offline: std::collections::BTreeSet<u64>,
+    /// Memory blocks (global block numbers) present in the model but
+    /// managed by no zone — hot-added and not yet onlined, or offlined —
+    /// with the node they were added for. Only these may be onlined or
+    /// hot-removed, as only offline memory blocks can in Linux.
+    pub(crate) offline: std::collections::BTreeMap<u64, NodeId>,
     _variant: PhantomData<V>,
 }
 
-/// End of ZONE_DMA: the ISA DMA limit, 16 MiB (x86's `MAX_DMA_PFN`,
-/// arch/x86/include/asm/dma.h).
-pub const MAX_DMA_BYTES: u64 = 16 << 20;
-
-/// End of ZONE_DMA32: 4 GiB, what 32-bit devices address (x86_64's
-/// `MAX_DMA32_PFN`, arch/x86/include/asm/dma.h).
-pub const MAX_DMA32_BYTES: u64 = 4 << 30;
-
-/// Zone type of boot RAM at physical address `addr`
-/// (`zone_sizes_init`'s limits).
-fn ram_zone(addr: u64) -> ZoneType {
-    if addr < MAX_DMA_BYTES {
+/// Zone type of boot RAM at physical address `addr` (`zone_sizes_init`'s
+/// limits for the geometry).
+fn ram_zone(limits: ZoneLimits, addr: u64) -> ZoneType {
+    if limits.dma.is_some_and(|end| addr < end) {
         ZoneType::Dma
-    } else if addr < MAX_DMA32_BYTES {
+    } else if limits.dma32.is_some_and(|end| addr < end) {
         ZoneType::Dma32
     } else {
         ZoneType::Normal
     }
 }
 
-/// `(node, type) -> pfn ranges` of a layout's memory.
+/// `(node, type) -> pfn ranges` of a layout's boot memory.
 fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> {
     let g = layout.geometry();
-    let bounds = [MAX_DMA_BYTES, MAX_DMA32_BYTES].map(|b| b >> g.page_shift());
+    let limits = g.zone_limits();
+    let bounds: Vec<u64> = [limits.dma, limits.dma32]
+        .into_iter()
+        .flatten()
+        .map(|b| b >> g.page_shift())
+        .collect();
     let mut parts: std::collections::BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> =
         Default::default();
-    for (r, first, end) in layout.memory_ranges() {
+    for (r, first, end) in layout.ram_ranges() {
         let mut cuts = vec![first.get()];
         cuts.extend(
             bounds
@@ -91,14 +92,11 @@ fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(NodeId, ZoneType),
                 .filter(|&b| b > first.get() && b < end.get()),
         );
         cuts.push(end.get());
+        cuts.dedup();
         for w in cuts.windows(2) {
-            let kind = if r.kind == RangeKind::Hotplug {
-                ZoneType::Movable
-            } else {
-                ram_zone(w[0] << g.page_shift())
-            };
+            let kind = ram_zone(limits, w[0] << g.page_shift());
             parts
-                .entry((layout.node_of(Pfn::new(w[0])), kind))
+                .entry((Layout::node_id(r), kind))
                 .or_default()
                 .push((Pfn::new(w[0]), Pfn::new(w[1])));
         }
@@ -167,15 +165,22 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             offline: Default::default(),
             _variant: PhantomData,
         };
+        let max_order = layout.geometry().max_order();
         for (i, ((node, kind), ranges)) in parts.iter().enumerate() {
             let start = ranges.iter().map(|r| r.0).min().unwrap_or_default();
             let end = ranges.iter().map(|r| r.1).max().unwrap_or_default();
-            let mut zone = Zone::new(*kind, *node, ZoneId::new(i as u8), start, end);
+            let mut zone = Zone::new(*kind, *node, ZoneId::new(i as u8), [start, end], max_order);
             for &(first, end) in ranges {
-                zone.give_range(&alloc.model, first, end)?;
+                zone.give_range(&alloc.model, [first, end], false)?;
             }
             zone.set_pcp_sizes(options.pcp_batch);
             alloc.zones.push(zone);
+        }
+        let block = layout.geometry().memory_block_pages();
+        for (r, first, end) in layout.ranges_of(RangeKind::Hotplug) {
+            for b in first.get() / block..end.get() / block {
+                alloc.offline.insert(b, Layout::node_id(r));
+            }
         }
         alloc.rebuild_nodes();
         Ok(alloc)
@@ -295,6 +300,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         index: usize,
         mut allowed: impl FnMut(&Zone<V>) -> bool,
     ) -> Result<Pfn, AllocError> {
+        self.check_order(order)?;
         for &zid in self.zonelist_at(index, gfp) {
             let zone = &self.zones[zid.index()];
             if zone.kind > gfp.highest_zone || !allowed(zone) {
@@ -330,6 +336,20 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         Some(block.prep_new_page())
     }
 
+    /// Refuses an order above the geometry's `MAX_PAGE_ORDER` (the
+    /// kernel's `WARN_ON_ONCE(order > MAX_PAGE_ORDER)` in `__alloc_pages`).
+    #[inline(always)]
+    pub(crate) fn check_order(&self, order: Order) -> Result<(), AllocError> {
+        let max = self.model.geometry().max_order();
+        if order > max {
+            return Err(AllocError::Order(OrderTooLarge {
+                order: u64::from(order.get()),
+                max: max.get(),
+            }));
+        }
+        Ok(())
+    }
+
     /// `__free_pages` on the zone path, after the misuse checks.
     pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         let (block, zid) = self.claim_for_free(pfn, order)?;
@@ -347,7 +367,16 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         pfn: Pfn,
         order: Order,
     ) -> Result<(OwnedBlock, ZoneId), AllocError> {
+        self.check_order(order)?;
         claim_for_free(&self.model, &self.zones, pfn, order).map_err(|e| match e {
+            ClaimError::OutsideZone
+                if self
+                    .model
+                    .pfn_to_page(pfn)
+                    .is_some_and(|p| p.is_zone_device()) =>
+            {
+                AllocError::DeviceMemory { pfn }
+            }
             ClaimError::OutsideZone => AllocError::OutsideZone { pfn },
             ClaimError::WrongOrder { allocated } => AllocError::WrongOrder {
                 pfn,
@@ -379,7 +408,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// The free block (head pfn, order) containing `pfn`, if any. The
     /// caller holds the zone's lock (or `&mut self`).
     pub(crate) fn free_block_containing(&self, zid: ZoneId, pfn: Pfn) -> Option<(Pfn, Order)> {
-        for o in Order::all() {
+        for o in Order::up_to(self.model.geometry().max_order()) {
             let head = Pfn::new(pfn.get() & !(o.nr_pages() - 1));
             let Some(page) = self.model.pfn_to_page(head) else {
                 continue;
@@ -401,7 +430,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             return Vec::new();
         };
         let area = zone.free.lock();
-        Order::all()
+        Order::up_to(area.max_order())
             .flat_map(|o| {
                 area.block_pfns(&self.model, o)
                     .into_iter()

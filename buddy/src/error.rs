@@ -84,6 +84,12 @@ pub enum AllocError {
         /// The node asked for.
         node: NodeId,
     },
+    /// The pfn is device memory (ZONE_DEVICE): it never enters the buddy,
+    /// so it cannot be freed, onlined or offlined.
+    DeviceMemory {
+        /// The pfn.
+        pfn: Pfn,
+    },
 }
 
 impl fmt::Display for AllocError {
@@ -116,6 +122,10 @@ impl fmt::Display for AllocError {
                 )
             }
             AllocError::Order(e) => write!(f, "{e}"),
+            AllocError::DeviceMemory { pfn } => write!(
+                f,
+                "pfn {pfn} is device memory (ZONE_DEVICE): it never enters the buddy allocator"
+            ),
             AllocError::Hotplug(e) => write!(f, "{e}"),
             AllocError::InUse { nr_pages } => write!(
                 f,

@@ -1,83 +1,199 @@
-//! Memory hotplug with the allocator: add, online, offline, remove.
+//! Memory hotplug with the allocator: add, online, offline, remove, and
+//! device memory.
 //!
-//! As in the kernel, hot add only creates memmap (the model's `hot_add`);
-//! `online_pages` gives the pages to the node's Movable zone (created, or
-//! grown, on first use) and frees them into its lists; `offline_pages`
-//! takes them back only when every page of the range is free — otherwise it
-//! says how many are in use and changes nothing — splitting free blocks
-//! that straddle the range; `hot_remove` then retires the memmap. All four
-//! take `&mut self`, so no per-CPU handle can hold pages meanwhile.
+//! As in the kernel, ordinary memory comes in whole memory blocks (one
+//! section here, [`Geometry::memory_block_pages`](sparsemem::Geometry)):
+//! `hot_add` (`add_memory`) only creates memmap and leaves the blocks
+//! offline; `online_pages` picks the zone by the online type (the kernel
+//! zone for `online` and `online_kernel`, ZONE_MOVABLE for
+//! `online_movable`), initialises the memmap for that zone
+//! (`memmap_init_range`) and frees the pages to the *tail* of the free
+//! lists (`FPI_TO_TAIL`); `offline_pages` takes them back only when every
+//! page of the range is free — pfnlab has no page migration, so memory in
+//! use makes it say how many pages and change nothing — and, as since
+//! Linux 5.10, refuses blocks with holes; it shrinks the zone's span at its
+//! edges (`shrink_zone_span`); `hot_remove` then retires the memmap.
+//! Device memory (`add_device`, as `memremap_pages`) comes in 2 MiB
+//! subsections on VMEMMAP models only, and never enters the buddy. All of
+//! these take `&mut self`, so no per-CPU handle can hold pages meanwhile.
 
-use sparsemem::{MemoryModel, NodeId, PageFlag, Pfn};
+use std::fmt;
+
+use sparsemem::{Granule, HotplugError, MemoryModel, NodeId, PageFlag, Pfn};
 
 use crate::alloc::{Allocator, MAX_ZONES};
 use crate::error::AllocError;
 use crate::variant::Variant;
 use crate::zone::{Zone, ZoneId, ZoneType, check_blocks};
 
+/// How a memory block is onlined: what is written to its sysfs `state`
+/// (`mmop_type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OnlineType {
+    /// `online` (`MMOP_ONLINE`): the kernel zone, unless the range lies
+    /// only in ZONE_MOVABLE's span (`default_zone_for_pfn`). The default,
+    /// as for the kernel's `online` and auto-online.
+    #[default]
+    Online,
+    /// `online_kernel` (`MMOP_ONLINE_KERNEL`): the kernel zone.
+    OnlineKernel,
+    /// `online_movable` (`MMOP_ONLINE_MOVABLE`): ZONE_MOVABLE.
+    OnlineMovable,
+}
+
+impl OnlineType {
+    /// Every online type, in the order of [`OnlineType::NAMES`].
+    pub const ALL: [OnlineType; 3] = [
+        OnlineType::Online,
+        OnlineType::OnlineKernel,
+        OnlineType::OnlineMovable,
+    ];
+    /// The sysfs spellings.
+    pub const NAMES: [&'static str; 3] = ["online", "online_kernel", "online_movable"];
+
+    /// The sysfs spelling.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// Parses a sysfs spelling.
+    pub fn parse(s: &str) -> Result<OnlineType, String> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown online type `{s}` (known: {})",
+                    Self::NAMES.join(", ")
+                )
+            })
+    }
+}
+
+impl fmt::Display for OnlineType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
-    /// The global subsection numbers of a subsection-aligned range.
-    fn subsections(&self, start: Pfn, nr_pages: u64) -> Result<std::ops::Range<u64>, AllocError> {
+    /// The memory blocks of a block-aligned range, as block numbers.
+    fn blocks(&self, start: Pfn, nr_pages: u64) -> Result<std::ops::Range<u64>, AllocError> {
         let g = self.model.geometry();
-        let end = g.check_subsection_range(start, nr_pages)?;
-        let per = g.pages_per_subsection();
+        let end = g.check_aligned_range(start, nr_pages, Granule::MemoryBlock)?;
+        let per = g.memory_block_pages();
         Ok(start.get() / per..end.get() / per)
     }
 
-    /// The first subsection of `subs` that is not offline memory.
-    fn first_not_offline(&self, subs: std::ops::Range<u64>) -> Option<Pfn> {
-        let per = self.model.geometry().pages_per_subsection();
-        subs.clone()
-            .find(|s| !self.offline.contains(s))
-            .map(|s| Pfn::new(s * per))
+    /// Why a block that is not offline cannot be onlined or removed.
+    fn not_offline(&self, block: u64) -> AllocError {
+        let pfn = Pfn::new(block * self.model.geometry().memory_block_pages());
+        if self
+            .model
+            .pfn_to_page(pfn)
+            .is_some_and(|p| p.is_zone_device())
+        {
+            AllocError::DeviceMemory { pfn }
+        } else {
+            AllocError::NotOffline { pfn }
+        }
     }
 
-    /// Hot-adds memmap for `[start, start + nr_pages)`; it stays offline.
-    pub fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
-        let subs = self.subsections(start, nr_pages)?;
+    /// `add_memory(node, start, size)`: hot-adds whole memory blocks for
+    /// `node`; they stay offline until [`Allocator::online_pages`].
+    pub fn hot_add(&mut self, start: Pfn, nr_pages: u64, node: NodeId) -> Result<(), AllocError> {
+        let blocks = self.blocks(start, nr_pages)?;
         self.model.hot_add(start, nr_pages)?;
-        self.offline.extend(subs);
+        self.offline.extend(blocks.map(|b| (b, node)));
         Ok(())
     }
 
-    /// Onlines `[start, start + nr_pages)` (offline memory: hot-added or
-    /// offlined) into `node`'s Movable zone.
+    /// The zone `online_type` puts `[start, end)` of `node` in
+    /// (`zone_for_pfn_range`), as an index into the zones, or the type of
+    /// zone to create.
+    fn zone_for_pfn_range(
+        &self,
+        online_type: OnlineType,
+        node: NodeId,
+        [start, end]: [Pfn; 2],
+    ) -> Result<usize, ZoneType> {
+        let find = |kind: ZoneType| {
+            self.zones
+                .iter()
+                .position(|z| z.node == node && z.kind == kind)
+                .ok_or(kind)
+        };
+        let intersects = |z: &Zone<V>| z.start < end && start < z.end;
+        // `default_kernel_zone_for_pfn`: the first kernel zone of the node
+        // whose span the range touches, else ZONE_NORMAL.
+        let kernel = || {
+            self.zones
+                .iter()
+                .position(|z| z.node == node && z.kind <= ZoneType::Normal && intersects(z))
+                .map_or_else(|| find(ZoneType::Normal), Ok)
+        };
+        match online_type {
+            OnlineType::OnlineMovable => find(ZoneType::Movable),
+            OnlineType::OnlineKernel => kernel(),
+            OnlineType::Online => {
+                let movable = find(ZoneType::Movable).ok();
+                let in_movable = movable.is_some_and(|m| intersects(&self.zones[m]));
+                let in_kernel = kernel().is_ok_and(|k| intersects(&self.zones[k]));
+                match (in_kernel, in_movable, movable) {
+                    (false, true, Some(m)) => Ok(m),
+                    _ => kernel(),
+                }
+            }
+        }
+    }
+
+    /// `online_pages`: onlines offline memory blocks `[start, start +
+    /// nr_pages)` into the zone `online_type` picks on the node they were
+    /// added for, creating or growing it; initialises their memmap for the
+    /// zone and frees them to the tail of its free lists. Returns the zone.
+    /// Every block must be offline and of one node; nothing changes on
+    /// error.
     pub fn online_pages(
         &mut self,
         start: Pfn,
         nr_pages: u64,
-        node: NodeId,
-    ) -> Result<(), AllocError> {
-        let subs = self.subsections(start, nr_pages)?;
-        if let Some(pfn) = self.first_not_offline(subs.clone()) {
-            return Err(AllocError::NotOffline { pfn });
+        online_type: OnlineType,
+    ) -> Result<ZoneId, AllocError> {
+        let blocks = self.blocks(start, nr_pages)?;
+        let mut node = None;
+        for b in blocks.clone() {
+            let Some(&n) = self.offline.get(&b) else {
+                return Err(self.not_offline(b));
+            };
+            if node.is_some_and(|first| first != n) {
+                let pfn = Pfn::new(b * self.model.geometry().memory_block_pages());
+                return Err(AllocError::NotOffline { pfn });
+            }
+            node = Some(n);
         }
-        let end = Pfn::new(start.get() + nr_pages);
+        let node = node.unwrap_or(NodeId::ZERO);
+        let end = start + nr_pages;
         for pfn in start.get()..end.get() {
+            let pfn = Pfn::new(pfn);
             let page = self
                 .model
-                .pfn_to_page(Pfn::new(pfn))
-                .ok_or(AllocError::OutsideZone { pfn: Pfn::new(pfn) })?;
+                .pfn_to_page(pfn)
+                .ok_or(AllocError::OutsideZone { pfn })?;
             if !page.test(PageFlag::Reserved) {
-                return Err(AllocError::Hotplug(
-                    sparsemem::HotplugError::AlreadyPresent { pfn: Pfn::new(pfn) },
-                ));
+                return Err(AllocError::Hotplug(HotplugError::AlreadyPresent { pfn }));
             }
         }
         check_blocks::<M, V>(&self.model, start, end)?;
-        let zid = match self
-            .zones
-            .iter()
-            .position(|z| z.node == node && z.kind == ZoneType::Movable)
-        {
-            Some(zid) => zid,
-            None => {
+        let zid = match self.zone_for_pfn_range(online_type, node, [start, end]) {
+            Ok(index) => index,
+            Err(kind) => {
                 if self.zones.len() >= MAX_ZONES {
                     return Err(AllocError::TooManyZones);
                 }
                 let id = ZoneId::new(self.zones.len() as u8);
+                let max_order = self.model.geometry().max_order();
                 self.zones
-                    .push(Zone::new(ZoneType::Movable, node, id, start, end));
+                    .push(Zone::new(kind, node, id, [start, end], max_order));
                 self.rebuild_nodes();
                 id.index()
             }
@@ -85,41 +201,51 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         self.model.set_online(start, nr_pages, true)?;
         let zone = &mut self.zones[zid];
         zone.grow(start, end);
-        zone.give_range(&self.model, start, end)?;
-        for s in subs {
-            self.offline.remove(&s);
+        if let Err(e) = zone.give_range(&self.model, [start, end], true) {
+            self.model.set_online(start, nr_pages, false)?;
+            return Err(e);
+        }
+        for b in blocks {
+            self.offline.remove(&b);
         }
         zone.set_pcp_sizes(self.options.pcp_batch);
-        Ok(())
+        Ok(zone.id)
     }
 
-    /// Offlines `[start, start + nr_pages)` (subsection aligned): every
-    /// page must be managed and free.
+    /// `offline_pages`: offlines whole memory blocks `[start, start +
+    /// nr_pages)` of one zone; every page must be managed (a block with
+    /// holes is refused, as the kernel does) and free (no migration here:
+    /// pages in use make it refuse with their count).
     pub fn offline_pages(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
-        let subs = self.subsections(start, nr_pages)?;
+        let blocks = self.blocks(start, nr_pages)?;
         let end = start.get() + nr_pages;
         let first = self
             .model
             .pfn_to_page(start)
             .ok_or(AllocError::OutsideZone { pfn: start })?;
+        if first.is_zone_device() {
+            return Err(AllocError::DeviceMemory { pfn: start });
+        }
         let zid = ZoneId::new(first.zone_id());
         if first.test(PageFlag::Reserved) || zid.index() >= self.zones.len() {
             return Err(AllocError::OutsideZone { pfn: start });
         }
-        let mut blocks = Vec::new();
+        let mut free_blocks = Vec::new();
         let mut in_use = 0;
         let mut pfn = start.get();
         while pfn < end {
-            let managed = self
-                .model
-                .pfn_to_page(Pfn::new(pfn))
-                .is_some_and(|p| p.zone_id() == zid.get() && !p.test(PageFlag::Reserved));
+            let page = self.model.pfn_to_page(Pfn::new(pfn));
+            if page.is_some_and(|p| p.is_zone_device()) {
+                return Err(AllocError::DeviceMemory { pfn: Pfn::new(pfn) });
+            }
+            let managed =
+                page.is_some_and(|p| p.zone_id() == zid.get() && !p.test(PageFlag::Reserved));
             if !managed {
                 return Err(AllocError::OutsideZone { pfn: Pfn::new(pfn) });
             }
             match self.free_block_containing(zid, Pfn::new(pfn)) {
                 Some((head, order)) => {
-                    blocks.push((head, order));
+                    free_blocks.push((head, order));
                     pfn = head.get() + order.nr_pages();
                 }
                 None => {
@@ -132,15 +258,17 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             return Err(AllocError::InUse { nr_pages: in_use });
         }
         self.model.set_online(start, nr_pages, false)?;
-        self.zones[zid.index()].take_range(&self.model, start, Pfn::new(end), &blocks)?;
-        self.offline.extend(subs);
+        let zone = &mut self.zones[zid.index()];
+        zone.take_range(&self.model, start, Pfn::new(end), &free_blocks)?;
+        let node = zone.node;
+        self.offline.extend(blocks.map(|b| (b, node)));
         Ok(())
     }
 
-    /// Hot-removes `[start, start + nr_pages)`: it must be offline memory.
+    /// `remove_memory`: hot-removes whole offline memory blocks.
     pub fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
-        let subs = self.subsections(start, nr_pages)?;
-        if let Some(pfn) = self.first_not_offline(subs.clone()) {
+        let blocks = self.blocks(start, nr_pages)?;
+        if let Some(b) = blocks.clone().find(|b| !self.offline.contains_key(b)) {
             // Managed pages lie in zone spans only, so the count walks the
             // range's overlap with each span, never a hostile range itself.
             let end = start + nr_pages;
@@ -160,13 +288,41 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             return Err(if managed > 0 {
                 AllocError::InUse { nr_pages: managed }
             } else {
-                AllocError::NotOffline { pfn }
+                self.not_offline(b)
             });
         }
         self.model.hot_remove(start, nr_pages)?;
-        for s in subs {
-            self.offline.remove(&s);
+        for b in blocks {
+            self.offline.remove(&b);
         }
         Ok(())
+    }
+
+    /// `memremap_pages`: adds device memory (ZONE_DEVICE) in 2 MiB
+    /// subsections — VMEMMAP models only. It is valid and never enters the
+    /// buddy.
+    pub fn add_device(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        node: NodeId,
+    ) -> Result<(), AllocError> {
+        Ok(self.model.add_device(start, nr_pages, node)?)
+    }
+
+    /// `memunmap_pages`: removes device memory added with
+    /// [`Allocator::add_device`].
+    pub fn remove_device(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
+        Ok(self.model.remove_device(start, nr_pages)?)
+    }
+
+    /// Memory blocks that are offline, with their nodes, as `(first pfn,
+    /// node)`.
+    pub fn offline_blocks(&self) -> Vec<(Pfn, NodeId)> {
+        let per = self.model.geometry().memory_block_pages();
+        self.offline
+            .iter()
+            .map(|(&b, &n)| (Pfn::new(b * per), n))
+            .collect()
     }
 }

@@ -52,10 +52,9 @@ mod variant;
 #[allow(unsafe_code)]
 mod zone;
 
-pub use alloc::{
-    Allocator, LockPolicy, MAX_BULK, MAX_DMA_BYTES, MAX_DMA32_BYTES, MAX_ZONES, Options,
-};
+pub use alloc::{Allocator, LockPolicy, MAX_BULK, MAX_ZONES, Options};
 pub use error::AllocError;
+pub use hotplug::OnlineType;
 pub use node::{Gfp, Node, NodeMask};
 pub use pcp::PerCpu;
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Variant};

@@ -16,12 +16,12 @@ pub struct Reference {
 
 impl Reference {
     /// Records a new block, failing if it overlaps one already allocated
-    /// (a page handed out twice) or is not memory of the layout (a hole was
-    /// handed out).
+    /// (a page handed out twice) or is not boot memory of the layout (a
+    /// hole, or offline or device memory, was handed out).
     pub fn record(&mut self, layout: &Layout, pfn: Pfn, order: Order) -> Result<(), String> {
         let (start, end) = (pfn.get(), pfn.get() + order.nr_pages());
         let inside = layout
-            .memory_ranges()
+            .ram_ranges()
             .any(|(_, a, b)| a.get() <= start && end <= b.get());
         if !inside {
             return Err(format!(
@@ -151,7 +151,7 @@ pub fn check_structure<M: MemoryModel, V: Variant>(
         }
         let free: BTreeSet<(u64, Order)> = blocks.iter().map(|&(p, o)| (p.get(), o)).collect();
         for &(pfn, order) in &blocks {
-            if order < Order::MAX && free.contains(&(pfn.get() ^ order.nr_pages(), order)) {
+            if order < zone.max_order() && free.contains(&(pfn.get() ^ order.nr_pages(), order)) {
                 return Err(format!(
                     "zone {zid}: {pfn}/{order} and its buddy are both free and unmerged"
                 ));

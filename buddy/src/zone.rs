@@ -19,7 +19,7 @@
 
 use std::marker::PhantomData;
 
-use sparsemem::{MAX_PAGE_ORDER, MemoryModel, NR_PAGE_ORDERS, NodeId, Order, Page, PageFlag, Pfn};
+use sparsemem::{MemoryModel, NR_PAGE_ORDERS, NodeId, Order, Page, PageFlag, Pfn};
 
 use crate::error::AllocError;
 use crate::list::{OwnedBlock, PageList, page_offset};
@@ -150,9 +150,16 @@ pub struct Zone<V> {
 pub const PCP_HIGH_BATCHES: u32 = 6;
 
 impl<V: Variant> Zone<V> {
-    /// An empty zone spanning `[start, end)`; memory comes with
+    /// An empty zone spanning `[start, end)`, with blocks up to
+    /// `max_order` (the geometry's `MAX_PAGE_ORDER`); memory comes with
     /// [`Zone::give_range`].
-    pub(crate) fn new(kind: ZoneType, node: NodeId, id: ZoneId, start: Pfn, end: Pfn) -> Zone<V> {
+    pub(crate) fn new(
+        kind: ZoneType,
+        node: NodeId,
+        id: ZoneId,
+        [start, end]: [Pfn; 2],
+        max_order: Order,
+    ) -> Zone<V> {
         Zone {
             kind,
             node,
@@ -160,10 +167,15 @@ impl<V: Variant> Zone<V> {
             start,
             end,
             managed: 0,
-            free: SpinLock::new(FreeArea::new(id.get(), start, end)),
+            free: SpinLock::new(FreeArea::new(id.get(), start, end, max_order)),
             batch: 1,
             high: PCP_HIGH_BATCHES,
         }
+    }
+
+    /// `MAX_PAGE_ORDER` of this zone's geometry.
+    pub fn max_order(&self) -> Order {
+        self.free.lock().max_order()
     }
 
     /// First pfn of the span.
@@ -233,22 +245,28 @@ impl<V: Variant> Zone<V> {
     }
 
     /// Gives `[first, end)` to the zone, as boot (`memmap_init_zone` +
-    /// `memblock_free_all`) and `online_pages` do: each page gets the
-    /// zone's ids and loses `PG_reserved`, then the range is freed in the
-    /// largest aligned blocks. Refused, with nothing changed, unless every
-    /// pfn is valid, reserved (so not yet managed) and inside the span, and
-    /// — without the hole check — every `MAX_PAGE_ORDER` block around it is
-    /// wholly valid.
+    /// `memblock_free_all`) and `online_pages` (`memmap_init_range` +
+    /// `online_pages_range`) do: each page gets the zone's ids and loses
+    /// `PG_reserved`, then the range is freed in the largest aligned blocks,
+    /// to the head of the lists at boot and to the tail when onlining
+    /// (`FPI_TO_TAIL`, so freshly onlined memory is used last). Refused,
+    /// with nothing changed, unless every pfn is valid, reserved (so not
+    /// yet managed), not device memory and inside the span, and — without
+    /// the hole check — every `MAX_PAGE_ORDER` block around it is wholly
+    /// valid.
     pub(crate) fn give_range<M: MemoryModel>(
         &mut self,
         model: &M,
-        first: Pfn,
-        end: Pfn,
+        [first, end]: [Pfn; 2],
+        to_tail: bool,
     ) -> Result<(), AllocError> {
         check_blocks::<M, V>(model, first, end)?;
         for pfn in first.get()..end.get() {
             let pfn = Pfn::new(pfn);
             match model.pfn_to_page(pfn) {
+                Some(page) if page.is_zone_device() => {
+                    return Err(AllocError::DeviceMemory { pfn });
+                }
                 Some(page) if page.test(PageFlag::Reserved) && self.spans(pfn) => {}
                 Some(_) if self.spans(pfn) => return Err(AllocError::AlreadyManaged { pfn }),
                 _ => return Err(AllocError::OutsideZone { pfn }),
@@ -266,12 +284,13 @@ impl<V: Variant> Zone<V> {
             }
         }
         let area = self.free.get_mut();
-        for_each_aligned_block(first, end, |pfn, order| {
+        let max_order = area.max_order();
+        for_each_aligned_block(first, end, max_order, |pfn, order| {
             // SAFETY: the pages were reserved until just now, so the block
             // is on no list and nobody else holds it; pointer from
             // pfn_to_page_ptr of a pfn checked valid above.
             let block = unsafe { OwnedBlock::new(model.pfn_to_page_ptr(pfn), pfn, order) };
-            area.free_one(model, block);
+            area.free_one_to(model, block, to_tail);
         });
         self.managed += end.get() - first.get();
         Ok(())
@@ -310,8 +329,9 @@ impl<V: Variant> Zone<V> {
         }
         for block in taken {
             let (head, block_end) = (block.pfn(), block.pfn() + block.order().nr_pages());
+            let max_order = area.max_order();
             for (a, b) in [(head, start.max(head)), (end.min(block_end), block_end)] {
-                for_each_aligned_block(a, b, |pfn, order| {
+                for_each_aligned_block(a, b, max_order, |pfn, order| {
                     // SAFETY: a piece of an owned block outside the range:
                     // valid, in this zone and on no list; the pointer comes
                     // from the owned head plus the in-block offset.
@@ -327,17 +347,35 @@ impl<V: Variant> Zone<V> {
             }
         }
         self.managed -= end.get() - start.get();
+        self.shrink_span(start, end);
         Ok(())
+    }
+
+    /// `shrink_zone_span`: a range taken from an edge of the span moves
+    /// that edge (a range in the middle leaves the span as it is); a zone
+    /// left with nothing spans nothing.
+    fn shrink_span(&mut self, start: Pfn, end: Pfn) {
+        if start <= self.start && end > self.start {
+            self.start = end.min(self.end);
+        }
+        if end >= self.end && start < self.end {
+            self.end = start.max(self.start);
+        }
     }
 }
 
-/// Calls `f` for the largest naturally aligned blocks that tile
-/// `[first, end)`, lowest first (how `__free_pages_core` callers split a
-/// range).
-pub(crate) fn for_each_aligned_block(first: Pfn, end: Pfn, mut f: impl FnMut(Pfn, Order)) {
+/// Calls `f` for the largest naturally aligned blocks, up to `max_order`,
+/// that tile `[first, end)`, lowest first (how `__free_pages_core` callers
+/// split a range).
+pub(crate) fn for_each_aligned_block(
+    first: Pfn,
+    end: Pfn,
+    max_order: Order,
+    mut f: impl FnMut(Pfn, Order),
+) {
     let mut pfn = first.get();
     while pfn < end.get() {
-        let mut order = pfn.trailing_zeros().min(u32::from(MAX_PAGE_ORDER));
+        let mut order = pfn.trailing_zeros().min(u32::from(max_order.get()));
         while pfn + (1 << order) > end.get() {
             order -= 1;
         }
@@ -357,7 +395,7 @@ pub(crate) fn check_blocks<M: MemoryModel, V: Variant>(
     if V::HOLE_CHECK {
         return Ok(());
     }
-    let block = Order::MAX.nr_pages();
+    let block = model.geometry().max_order_nr_pages();
     let step = model.geometry().pages_per_subsection().min(block);
     let mut head = first.get() & !(block - 1);
     while head < end.get() {
@@ -454,22 +492,31 @@ pub struct FreeArea<V> {
     bitmap: Vec<Vec<u64>>,
     bitmap_base: u64,
     zone_id: u8,
+    /// `MAX_PAGE_ORDER` of the geometry: lists above it stay empty.
+    max_order: usize,
     _variant: PhantomData<V>,
 }
 
 impl<V: Variant> FreeArea<V> {
-    /// Empty free lists for zone `zone_id` spanning `[start, end)`.
-    pub(crate) fn new(zone_id: u8, start: Pfn, end: Pfn) -> Self {
+    /// Empty free lists for zone `zone_id` spanning `[start, end)`, with
+    /// blocks up to `max_order`.
+    pub(crate) fn new(zone_id: u8, start: Pfn, end: Pfn, max_order: Order) -> Self {
         let mut area = FreeArea {
             stats: ZoneStats::default(),
             lists: Default::default(),
             bitmap: Vec::new(),
-            bitmap_base: start.get() & !(Order::MAX.nr_pages() - 1),
+            bitmap_base: start.get() & !(max_order.nr_pages() - 1),
             zone_id,
+            max_order: max_order.index(),
             _variant: PhantomData,
         };
         area.resize(start, end);
         area
+    }
+
+    /// The largest order of this zone's blocks (`MAX_PAGE_ORDER`).
+    pub fn max_order(&self) -> Order {
+        Order::new(self.max_order as u8)
     }
 
     /// Makes the bitmap cover the zone span `[start, end)` (which may have
@@ -480,10 +527,10 @@ impl<V: Variant> FreeArea<V> {
         }
         let new_base = self
             .bitmap_base
-            .min(start.get() & !(Order::MAX.nr_pages() - 1));
+            .min(start.get() & !(self.max_order().nr_pages() - 1));
         let span = end.get().saturating_sub(new_base);
         let old = std::mem::take(&mut self.bitmap);
-        self.bitmap = (0..MAX_PAGE_ORDER as usize)
+        self.bitmap = (0..self.max_order)
             .map(|o| vec![0u64; ((span >> (o + 1)) + 1).div_ceil(64) as usize])
             .collect();
         let shift = self.bitmap_base - new_base;
@@ -534,13 +581,14 @@ impl<V: Variant> FreeArea<V> {
         old
     }
 
-    /// Puts a block head on `free_area[order]`.
+    /// Puts a block head on `free_area[order]`, at the head of the list or
+    /// (`to_tail`) at its tail.
     ///
     /// # Safety
     /// `page` is a live descriptor heading a free block of this zone, on no
     /// list.
     #[inline(always)]
-    unsafe fn add(&mut self, page: *const Page, order: usize) {
+    unsafe fn add(&mut self, page: *const Page, order: usize, to_tail: bool) {
         // SAFETY: the caller's contract.
         let pr = unsafe { &*page };
         // SAFETY: the caller hands this zone a block it owns, under the lock.
@@ -549,7 +597,13 @@ impl<V: Variant> FreeArea<V> {
             V::set(pr, PageFlag::Buddy);
         }
         // SAFETY: as above; the list's contract is the same.
-        unsafe { self.lists[order].push_front(page) };
+        unsafe {
+            if to_tail {
+                self.lists[order].push_back(page);
+            } else {
+                self.lists[order].push_front(page);
+            }
+        }
     }
 
     /// Takes a block head off `free_area[order]`.
@@ -593,7 +647,7 @@ impl<V: Variant> FreeArea<V> {
         }
         // SAFETY: the pfn is valid (is_free_block found its page).
         let page = unsafe { model.pfn_to_page_ptr(head) };
-        if V::BITMAP && order < Order::MAX {
+        if V::BITMAP && order.index() < self.max_order {
             self.toggle(order.index(), head.get());
         }
         // SAFETY: page_is_buddy says it heads a free block of this order of
@@ -604,18 +658,30 @@ impl<V: Variant> FreeArea<V> {
         Some(unsafe { OwnedBlock::new(page, head, order) })
     }
 
-    /// `__free_one_page`: frees `block` and merges it with free buddies.
+    /// `__free_one_page`: frees `block` and merges it with free buddies,
+    /// putting the result at the head of its list.
+    #[inline(always)]
+    pub(crate) fn free_one<M: MemoryModel>(&mut self, model: &M, block: OwnedBlock) {
+        self.free_one_to(model, block, false);
+    }
+
+    /// `__free_one_page` with `FPI_TO_TAIL` chosen by the caller.
     ///
     /// The buddy is reached as `page + (buddy_pfn - pfn)` without a
     /// `pfn_to_page`; with the hole check it is first tested with
     /// `pfn_valid`, without it the zone's invariant (every `MAX_PAGE_ORDER`
     /// block holding its memory is wholly valid) makes it readable.
     #[inline(always)]
-    pub(crate) fn free_one<M: MemoryModel>(&mut self, model: &M, block: OwnedBlock) {
+    pub(crate) fn free_one_to<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        block: OwnedBlock,
+        to_tail: bool,
+    ) {
         let mut page = block.as_ptr();
         let mut pfn = block.pfn().get();
         let mut order = block.order().index();
-        while order < MAX_PAGE_ORDER as usize {
+        while order < self.max_order {
             let buddy_pfn = pfn ^ (1 << order);
             if V::HOLE_CHECK {
                 self.stats.hole_checks += 1;
@@ -650,7 +716,7 @@ impl<V: Variant> FreeArea<V> {
         }
         // SAFETY: `page` heads the merged free block, owned (the token and
         // the merged buddies, just unlinked) and on no list.
-        unsafe { self.add(page, order) };
+        unsafe { self.add(page, order, to_tail) };
     }
 
     /// `__rmqueue_smallest` + `expand`: a block of `order`, taken off the
@@ -662,7 +728,7 @@ impl<V: Variant> FreeArea<V> {
         order: Order,
     ) -> Option<OwnedBlock> {
         let low = order.index();
-        for current in low..=MAX_PAGE_ORDER as usize {
+        for current in low..=self.max_order {
             let Some(page) = self.lists[current].pop_front() else {
                 continue;
             };
@@ -671,7 +737,7 @@ impl<V: Variant> FreeArea<V> {
             // SAFETY: just unlinked under the zone lock: this zone owns it.
             unsafe { V::clear(pr, PageFlag::Buddy) };
             let pfn = model.page_to_pfn(pr);
-            if V::BITMAP && current < MAX_PAGE_ORDER as usize {
+            if V::BITMAP && current < self.max_order {
                 self.toggle(current, pfn.get());
             }
             // SAFETY: the block was free and is now off every list.
@@ -697,7 +763,7 @@ impl<V: Variant> FreeArea<V> {
             // section, and is a valid descriptor.
             let half = unsafe { page_offset(page, size as i64) };
             // SAFETY: the upper half heads a free block of order `high`.
-            unsafe { self.add(half, high) };
+            unsafe { self.add(half, high, false) };
             if V::BITMAP {
                 self.toggle(high, pfn + size);
             }
@@ -724,18 +790,27 @@ mod tests {
         .unwrap();
         let model = SparseExtreme::new(&layout).unwrap();
         let (start, end) = (Pfn::new(0x1000), Pfn::new(0x2000));
-        let mut zone =
-            Zone::<crate::Kernel>::new(ZoneType::Dma32, NodeId::ZERO, ZoneId::new(0), start, end);
-        let outside = zone.give_range(&model, Pfn::new(0x800), start).unwrap_err();
+        let mut zone = Zone::<crate::Kernel>::new(
+            ZoneType::Dma32,
+            NodeId::ZERO,
+            ZoneId::new(0),
+            [start, end],
+            Order::new(10),
+        );
+        let outside = zone
+            .give_range(&model, [Pfn::new(0x800), start], false)
+            .unwrap_err();
         assert!(matches!(outside, AllocError::OutsideZone { pfn } if pfn == Pfn::new(0x800)));
         assert_eq!(zone.managed_pages(), 0);
-        zone.give_range(&model, start, end).unwrap();
+        zone.give_range(&model, [start, end], false).unwrap();
         assert_eq!((zone.managed_pages(), zone.free_pages()), (0x1000, 0x1000));
         let again = zone
-            .give_range(&model, start, Pfn::new(0x1200))
+            .give_range(&model, [start, Pfn::new(0x1200)], false)
             .unwrap_err();
         assert!(matches!(again, AllocError::AlreadyManaged { pfn } if pfn == start));
-        let past = zone.give_range(&model, end, Pfn::new(0x2001)).unwrap_err();
+        let past = zone
+            .give_range(&model, [end, Pfn::new(0x2001)], false)
+            .unwrap_err();
         assert!(matches!(past, AllocError::OutsideZone { pfn } if pfn == end));
         assert_eq!(
             (zone.managed_pages(), zone.free_pages()),

@@ -15,7 +15,7 @@ fn layout() -> Layout {
         Geometry::X86_64,
         vec![
             MemRange::new(0, 4 << 20, RangeKind::Ram, 0),
-            MemRange::new(8 << 20, 10 << 20, RangeKind::Hotplug, 0),
+            MemRange::new(8 << 20, 10 << 20, RangeKind::Ram, 0),
         ],
         "miri",
     )
@@ -91,20 +91,23 @@ fn hotplug_through_the_allocator() {
         Options::default(),
     )
     .unwrap();
-    let start = Pfn::new((256 << 20) >> 12);
-    alloc.hot_add(start, 512).unwrap();
-    alloc.online_pages(start, 512, NodeId::new(0)).unwrap();
+    // One memory block (a 128 MiB section).
+    let (start, block) = (Pfn::new((256 << 20) >> 12), 32768);
+    alloc.hot_add(start, block, NodeId::ZERO).unwrap();
+    alloc
+        .online_pages(start, block, buddy::OnlineType::OnlineMovable)
+        .unwrap();
     let p = alloc
         .alloc_pages(Order::new(9), Gfp::MOVABLE, NodeId::ZERO, None)
         .unwrap();
     assert!(
         matches!(
-            alloc.offline_pages(start, 512),
+            alloc.offline_pages(start, block),
             Err(AllocError::InUse { .. })
-        ) || p != start
+        ) || p.get() < start.get()
     );
     alloc.free_pages(p, Order::new(9)).unwrap();
-    alloc.offline_pages(start, 512).unwrap();
-    alloc.hot_remove(start, 512).unwrap();
+    alloc.offline_pages(start, block).unwrap();
+    alloc.hot_remove(start, block).unwrap();
     assert!(!alloc.model().pfn_valid(start));
 }

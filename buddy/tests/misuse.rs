@@ -93,8 +93,12 @@ fn misuse_is_refused_and_changes_nothing() {
         Err(AllocError::BulkTooLarge { .. })
     ));
     assert!(list.is_empty() && slots.iter().all(Option::is_none));
-    let order = Order::try_new(11).map_err(AllocError::from).unwrap_err();
+    let order = cpu.alloc_pages(Order::new(11), Gfp::KERNEL).unwrap_err();
     assert_eq!(order.to_string(), "order 11 is above MAX_PAGE_ORDER (10)");
+    let order = cpu.free_pages(single, Order::new(11)).unwrap_err();
+    assert_eq!(order.to_string(), "order 11 is above MAX_PAGE_ORDER (10)");
+    let order = Order::try_new(17).map_err(AllocError::from).unwrap_err();
+    assert_eq!(order.to_string(), "order 17 is above MAX_PAGE_ORDER (16)");
     assert_eq!(
         snapshot(&alloc),
         before,
@@ -128,7 +132,7 @@ fn exhaustion_is_no_memory_not_a_panic() {
         got.len() as u64 * 8 + cpu.total_count(),
         16384 - alloc.zones().iter().map(|z| z.free_pages()).sum::<u64>()
     );
-    assert!(cpu.alloc_pages(Order::MAX, Gfp::KERNEL).is_err());
+    assert!(cpu.alloc_pages(Order::new(10), Gfp::KERNEL).is_err());
     for p in got {
         cpu.free_pages(p, Order::new(3)).unwrap();
     }
@@ -340,7 +344,7 @@ fn zone_names_and_ids_print_as_the_kernel_spells_them() {
 #[test]
 fn stats_total_adds_every_counter_of_every_zone() {
     use buddy::{KernelHoleCheck, ZoneStats, ZoneType};
-    let layout = Layout::preset("zone-device").unwrap();
+    let layout = Layout::preset("x86-pci-hole").unwrap();
     let alloc = Allocator::<_, KernelHoleCheck>::new(
         SparseExtreme::new(&layout).unwrap(),
         &layout,
@@ -381,4 +385,53 @@ fn stats_total_adds_every_counter_of_every_zone() {
     }
     assert_eq!(alloc.stats_total(), sum);
     assert!(sum.merges > 0 && sum.splits > 0 && sum.hole_checks > 0 && sum.pcp_drains > 0);
+}
+
+/// The largest block is the geometry's `MAX_PAGE_ORDER`: a whole 512 MiB
+/// section on arm64 with 64 KiB pages, a 1 GiB section on ia64; one order
+/// more is refused with the geometry's limit in the message.
+#[test]
+fn max_order_follows_the_geometry() {
+    use buddy::KernelHoleCheck;
+    use sparsemem::{Geometry, MemRange, RangeKind};
+    for (g, max) in [
+        (Geometry::X86_64, 10),
+        (Geometry::ARM64_64K, 13),
+        (Geometry::IA64, 16),
+    ] {
+        let section = 1u64 << g.section_size_bits();
+        let layout = Layout::new(
+            g,
+            vec![MemRange::new(section, 2 * section, RangeKind::Ram, 0)],
+            "one section",
+        )
+        .unwrap();
+        let alloc = Allocator::<_, KernelHoleCheck>::new(
+            SparseExtreme::new(&layout).unwrap(),
+            &layout,
+            Options::default(),
+        )
+        .unwrap();
+        let zone = &alloc.zones()[0];
+        assert_eq!(zone.max_order(), Order::new(max), "{}", g.name());
+        assert_eq!(
+            zone.nr_free()[usize::from(max)],
+            section >> g.page_shift() >> max
+        );
+        let p = alloc
+            .alloc_pages(Order::new(max), Gfp::MOVABLE, NodeId::ZERO, None)
+            .unwrap();
+        assert_eq!(p.get() % (1 << max), 0);
+        let e = match Order::try_new(u64::from(max) + 1) {
+            Ok(above) => alloc
+                .alloc_pages(above, Gfp::MOVABLE, NodeId::ZERO, None)
+                .unwrap_err(),
+            Err(e) => AllocError::from(e),
+        };
+        assert_eq!(
+            e.to_string(),
+            format!("order {} is above MAX_PAGE_ORDER ({max})", max + 1)
+        );
+        alloc.free_pages(p, Order::new(max)).unwrap();
+    }
 }

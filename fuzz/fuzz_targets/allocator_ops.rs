@@ -1,15 +1,16 @@
 //! Structured allocator operation sequences — alloc, free, bulk list and
-//! array, pcp drain, hot add, online, offline, hot remove, and misuse —
-//! over every memory model, checked against the reference after each step.
+//! array, pcp drain, hot add, online with each online type, offline, hot
+//! remove, device memory add and remove, and misuse — over every memory
+//! model, checked against the reference after each step.
 #![no_main]
 
 mod common;
 
 use arbitrary::Arbitrary;
 use buddy::testing::{Reference, check_conservation};
-use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, Options};
+use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, OnlineType, Options};
 use libfuzzer_sys::fuzz_target;
-use sparsemem::{Flat, Layout, MemoryModel, Order, Pfn, SparseClassic, SparseExtreme};
+use sparsemem::{Flat, Layout, MemoryModel, NodeId, Order, Pfn, SparseClassic, SparseExtreme};
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -21,9 +22,11 @@ enum Op {
     BulkArray(u8),
     Drain,
     HotAdd(u8, u8),
-    Online(u8, u8),
+    Online(u8, u8, u8),
     Offline(u8, u8),
     HotRemove(u8, u8),
+    AddDevice(u8, u8),
+    RemoveDevice(u8, u8),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -33,17 +36,27 @@ struct Input {
     ops: Vec<Op>,
 }
 
-/// A subsection-aligned range just past the layout's span.
-fn hot_range(layout: &Layout, at: u8, len: u8) -> (Pfn, u64) {
+/// A range in the layout's window or just past it: in whole memory blocks
+/// (mostly; one in eight is skewed by a subsection, to be refused), or for
+/// device memory in subsections.
+fn hot_range(layout: &Layout, at: u8, len: u8, device: bool) -> (Pfn, u64) {
     let g = layout.geometry();
-    let window_end = layout
-        .pfn_span()
-        .1
-        .get()
-        .next_multiple_of(g.pages_per_section());
-    let per = g.pages_per_subsection();
-    let start = window_end + u64::from(at) * per;
-    let nr = u64::from(len % 16).max(1) * per;
+    let (lo, hi) = layout.memory_span();
+    let base = lo.get() / g.pages_per_section() * g.pages_per_section();
+    let window_end = hi.get().next_multiple_of(g.pages_per_section());
+    let (unit, skew) = if device {
+        (g.pages_per_subsection(), 0)
+    } else {
+        let skew = if at % 8 == 7 {
+            g.pages_per_subsection()
+        } else {
+            0
+        };
+        (g.memory_block_pages(), skew)
+    };
+    let span = (window_end - base) / unit + 4;
+    let start = base + (u64::from(at) % span) * unit + skew;
+    let nr = u64::from(len % 4).max(1) * unit;
     (Pfn::new(start.min(g.max_pfn().get() - nr)), nr)
 }
 
@@ -58,15 +71,24 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
     for &op in ops.iter().take(64) {
         match op {
             Op::HotAdd(at, len) => {
-                let (start, nr) = hot_range(layout, at, len);
-                let _ = alloc.hot_add(start, nr);
+                let (start, nr) = hot_range(layout, at, len, false);
+                let _ = alloc.hot_add(start, nr, node);
             }
-            Op::Online(at, len) => {
-                let (start, nr) = hot_range(layout, at, len);
-                let _ = alloc.online_pages(start, nr, node);
+            Op::Online(at, len, t) => {
+                let (start, nr) = hot_range(layout, at, len, false);
+                let t = OnlineType::ALL[usize::from(t) % OnlineType::ALL.len()];
+                let _ = alloc.online_pages(start, nr, t);
+            }
+            Op::AddDevice(at, len) => {
+                let (start, nr) = hot_range(layout, at, len, true);
+                let _ = alloc.add_device(start, nr, NodeId::ZERO);
+            }
+            Op::RemoveDevice(at, len) => {
+                let (start, nr) = hot_range(layout, at, len, true);
+                let _ = alloc.remove_device(start, nr);
             }
             Op::Offline(at, len) => {
-                let (start, nr) = hot_range(layout, at, len);
+                let (start, nr) = hot_range(layout, at, len, false);
                 let before: Vec<_> = alloc.zones().iter().map(|z| z.nr_free()).collect();
                 if let Err(AllocError::InUse { .. }) = alloc.offline_pages(start, nr) {
                     let after: Vec<_> = alloc.zones().iter().map(|z| z.nr_free()).collect();
@@ -74,7 +96,7 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
                 }
             }
             Op::HotRemove(at, len) => {
-                let (start, nr) = hot_range(layout, at, len);
+                let (start, nr) = hot_range(layout, at, len, false);
                 let _ = alloc.hot_remove(start, nr);
             }
             _ => {
@@ -84,7 +106,8 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
                 };
                 match op {
                     Op::Alloc(o) => {
-                        let order = Order::new(o % 11);
+                        let max = cpu.allocator().model().geometry().max_order().get();
+                        let order = Order::new(o % (max + 1));
                         if let Ok(pfn) = cpu.alloc_pages(order, Gfp::MOVABLE) {
                             reference
                                 .record_model(cpu.allocator().model(), pfn, order)
@@ -102,7 +125,7 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
                         let allocated = reference.blocks.contains_key(&pfn.get());
                         if !allocated {
                             assert!(
-                                cpu.free_pages(pfn, Order::new(o % 11)).is_err(),
+                                cpu.free_pages(pfn, Order::new(o % 17)).is_err(),
                                 "{pfn:?} was never allocated"
                             );
                         }
@@ -144,20 +167,21 @@ fuzz_target!(|input: Input| {
     };
     match input.model % 5 {
         0 => {
-            if let Ok(m) = Flat::new(&layout) {
+            if let Some(m) = common::built(Flat::new(&layout), &layout, true) {
                 run(m, &layout, &input.ops)
             }
         }
         1 => {
+            // The classic table refuses geometries whose table is too big.
             if let Ok(m) = SparseClassic::new(&layout) {
                 run(m, &layout, &input.ops)
             }
         }
-        2 => run(
-            SparseExtreme::new(&layout).expect("builds"),
-            &layout,
-            &input.ops,
-        ),
+        2 => {
+            if let Some(m) = common::built(SparseExtreme::new(&layout), &layout, false) {
+                run(m, &layout, &input.ops)
+            }
+        }
         3 => run(
             VmemmapTable::new(&layout).expect("builds"),
             &layout,

@@ -7,7 +7,8 @@
 use libfuzzer_sys::fuzz_target;
 use sparsemem::layout::{entries_to_layout, parse_firmware_entry, parse_iomem};
 use sparsemem::reference::{Reference, Semantics};
-use sparsemem::{Layout, MemoryModel, Pfn, SparseExtreme};
+use sparsemem::{Layout, MemoryModel, Pfn, RangeKind, SparseExtreme};
+use vmemmap::VmemmapTable;
 
 fn check(layout: &Layout) {
     for w in layout.ranges().windows(2) {
@@ -25,8 +26,24 @@ fn check(layout: &Layout) {
     if layout.present_pages() > 1 << 20 || layout.section_plan().len() > 64 {
         return;
     }
-    let model = SparseExtreme::new(layout).expect("a small valid layout builds");
-    let reference = Reference::new(layout);
+    let device = layout.has(RangeKind::Device);
+    let model = SparseExtreme::new(layout);
+    assert_eq!(
+        device,
+        model.is_err(),
+        "a small valid layout builds unless it has device memory"
+    );
+    compare(
+        layout,
+        &VmemmapTable::new(layout).expect("a small valid layout builds"),
+    );
+    if let Ok(model) = model {
+        compare(layout, &model);
+    }
+}
+
+fn compare<M: MemoryModel>(layout: &Layout, model: &M) {
+    let reference = Reference::new(layout, Semantics::of_model(model.name()));
     for (_, first, end) in layout.memory_ranges() {
         for pfn in [
             first.get(),
@@ -35,11 +52,7 @@ fn check(layout: &Layout) {
             first.get().wrapping_sub(1),
         ] {
             let pfn = Pfn::new(pfn);
-            assert_eq!(
-                model.pfn_valid(pfn),
-                reference.pfn_valid(Semantics::Section, pfn),
-                "{pfn:?}"
-            );
+            assert_eq!(model.pfn_valid(pfn), reference.pfn_valid(pfn), "{pfn:?}");
         }
     }
 }

@@ -10,8 +10,8 @@ mod common;
 use arbitrary::Arbitrary;
 use buddy::testing::{Reference, check_conservation};
 use buddy::{
-    Allocator, Bitmap, Gfp, Kernel, KernelHoleCheck, NoBitmapAtomic, NodeMask, Options, Variant,
-    ZoneId, ZoneType,
+    Allocator, Bitmap, Gfp, Kernel, KernelHoleCheck, NoBitmapAtomic, NodeMask, OnlineType, Options,
+    Variant, ZoneId, ZoneType,
 };
 use libfuzzer_sys::fuzz_target;
 use sparsemem::{Layout, NodeId, Order, Pfn, SparseExtreme};
@@ -47,11 +47,20 @@ fn run<V: Variant>(model: SparseExtreme, layout: &Layout, ops: &[Op]) {
     for &op in ops.iter().take(64) {
         match op {
             Op::Alloc(order, zone, node, thisnode) => {
-                let Ok(order) = Order::try_new(order) else { continue };
-                let Ok(node) = NodeId::try_new(u64::from(node)) else { continue };
-                let gfp = Gfp { highest_zone: zone_type(zone), thisnode };
+                let Ok(order) = Order::try_new(order) else {
+                    continue;
+                };
+                let Ok(node) = NodeId::try_new(u64::from(node)) else {
+                    continue;
+                };
+                let gfp = Gfp {
+                    highest_zone: zone_type(zone),
+                    thisnode,
+                };
                 if let Ok(pfn) = alloc.alloc_pages(order, gfp, node, None) {
-                    alloc.free_pages(pfn, order).expect("freeing what was just allocated");
+                    alloc
+                        .free_pages(pfn, order)
+                        .expect("freeing what was just allocated");
                 }
             }
             Op::Free(pfn, order) => {
@@ -60,9 +69,15 @@ fn run<V: Variant>(model: SparseExtreme, layout: &Layout, ops: &[Op]) {
                 }
             }
             Op::PcpAlloc(node, mask) => {
-                let Ok(node) = NodeId::try_new(u64::from(node)) else { continue };
-                let Ok(mut cpu) = alloc.cpu_on(node) else { continue };
-                cpu.set_cpuset(Some(NodeMask::of((0..8).filter(|b| mask & (1 << b) != 0).map(NodeId::new))));
+                let Ok(node) = NodeId::try_new(u64::from(node)) else {
+                    continue;
+                };
+                let Ok(mut cpu) = alloc.cpu_on(node) else {
+                    continue;
+                };
+                cpu.set_cpuset(Some(NodeMask::of(
+                    (0..8).filter(|b| mask & (1 << b) != 0).map(NodeId::new),
+                )));
                 if let Ok(pfn) = cpu.alloc(Gfp::MOVABLE) {
                     cpu.free(pfn).expect("freeing what was just allocated");
                 }
@@ -94,15 +109,18 @@ fn run<V: Variant>(model: SparseExtreme, layout: &Layout, ops: &[Op]) {
             }
             Op::Hotplug(what, start, nr, node) => {
                 let (start, nr) = (Pfn::new(start), nr);
-                let _ = match what % 4 {
-                    0 => alloc.hot_add(start, nr),
-                    1 => match NodeId::try_new(u64::from(node)) {
-                        Ok(node) => alloc.online_pages(start, nr, node),
-                        Err(_) => continue,
-                    },
-                    2 => alloc.offline_pages(start, nr),
-                    _ => alloc.hot_remove(start, nr),
+                let Ok(node) = NodeId::try_new(u64::from(node)) else {
+                    continue;
                 };
+                let online = OnlineType::ALL[usize::from(what / 8) % OnlineType::ALL.len()];
+                match what % 6 {
+                    0 => drop(alloc.hot_add(start, nr, node)),
+                    1 => drop(alloc.online_pages(start, nr, online)),
+                    2 => drop(alloc.offline_pages(start, nr)),
+                    3 => drop(alloc.hot_remove(start, nr)),
+                    4 => drop(alloc.add_device(start, nr, node)),
+                    _ => drop(alloc.remove_device(start, nr)),
+                }
             }
         }
         check_conservation(&alloc, 0, &none).expect("conservation after a hostile call");
@@ -113,7 +131,9 @@ fuzz_target!(|input: Input| {
     let (Some(built_from), Some(given)) = (input.built_from.build(), input.given.build()) else {
         return;
     };
-    let Ok(model) = SparseExtreme::new(&built_from) else { return };
+    let Some(model) = common::built(SparseExtreme::new(&built_from), &built_from, false) else {
+        return;
+    };
     match input.variant % 4 {
         0 => run::<Kernel>(model, &given, &input.ops),
         1 => run::<KernelHoleCheck>(model, &given, &input.ops),

@@ -1,14 +1,25 @@
-//! FLATMEM: one `mem_map` array over the whole physical span.
+//! FLATMEM: one `mem_map` array over the whole node.
 //!
-//! The kernel's flat model allocates a `struct page` for every pfn from
-//! `ARCH_PFN_OFFSET` to `max_mapnr`, holes included (their pages are marked
-//! reserved), so `pfn_valid` is a single range check and `pfn_to_page` is
+//! The kernel's flat model allocates a `struct page` for every pfn of the
+//! node, holes included (their pages are marked reserved), so `pfn_valid`
+//! is a single range check and `pfn_to_page` is
 //! `mem_map + (pfn - ARCH_PFN_OFFSET)`. It is the fastest lookup and the
-//! most wasteful memmap: a hole costs as much as RAM. There is no hotplug.
+//! most wasteful memmap: a hole costs as much as RAM.
+//!
+//! The array is sized as `alloc_node_mem_map` sizes it: from the node's
+//! first pfn rounded down to `MAX_ORDER_NR_PAGES` to its end rounded up, so
+//! every max-order block that holds memory has all its descriptors and the
+//! buddy may read a buddy's descriptor without `pfn_valid`. pfnlab's
+//! `ARCH_PFN_OFFSET` is the array's first pfn and `max_mapnr` its length:
+//! `pfn_valid` answers "a descriptor exists" over the whole array. (Kernel
+//! architectures set `max_mapnr` to `max_pfn - ARCH_PFN_OFFSET`, leaving
+//! the rounded tail's descriptors allocated and initialised but invalid; x86
+//! used `ARCH_PFN_OFFSET` 0.) FLATMEM has no memory hotplug and no
+//! ZONE_DEVICE: a layout with `hotplug` or `device` ranges is refused.
 
-use crate::error::{BuildError, HotplugError};
+use crate::error::{BuildError, HOTPLUG_MODELS, HotplugError, NO_HOTPLUG, VMEMMAP_MODELS};
 use crate::geometry::Geometry;
-use crate::layout::Layout;
+use crate::layout::{Layout, RangeKind};
 use crate::memmap::{MemmapBlock, check_memmap_budget};
 use crate::model::{MemmapBytes, MemoryModel};
 use crate::page::{PAGE_STRUCT_SIZE, Page};
@@ -17,7 +28,8 @@ use crate::types::Pfn;
 /// The FLATMEM model.
 ///
 /// Invariants: `mem_map` holds `nr_pages` initialised pages, the first for
-/// `pfn_offset`; every pfn of the span is valid.
+/// `pfn_offset`; both ends are `MAX_ORDER_NR_PAGES` aligned; every pfn of
+/// the span is valid.
 pub struct Flat {
     geometry: Geometry,
     pfn_offset: u64,
@@ -26,33 +38,65 @@ pub struct Flat {
 }
 
 impl Flat {
-    /// Builds the memmap over the layout's span (`Layout::pfn_span`).
+    /// Builds the memmap over the layout's boot memory
+    /// ([`Layout::pfn_span`]), rounded out to max-order blocks.
     pub fn new(layout: &Layout) -> Result<Flat, BuildError> {
         let geometry = *layout.geometry();
+        for (kind, why, models) in [
+            (
+                RangeKind::Hotplug,
+                "FLATMEM has no memory hotplug",
+                HOTPLUG_MODELS,
+            ),
+            (
+                RangeKind::Device,
+                "device memory (ZONE_DEVICE) needs SPARSEMEM_VMEMMAP",
+                VMEMMAP_MODELS,
+            ),
+        ] {
+            if let Some((r, _, _)) = layout.ranges_of(kind).next() {
+                return Err(BuildError::CannotHold {
+                    model: "flat",
+                    start: r.start,
+                    end: r.end,
+                    why,
+                    models,
+                });
+            }
+        }
         let (lo, hi) = layout.pfn_span();
-        let nr_pages = hi.get() - lo.get();
+        let block = geometry.max_order_nr_pages();
+        let first = lo.get() & !(block - 1);
+        let end = hi
+            .get()
+            .next_multiple_of(block)
+            .min(geometry.max_pfn().get());
+        let nr_pages = end - first;
         check_memmap_budget(nr_pages.saturating_mul(PAGE_STRUCT_SIZE))?;
         let mem_map = MemmapBlock::new(nr_pages)?;
         let shift = geometry.pfn_section_shift();
         for (i, page) in mem_map.pages().iter().enumerate() {
             // SAFETY: a fresh mem_map owned by the model under construction.
-            unsafe { page.init_reserved((lo.get() + i as u64) >> shift) };
+            unsafe { page.init_reserved((first + i as u64) >> shift) };
         }
         Ok(Flat {
             geometry,
-            pfn_offset: lo.get(),
+            pfn_offset: first,
             nr_pages,
             mem_map,
         })
     }
 
-    /// `ARCH_PFN_OFFSET`: the first pfn of the span.
+    /// `ARCH_PFN_OFFSET`: the first pfn of the array.
     pub fn pfn_offset(&self) -> Pfn {
         Pfn::new(self.pfn_offset)
     }
-}
 
-const NO_HOTPLUG: &str = "FLATMEM has no memory hotplug; use a section-based model";
+    /// `max_mapnr`: descriptors in the array.
+    pub fn max_mapnr(&self) -> u64 {
+        self.nr_pages
+    }
+}
 
 // SAFETY: the trait's promises, point by point: (1) a valid pfn's
 // descriptor is in a memmap the model owns and initialised, and

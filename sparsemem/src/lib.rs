@@ -73,18 +73,21 @@ pub mod table;
 pub mod testing;
 mod types;
 
-pub use error::{BuildError, HotplugError, MemmapTooLarge, TableTooLarge};
+pub use error::{
+    BuildError, Granule, HOTPLUG_MODELS, HotplugError, MemmapTooLarge, TableTooLarge,
+    VMEMMAP_MODELS,
+};
 pub use flat::Flat;
 pub use geometry::{
     Geometry, GeometryError, MAX_SECTIONS_SHIFT, MAX_SUBSECTIONS_PER_SECTION, SUBSECTION_SHIFT,
-    SectionChunk,
+    SectionChunk, ZoneLimits,
 };
 pub use layout::{Layout, LayoutError, LayoutSpec, MemRange, RangeKind};
 pub use model::{MemmapBytes, MemoryModel};
-pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, UserFlag};
+pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, UserFlag, ZONE_DEVICE_ID};
 pub use sparse::{Sparse, SparseClassic, SparseExtreme};
 pub use subsection::SubsectionMap;
 pub use types::{
-    MAX_NUMNODES, MAX_PAGE_ORDER, NR_PAGE_ORDERS, NodeId, NodeIdTooLarge, Order, OrderTooLarge,
-    Pfn, PhysAddr, SectionNr,
+    DEFAULT_MAX_PAGE_ORDER, MAX_NUMNODES, MAX_PAGE_ORDER_LIMIT, NR_PAGE_ORDERS, NodeId,
+    NodeIdTooLarge, Order, OrderTooLarge, Pfn, PhysAddr, SectionNr,
 };

@@ -99,21 +99,48 @@ pub unsafe trait MemoryModel: Send + Sync {
     /// `page_to_pfn` for a page this model handed out.
     fn page_to_pfn(&self, page: &Page) -> Pfn;
 
-    /// `pfn_to_online_page`: the page when its pfn is valid and its section
-    /// is online. Online state never changes `pfn_valid`.
+    /// `pfn_to_online_page`: the page when its section is online, its
+    /// subsection valid (`pfn_section_valid`) and it is not device memory.
+    /// Online state never changes `pfn_valid`.
     fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&Page>;
 
     /// Memory spent on the memmap and its tables.
     fn memmap_bytes(&self) -> MemmapBytes;
 
-    /// Hot-adds `[start, start + nr_pages)`, subsection aligned, offline.
+    /// Hot-adds ordinary memory `[start, start + nr_pages)` in whole memory
+    /// blocks (`add_memory` → `arch_add_memory`); it stays offline, its
+    /// descriptors present and reserved until the allocator onlines it.
     fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError>;
 
-    /// Hot-removes `[start, start + nr_pages)`, subsection aligned; every
-    /// subsection of it must be present. Its memmap goes back to the kernel.
+    /// Hot-removes ordinary memory `[start, start + nr_pages)` in whole
+    /// memory blocks (`remove_memory`); every subsection of it must be
+    /// present and none device memory. Its memmap goes back to the kernel.
     fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError>;
 
-    /// Marks the sections that `[start, start + nr_pages)` touches online or
-    /// offline; every pfn of the range must be valid.
+    /// Adds device memory `[start, start + nr_pages)` in 2 MiB subsections
+    /// (`memremap_pages`): valid, never online, its descriptors in the
+    /// ZONE_DEVICE zone of `node`. Only VMEMMAP models can; the others
+    /// answer [`HotplugError::NeedsVmemmap`].
+    fn add_device(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        node: crate::NodeId,
+    ) -> Result<(), HotplugError> {
+        let _ = (start, nr_pages, node);
+        Err(HotplugError::NeedsVmemmap { model: self.name() })
+    }
+
+    /// Removes device memory added by [`MemoryModel::add_device`]
+    /// (`memunmap_pages`), in subsections; every subsection of the range
+    /// must be device memory.
+    fn remove_device(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
+        let _ = (start, nr_pages);
+        Err(HotplugError::NeedsVmemmap { model: self.name() })
+    }
+
+    /// Marks the sections of `[start, start + nr_pages)` online or offline
+    /// (`online_mem_sections`): whole memory blocks, every subsection valid,
+    /// none of it device memory.
     fn set_online(&mut self, start: Pfn, nr_pages: u64, online: bool) -> Result<(), HotplugError>;
 }

@@ -137,6 +137,10 @@ const _: () = assert!(std::mem::offset_of!(Page, flags) == 0);
 /// Size of one `struct page` in bytes.
 pub const PAGE_STRUCT_SIZE: u64 = std::mem::size_of::<Page>() as u64;
 
+/// The zone id device memory carries (`ZONE_DEVICE`): no allocator zone
+/// has it (the buddy numbers its zones from 0 to 254).
+pub const ZONE_DEVICE_ID: u8 = u8::MAX;
+
 impl Page {
     /// An all-zero descriptor: a hole.
     pub const fn new_zeroed() -> Page {
@@ -169,6 +173,26 @@ impl Page {
         self.section.store(section as u32, Relaxed);
         self.zone_node.store(0, Relaxed);
         self.refcount.store(0, Relaxed);
+    }
+
+    /// Initialises a descriptor of device memory as
+    /// `memmap_init_zone_device` does: present, reserved, in the
+    /// [`ZONE_DEVICE_ID`] zone of `node`, one reference (the pgmap's).
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns this field.
+    pub unsafe fn init_device(&self, section: u64, node: u16) {
+        // SAFETY: the caller's contract covers every field.
+        unsafe { self.init_reserved(section) };
+        self.zone_node
+            .store(u32::from(ZONE_DEVICE_ID) | (u32::from(node) << 16), Relaxed);
+        self.refcount.store(1, Relaxed);
+    }
+
+    /// `is_zone_device_page`: the descriptor is device memory.
+    #[inline(always)]
+    pub fn is_zone_device(&self) -> bool {
+        self.is_present() && self.zone_id() == ZONE_DEVICE_ID
     }
 
     /// Turns the descriptor back into a hole (all zero).

@@ -6,7 +6,7 @@
 //! `pfn_to_page` is `decoded + pfn` with no subtraction; the low bits, free
 //! because `struct page`s are aligned, carry flags:
 //! `SECTION_MARKED_PRESENT`, `SECTION_HAS_MEM_MAP`, `SECTION_IS_ONLINE`,
-//! `SECTION_IS_EARLY`. pfnlab does the same with strict-provenance pointer
+//! `SECTION_IS_EARLY`, `SECTION_TAINT_ZONE_DEVICE`. pfnlab does the same with strict-provenance pointer
 //! operations (`wrapping_sub` / `map_addr`), so the encoded value keeps the
 //! provenance of the mapping it points into.
 //!
@@ -26,6 +26,10 @@ pub const SECTION_HAS_MEM_MAP: usize = 1 << 1;
 pub const SECTION_IS_ONLINE: usize = 1 << 2;
 /// `SECTION_IS_EARLY`: boot memory; every pfn of the section is valid.
 pub const SECTION_IS_EARLY: usize = 1 << 3;
+/// `SECTION_TAINT_ZONE_DEVICE`: some subsection holds device memory, so
+/// `pfn_to_online_page` must ask whether a pfn is device memory
+/// (`get_dev_pagemap`) even in an online section.
+pub const SECTION_TAINT_ZONE_DEVICE: usize = 1 << 4;
 const SECTION_FLAGS_MASK: usize = (1 << 6) - 1;
 
 const _: () = assert!(SECTION_FLAGS_MASK < std::mem::align_of::<Page>());
@@ -89,6 +93,13 @@ impl MemSection {
     #[inline(always)]
     pub fn is_online(&self) -> bool {
         self.flags() & SECTION_IS_ONLINE != 0
+    }
+
+    /// `online_device_section`: online and tainted by device memory.
+    #[inline(always)]
+    pub fn is_online_device(&self) -> bool {
+        let both = SECTION_IS_ONLINE | SECTION_TAINT_ZONE_DEVICE;
+        self.flags() & both == both
     }
 
     /// The subsection bitmap, if the section has usage data.

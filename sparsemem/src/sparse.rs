@@ -1,42 +1,41 @@
-//! SPARSEMEM: a section table, and a separate memmap per present section.
+//! SPARSEMEM without VMEMMAP: a section table, and a separate memmap per
+//! present section.
 //!
 //! `pfn_valid` walks the table ([`SectionTable::pfn_valid`]): section
 //! number, entry (one load for the classic table, two dependent loads for
-//! EXTREME), `SECTION_HAS_MEM_MAP`, the `SECTION_IS_EARLY` short cut, and for
-//! other sections the subsection bitmap behind `usage` (one more dependent
-//! load). `pfn_to_page` decodes the entry's biased memmap pointer and adds
-//! the pfn.
+//! EXTREME) and `SECTION_HAS_MEM_MAP`. As in the kernel, there is no
+//! subsection map to consult: without VMEMMAP `pfn_section_valid` is a stub
+//! returning 1, so a present section is valid over its whole span, and
+//! memory comes and goes in whole sections (`check_pfn_span`; one memory
+//! block here). Device memory (ZONE_DEVICE) depends on SPARSEMEM_VMEMMAP,
+//! so a layout with `device` ranges is refused. `pfn_to_page` decodes the
+//! entry's biased memmap pointer and adds the pfn.
 //!
 //! Each section's memmap is an anonymous `memmap2` mapping of
 //! `PAGES_PER_SECTION` descriptors, as the kernel allocates a whole
-//! section's memmap for non-VMEMMAP SPARSEMEM. Only descriptors of valid
-//! pfns are initialised, so an invalid pfn's descriptor reads as a hole.
-//!
-//! Deliberate difference from the kernel: Linux allows sub-section hot-add
-//! only with SPARSEMEM_VMEMMAP (for ZONE_DEVICE). pfnlab keeps the
-//! subsection map in the table models too, and hot-adds and removes at
-//! 2 MiB granularity here as well, so every section-based model answers
-//! `pfn_valid` alike and can be compared on the same layouts.
+//! section's memmap for non-VMEMMAP SPARSEMEM, and every descriptor of a
+//! present section is initialised (holes in boot memory as reserved
+//! pages).
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use crate::error::{BuildError, HotplugError};
+use crate::error::{BuildError, HotplugError, VMEMMAP_MODELS};
 use crate::geometry::Geometry;
-use crate::layout::Layout;
+use crate::layout::{Layout, RangeKind};
 use crate::memmap::{MemmapBlock, check_memmap_budget};
 use crate::model::{MemmapBytes, MemoryModel};
 use crate::page::{PAGE_STRUCT_SIZE, Page};
-use crate::table::{Classic, Extreme, HotplugOp, SectionChange, SectionRoot, SectionTable};
+use crate::table::{Classic, Extreme, HotplugOp, MemoryKind, SectionRoot, SectionTable};
 use crate::types::{Pfn, SectionNr};
 
 /// A SPARSEMEM model over section root `R` ([`Classic`] or [`Extreme`]).
 ///
 /// Invariants: every present section in `table` has its memmap in
-/// `memmaps`, and the descriptor of a pfn is present exactly when the pfn is
-/// valid.
+/// `memmaps`, with every descriptor initialised; the table has no VMEMMAP,
+/// so it holds whole sections only.
 pub struct Sparse<R: SectionRoot> {
-    table: SectionTable<R>,
+    table: SectionTable<R, false>,
     memmaps: BTreeMap<SectionNr, MemmapBlock>,
     _root: PhantomData<R>,
 }
@@ -46,47 +45,41 @@ pub type SparseClassic = Sparse<Classic>;
 /// SPARSEMEM_EXTREME.
 pub type SparseExtreme = Sparse<Extreme>;
 
-/// Initialises the descriptors of the subsections in `bits` of section `nr`.
-fn init_subsections(
-    g: &Geometry,
-    block: &MemmapBlock,
-    nr: SectionNr,
-    change_bits: impl Iterator<Item = u64>,
-) {
-    let per = g.pages_per_subsection() as usize;
-    for i in change_bits {
-        let first = i as usize * per;
-        for page in &block.pages()[first..first + per] {
-            // SAFETY: the model owns a memmap block it is initialising; no
-            // allocator can see a subsection before it is installed.
-            unsafe { page.init_reserved(nr.get()) };
-        }
+/// A fresh memmap for section `nr`, every descriptor initialised.
+fn section_memmap(g: &Geometry, nr: SectionNr) -> std::io::Result<MemmapBlock> {
+    let block = MemmapBlock::new(g.pages_per_section())?;
+    for page in block.pages() {
+        // SAFETY: a fresh block owned by the model, not yet installed, so no
+        // allocator sees it.
+        unsafe { page.init_reserved(nr.get()) };
     }
+    Ok(block)
 }
 
 impl<R: SectionRoot> Sparse<R> {
-    /// Builds the table and memmaps for `layout`; boot and hotplug ranges
-    /// start online.
+    /// Builds the table and memmaps for `layout`: boot memory online,
+    /// hot-added memory present and offline. Layouts with device memory are
+    /// refused ([`BuildError::CannotHold`]).
     pub fn new(layout: &Layout) -> Result<Self, BuildError> {
         let g = *layout.geometry();
+        if let Some((r, _, _)) = layout.ranges_of(RangeKind::Device).next() {
+            return Err(BuildError::CannotHold {
+                model: R::NAME,
+                start: r.start,
+                end: r.end,
+                why: "device memory (ZONE_DEVICE) needs SPARSEMEM_VMEMMAP",
+                models: VMEMMAP_MODELS,
+            });
+        }
         // Refuse absurd layouts before planning them section by section.
         check_memmap_budget(layout.present_pages().saturating_mul(PAGE_STRUCT_SIZE))?;
-        let mut table = SectionTable::<R>::new(g)?;
+        let mut table = SectionTable::<R, false>::new(g)?;
         let plan = layout.section_plan();
         check_memmap_budget(plan.len() as u64 * g.pages_per_section() * PAGE_STRUCT_SIZE)?;
         let mut memmaps = BTreeMap::new();
         for (&nr, sp) in &plan {
-            let block = MemmapBlock::new(g.pages_per_section())?;
-            if sp.early {
-                for page in block.pages() {
-                    // SAFETY: a fresh block owned by the model, not yet
-                    // installed, so no allocator sees it.
-                    unsafe { page.init_reserved(nr.get()) };
-                }
-            } else {
-                init_subsections(&g, &block, nr, sp.subsections.iter());
-            }
-            table.install(nr, block.as_ptr(), sp.early, sp.subsections, true);
+            let block = section_memmap(&g, nr)?;
+            table.install(nr, block.as_ptr(), sp);
             memmaps.insert(nr, block);
         }
         Ok(Sparse {
@@ -97,30 +90,8 @@ impl<R: SectionRoot> Sparse<R> {
     }
 
     /// The section table (for reports and the vmemmap comparison).
-    pub fn table(&self) -> &SectionTable<R> {
+    pub fn table(&self) -> &SectionTable<R, false> {
         &self.table
-    }
-
-    fn discard_subsections(&mut self, c: &SectionChange) -> Result<(), HotplugError> {
-        let g = *self.table.geometry();
-        let early = self
-            .table
-            .nr_to_section(c.nr)
-            .is_some_and(|ms| ms.is_early());
-        let Some(block) = self.memmaps.get_mut(&c.nr) else {
-            return Ok(());
-        };
-        if early {
-            // The memmap of an early section stays fully populated.
-            return Ok(());
-        }
-        let per = g.pages_per_subsection();
-        for i in c.bits.iter() {
-            block
-                .discard_range(i * per, per)
-                .map_err(HotplugError::Memmap)?;
-        }
-        Ok(())
     }
 }
 
@@ -188,36 +159,32 @@ unsafe impl<R: SectionRoot> MemoryModel for Sparse<R> {
 
     fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
         let g = *self.table.geometry();
-        let changes = self.table.plan(start, nr_pages, HotplugOp::Add)?;
-        let new_sections = changes.iter().filter(|c| c.whole_section).count() as u64;
-        check_memmap_budget(new_sections * g.pages_per_section() * PAGE_STRUCT_SIZE)
+        let changes = self
+            .table
+            .plan(start, nr_pages, HotplugOp::Add, MemoryKind::Memory)?;
+        check_memmap_budget(changes.len() as u64 * g.pages_per_section() * PAGE_STRUCT_SIZE)
             .map_err(HotplugError::TooLarge)?;
         let mut fresh = BTreeMap::new();
-        for c in changes.iter().filter(|c| c.whole_section) {
+        for c in &changes {
+            debug_assert!(c.whole_section, "memory blocks are whole sections");
             fresh.insert(
                 c.nr,
-                MemmapBlock::new(g.pages_per_section()).map_err(HotplugError::Memmap)?,
+                section_memmap(&g, c.nr).map_err(HotplugError::Memmap)?,
             );
         }
-        for c in &changes {
-            let block = fresh.get(&c.nr).or_else(|| self.memmaps.get(&c.nr));
-            let block = block.expect("a present section has a memmap (invariant)");
-            init_subsections(&g, block, c.nr, c.bits.iter());
-        }
-        self.table.commit_add(&changes, |nr| fresh[&nr].as_ptr());
+        self.table
+            .commit_add(&changes, MemoryKind::Memory, |nr| fresh[&nr].as_ptr());
         self.memmaps.extend(fresh);
         Ok(())
     }
 
     fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
-        let changes = self.table.plan(start, nr_pages, HotplugOp::Remove)?;
-        for c in &changes {
-            if !c.whole_section {
-                self.discard_subsections(c)?;
-            }
-        }
+        let changes = self
+            .table
+            .plan(start, nr_pages, HotplugOp::Remove, MemoryKind::Memory)?;
         self.table.commit_remove(&changes);
-        for c in changes.iter().filter(|c| c.whole_section) {
+        for c in &changes {
+            debug_assert!(c.whole_section, "memory blocks are whole sections");
             self.memmaps.remove(&c.nr);
         }
         Ok(())

@@ -9,9 +9,10 @@
 //! than a 512 MiB table; the price is one more dependent load.
 //!
 //! [`SectionTable`] implements `pfn_valid` over either root exactly as the
-//! kernel's `pfn_valid` does (section number bound, `valid_section`,
-//! `early_section` short cut, `pfn_section_valid`), plus hot add/remove of
-//! subsections and online/offline of sections. Hotplug is split into a
+//! kernel's `pfn_valid` does (section number bound, `valid_section`, and
+//! with VMEMMAP the `early_section` short cut and `pfn_section_valid`),
+//! `pfn_to_online_page`'s test, hot add/remove of memory blocks and (with
+//! VMEMMAP) of device subsections, and online/offline of sections. Hotplug is split into a
 //! *plan* (validation, no mutation) and a *commit*, so a model can provision
 //! memmap between the two and leave everything unchanged on failure.
 
@@ -19,9 +20,11 @@ use std::collections::BTreeSet;
 
 use crate::error::{HotplugError, TableTooLarge};
 use crate::geometry::Geometry;
+use crate::layout::SectionPlan;
 use crate::page::Page;
 use crate::section::{
     MemSection, SECTION_HAS_MEM_MAP, SECTION_IS_EARLY, SECTION_IS_ONLINE, SECTION_MARKED_PRESENT,
+    SECTION_TAINT_ZONE_DEVICE,
 };
 use crate::subsection::SubsectionMap;
 use crate::types::{Pfn, SectionNr};
@@ -171,24 +174,47 @@ pub enum HotplugOp {
     Remove,
 }
 
-/// A section table plus the bookkeeping shared by every section-based model.
+/// What a hotplug request adds or removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryKind {
+    /// Ordinary memory (`add_memory` / `remove_memory`): whole memory
+    /// blocks.
+    Memory,
+    /// Device memory (`memremap_pages` / `memunmap_pages`): 2 MiB
+    /// subsections, VMEMMAP only.
+    Device,
+}
+
+/// A section table plus the bookkeeping shared by every section-based
+/// model. `VMEMMAP` says whether the kernel it models has
+/// SPARSEMEM_VMEMMAP: only then does a section carry a subsection map that
+/// `pfn_valid` consults (`pfn_section_valid`; without VMEMMAP it is a stub
+/// returning 1 and hotplug comes in whole sections), and only then can it
+/// hold device memory.
 ///
 /// Invariants:
 /// - `present` holds exactly the sections whose entry has a memmap;
-/// - a section with a memmap has at least one subsection bit set.
-pub struct SectionTable<R> {
+/// - a section with a memmap has at least one subsection bit set, and
+///   without VMEMMAP all of them;
+/// - `pgmap` holds only present subsections, and their sections carry
+///   `SECTION_TAINT_ZONE_DEVICE`; it is empty without VMEMMAP.
+pub struct SectionTable<R, const VMEMMAP: bool> {
     geometry: Geometry,
     root: R,
     present: BTreeSet<SectionNr>,
+    /// Device-memory subsections (global numbers): the kernel finds these
+    /// through `get_dev_pagemap`'s pgmap lookup.
+    pgmap: BTreeSet<u64>,
 }
 
-impl<R: SectionRoot> SectionTable<R> {
+impl<R: SectionRoot, const VMEMMAP: bool> SectionTable<R, VMEMMAP> {
     /// An empty table.
     pub fn new(geometry: Geometry) -> Result<Self, TableTooLarge> {
         Ok(SectionTable {
             root: R::new(&geometry)?,
             geometry,
             present: BTreeSet::new(),
+            pgmap: BTreeSet::new(),
         })
     }
 
@@ -212,7 +238,8 @@ impl<R: SectionRoot> SectionTable<R> {
     }
 
     /// The kernel's SPARSEMEM `pfn_valid`: the entry exists and has a
-    /// memmap, and the section is early or the pfn's subsection is present.
+    /// memmap, and — with VMEMMAP only — the section is early or the pfn's
+    /// subsection is present.
     #[inline(always)]
     pub fn pfn_valid(&self, pfn: Pfn) -> bool {
         let Some(ms) = self.pfn_to_section(pfn) else {
@@ -222,38 +249,61 @@ impl<R: SectionRoot> SectionTable<R> {
         if flags & SECTION_HAS_MEM_MAP == 0 {
             return false;
         }
-        if flags & SECTION_IS_EARLY != 0 {
+        if !VMEMMAP || flags & SECTION_IS_EARLY != 0 {
             return true;
         }
         ms.subsection_valid(self.geometry.subsection_index(pfn))
     }
 
-    /// Valid and in an online section (`pfn_to_online_page`'s test).
-    pub fn pfn_online(&self, pfn: Pfn) -> bool {
-        self.pfn_valid(pfn) && self.pfn_to_section(pfn).is_some_and(MemSection::is_online)
+    /// `pfn_section_valid`: the subsection bit with VMEMMAP, 1 without.
+    #[inline(always)]
+    fn pfn_section_valid(&self, ms: &MemSection, pfn: Pfn) -> bool {
+        !VMEMMAP || ms.subsection_valid(self.geometry.subsection_index(pfn))
     }
 
-    /// Sets up a boot-time section (`sparse_init_one_section`).
-    pub fn install(
-        &mut self,
-        nr: SectionNr,
-        mem_map: *const Page,
-        early: bool,
-        subsections: SubsectionMap,
-        online: bool,
-    ) {
-        debug_assert!(!subsections.is_empty());
+    /// `pfn_to_online_page`'s test: the section is online, the pfn's
+    /// subsection is valid (`pfn_section_valid`, not the early short cut: a
+    /// hole subsection of boot memory is valid but not online), and in a
+    /// section tainted by device memory the pfn is not device memory.
+    pub fn pfn_online(&self, pfn: Pfn) -> bool {
+        let Some(ms) = self.pfn_to_section(pfn) else {
+            return false;
+        };
+        if !ms.has_mem_map() || !ms.is_online() || !self.pfn_section_valid(ms, pfn) {
+            return false;
+        }
+        !ms.is_online_device() || !self.is_device(pfn)
+    }
+
+    /// Whether `pfn` is device memory (`get_dev_pagemap` finds a pgmap).
+    pub fn is_device(&self, pfn: Pfn) -> bool {
+        self.pgmap
+            .contains(&(pfn.get() >> self.geometry.pfn_subsection_shift()))
+    }
+
+    /// Sets up a boot-time section (`sparse_init_one_section`) as `plan`
+    /// describes it; early sections start online.
+    pub fn install(&mut self, nr: SectionNr, mem_map: *const Page, plan: &SectionPlan) {
+        debug_assert!(!plan.subsections.is_empty());
+        debug_assert!(VMEMMAP || plan.device.is_empty());
         let mut flags = SECTION_MARKED_PRESENT | SECTION_HAS_MEM_MAP;
-        if early {
-            flags |= SECTION_IS_EARLY;
+        if plan.early {
+            flags |= SECTION_IS_EARLY | SECTION_IS_ONLINE;
         }
-        if online {
-            flags |= SECTION_IS_ONLINE;
+        if !plan.device.is_empty() {
+            flags |= SECTION_TAINT_ZONE_DEVICE;
         }
-        let first_pfn = self.geometry.section_nr_to_pfn(nr).get();
+        let g = self.geometry;
+        let first_pfn = g.section_nr_to_pfn(nr).get();
         let ms = self.root.get_or_alloc(nr.get());
         ms.set_mem_map(mem_map, first_pfn, flags);
-        ms.usage_mut().subsection_map = subsections;
+        ms.usage_mut().subsection_map = if VMEMMAP {
+            plan.subsections
+        } else {
+            SubsectionMap::range(0, g.subsections_per_section() - 1)
+        };
+        let first_sub = first_pfn >> g.pfn_subsection_shift();
+        self.pgmap.extend(plan.device.iter().map(|i| first_sub + i));
         self.present.insert(nr);
     }
 
@@ -275,19 +325,31 @@ impl<R: SectionRoot> SectionTable<R> {
             + self.present.len() as u64 * std::mem::size_of::<crate::section::SectionUsage>() as u64
     }
 
-    /// Checks a hotplug request and splits it per section, changing nothing.
+    /// Checks a hotplug request and splits it per section, changing nothing:
+    /// ordinary memory in whole memory blocks (and everything in whole
+    /// sections without VMEMMAP, `check_pfn_span`), device memory in
+    /// subsections and only with VMEMMAP; a memory removal may not touch
+    /// device memory, a device removal only device memory.
     pub fn plan(
         &self,
         start: Pfn,
         nr_pages: u64,
         op: HotplugOp,
+        kind: MemoryKind,
     ) -> Result<Vec<SectionChange>, HotplugError> {
         let g = self.geometry;
         let sub = g.pages_per_subsection();
-        let end = g.check_subsection_range(start, nr_pages)?;
+        let end = match kind {
+            MemoryKind::Memory => g.check_memory_block_range(start, nr_pages)?,
+            MemoryKind::Device if !VMEMMAP => {
+                return Err(HotplugError::NeedsVmemmap { model: R::NAME });
+            }
+            MemoryKind::Device => g.check_subsection_range(start, nr_pages)?,
+        };
         let mut changes = Vec::new();
         for chunk in g.section_chunks(start, end) {
             let nr = chunk.nr;
+            let base = g.section_nr_to_pfn(nr);
             let bits = SubsectionMap::range(chunk.first_subsection, chunk.last_subsection);
             let current = self
                 .nr_to_section(nr)
@@ -300,11 +362,23 @@ impl<R: SectionRoot> SectionTable<R> {
                 HotplugOp::Remove => bits.and_not(&current),
             };
             if let Some(i) = conflict.iter().next() {
-                let pfn = Pfn::new(g.section_nr_to_pfn(nr).get() + i * sub);
+                let pfn = base + i * sub;
                 return Err(match op {
                     HotplugOp::Add => HotplugError::AlreadyPresent { pfn },
                     HotplugOp::Remove => HotplugError::NotPresent { pfn },
                 });
+            }
+            if op == HotplugOp::Remove {
+                let want_device = kind == MemoryKind::Device;
+                if let Some(i) = bits
+                    .iter()
+                    .find(|&i| self.is_device(base + i * sub) != want_device)
+                {
+                    return Err(HotplugError::Device {
+                        pfn: base + i * sub,
+                        is_device: !want_device,
+                    });
+                }
             }
             let whole_section = match op {
                 HotplugOp::Add => current.is_empty(),
@@ -320,31 +394,46 @@ impl<R: SectionRoot> SectionTable<R> {
     }
 
     /// Applies a planned add. `mem_map_of(nr)` gives the memmap of each
-    /// section that had none (`whole_section`); the sections start offline.
+    /// section that had none (`whole_section`); new sections start offline,
+    /// and device memory taints its sections.
     pub fn commit_add(
         &mut self,
         changes: &[SectionChange],
+        kind: MemoryKind,
         mut mem_map_of: impl FnMut(SectionNr) -> *const Page,
     ) {
+        let g = self.geometry;
         for c in changes {
+            let ms = self.root.get_or_alloc(c.nr.get());
             if c.whole_section {
-                let first_pfn = self.geometry.section_nr_to_pfn(c.nr).get();
-                let map = mem_map_of(c.nr);
-                let ms = self.root.get_or_alloc(c.nr.get());
-                ms.set_mem_map(map, first_pfn, SECTION_MARKED_PRESENT | SECTION_HAS_MEM_MAP);
+                let first_pfn = g.section_nr_to_pfn(c.nr).get();
+                ms.set_mem_map(
+                    mem_map_of(c.nr),
+                    first_pfn,
+                    SECTION_MARKED_PRESENT | SECTION_HAS_MEM_MAP,
+                );
                 ms.usage_mut().subsection_map = SubsectionMap::EMPTY;
                 self.present.insert(c.nr);
             }
-            let ms = self.root.get_or_alloc(c.nr.get());
             let usage = ms.usage_mut();
             usage.subsection_map = usage.subsection_map.or(&c.bits);
+            if kind == MemoryKind::Device {
+                ms.update_flags(SECTION_TAINT_ZONE_DEVICE, 0);
+                let first_sub = g.section_nr_to_pfn(c.nr).get() >> g.pfn_subsection_shift();
+                self.pgmap.extend(c.bits.iter().map(|i| first_sub + i));
+            }
         }
     }
 
     /// Applies a planned remove: clears the bits, and clears sections left
     /// empty (early or not, as the kernel's `section_deactivate` does).
     pub fn commit_remove(&mut self, changes: &[SectionChange]) {
+        let g = self.geometry;
         for c in changes {
+            let first_sub = g.section_nr_to_pfn(c.nr).get() >> g.pfn_subsection_shift();
+            for i in c.bits.iter() {
+                self.pgmap.remove(&(first_sub + i));
+            }
             let Some(ms) = self.root.get_mut(c.nr.get()) else {
                 continue;
             };
@@ -358,8 +447,9 @@ impl<R: SectionRoot> SectionTable<R> {
         }
     }
 
-    /// Marks every section that `[start, start + nr_pages)` touches online
-    /// or offline. Every pfn of the range must be valid.
+    /// Marks the sections of `[start, start + nr_pages)` online or offline
+    /// (`online_mem_sections` / `offline_mem_sections`): whole memory
+    /// blocks, every subsection valid, none of them device memory.
     pub fn set_online(
         &mut self,
         start: Pfn,
@@ -367,24 +457,20 @@ impl<R: SectionRoot> SectionTable<R> {
         online: bool,
     ) -> Result<(), HotplugError> {
         let g = self.geometry;
-        let end = start
-            .checked_add(nr_pages)
-            .filter(|e| nr_pages > 0 && *e <= g.max_pfn())
-            .ok_or(HotplugError::OutOfRange {
-                end: Pfn::new(start.get().saturating_add(nr_pages)),
-                max_pfn: g.max_pfn(),
-            })?;
+        let end = g.check_memory_block_range(start, nr_pages)?;
         let sub = g.pages_per_subsection();
-        for chunk in g.section_chunks(start, end) {
-            let base = g.section_nr_to_pfn(chunk.nr);
-            for i in chunk.first_subsection..=chunk.last_subsection {
-                let first = base + i * sub;
-                // The chunk's own first pfn stands for its subsection (it may
-                // start mid-subsection); validity is per subsection.
-                if !self.pfn_valid(first.max(chunk.start)) {
-                    return Err(HotplugError::NotPresent { pfn: first });
-                }
+        let mut pfn = start;
+        while pfn < end {
+            if !self.pfn_valid(pfn) {
+                return Err(HotplugError::NotPresent { pfn });
             }
+            if self.is_device(pfn) {
+                return Err(HotplugError::Device {
+                    pfn,
+                    is_device: true,
+                });
+            }
+            pfn = pfn + sub;
         }
         let first = g.pfn_to_section_nr(start).get();
         let last = g.pfn_to_section_nr(Pfn::new(end.get() - 1)).get();
@@ -407,48 +493,84 @@ mod tests {
 
     #[test]
     fn classic_refuses_la57_and_names_extreme() {
-        let e = SectionTable::<Classic>::new(Geometry::X86_64_LA57)
+        let e = SectionTable::<Classic, false>::new(Geometry::X86_64_LA57)
             .err()
             .unwrap();
         assert_eq!(
             e.to_string(),
             "a classic section table for this geometry takes 512 MiB (limit 64 MiB); use `sparse-extreme`"
         );
-        assert!(SectionTable::<Extreme>::new(Geometry::X86_64_LA57).is_ok());
+        assert!(SectionTable::<Extreme, false>::new(Geometry::X86_64_LA57).is_ok());
     }
 
     #[test]
     fn extreme_allocates_root_pages_lazily() {
-        let mut t = SectionTable::<Extreme>::new(Geometry::X86_64).unwrap();
+        let mut t = SectionTable::<Extreme, true>::new(Geometry::X86_64).unwrap();
         let before = t.table_bytes();
         assert_eq!(before, 2048 * 8, "one root pointer per 256 sections");
-        let plan = t.plan(Pfn::new(1 << 30), 512, HotplugOp::Add).unwrap();
+        let plan = t
+            .plan(Pfn::new(1 << 30), 512, HotplugOp::Add, MemoryKind::Device)
+            .unwrap();
         assert_eq!(plan.len(), 1);
         let dummy = [const { Page::new_zeroed() }; 1];
-        t.commit_add(&plan, |_| dummy.as_ptr());
+        t.commit_add(&plan, MemoryKind::Device, |_| dummy.as_ptr());
         assert!(t.table_bytes() >= before + 4096);
         assert!(t.pfn_valid(Pfn::new((1 << 30) + 511)));
         assert!(!t.pfn_valid(Pfn::new((1 << 30) + 512)));
+        assert!(t.is_device(Pfn::new(1 << 30)) && !t.pfn_online(Pfn::new(1 << 30)));
+    }
+
+    #[test]
+    fn without_vmemmap_a_present_section_is_valid_everywhere() {
+        let mut t = SectionTable::<Classic, false>::new(Geometry::X86_64).unwrap();
+        let device = t.plan(Pfn::new(1 << 30), 512, HotplugOp::Add, MemoryKind::Device);
+        assert!(matches!(
+            device,
+            Err(HotplugError::NeedsVmemmap { model: "sparse" })
+        ));
+        let sub = t.plan(Pfn::new(1 << 30), 512, HotplugOp::Add, MemoryKind::Memory);
+        assert!(matches!(sub, Err(HotplugError::Misaligned { .. })));
+        let plan = t
+            .plan(Pfn::new(1 << 30), 32768, HotplugOp::Add, MemoryKind::Memory)
+            .unwrap();
+        let dummy = [const { Page::new_zeroed() }; 1];
+        t.commit_add(&plan, MemoryKind::Memory, |_| dummy.as_ptr());
+        assert!(t.pfn_valid(Pfn::new((1 << 30) + 32767)));
+        assert!(
+            !t.pfn_online(Pfn::new(1 << 30)),
+            "hot-added memory starts offline"
+        );
+        t.set_online(Pfn::new(1 << 30), 32768, true).unwrap();
+        assert!(t.pfn_online(Pfn::new((1 << 30) + 32767)));
     }
 
     #[test]
     fn plan_refuses_bad_requests_without_changes() {
-        let t = SectionTable::<Classic>::new(Geometry::X86_64).unwrap();
+        let t = SectionTable::<Classic, true>::new(Geometry::X86_64).unwrap();
+        let plan = |start, nr, op, kind| t.plan(Pfn::new(start), nr, op, kind);
+        use MemoryKind::{Device, Memory};
         assert!(matches!(
-            t.plan(Pfn::new(1), 512, HotplugOp::Add),
+            plan(1, 512, HotplugOp::Add, Device),
             Err(HotplugError::Misaligned { .. })
         ));
         assert!(matches!(
-            t.plan(Pfn::new(0), 512, HotplugOp::Remove),
+            plan(0, 512, HotplugOp::Remove, Device),
             Err(HotplugError::NotPresent { pfn }) if pfn == Pfn::new(0)
         ));
         assert!(matches!(
-            t.plan(Pfn::new(1 << 34), 512, HotplugOp::Add),
+            plan(1 << 34, 512, HotplugOp::Add, Device),
             Err(HotplugError::OutOfRange { .. })
         ));
         assert!(matches!(
-            t.plan(Pfn::new(u64::MAX - 511), 512, HotplugOp::Add),
+            plan(u64::MAX - 511, 512, HotplugOp::Add, Device),
             Err(HotplugError::Misaligned { .. } | HotplugError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            plan(512, 32768, HotplugOp::Add, Memory),
+            Err(HotplugError::Misaligned {
+                granule: crate::Granule::MemoryBlock,
+                ..
+            })
         ));
     }
 }

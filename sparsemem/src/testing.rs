@@ -10,11 +10,13 @@
 
 use proptest::prelude::*;
 
+use crate::error::BuildError;
 use crate::geometry::{Geometry, SUBSECTION_SHIFT};
 use crate::layout::{Layout, MemRange, RangeKind};
 use crate::model::MemoryModel;
 use crate::reference::{Reference, Semantics};
-use crate::types::Pfn;
+use crate::table::MemoryKind;
+use crate::types::{NodeId, Pfn};
 
 /// Sections in a generated layout's window.
 pub const WINDOW_SECTIONS: u64 = 8;
@@ -36,10 +38,12 @@ pub fn window_start(layout: &Layout) -> Pfn {
 }
 
 /// Layouts over `geometries`: up to six ranges of every kind with edges at
-/// subsection granularity, RAM and reserved edges jittered off page
-/// boundaries, inside a window of [`WINDOW_SECTIONS`] sections.
+/// subsection granularity (hotplug ranges shrunk to whole memory blocks),
+/// RAM and reserved edges jittered off page boundaries, inside a window of
+/// [`WINDOW_SECTIONS`] sections. Device and hotplug ranges are rarer, so
+/// most layouts build on every model.
 pub fn arb_layout(geometries: &'static [Geometry]) -> impl Strategy<Value = Layout> {
-    let segment = (0u8..10, 0u16..3, 0u64..1024, 0u64..1024);
+    let segment = (0u8..12, 0u16..3, 0u64..1024, 0u64..1024);
     (
         0..geometries.len(),
         0u8..3,
@@ -69,14 +73,21 @@ pub fn arb_layout(geometries: &'static [Geometry]) -> impl Strategy<Value = Layo
                     .map(|(c, (kind, node, sj, ej))| {
                         let start = base + (c[0] << SUBSECTION_SHIFT);
                         let end = base + (c[1] << SUBSECTION_SHIFT);
+                        let block = 1u64 << g.section_size_bits();
                         match kind {
-                            0..=4 => MemRange::new(
+                            0..=5 => MemRange::new(
                                 start + sj * 1024,
                                 end - ej * 1024,
                                 RangeKind::Ram,
                                 node,
                             ),
-                            5..=7 => MemRange::new(start, end, RangeKind::Hotplug, node),
+                            6 => MemRange::new(
+                                start.next_multiple_of(block),
+                                end / block * block,
+                                RangeKind::Hotplug,
+                                node,
+                            ),
+                            7 => MemRange::new(start, end, RangeKind::Device, node),
                             _ => MemRange::new(
                                 start + sj * 1024,
                                 end - ej * 1024,
@@ -85,6 +96,7 @@ pub fn arb_layout(geometries: &'static [Geometry]) -> impl Strategy<Value = Layo
                             ),
                         }
                     })
+                    .filter(|r| r.start < r.end)
                     .collect();
                 Layout::new(g, ranges, "generated").ok()
             },
@@ -150,17 +162,45 @@ pub fn sampled_pfns(layout: &Layout, nr_random: u64) -> Vec<Pfn> {
     v
 }
 
+/// Whether a model of `semantics` can hold `layout`: FLATMEM has no
+/// hotplug or device memory, SPARSEMEM without VMEMMAP no device memory.
+pub fn can_hold(layout: &Layout, semantics: Semantics) -> bool {
+    match semantics {
+        Semantics::Flat => !layout.has(RangeKind::Hotplug) && !layout.has(RangeKind::Device),
+        Semantics::Section => !layout.has(RangeKind::Device),
+        Semantics::Vmemmap => true,
+    }
+}
+
+/// Checks a model build against [`can_hold`]: `Ok(Some(model))` when it was
+/// built and should have been, `Ok(None)` when it was refused with
+/// [`BuildError::CannotHold`] and should have been, else what went wrong.
+pub fn expect_build<M>(
+    built: Result<M, BuildError>,
+    layout: &Layout,
+    semantics: Semantics,
+) -> Result<Option<M>, String> {
+    match (built, can_hold(layout, semantics)) {
+        (Ok(model), true) => Ok(Some(model)),
+        (Err(BuildError::CannotHold { .. }), false) => Ok(None),
+        (Ok(_), false) => Err(format!(
+            "a {semantics:?} model built a layout it cannot hold: {layout:?}"
+        )),
+        (Err(e), _) => Err(format!("{semantics:?} model refused the layout: {e}")),
+    }
+}
+
 /// Compares `model` with `reference` on `pfns`: `pfn_valid`, presence of
-/// the page, `page_to_pfn(pfn_to_page(p)) == p`, and (section models)
-/// `pfn_to_online_page`. Returns the first disagreement.
+/// the page, `page_to_pfn(pfn_to_page(p)) == p`, `pfn_to_online_page`, and
+/// that device memory's descriptors say so (`is_zone_device_page`).
+/// Returns the first disagreement.
 pub fn check_model<M: MemoryModel + ?Sized>(
     model: &M,
     reference: &Reference,
     pfns: &[Pfn],
 ) -> Result<(), String> {
-    let semantics = Semantics::of_model(model.name());
     for &pfn in pfns {
-        let expect = reference.pfn_valid(semantics, pfn);
+        let expect = reference.pfn_valid(pfn);
         let got = model.pfn_valid(pfn);
         if got != expect {
             return Err(format!(
@@ -183,65 +223,68 @@ pub fn check_model<M: MemoryModel + ?Sized>(
                 ));
             }
         }
-        if semantics == Semantics::Section {
-            let online = model.pfn_to_online_page(pfn).is_some();
-            if online != reference.pfn_online(pfn) {
-                return Err(format!(
-                    "{}: online({pfn}) = {online}, reference disagrees",
-                    model.name()
-                ));
-            }
+        let online = model.pfn_to_online_page(pfn).is_some();
+        if online != reference.pfn_online(pfn) {
+            return Err(format!(
+                "{}: online({pfn}) = {online}, reference disagrees",
+                model.name()
+            ));
+        }
+        let device = model.pfn_to_page(pfn).is_some_and(|p| p.is_zone_device());
+        if device != reference.is_device(pfn) {
+            return Err(format!(
+                "{}: is_zone_device_page({pfn}) = {device}, reference disagrees",
+                model.name()
+            ));
         }
     }
     Ok(())
 }
 
-/// One hotplug request in a generated sequence.
+/// One hotplug request in a generated sequence, addressed in subsections of
+/// the window; `whole_blocks` snaps it out to whole memory blocks first, so
+/// that ordinary memory requests are often well formed.
 #[derive(Clone, Copy, Debug)]
-pub enum HotplugStep {
-    /// Hot add `nr_subsections` subsections at window subsection `at`.
-    Add {
-        /// Subsection index within the window.
-        at: u64,
-        /// Length in subsections.
-        nr_subsections: u64,
-    },
-    /// Hot remove, same addressing.
-    Remove {
-        /// Subsection index within the window.
-        at: u64,
-        /// Length in subsections.
-        nr_subsections: u64,
-    },
-    /// Online or offline, same addressing.
-    Online {
-        /// Subsection index within the window.
-        at: u64,
-        /// Length in subsections.
-        nr_subsections: u64,
-        /// Online (true) or offline.
-        online: bool,
-    },
+pub struct HotplugStep {
+    /// What the request does.
+    pub op: StepOp,
+    /// Subsection index within the window.
+    pub at: u64,
+    /// Length in subsections.
+    pub nr_subsections: u64,
+    /// Snap to whole memory blocks.
+    pub whole_blocks: bool,
+}
+
+/// The request of a [`HotplugStep`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepOp {
+    /// `hot_add` (memory) or `add_device`.
+    Add(MemoryKind),
+    /// `hot_remove` (memory) or `remove_device`.
+    Remove(MemoryKind),
+    /// `set_online(.., true)` or `(.., false)`.
+    Online(bool),
 }
 
 /// Sequences of hotplug requests inside a window (many of them invalid on
-/// purpose: overlaps, absent ranges).
+/// purpose: overlaps, absent ranges, misaligned memory, device memory where
+/// the model has no VMEMMAP).
 pub fn arb_hotplug_steps() -> impl Strategy<Value = Vec<HotplugStep>> {
-    let step = (0u8..3, 0u64..4096, 1u64..96, any::<bool>()).prop_map(|(k, at, n, on)| match k {
-        0 => HotplugStep::Add {
+    let kind = prop_oneof![Just(MemoryKind::Memory), Just(MemoryKind::Device)];
+    let op = prop_oneof![
+        kind.clone().prop_map(StepOp::Add),
+        kind.prop_map(StepOp::Remove),
+        any::<bool>().prop_map(StepOp::Online),
+    ];
+    let step = (op, 0u64..4096, 1u64..96, prop::bool::weighted(0.7)).prop_map(
+        |(op, at, nr_subsections, whole_blocks)| HotplugStep {
+            op,
             at,
-            nr_subsections: n,
+            nr_subsections,
+            whole_blocks,
         },
-        1 => HotplugStep::Remove {
-            at,
-            nr_subsections: n,
-        },
-        _ => HotplugStep::Online {
-            at,
-            nr_subsections: n,
-            online: on,
-        },
-    });
+    );
     prop::collection::vec(step, 1..12)
 }
 
@@ -255,37 +298,42 @@ pub fn apply_step<M: MemoryModel + ?Sized>(
 ) -> Result<(), String> {
     let g = layout.geometry();
     let base = window_start(layout).get();
-    let nr_window = WINDOW_SECTIONS * g.subsections_per_section();
-    let pfn_of = |at: u64| Pfn::new(base + (at % nr_window) * g.pages_per_subsection());
-    let (model_ok, reference_ok) = match step {
-        HotplugStep::Add { at, nr_subsections } => {
-            let (start, n) = (pfn_of(at), nr_subsections * g.pages_per_subsection());
+    let per_section = g.subsections_per_section();
+    let nr_window = WINDOW_SECTIONS * per_section;
+    let (mut at, mut nr) = (step.at % nr_window, step.nr_subsections);
+    if step.whole_blocks {
+        at -= at % per_section;
+        nr = nr.next_multiple_of(per_section);
+    }
+    let start = Pfn::new(base + at * g.pages_per_subsection());
+    let n = nr * g.pages_per_subsection();
+    let node = NodeId::ZERO;
+    let (model_ok, reference_ok) = match step.op {
+        StepOp::Add(MemoryKind::Memory) => {
             (model.hot_add(start, n).is_ok(), reference.hot_add(start, n))
         }
-        HotplugStep::Remove { at, nr_subsections } => {
-            let (start, n) = (pfn_of(at), nr_subsections * g.pages_per_subsection());
-            (
-                model.hot_remove(start, n).is_ok(),
-                reference.hot_remove(start, n),
-            )
-        }
-        HotplugStep::Online {
-            at,
-            nr_subsections,
-            online,
-        } => {
-            let (start, n) = (pfn_of(at), nr_subsections * g.pages_per_subsection());
-            (
-                model.set_online(start, n, online).is_ok(),
-                reference.set_online(start, n, online),
-            )
-        }
+        StepOp::Add(MemoryKind::Device) => (
+            model.add_device(start, n, node).is_ok(),
+            reference.add_device(start, n),
+        ),
+        StepOp::Remove(MemoryKind::Memory) => (
+            model.hot_remove(start, n).is_ok(),
+            reference.hot_remove(start, n),
+        ),
+        StepOp::Remove(MemoryKind::Device) => (
+            model.remove_device(start, n).is_ok(),
+            reference.remove_device(start, n),
+        ),
+        StepOp::Online(online) => (
+            model.set_online(start, n, online).is_ok(),
+            reference.set_online(start, n, online),
+        ),
     };
     if model_ok == reference_ok {
         Ok(())
     } else {
         Err(format!(
-            "{}: {step:?} accepted={model_ok}, reference accepted={reference_ok}",
+            "{}: {step:?} at pfn {start} accepted={model_ok}, reference accepted={reference_ok}",
             model.name()
         ))
     }

@@ -7,12 +7,21 @@
 
 use std::fmt;
 
-/// Largest buddy order, inclusive (the kernel's `MAX_PAGE_ORDER`): blocks of
-/// `1 << 10` pages.
-pub const MAX_PAGE_ORDER: u8 = 10;
+/// The generic `MAX_PAGE_ORDER` (inclusive): blocks of `1 << 10` pages, the
+/// default of `ARCH_FORCE_MAX_ORDER` on x86_64 and arm64 with 4 KiB pages
+/// (include/linux/mmzone.h). Each [`Geometry`](crate::Geometry) carries its
+/// own; this is the default for custom ones.
+pub const DEFAULT_MAX_PAGE_ORDER: u8 = 10;
 
-/// Number of buddy orders, exclusive bound (the kernel's `NR_PAGE_ORDERS`).
-pub const NR_PAGE_ORDERS: usize = MAX_PAGE_ORDER as usize + 1;
+/// The largest `MAX_PAGE_ORDER` a geometry may have (inclusive): ia64 with
+/// huge pages used 16 (`ARCH_FORCE_MAX_ORDER` "16" if HUGETLB_PAGE, a 1 GiB
+/// block of 16 KiB pages: one section).
+pub const MAX_PAGE_ORDER_LIMIT: u8 = 16;
+
+/// Length of per-order arrays (`free_area[]`, `nr_free[]`): the kernel's
+/// `NR_PAGE_ORDERS` for the largest geometry. A geometry uses the first
+/// `max_page_order + 1` entries.
+pub const NR_PAGE_ORDERS: usize = MAX_PAGE_ORDER_LIMIT as usize + 1;
 
 macro_rules! hex_newtype {
     ($(#[$doc:meta])* $name:ident) => {
@@ -180,23 +189,31 @@ impl fmt::Display for NodeId {
     }
 }
 
-/// A buddy order: a block of `1 << order` pages, `0 ..= MAX_PAGE_ORDER`.
+/// A buddy order: a block of `1 << order` pages, `0 ..= MAX_PAGE_ORDER_LIMIT`.
 ///
-/// Invariant: the value is at most [`MAX_PAGE_ORDER`].
+/// Invariant: the value is at most [`MAX_PAGE_ORDER_LIMIT`]. Whether an
+/// order exists on a geometry is the geometry's question
+/// ([`Geometry::max_order`](crate::Geometry::max_order)).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[repr(transparent)]
 pub struct Order(u8);
 
-/// The order given to [`Order::try_new`] is above [`MAX_PAGE_ORDER`].
+/// An order above a geometry's `MAX_PAGE_ORDER` (or above
+/// [`MAX_PAGE_ORDER_LIMIT`] for [`Order::try_new`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OrderTooLarge(pub u64);
+pub struct OrderTooLarge {
+    /// The order asked for.
+    pub order: u64,
+    /// The largest order there is.
+    pub max: u8,
+}
 
 impl fmt::Display for OrderTooLarge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "order {} is above MAX_PAGE_ORDER ({MAX_PAGE_ORDER})",
-            self.0
+            "order {} is above MAX_PAGE_ORDER ({})",
+            self.order, self.max
         )
     }
 }
@@ -206,26 +223,32 @@ impl std::error::Error for OrderTooLarge {}
 impl Order {
     /// Order 0: a single page.
     pub const ZERO: Order = Order(0);
-    /// The largest order, [`MAX_PAGE_ORDER`].
-    pub const MAX: Order = Order(MAX_PAGE_ORDER);
+    /// The largest order any geometry has, [`MAX_PAGE_ORDER_LIMIT`].
+    pub const LIMIT: Order = Order(MAX_PAGE_ORDER_LIMIT);
 
     /// Builds an order.
     ///
     /// # Panics
-    /// When `order > MAX_PAGE_ORDER`.
+    /// When `order > MAX_PAGE_ORDER_LIMIT`.
     #[inline]
     pub const fn new(order: u8) -> Order {
-        assert!(order <= MAX_PAGE_ORDER, "order above MAX_PAGE_ORDER");
+        assert!(
+            order <= MAX_PAGE_ORDER_LIMIT,
+            "order above MAX_PAGE_ORDER_LIMIT"
+        );
         Order(order)
     }
 
     /// Builds an order, or says why it cannot.
     #[inline]
     pub const fn try_new(order: u64) -> Result<Order, OrderTooLarge> {
-        if order <= MAX_PAGE_ORDER as u64 {
+        if order <= MAX_PAGE_ORDER_LIMIT as u64 {
             Ok(Order(order as u8))
         } else {
-            Err(OrderTooLarge(order))
+            Err(OrderTooLarge {
+                order,
+                max: MAX_PAGE_ORDER_LIMIT,
+            })
         }
     }
 
@@ -247,9 +270,9 @@ impl Order {
         1 << self.0
     }
 
-    /// Every order from 0 to [`MAX_PAGE_ORDER`], ascending.
-    pub fn all() -> impl DoubleEndedIterator<Item = Order> {
-        (0..=MAX_PAGE_ORDER).map(Order)
+    /// Every order from 0 to `max`, ascending.
+    pub fn up_to(max: Order) -> impl DoubleEndedIterator<Item = Order> {
+        (0..=max.0).map(Order)
     }
 }
 
@@ -271,20 +294,19 @@ mod tests {
 
     #[test]
     fn order_bounds() {
-        assert_eq!(Order::try_new(10), Ok(Order::MAX));
-        assert_eq!(Order::try_new(11), Err(OrderTooLarge(11)));
-        assert_eq!(
-            OrderTooLarge(11).to_string(),
-            "order 11 is above MAX_PAGE_ORDER (10)"
-        );
-        assert_eq!(Order::all().count(), NR_PAGE_ORDERS);
+        assert_eq!(Order::try_new(16), Ok(Order::LIMIT));
+        let e = Order::try_new(17).unwrap_err();
+        assert_eq!(e, OrderTooLarge { order: 17, max: 16 });
+        assert_eq!(e.to_string(), "order 17 is above MAX_PAGE_ORDER (16)");
+        assert_eq!(Order::up_to(Order::LIMIT).count(), NR_PAGE_ORDERS);
+        assert_eq!(Order::up_to(Order::new(10)).count(), 11);
         assert_eq!(Order::new(3).nr_pages(), 8);
     }
 
     #[test]
-    #[should_panic(expected = "order above MAX_PAGE_ORDER")]
+    #[should_panic(expected = "order above MAX_PAGE_ORDER_LIMIT")]
     fn order_new_panics() {
-        let _ = Order::new(11);
+        let _ = Order::new(17);
     }
 
     #[test]

@@ -2,30 +2,43 @@
 //! generated layouts and hotplug sequences.
 
 use proptest::prelude::*;
-use sparsemem::reference::Reference;
+use sparsemem::reference::{Reference, Semantics};
 use sparsemem::testing::{
-    SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, window_pfns,
+    SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, expect_build,
+    window_pfns,
 };
 use sparsemem::{
-    Flat, Geometry, HotplugError, Layout, MemoryModel, Pfn, SparseClassic, SparseExtreme,
+    BuildError, Flat, Geometry, HotplugError, Layout, MemoryModel, NodeId, Pfn, SparseClassic,
+    SparseExtreme,
 };
 
+/// Builds `model` (or checks it was rightly refused) and compares it with
+/// the reference of its semantics.
+fn check_one<M: MemoryModel>(
+    built: Result<M, BuildError>,
+    layout: &Layout,
+    semantics: Semantics,
+    pfns: &[Pfn],
+) -> Result<(), String> {
+    match expect_build(built, layout, semantics)? {
+        Some(model) => check_model(&model, &Reference::new(layout, semantics), pfns),
+        None => Ok(()),
+    }
+}
+
 fn check_all(layout: &Layout) -> Result<(), String> {
-    let reference = Reference::new(layout);
     let pfns = window_pfns(layout);
-    check_model(
-        &Flat::new(layout).map_err(|e| e.to_string())?,
-        &reference,
+    check_one(Flat::new(layout), layout, Semantics::Flat, &pfns)?;
+    check_one(
+        SparseClassic::new(layout),
+        layout,
+        Semantics::Section,
         &pfns,
     )?;
-    check_model(
-        &SparseClassic::new(layout).map_err(|e| e.to_string())?,
-        &reference,
-        &pfns,
-    )?;
-    check_model(
-        &SparseExtreme::new(layout).map_err(|e| e.to_string())?,
-        &reference,
+    check_one(
+        SparseExtreme::new(layout),
+        layout,
+        Semantics::Section,
         &pfns,
     )
 }
@@ -40,9 +53,9 @@ proptest! {
 
     #[test]
     fn extreme_matches_on_52bit_layouts(layout in arb_layout(&[Geometry::X86_64_LA57])) {
-        let reference = Reference::new(&layout);
-        let model = SparseExtreme::new(&layout).unwrap();
-        check_model(&model, &reference, &window_pfns(&layout)).map_err(TestCaseError::fail)?;
+        let pfns = window_pfns(&layout);
+        check_one(SparseExtreme::new(&layout), &layout, Semantics::Section, &pfns)
+            .map_err(TestCaseError::fail)?;
     }
 
     #[test]
@@ -51,9 +64,10 @@ proptest! {
         steps in arb_hotplug_steps(),
     ) {
         let pfns = window_pfns(&layout);
-        let mut classic = SparseClassic::new(&layout).unwrap();
+        let Some(mut classic) = expect_build(SparseClassic::new(&layout), &layout, Semantics::Section)
+            .map_err(TestCaseError::fail)? else { return Ok(()) };
         let mut extreme = SparseExtreme::new(&layout).unwrap();
-        let mut r1 = Reference::new(&layout);
+        let mut r1 = Reference::new(&layout, Semantics::Section);
         let mut r2 = r1.clone();
         for step in steps {
             apply_step(&mut classic, &mut r1, &layout, step).map_err(TestCaseError::fail)?;
@@ -66,17 +80,83 @@ proptest! {
 
 #[test]
 fn presets_match_the_reference() {
-    for name in ["x86-pci-hole", "zone-device", "numa-fake-64", "ia64-holes"] {
+    for name in ["x86-pci-hole", "numa-fake-64", "ia64-holes"] {
         let layout = Layout::preset(name).unwrap();
         let mut pfns = sparsemem::testing::interesting_pfns(&layout);
         pfns.extend(
             (0..200_000u64)
-                .map(|i| Pfn::new(i.wrapping_mul(0x9e37_79b9) % layout.pfn_span().1.get())),
+                .map(|i| Pfn::new(i.wrapping_mul(0x9e37_79b9) % layout.memory_span().1.get())),
         );
-        let reference = Reference::new(&layout);
+        let reference = Reference::new(&layout, Semantics::Section);
         check_model(&SparseExtreme::new(&layout).unwrap(), &reference, &pfns).unwrap();
         check_model(&SparseClassic::new(&layout).unwrap(), &reference, &pfns).unwrap();
+        let flat = Flat::new(&layout).unwrap();
+        check_model(&flat, &Reference::new(&layout, Semantics::Flat), &pfns).unwrap();
     }
+}
+
+/// Without VMEMMAP there is no subsection map: a section with any memory is
+/// valid over its whole span (`pfn_section_valid` is 1), where the vmemmap
+/// models answer per 2 MiB.
+#[test]
+fn sparse_sections_are_valid_whole() {
+    let layout = Layout::new(
+        Geometry::X86_64,
+        vec![sparsemem::MemRange::new(
+            0,
+            6 << 20,
+            sparsemem::RangeKind::Ram,
+            0,
+        )],
+        "6 MiB",
+    )
+    .unwrap();
+    for model in [
+        &SparseClassic::new(&layout).unwrap() as &dyn MemoryModel,
+        &SparseExtreme::new(&layout).unwrap(),
+    ] {
+        assert!(model.pfn_valid(Pfn::new(32767)), "{}", model.name());
+        assert!(model.pfn_to_page(Pfn::new(32767)).unwrap().is_present());
+    }
+}
+
+/// The refusals of the models without VMEMMAP, one clear line each, naming
+/// the models that can.
+#[test]
+fn device_memory_and_flat_hotplug_are_refused_with_the_models_that_can() {
+    let layout = Layout::preset("zone-device").unwrap();
+    let e = SparseExtreme::new(&layout).err().unwrap().to_string();
+    assert_eq!(
+        e,
+        "`sparse-extreme` cannot hold the range 0x200000000..0x200600000: device memory (ZONE_DEVICE) needs SPARSEMEM_VMEMMAP; models that can: vmemmap-table, vmemmap-probe, vmemmap-uffd, vmemmap-uffd-sigbus"
+    );
+    let e = Flat::new(&layout).err().unwrap().to_string();
+    assert!(
+        e.starts_with("`flat` cannot hold the range 0x180000000..0x188000000: FLATMEM has no memory hotplug; models that can: sparse, sparse-extreme, vmemmap-table"),
+        "{e}"
+    );
+    let boot = Layout::preset("x86-pci-hole").unwrap();
+    let mut sparse = SparseClassic::new(&boot).unwrap();
+    let far = Pfn::new((40u64 << 30) >> 12);
+    let e = sparse.add_device(far, 512, NodeId::ZERO).unwrap_err();
+    assert!(matches!(e, HotplugError::NeedsVmemmap { model: "sparse" }));
+    assert!(
+        e.to_string()
+            .contains("models that can hold it: vmemmap-table"),
+        "{e}"
+    );
+    let e = sparse.hot_add(far, 512).unwrap_err();
+    assert!(
+        e.to_string().contains("not aligned to a memory block (one section) (32768 pages); only device memory (ZONE_DEVICE, models vmemmap-table"),
+        "{e}"
+    );
+    assert!(!sparse.pfn_valid(far), "refusals change nothing");
+    let mut flat = Flat::new(&boot).unwrap();
+    let e = flat.hot_add(far, 32768).unwrap_err().to_string();
+    assert!(
+        e.starts_with("FLATMEM has no memory hotplug; models that can: sparse"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -103,72 +183,65 @@ fn sparse_52bit_builds_in_extreme_and_is_refused_by_classic_and_flat() {
     assert!(e.contains("memmap needs"), "{e}");
 }
 
-/// Hot add makes exactly the added subsections valid, hot remove takes them
-/// away and gives the memmap back, and online/offline never changes
-/// `pfn_valid`.
+/// Hot add of a memory block makes the whole block valid and offline, hot
+/// remove takes it away and gives the memmap back, and online/offline never
+/// changes `pfn_valid`.
 #[test]
 fn hotplug_add_remove_online_offline() {
-    let layout = Layout::preset("zone-device").unwrap();
+    let layout = Layout::preset("x86-pci-hole").unwrap();
     let g = *layout.geometry();
     let mut model = SparseExtreme::new(&layout).unwrap();
-    let base = (12u64 << 30) >> 12; // 12 GiB: an absent section
-    let sub = g.pages_per_subsection();
+    let base = (40u64 << 30) >> 12; // 40 GiB: an absent section
+    let block = g.memory_block_pages();
     assert!(!model.pfn_valid(Pfn::new(base)));
     let before = model.memmap_bytes();
-    model.hot_add(Pfn::new(base + 2 * sub), 3 * sub).unwrap();
-    assert!(!model.pfn_valid(Pfn::new(base + 2 * sub - 1)));
-    assert!(model.pfn_valid(Pfn::new(base + 2 * sub)));
-    assert!(model.pfn_valid(Pfn::new(base + 5 * sub - 1)));
-    assert!(!model.pfn_valid(Pfn::new(base + 5 * sub)));
+    model.hot_add(Pfn::new(base), 2 * block).unwrap();
+    assert!(!model.pfn_valid(Pfn::new(base - 1)));
+    assert!(model.pfn_valid(Pfn::new(base)));
+    assert!(model.pfn_valid(Pfn::new(base + 2 * block - 1)));
+    assert!(!model.pfn_valid(Pfn::new(base + 2 * block)));
     assert!(model.memmap_bytes().resident > before.resident);
     // Hot-added memory is offline until onlined; online state is separate.
-    assert!(model.pfn_to_online_page(Pfn::new(base + 2 * sub)).is_none());
-    model
-        .set_online(Pfn::new(base + 2 * sub), 3 * sub, true)
-        .unwrap();
-    assert!(model.pfn_to_online_page(Pfn::new(base + 2 * sub)).is_some());
-    model
-        .set_online(Pfn::new(base + 2 * sub), sub, false)
-        .unwrap();
-    assert!(model.pfn_to_online_page(Pfn::new(base + 2 * sub)).is_none());
+    assert!(model.pfn_to_online_page(Pfn::new(base)).is_none());
+    model.set_online(Pfn::new(base), 2 * block, true).unwrap();
+    assert!(model.pfn_to_online_page(Pfn::new(base + block)).is_some());
+    model.set_online(Pfn::new(base), block, false).unwrap();
+    assert!(model.pfn_to_online_page(Pfn::new(base)).is_none());
     assert!(
-        model.pfn_valid(Pfn::new(base + 2 * sub)),
+        model.pfn_valid(Pfn::new(base)),
         "offline never changes pfn_valid"
     );
-    // Overlapping add, removal of absent memory and onlining a hole are refused.
+    // Overlapping add, removal of absent memory, onlining a hole and a
+    // piece of a block are refused.
     assert!(matches!(
-        model.hot_add(Pfn::new(base + 4 * sub), 2 * sub),
+        model.hot_add(Pfn::new(base + block), 2 * block),
         Err(HotplugError::AlreadyPresent { .. })
     ));
     assert!(matches!(
-        model.hot_remove(Pfn::new(base), 3 * sub),
+        model.hot_remove(Pfn::new(base + 2 * block), block),
         Err(HotplugError::NotPresent { .. })
     ));
     assert!(matches!(
-        model.set_online(Pfn::new(base), sub, true),
+        model.set_online(Pfn::new(base + 2 * block), block, true),
         Err(HotplugError::NotPresent { .. })
     ));
+    assert!(matches!(
+        model.set_online(Pfn::new(base), 512, true),
+        Err(HotplugError::Misaligned { .. })
+    ));
     assert!(
-        model.pfn_valid(Pfn::new(base + 4 * sub)),
+        model.pfn_valid(Pfn::new(base + block)),
         "refused requests change nothing"
     );
-    // Partial then full removal.
-    model.hot_remove(Pfn::new(base + 3 * sub), sub).unwrap();
-    assert!(!model.pfn_valid(Pfn::new(base + 3 * sub)));
-    assert!(model.pfn_valid(Pfn::new(base + 2 * sub)));
-    model.hot_remove(Pfn::new(base + 2 * sub), sub).unwrap();
-    model.hot_remove(Pfn::new(base + 4 * sub), sub).unwrap();
-    assert!(!model.pfn_valid(Pfn::new(base + 4 * sub)));
+    model.hot_remove(Pfn::new(base + block), block).unwrap();
+    assert!(!model.pfn_valid(Pfn::new(base + block)));
+    assert!(model.pfn_valid(Pfn::new(base)));
+    model.hot_remove(Pfn::new(base), block).unwrap();
     assert_eq!(
         model.memmap_bytes().resident,
         before.resident,
         "memmap went back to the kernel"
     );
-    let mut flat = Flat::new(&layout).unwrap();
-    assert!(matches!(
-        flat.hot_add(Pfn::new(base), sub),
-        Err(HotplugError::Unsupported(_))
-    ));
 }
 
 #[test]
@@ -176,6 +249,7 @@ fn model_constructors_report_memmap_bytes() {
     let layout = Layout::preset("x86-pci-hole").unwrap();
     let flat = Flat::new(&layout).unwrap().memmap_bytes();
     let sparse = SparseClassic::new(&layout).unwrap().memmap_bytes();
+    // 32 GiB is a whole number of max-order blocks: no rounding.
     let extreme = SparseExtreme::new(&layout).unwrap().memmap_bytes();
     assert_eq!(flat.reserved, 32 << 24, "32 GiB span, 64 B per 4 KiB page");
     assert_eq!(sparse.reserved, 31 * (2 << 20) * 8, "31 GiB of sections");

@@ -2,21 +2,32 @@
 //! section boundary, the pfns carried in errors, absent entries beside
 //! present ones in the same root page, and the present-section index.
 
-use sparsemem::table::{Classic, Extreme, HotplugOp, SectionRoot, SectionTable};
+use sparsemem::table::{Classic, Extreme, HotplugOp, MemoryKind, SectionRoot, SectionTable};
 use sparsemem::{Geometry, HotplugError, Page, Pfn, SectionNr};
 
 const G: Geometry = Geometry::X86_64;
 const SECTION: u64 = 1 << 15; // pages per 128 MiB section
 const SUB: u64 = 512; // pages per 2 MiB subsection
 
-/// A table with `[start, start + nr)` hot-added (offline) over a dummy
-/// memmap: the table never dereferences it.
-fn with_added<R: SectionRoot>(ranges: &[(u64, u64)]) -> SectionTable<R> {
+/// The kind a range is added as: whole sections are memory blocks, other
+/// ranges device memory.
+fn kind_of(start: u64, nr: u64) -> MemoryKind {
+    if start.is_multiple_of(SECTION) && nr.is_multiple_of(SECTION) {
+        MemoryKind::Memory
+    } else {
+        MemoryKind::Device
+    }
+}
+
+/// A VMEMMAP table with `[start, start + nr)` hot-added (offline) over a
+/// dummy memmap: the table never dereferences it.
+fn with_added<R: SectionRoot>(ranges: &[(u64, u64)]) -> SectionTable<R, true> {
     static DUMMY: [Page; 1] = [const { Page::new_zeroed() }];
-    let mut t = SectionTable::<R>::new(G).unwrap();
+    let mut t = SectionTable::<R, true>::new(G).unwrap();
     for &(start, nr) in ranges {
-        let plan = t.plan(Pfn::new(start), nr, HotplugOp::Add).unwrap();
-        t.commit_add(&plan, |_| DUMMY.as_ptr());
+        let kind = kind_of(start, nr);
+        let plan = t.plan(Pfn::new(start), nr, HotplugOp::Add, kind).unwrap();
+        t.commit_add(&plan, kind, |_| DUMMY.as_ptr());
     }
     t
 }
@@ -36,7 +47,7 @@ trait TableView {
     fn present(&self) -> (usize, Vec<SectionNr>);
 }
 
-impl<R: SectionRoot> TableView for SectionTable<R> {
+impl<R: SectionRoot> TableView for SectionTable<R, true> {
     fn valid(&self, pfn: u64) -> bool {
         self.pfn_valid(Pfn::new(pfn))
     }
@@ -47,11 +58,13 @@ impl<R: SectionRoot> TableView for SectionTable<R> {
         SectionTable::set_online(self, Pfn::new(start), nr, online)
     }
     fn plan_add(&self, start: u64, nr: u64) -> Result<usize, HotplugError> {
-        self.plan(Pfn::new(start), nr, HotplugOp::Add)
+        self.plan(Pfn::new(start), nr, HotplugOp::Add, kind_of(start, nr))
             .map(|p| p.len())
     }
     fn remove(&mut self, start: u64, nr: u64) {
-        let plan = self.plan(Pfn::new(start), nr, HotplugOp::Remove).unwrap();
+        let plan = self
+            .plan(Pfn::new(start), nr, HotplugOp::Remove, kind_of(start, nr))
+            .unwrap();
         self.commit_remove(&plan);
     }
     fn present(&self) -> (usize, Vec<SectionNr>) {
@@ -86,22 +99,26 @@ fn onlining_a_range_that_ends_on_a_section_boundary_leaves_the_next_section_alon
 #[test]
 fn errors_carry_the_first_offending_subsection() {
     both(|make| {
-        // Section 1 holds subsections 0..4 and 8; 4..8 is a hole.
+        // Section 1 holds device subsections 0..4 and 8; 4..8 is a hole.
         let mut t = make(&[(SECTION, 4 * SUB), (SECTION + 8 * SUB, SUB)]);
+        let e = t.set_online(SECTION, SECTION, true).unwrap_err();
+        assert!(
+            matches!(e, HotplugError::Device { pfn, is_device: true } if pfn == Pfn::new(SECTION)),
+            "device memory is never onlined: {e}"
+        );
+        assert!(!t.online(SECTION), "a refused online changes nothing");
+        let e = t.set_online(3 * SECTION, SECTION, true).unwrap_err();
         assert_eq!(
-            t.set_online(SECTION, 9 * SUB, true)
-                .unwrap_err()
-                .to_string(),
+            e.to_string(),
             HotplugError::NotPresent {
-                pfn: Pfn::new(SECTION + 4 * SUB)
+                pfn: Pfn::new(3 * SECTION)
             }
             .to_string()
         );
-        assert!(!t.online(SECTION), "a refused online changes nothing");
-        let e = t.set_online(SECTION + 4 * SUB + 7, 10, true).unwrap_err();
+        let e = t.set_online(SECTION + 7, SECTION, true).unwrap_err();
         assert!(
-            matches!(e, HotplugError::NotPresent { pfn } if pfn == Pfn::new(SECTION + 4 * SUB)),
-            "an unaligned start reports its subsection: {e}"
+            matches!(e, HotplugError::Misaligned { start, .. } if start == Pfn::new(SECTION + 7)),
+            "online comes in memory blocks: {e}"
         );
         let e = t.plan_add(SECTION + 2 * SUB, 4 * SUB).unwrap_err();
         assert!(
@@ -113,14 +130,14 @@ fn errors_carry_the_first_offending_subsection() {
             1,
             "the hole can be added"
         );
-        let e = t.set_online(0, SUB, true).unwrap_err();
+        let e = t.plan_add(SECTION, SECTION).unwrap_err();
         assert!(
-            matches!(e, HotplugError::NotPresent { pfn } if pfn == Pfn::new(0)),
-            "{e}"
+            matches!(e, HotplugError::AlreadyPresent { pfn } if pfn == Pfn::new(SECTION)),
+            "a memory block over device memory: {e}"
         );
         let e = t.set_online(SECTION, 0, true).unwrap_err();
         assert!(
-            matches!(e, HotplugError::OutOfRange { .. }),
+            matches!(e, HotplugError::Misaligned { .. }),
             "an empty range: {e}"
         );
     });
@@ -143,6 +160,7 @@ fn an_absent_section_beside_a_present_one_is_invalid() {
 fn the_present_index_follows_adds_and_removes() {
     both(|make| {
         let mut t = make(&[(3 * SECTION, SUB), (0, SUB), (SECTION, 2 * SECTION)]);
+        // Sections 1 and 2 were one request: memory goes away per block.
         let nrs = |v: &[u64]| v.iter().map(|&n| SectionNr::new(n)).collect::<Vec<_>>();
         assert_eq!(t.present(), (4, nrs(&[0, 1, 2, 3])), "ascending, each once");
         t.remove(SECTION, SECTION);

@@ -21,10 +21,10 @@
 
 use std::io;
 
-use sparsemem::table::{Extreme, HotplugOp, SectionChange, SectionTable};
+use sparsemem::table::{Extreme, HotplugOp, MemoryKind, SectionChange, SectionTable};
 use sparsemem::{
-    BuildError, Geometry, HotplugError, Layout, MemmapBytes, MemoryModel, PAGE_STRUCT_SIZE, Page,
-    PageFlag, Pfn, SectionNr,
+    BuildError, Geometry, HotplugError, Layout, MemmapBytes, MemoryModel, NodeId, PAGE_STRUCT_SIZE,
+    Page, PageFlag, Pfn, RangeKind, SectionNr,
 };
 
 use crate::reserve::{HoleStyle, Reservation, thp_available};
@@ -82,7 +82,7 @@ pub(crate) const PRESENT_BYTE_MASK: u8 = 1 << PageFlag::Present as u8;
 ///   by the section table; every populated host page contains only such
 ///   descriptors and zeroed ones.
 pub struct Vmemmap<D: Detector> {
-    table: SectionTable<Extreme>,
+    table: SectionTable<Extreme, true>,
     base: *const Page,
     max_pfn: u64,
     detector: D,
@@ -98,7 +98,8 @@ unsafe impl<D: Detector> Sync for Vmemmap<D> {}
 
 impl<D: Detector> Vmemmap<D> {
     /// Reserves the memmap of the whole physical space and populates the
-    /// layout's memory (boot and hotplug ranges online).
+    /// layout's memory: boot memory online, hot-added memory offline,
+    /// device memory (ZONE_DEVICE) never online.
     pub fn new(layout: &Layout) -> Result<Self, BuildError> {
         Self::with_options(layout, VmemmapOptions::default())
     }
@@ -153,15 +154,16 @@ impl<D: Detector> Vmemmap<D> {
                 }
             }
             let mem_map = model.base.wrapping_add(first as usize);
-            model
-                .table
-                .install(nr, mem_map, sp.early, sp.subsections, true);
+            model.table.install(nr, mem_map, sp);
+        }
+        for (r, first, end) in layout.ranges_of(RangeKind::Device) {
+            model.init_device(first.get(), end.get() - first.get(), Layout::node_id(r));
         }
         Ok(model)
     }
 
     /// The section table.
-    pub fn table(&self) -> &SectionTable<Extreme> {
+    pub fn table(&self) -> &SectionTable<Extreme, true> {
         &self.table
     }
 
@@ -210,6 +212,59 @@ impl<D: Detector> Vmemmap<D> {
             unsafe { (*self.base.add(pfn as usize)).init_reserved(pfn >> shift) };
         }
         Ok(())
+    }
+
+    /// Initialises populated descriptors `[first, first + nr)` as device
+    /// memory of `node` (`memmap_init_zone_device`).
+    fn init_device(&mut self, first: u64, nr: u64, node: NodeId) {
+        let shift = self.table.geometry().pfn_section_shift();
+        for pfn in first..first + nr {
+            // SAFETY: (1) the descriptor was populated with its subsection;
+            // (2) the model owns it and `&mut self` excludes any allocator
+            // use, so initialising it is the owner's write.
+            unsafe { (*self.base.add(pfn as usize)).init_device(pfn >> shift, node.get()) };
+        }
+    }
+
+    /// Populates and installs the subsections of planned additions.
+    fn add(&mut self, changes: &[SectionChange], kind: MemoryKind) -> Result<(), HotplugError> {
+        let g = *self.table.geometry();
+        let new_subsections: u64 = changes.iter().map(|c| u64::from(c.bits.count())).sum();
+        sparsemem::memmap::check_memmap_budget(
+            new_subsections * g.pages_per_subsection() * PAGE_STRUCT_SIZE,
+        )
+        .map_err(HotplugError::TooLarge)?;
+        for c in changes {
+            let first = g.section_nr_to_pfn(c.nr).get();
+            for i in c.bits.iter() {
+                self.populate_pfns(
+                    first + i * g.pages_per_subsection(),
+                    g.pages_per_subsection(),
+                )
+                .map_err(HotplugError::Memmap)?;
+            }
+        }
+        let base = self.base;
+        self.table.commit_add(changes, kind, |nr: SectionNr| {
+            base.wrapping_add(g.section_nr_to_pfn(nr).get() as usize)
+        });
+        Ok(())
+    }
+
+    /// Retires the memmap of planned removals.
+    fn remove(&mut self, changes: &[SectionChange]) -> Result<(), HotplugError> {
+        let ranges: Vec<(u64, u64)> = changes
+            .iter()
+            .flat_map(|c| {
+                let was_early = self
+                    .table
+                    .nr_to_section(c.nr)
+                    .is_some_and(|ms| ms.is_early());
+                self.retired_ranges(c, was_early)
+            })
+            .collect();
+        self.table.commit_remove(changes);
+        self.retire(&ranges).map_err(HotplugError::Memmap)
     }
 
     /// Whether any pfn of `[first, first + nr)` is valid by the table.
@@ -337,44 +392,33 @@ unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
     }
 
     fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
-        let g = *self.table.geometry();
-        let changes = self.table.plan(start, nr_pages, HotplugOp::Add)?;
-        let new_subsections: u64 = changes.iter().map(|c| u64::from(c.bits.count())).sum();
-        sparsemem::memmap::check_memmap_budget(
-            new_subsections * g.pages_per_subsection() * PAGE_STRUCT_SIZE,
-        )
-        .map_err(HotplugError::TooLarge)?;
-        for c in &changes {
-            let first = g.section_nr_to_pfn(c.nr).get();
-            for i in c.bits.iter() {
-                self.populate_pfns(
-                    first + i * g.pages_per_subsection(),
-                    g.pages_per_subsection(),
-                )
-                .map_err(HotplugError::Memmap)?;
-            }
-        }
-        let base = self.base;
-        self.table.commit_add(&changes, |nr: SectionNr| {
-            base.wrapping_add(g.section_nr_to_pfn(nr).get() as usize)
-        });
-        Ok(())
+        let changes = self
+            .table
+            .plan(start, nr_pages, HotplugOp::Add, MemoryKind::Memory)?;
+        self.add(&changes, MemoryKind::Memory)
     }
 
     fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
-        let changes = self.table.plan(start, nr_pages, HotplugOp::Remove)?;
-        let ranges: Vec<(u64, u64)> = changes
-            .iter()
-            .flat_map(|c| {
-                let was_early = self
-                    .table
-                    .nr_to_section(c.nr)
-                    .is_some_and(|ms| ms.is_early());
-                self.retired_ranges(c, was_early)
-            })
-            .collect();
-        self.table.commit_remove(&changes);
-        self.retire(&ranges).map_err(HotplugError::Memmap)
+        let changes = self
+            .table
+            .plan(start, nr_pages, HotplugOp::Remove, MemoryKind::Memory)?;
+        self.remove(&changes)
+    }
+
+    fn add_device(&mut self, start: Pfn, nr_pages: u64, node: NodeId) -> Result<(), HotplugError> {
+        let changes = self
+            .table
+            .plan(start, nr_pages, HotplugOp::Add, MemoryKind::Device)?;
+        self.add(&changes, MemoryKind::Device)?;
+        self.init_device(start.get(), nr_pages, node);
+        Ok(())
+    }
+
+    fn remove_device(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
+        let changes = self
+            .table
+            .plan(start, nr_pages, HotplugOp::Remove, MemoryKind::Device)?;
+        self.remove(&changes)
     }
 
     fn set_online(&mut self, start: Pfn, nr_pages: u64, online: bool) -> Result<(), HotplugError> {

@@ -2,7 +2,7 @@
 //! run over every vmemmap detector.
 
 use proptest::prelude::*;
-use sparsemem::reference::Reference;
+use sparsemem::reference::{Reference, Semantics};
 use sparsemem::testing::{
     SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, sampled_pfns,
 };
@@ -11,7 +11,11 @@ use vmemmap::{Detector, Vmemmap, VmemmapProbe, VmemmapTable};
 
 fn check<D: Detector>(layout: &Layout) -> Result<(), String> {
     let model = Vmemmap::<D>::new(layout).map_err(|e| e.to_string())?;
-    check_model(&model, &Reference::new(layout), &sampled_pfns(layout, 4096))
+    check_model(
+        &model,
+        &Reference::new(layout, Semantics::Vmemmap),
+        &sampled_pfns(layout, 4096),
+    )
 }
 
 fn check_hotplug<D: Detector>(
@@ -19,7 +23,7 @@ fn check_hotplug<D: Detector>(
     steps: &[sparsemem::testing::HotplugStep],
 ) -> Result<(), String> {
     let mut model = Vmemmap::<D>::new(layout).map_err(|e| e.to_string())?;
-    let mut reference = Reference::new(layout);
+    let mut reference = Reference::new(layout, Semantics::Vmemmap);
     let pfns = sampled_pfns(layout, 1024);
     for &step in steps {
         apply_step(&mut model, &mut reference, layout, step)?;
@@ -71,9 +75,9 @@ fn presets_match_the_reference() -> Result<(), String> {
     for name in ["x86-pci-hole", "zone-device", "ia64-holes", "numa-fake-64"] {
         let layout = Layout::preset(name).unwrap();
         let mut pfns = sparsemem::testing::interesting_pfns(&layout);
-        let span = layout.pfn_span().1.get() + 4096;
+        let span = layout.memory_span().1.get() + 4096;
         pfns.extend((0..100_000u64).map(|i| Pfn::new(i.wrapping_mul(0x9e37_79b9) % span)));
-        let reference = Reference::new(&layout);
+        let reference = Reference::new(&layout, Semantics::Vmemmap);
         check_model(&VmemmapTable::new(&layout).unwrap(), &reference, &pfns)?;
         check_model(&VmemmapProbe::new(&layout).unwrap(), &reference, &pfns)?;
     }

@@ -13,7 +13,7 @@ fn count(dir: &str) -> usize {
 fn uffd_holes_become_loads_drop_joins_and_sigbus_agrees() {
     let layout = Layout::preset("ia64-holes").unwrap();
     let table = VmemmapTable::new(&layout).unwrap();
-    let span = layout.pfn_span().1.get() + 65536;
+    let span = layout.memory_span().1.get() + 65536;
     let pfns: Vec<Pfn> = (0..50_000u64)
         .map(|i| Pfn::new(i.wrapping_mul(0x9e37_79b9_7f4a) % span))
         .collect();

@@ -5,7 +5,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
-use sparsemem::{Geometry, Layout, MemRange, MemoryModel, Pfn, RangeKind};
+use sparsemem::{Geometry, HotplugError, Layout, MemRange, MemoryModel, NodeId, Pfn, RangeKind};
 use vmemmap::{VmemmapOptions, VmemmapProbe, VmemmapTable, fixup};
 
 #[test]
@@ -34,20 +34,41 @@ fn hot_add_then_remove_probes_and_gives_memory_back() {
         let base = (64u64 << 30) >> 12;
         let before = model.memmap_bytes().resident;
         assert!(!model.pfn_valid(Pfn::new(base)));
-        model.hot_add(Pfn::new(base), 32768 * 2).unwrap();
+        // Device memory comes and goes per subsection.
+        model
+            .add_device(Pfn::new(base), 32768 * 2, NodeId::ZERO)
+            .unwrap();
         assert!(model.pfn_valid(Pfn::new(base)) && model.pfn_valid(Pfn::new(base + 65535)));
+        assert!(model.pfn_to_page(Pfn::new(base)).unwrap().is_zone_device());
+        assert!(model.pfn_to_online_page(Pfn::new(base)).is_none());
         let added = model.memmap_bytes().resident;
         assert!(
             added >= before + (4 << 20),
             "thp={thp}: {before} -> {added}"
         );
-        model.hot_remove(Pfn::new(base + 512), 512).unwrap();
+        assert!(matches!(
+            model.hot_remove(Pfn::new(base), 32768),
+            Err(HotplugError::Device {
+                is_device: true,
+                ..
+            })
+        ));
+        model.remove_device(Pfn::new(base + 512), 512).unwrap();
         assert!(!model.pfn_valid(Pfn::new(base + 512)) && model.pfn_valid(Pfn::new(base + 1024)));
-        model.hot_remove(Pfn::new(base), 512).unwrap();
+        model.remove_device(Pfn::new(base), 512).unwrap();
         model
-            .hot_remove(Pfn::new(base + 1024), 65536 - 1024)
+            .remove_device(Pfn::new(base + 1024), 65536 - 1024)
             .unwrap();
         assert!(!model.pfn_valid(Pfn::new(base + 1024)));
+        // Ordinary memory comes and goes per memory block.
+        model.hot_add(Pfn::new(base), 32768).unwrap();
+        assert!(model.pfn_valid(Pfn::new(base + 32767)));
+        assert!(!model.pfn_to_page(Pfn::new(base)).unwrap().is_zone_device());
+        assert!(matches!(
+            model.hot_remove(Pfn::new(base), 512),
+            Err(HotplugError::Misaligned { .. })
+        ));
+        model.hot_remove(Pfn::new(base), 32768).unwrap();
         let after = model.memmap_bytes().resident;
         assert!(
             after <= before + (64 << 10),
@@ -64,7 +85,7 @@ fn sub_page_memmap_holes_are_exact_on_arm64_64k() {
         Geometry::ARM64_64K,
         vec![
             MemRange::new(0, 1 << 30, RangeKind::Ram, 0),
-            MemRange::new(4 << 30, (4 << 30) + (2 << 20), RangeKind::Hotplug, 0),
+            MemRange::new(4 << 30, (4 << 30) + (2 << 20), RangeKind::Device, 0),
         ],
         "test",
     )
@@ -192,11 +213,13 @@ fn removing_subsections_that_share_a_host_page_in_one_call() {
     let mut model = VmemmapProbe::new(&layout).unwrap();
     let base = (8u64 << 30) >> 16;
     let before = model.memmap_bytes().resident;
-    model.hot_add(Pfn::new(base), 64).unwrap();
+    model.add_device(Pfn::new(base), 64, NodeId::ZERO).unwrap();
     assert!(model.pfn_valid(Pfn::new(base + 63)));
-    model.hot_remove(Pfn::new(base), 64).unwrap();
+    model.remove_device(Pfn::new(base), 64).unwrap();
     assert!(!model.pfn_valid(Pfn::new(base)) && !model.pfn_valid(Pfn::new(base + 33)));
     assert_eq!(model.memmap_bytes().resident, before);
-    model.hot_add(Pfn::new(base + 32), 32).unwrap();
+    model
+        .add_device(Pfn::new(base + 32), 32, NodeId::ZERO)
+        .unwrap();
     assert!(model.pfn_valid(Pfn::new(base + 32)) && !model.pfn_valid(Pfn::new(base + 31)));
 }

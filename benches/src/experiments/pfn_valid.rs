@@ -81,7 +81,7 @@ impl ModelVisitor for Visitor {
         for i in (1..mix.len()).rev() {
             mix.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
         }
-        let first = layout.pfn_span().0;
+        let first = layout.memory_span().0;
         let lookups = |set: &[Pfn]| {
             measure(plan.trials, || {
                 std::hint::black_box(count_valid(&model, set));

@@ -9,8 +9,13 @@
 //! and the problem.
 //!
 //! Page rounding follows the kernel: RAM ranges are rounded inward to whole
-//! pages (as e820 RAM is), hotplug ranges must be 2 MiB aligned, and reserved
-//! ranges only matter for display (they never make a pfn valid).
+//! pages (as e820 RAM is), and reserved ranges only matter for display (they
+//! never make a pfn valid). What may be added where follows the kernel too:
+//! hot-added memory (`hotplug`) comes in whole memory blocks
+//! (`check_hotplug_memory_range`; a block is one section here, see
+//! [`Geometry::memory_block_pages`]), and only device memory (`device`,
+//! ZONE_DEVICE) comes in 2 MiB subsections — which only the vmemmap models
+//! can hold.
 
 mod file;
 mod host;
@@ -40,8 +45,13 @@ pub use crate::types::MAX_NUMNODES;
 pub enum RangeKind {
     /// Boot memory (e820 "System RAM").
     Ram,
-    /// Memory added after boot (DIMM hotplug, ZONE_DEVICE); 2 MiB aligned.
+    /// Memory hot-added after boot (`add_memory`), in whole memory blocks;
+    /// present but offline until onlined.
     Hotplug,
+    /// Device memory (ZONE_DEVICE: pmem, `devm_memremap_pages`), 2 MiB
+    /// aligned: it has a memmap and valid pfns, is never online and never
+    /// in the buddy. Only the vmemmap models can hold it.
+    Device,
     /// Firmware-reserved or device memory: never valid on its own.
     Reserved,
 }
@@ -51,6 +61,7 @@ impl fmt::Display for RangeKind {
         f.write_str(match self {
             RangeKind::Ram => "ram",
             RangeKind::Hotplug => "hotplug",
+            RangeKind::Device => "device",
             RangeKind::Reserved => "reserved",
         })
     }
@@ -81,7 +92,7 @@ impl MemRange {
     }
 
     /// Whole pages of the range as `[first, end)` pfns, or `None` when it
-    /// holds no whole page. RAM and hotplug round inward; reserved outward.
+    /// holds no whole page. Memory rounds inward; reserved outward.
     pub fn pfns(&self, g: &Geometry) -> Option<(Pfn, Pfn)> {
         let ps = g.page_size();
         let (first, end) = match self.kind {
@@ -134,7 +145,7 @@ pub enum LayoutError {
         /// First byte in both.
         at: PhysAddr,
     },
-    /// No range holds a whole page of RAM or hotplug memory.
+    /// No range holds a whole page of RAM.
     NoMemory,
     /// The host's memory map could not be read.
     Host(String),
@@ -161,10 +172,7 @@ impl fmt::Display for LayoutError {
             LayoutError::Overlap { first, second, at } => {
                 write!(f, "range[{first}] and range[{second}] overlap at {at}")
             }
-            LayoutError::NoMemory => write!(
-                f,
-                "the layout has no ram or hotplug range of at least one page"
-            ),
+            LayoutError::NoMemory => write!(f, "the layout has no ram range of at least one page"),
             LayoutError::Host(why) => write!(f, "cannot read the host memory map: {why}"),
             LayoutError::UnknownPreset(name) => write!(
                 f,
@@ -227,13 +235,16 @@ impl fmt::Display for LayoutSpec {
 }
 
 /// What the boot-time memmap of one section looks like, derived from a
-/// layout: whether it is early and which subsections are present.
+/// layout: whether it is early (so online) and which subsections are
+/// present.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SectionPlan {
-    /// At least one whole RAM page lies in it.
+    /// At least one whole RAM page lies in it: boot memory, online.
     pub early: bool,
-    /// Subsections holding RAM pages or hotplug memory.
+    /// Subsections holding RAM pages, hotplug or device memory.
     pub subsections: SubsectionMap,
+    /// Of those, the subsections of device memory.
+    pub device: SubsectionMap,
 }
 
 /// A validated physical memory layout.
@@ -241,8 +252,9 @@ pub struct SectionPlan {
 /// Invariants:
 /// - ranges are sorted by start and do not overlap;
 /// - every range has `start < end <= 2^MAX_PHYSMEM_BITS` and a node below
-///   [`MAX_NUMNODES`]; hotplug ranges are 2 MiB aligned;
-/// - at least one RAM or hotplug range holds a whole page.
+///   [`MAX_NUMNODES`]; hotplug ranges are memory-block aligned, device
+///   ranges 2 MiB aligned;
+/// - at least one RAM range holds a whole page.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     geometry: Geometry,
@@ -259,7 +271,11 @@ impl Layout {
         source: impl Into<String>,
     ) -> Result<Layout, LayoutError> {
         let max = geometry.max_phys_addr().get();
-        let align = 1u64 << SUBSECTION_SHIFT;
+        let sub_bytes = 1u64 << SUBSECTION_SHIFT;
+        let block_bytes = geometry.memory_block_pages() << geometry.page_shift();
+        let misaligned = |r: &MemRange, align: u64| {
+            !r.start.get().is_multiple_of(align) || !r.end.get().is_multiple_of(align)
+        };
         for (index, r) in ranges.iter().enumerate() {
             let problem = if r.start >= r.end {
                 Some(format!("start {} is not below end {}", r.start, r.end))
@@ -270,11 +286,16 @@ impl Layout {
                     max,
                     geometry.name()
                 ))
-            } else if r.kind == RangeKind::Hotplug
-                && (r.start.get() % align != 0 || r.end.get() % align != 0)
-            {
+            } else if r.kind == RangeKind::Hotplug && misaligned(r, block_bytes) {
                 Some(format!(
-                    "hotplug range {}..{} is not aligned to 2 MiB",
+                    "hotplug range {}..{} is not aligned to a {} MiB memory block (one section): hot-added memory comes in whole blocks; use kind = \"device\" for ZONE_DEVICE memory at 2 MiB granularity",
+                    r.start,
+                    r.end,
+                    block_bytes >> 20
+                ))
+            } else if r.kind == RangeKind::Device && misaligned(r, sub_bytes) {
+                Some(format!(
+                    "device range {}..{} is not aligned to a 2 MiB subsection",
                     r.start, r.end
                 ))
             } else if r.node >= MAX_NUMNODES {
@@ -307,7 +328,7 @@ impl Layout {
             ranges: sorted,
             source: source.into(),
         };
-        if layout.memory_ranges().next().is_none() {
+        if layout.ram_ranges().next().is_none() {
             return Err(LayoutError::NoMemory);
         }
         Ok(layout)
@@ -373,8 +394,8 @@ impl Layout {
         &self.source
     }
 
-    /// RAM and hotplug ranges that hold at least one whole page, with their
-    /// pfns.
+    /// Ranges with a memmap (RAM, hotplug and device) that hold at least one
+    /// whole page, with their pfns.
     pub fn memory_ranges(&self) -> impl Iterator<Item = (&MemRange, Pfn, Pfn)> + '_ {
         self.ranges
             .iter()
@@ -382,15 +403,38 @@ impl Layout {
             .filter_map(|r| r.pfns(&self.geometry).map(|(a, b)| (r, a, b)))
     }
 
-    /// FLATMEM's span: the first pfn of any RAM or hotplug range and the end
-    /// pfn of the last one.
+    /// The [`Layout::memory_ranges`] of one kind.
+    pub fn ranges_of(&self, kind: RangeKind) -> impl Iterator<Item = (&MemRange, Pfn, Pfn)> + '_ {
+        self.memory_ranges().filter(move |(r, _, _)| r.kind == kind)
+    }
+
+    /// Boot memory: the RAM ranges with at least one whole page.
+    pub fn ram_ranges(&self) -> impl Iterator<Item = (&MemRange, Pfn, Pfn)> + '_ {
+        self.ranges_of(RangeKind::Ram)
+    }
+
+    /// Whether the layout has a range of `kind` holding a whole page.
+    pub fn has(&self, kind: RangeKind) -> bool {
+        self.ranges_of(kind).next().is_some()
+    }
+
+    /// The span of boot memory: the first RAM pfn and one past the last
+    /// (a FLATMEM node's `node_start_pfn` and `node_end_pfn`).
     pub fn pfn_span(&self) -> (Pfn, Pfn) {
-        let mut iter = self.memory_ranges().map(|(_, a, b)| (a, b));
-        let first = iter.next().expect("a Layout has memory (invariant)");
+        let mut iter = self.ram_ranges().map(|(_, a, b)| (a, b));
+        let first = iter.next().unwrap_or_default();
         iter.fold(first, |(lo, hi), (a, b)| (lo.min(a), hi.max(b)))
     }
 
-    /// Whole pages of RAM plus hotplug memory.
+    /// The span of every range with a memmap (RAM, hotplug, device): the
+    /// first pfn and one past the last.
+    pub fn memory_span(&self) -> (Pfn, Pfn) {
+        let mut iter = self.memory_ranges().map(|(_, a, b)| (a, b));
+        let first = iter.next().unwrap_or_default();
+        iter.fold(first, |(lo, hi), (a, b)| (lo.min(a), hi.max(b)))
+    }
+
+    /// Whole pages of RAM, hotplug and device memory.
     pub fn present_pages(&self) -> u64 {
         self.memory_ranges()
             .map(|(_, a, b)| b.get() - a.get())
@@ -398,7 +442,7 @@ impl Layout {
     }
 
     /// Boot-time plan of every present section: early sections (with a whole
-    /// RAM page) and the subsections holding RAM or hotplug memory.
+    /// RAM page) and the subsections holding RAM, hotplug or device memory.
     pub fn section_plan(&self) -> BTreeMap<SectionNr, SectionPlan> {
         let g = self.geometry;
         let mut plan: BTreeMap<SectionNr, SectionPlan> = BTreeMap::new();
@@ -408,9 +452,13 @@ impl Layout {
                 let entry = plan.entry(chunk.nr).or_insert(SectionPlan {
                     early: false,
                     subsections: SubsectionMap::EMPTY,
+                    device: SubsectionMap::EMPTY,
                 });
                 entry.early |= r.kind == RangeKind::Ram;
                 entry.subsections = entry.subsections.or(&bits);
+                if r.kind == RangeKind::Device {
+                    entry.device = entry.device.or(&bits);
+                }
             }
         }
         plan
@@ -426,10 +474,11 @@ impl Layout {
             .map_or(NodeId::ZERO, |(r, _, _)| Self::node_id(r))
     }
 
-    /// The distinct node ids with memory, ascending.
+    /// The distinct node ids with RAM or hotplug memory, ascending.
     pub fn nodes(&self) -> Vec<NodeId> {
         let mut nodes: Vec<NodeId> = self
             .memory_ranges()
+            .filter(|(r, _, _)| r.kind != RangeKind::Device)
             .map(|(r, _, _)| Self::node_id(r))
             .collect();
         nodes.sort_unstable();
@@ -437,15 +486,19 @@ impl Layout {
         nodes
     }
 
-    /// The first node with memory (node 0 for a layout without memory): where
-    /// a single-node experiment runs its CPU.
+    /// The lowest node with boot memory: where a single-node experiment runs
+    /// its CPU (hot-added memory starts offline, so its nodes may have no
+    /// zone yet).
     pub fn first_node(&self) -> NodeId {
-        self.nodes().first().copied().unwrap_or(NodeId::ZERO)
+        self.ram_ranges()
+            .map(|(r, _, _)| Self::node_id(r))
+            .min()
+            .unwrap_or(NodeId::ZERO)
     }
 
     /// A range's node as a [`NodeId`]: [`Layout::new`] refused any range
     /// whose node is not below `MAX_NUMNODES`.
-    fn node_id(r: &MemRange) -> NodeId {
+    pub fn node_id(r: &MemRange) -> NodeId {
         NodeId::try_new(u64::from(r.node)).unwrap_or(NodeId::ZERO)
     }
 }

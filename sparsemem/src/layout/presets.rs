@@ -19,7 +19,7 @@ pub const PRESET_NAMES: [&str; 5] = [
 ];
 
 pub(super) fn build(name: &str) -> Result<Layout, LayoutError> {
-    use RangeKind::{Hotplug, Ram, Reserved};
+    use RangeKind::{Device, Hotplug, Ram, Reserved};
     let (geometry, ranges) = match name {
         // The classic PC: RAM below the 32-bit PCI hole and above 4 GiB.
         "x86-pci-hole" => (
@@ -50,17 +50,20 @@ pub(super) fn build(name: &str) -> Result<Layout, LayoutError> {
                 })
                 .collect(),
         ),
-        // Boot RAM plus device memory hot-added in 2 MiB-aligned pieces that
-        // leave sub-section holes inside sections (ZONE_DEVICE / pmem).
+        // Boot RAM, one hot-added memory block (offline until onlined), and
+        // device memory (ZONE_DEVICE / pmem) in 2 MiB-aligned pieces that
+        // leave sub-section holes inside sections. Only the vmemmap models
+        // can hold it.
         "zone-device" => (
             Geometry::X86_64,
             vec![
                 MemRange::new(0, 2 * GIB, Ram, 0),
                 MemRange::new(4 * GIB, 6 * GIB, Ram, 0),
-                MemRange::new(8 * GIB, 8 * GIB + 6 * MIB, Hotplug, 0),
-                MemRange::new(8 * GIB + 10 * MIB, 8 * GIB + 64 * MIB, Hotplug, 0),
-                MemRange::new(8 * GIB + 160 * MIB, 8 * GIB + 224 * MIB, Hotplug, 0),
-                MemRange::new(9 * GIB + 2 * MIB, 9 * GIB + 4 * MIB, Hotplug, 1),
+                MemRange::new(6 * GIB, 6 * GIB + 128 * MIB, Hotplug, 0),
+                MemRange::new(8 * GIB, 8 * GIB + 6 * MIB, Device, 0),
+                MemRange::new(8 * GIB + 10 * MIB, 8 * GIB + 64 * MIB, Device, 0),
+                MemRange::new(8 * GIB + 160 * MIB, 8 * GIB + 224 * MIB, Device, 0),
+                MemRange::new(9 * GIB + 2 * MIB, 9 * GIB + 4 * MIB, Device, 1),
             ],
         ),
         // 5-level paging: a few GiB of RAM spread over the whole 4 PiB span.

@@ -26,7 +26,12 @@ fn parses_the_documented_format() {
     assert_eq!(l.geometry(), &Geometry::X86_64);
     assert_eq!(l.ranges().len(), 2);
     assert_eq!(l.ranges()[1].node, 1);
-    assert_eq!(l.pfn_span(), (Pfn::new(0x100), Pfn::new(0x140000)));
+    assert_eq!(
+        l.pfn_span(),
+        (Pfn::new(0x100), Pfn::new(0xc0000)),
+        "boot memory"
+    );
+    assert_eq!(l.memory_span(), (Pfn::new(0x100), Pfn::new(0x140000)));
     assert_eq!(
         l.nodes(),
         vec![crate::NodeId::new(0), crate::NodeId::new(1)]
@@ -43,8 +48,33 @@ fn custom_geometry_table_is_validated() {
             .section_size_bits(),
         28
     );
-    let bad = ok.replace("28", "20");
-    assert!(err(&bad).starts_with("impossible geometry: a MAX_PAGE_ORDER block"));
+    let bad = ok.replace("28", "21");
+    assert!(
+        err(&bad).starts_with("impossible geometry: a MAX_PAGE_ORDER block"),
+        "{}",
+        err(&bad)
+    );
+    let orders = ok.replace(
+        "max_physmem_bits = 40 }",
+        "max_physmem_bits = 40, max_page_order = 16, pageblock_order = 12, zone_dma_bytes = 0, zone_dma32_bytes = 0x40000000 }",
+    );
+    let g = *Layout::from_toml(&orders).unwrap().geometry();
+    assert_eq!((g.max_order().get(), g.pageblock_order().get()), (16, 12));
+    assert_eq!(
+        g.zone_limits(),
+        crate::ZoneLimits {
+            dma: None,
+            dma32: Some(1 << 30)
+        }
+    );
+    assert!(
+        err(&orders.replace("16,", "17,")).contains("MAX_PAGE_ORDER 17 is above 16"),
+        "{}",
+        err(&orders.replace("16,", "17,"))
+    );
+    assert!(err(&orders.replace("0x40000000", "0x40000001")).contains("page-aligned"));
+    let default_orders = Layout::from_toml(ok).unwrap();
+    assert_eq!(default_orders.geometry().max_order().get(), 10);
     assert_eq!(
         err("geometry = \"pdp11\"\n"),
         "unknown geometry `pdp11` (known: x86_64, x86_64-la57, arm64-4k, arm64-64k, ia64)"
@@ -74,7 +104,13 @@ fn every_range_error_names_the_range() {
         err(&one(
             "start = 0x3000000\nend = 0x3100000\nkind = \"hotplug\"\n"
         )),
-        "range[1]: hotplug range 0x3000000..0x3100000 is not aligned to 2 MiB"
+        "range[1]: hotplug range 0x3000000..0x3100000 is not aligned to a 128 MiB memory block (one section): hot-added memory comes in whole blocks; use kind = \"device\" for ZONE_DEVICE memory at 2 MiB granularity"
+    );
+    assert_eq!(
+        err(&one(
+            "start = 0x3000000\nend = 0x3100000\nkind = \"device\"\n"
+        )),
+        "range[1]: device range 0x3000000..0x3100000 is not aligned to a 2 MiB subsection"
     );
     assert_eq!(
         err(&one(
@@ -113,13 +149,10 @@ fn every_range_error_names_the_range() {
 fn top_level_errors() {
     assert!(err("speed = 3\n").starts_with("line 1: unknown field `speed`"));
     assert!(err("[[range]\n").starts_with("line 1:"));
-    assert_eq!(
-        err(""),
-        "the layout has no ram or hotplug range of at least one page"
-    );
+    assert_eq!(err(""), "the layout has no ram range of at least one page");
     assert_eq!(
         err("[[range]]\nstart = 0x100\nend = 0x200\nkind = \"ram\"\n"),
-        "the layout has no ram or hotplug range of at least one page"
+        "the layout has no ram range of at least one page"
     );
     let missing = Layout::from_toml_file(std::path::Path::new("/nonexistent/layout.toml"));
     assert!(
@@ -170,11 +203,18 @@ fn presets_build_and_have_their_shape() {
     let plan = zd.section_plan();
     assert!(
         plan.values()
-            .any(|p| !p.early && p.subsections.count() < 64),
-        "sub-section holes"
+            .any(|p| !p.early && p.subsections.count() < 64 && p.device == p.subsections),
+        "sub-section holes of device memory"
     );
+    assert!(zd.has(RangeKind::Device) && zd.has(RangeKind::Hotplug));
     let s52 = Layout::preset("sparse-52bit").unwrap();
     assert_eq!(s52.pfn_span().1, Geometry::X86_64_LA57.max_pfn());
+    let only_device = Layout::new(
+        Geometry::X86_64,
+        vec![MemRange::new(0, 2 << 20, RangeKind::Device, 0)],
+        "device only",
+    );
+    assert_eq!(only_device, Err(LayoutError::NoMemory), "boot needs RAM");
 }
 
 #[test]
@@ -187,6 +227,10 @@ fn section_plan_marks_early_and_subsections() {
         s64.subsections.iter().collect::<Vec<_>>(),
         [0, 1, 2].into_iter().chain(5..32).collect::<Vec<_>>()
     );
+    assert_eq!(s64.device, s64.subsections);
+    let hotplug = plan[&SectionNr::new(48)];
+    assert!(!hotplug.early && hotplug.device.is_empty());
+    assert_eq!(hotplug.subsections.count(), 64, "a whole memory block");
     assert!(plan[&SectionNr::new(0)].early);
     assert_eq!(plan[&SectionNr::new(0)].subsections.count(), 64);
 }
