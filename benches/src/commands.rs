@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::io::{BufRead, Write};
 
-use sparsemem::{Layout, LayoutSpec, MemoryModel, Pfn, RangeKind};
+use sparsemem::{Layout, LayoutSpec, MemoryModel, Pfn};
 
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
 use crate::{CliError, human_bytes};
@@ -86,12 +86,16 @@ pub fn layout_report(layout: &Layout) -> String {
     }
     let plan = layout.section_plan();
     let early = plan.values().filter(|p| p.early).count();
-    let partial: Vec<_> = plan.iter().filter(|(_, p)| !p.early).collect();
-    let subsections: u32 = partial.iter().map(|(_, p)| p.subsections.count()).sum();
+    let device: Vec<_> = plan.values().filter(|p| !p.device.is_empty()).collect();
+    let device_subsections: u32 = device.iter().map(|p| p.device.count()).sum();
+    let hotplug = plan
+        .values()
+        .filter(|p| !p.early && p.device.is_empty())
+        .count();
     let (lo, hi) = layout.pfn_span();
     let _ = writeln!(
         out,
-        "\npresent pages: {} ({}), span {}..{} ({} pages)",
+        "\npresent pages: {} ({}), boot memory span {}..{} ({} pages)",
         layout.present_pages(),
         human_bytes(layout.present_pages() * g.page_size()),
         lo,
@@ -100,23 +104,19 @@ pub fn layout_report(layout: &Layout) -> String {
     );
     let _ = writeln!(
         out,
-        "sections present: {} of {} ({} early, {} hotplug-only with {} of {} subsections)",
+        "sections present: {} of {}: {} early (boot memory, online), {} of hot-added memory blocks (offline), {} with device memory ({} subsections; never online)",
         plan.len(),
         g.nr_mem_sections(),
         early,
-        partial.len(),
-        subsections,
-        partial.len() as u64 * g.subsections_per_section()
+        hotplug,
+        device.len(),
+        device_subsections,
     );
-    let hotplug = layout
-        .ranges()
-        .iter()
-        .filter(|r| r.kind == RangeKind::Hotplug)
-        .count();
+    let nodes: Vec<u16> = layout.nodes().iter().map(|n| n.get()).collect();
     let _ = writeln!(
         out,
-        "hotplug ranges: {hotplug}; nodes: {:?}",
-        layout.nodes()
+        "memory block: {} (one section); nodes with memory: {nodes:?}",
+        human_bytes(g.memory_block_pages() * g.page_size()),
     );
     let _ = writeln!(
         out,
@@ -303,10 +303,12 @@ mod tests {
         let report = layout_report(&Layout::preset("zone-device").unwrap());
         for needle in [
             "geometry: x86_64",
-            "hotplug-only",
-            "flat",
+            "1 of hot-added memory blocks (offline), 3 with device memory (63 subsections",
+            "MAX_PAGE_ORDER 10, pageblock_order 9",
+            "memory block: 128.0 MiB",
+            "`flat` cannot hold the range 0x180000000..0x188000000",
             "sparse-extreme",
-            "subsections",
+            "vmemmap-probe               1.0 TiB",
         ] {
             assert!(report.contains(needle), "{needle} missing in\n{report}");
         }

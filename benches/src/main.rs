@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pfnlab::commands::{PfnSource, layout_report, load_layout, query};
+use pfnlab::experiments::kernel_fixup::measure_kernel_fixup;
 use pfnlab::machine::Machine;
 use pfnlab::models::ModelKind;
 use pfnlab::report::{JsonOut, Report};
@@ -76,15 +77,19 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             let (results, refused) = compare::run(&layout, plan, &bar);
+            bar.set_message("kernel fault fixup");
+            let fixup = measure_kernel_fixup(plan)?;
             bar.finish_and_clear();
             compare::check_finite(&results)?;
-            print!("{}", compare::table(&results, &refused));
+            print!("{}", compare::table(&results, &refused, Some(&fixup)));
             if let Some(out) = out {
+                let mut rows = compare::rows(&results);
+                rows.extend(fixup.rows());
                 out.write(&Report {
                     experiment: "compare".into(),
                     machine,
                     layout: layout.source().into(),
-                    results: compare::rows(&results),
+                    results: rows,
                 })?;
             }
             Ok(())

@@ -291,6 +291,25 @@ pub fn flags_iteration<M: MemoryModel, V: Variant>(
     n
 }
 
+/// `n` `write()`s of one byte to a pipe, from mapped memory or (with
+/// `faulting`) from a `PROT_NONE` page, so that the kernel faults in
+/// `copy_from_user` and fixes the fault up through its exception table;
+/// returns `n`.
+pub fn kernel_fixup_writes(
+    probe: &mut vmemmap::kernel_fixup::KernelFixupProbe,
+    faulting: bool,
+    n: u64,
+) -> std::io::Result<u64> {
+    for _ in 0..n {
+        if faulting {
+            probe.write_faulting()?;
+        } else {
+            probe.write_mapped()?;
+        }
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

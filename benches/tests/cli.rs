@@ -147,10 +147,20 @@ fn default_run_quick_prints_the_table_and_writes_json() {
     let rows = check_schema(&json, "compare");
     let models: std::collections::BTreeSet<&str> =
         rows.iter().map(|r| r["model"].as_str().unwrap()).collect();
-    assert!(models.len() >= 5, "{models:?}");
+    assert!(models.len() >= 6, "five models and the kernel: {models:?}");
     assert!(
         rows.iter()
+            .filter(|r| r["model"] != "kernel")
             .all(|r| r["memmap_resident_bytes"].as_u64().is_some())
+    );
+    let fixup = rows
+        .iter()
+        .find(|r| r["variant"] == "kernel-fixup-faulting-write")
+        .expect("the kernel's fault fixup is measured");
+    positive(&fixup["fixup_cycles"].clone(), "fixup_cycles");
+    assert!(
+        text.contains("Kernel exception-table fixup on this host"),
+        "{text}"
     );
 }
 
@@ -187,6 +197,11 @@ fn every_experiment_runs_in_quick_mode() {
             "bulk" => assert_eq!(rows.len(), 1 + 2 * 9),
             "flags" => assert_eq!(rows.len(), 6),
             "lock" => assert!(rows.iter().all(|r| r["small_p99_ns"].as_f64().is_some())),
+            "pfn-valid" => assert!(
+                rows.iter()
+                    .any(|r| r["variant"] == "kernel-fixup-faulting-write"),
+                "the kernel's fixup beside the probe"
+            ),
             "cpuset" => assert!(
                 rows.iter()
                     .any(|r| r["check_share"].as_f64().unwrap() > 0.0)

@@ -435,3 +435,37 @@ fn max_order_follows_the_geometry() {
         alloc.free_pages(p, Order::new(max)).unwrap();
     }
 }
+
+/// With FLATMEM's mem_map rounded to max-order blocks, the buddy without
+/// the hole check accepts boot memory that does not start or end on a
+/// max-order boundary (it reads the rounded edges' reserved descriptors).
+#[test]
+fn flatmem_needs_no_hole_check_on_unaligned_memory() {
+    use sparsemem::{Flat, MemRange, RangeKind};
+    let layout = Layout::new(
+        sparsemem::Geometry::X86_64,
+        vec![
+            MemRange::new(0x1000, 0x9fc00, RangeKind::Ram, 0),
+            MemRange::new(0x100000, (64 << 20) - 0x3000, RangeKind::Ram, 0),
+        ],
+        "PC-like",
+    )
+    .unwrap();
+    let alloc = Allocator::<_, buddy::Kernel>::new(
+        Flat::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .unwrap();
+    let free = alloc.free_pages_total();
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let mut taken = Vec::new();
+    while let Ok(p) = cpu.alloc(Gfp::KERNEL) {
+        taken.push(p);
+    }
+    for p in taken {
+        cpu.free(p).unwrap();
+    }
+    drop(cpu);
+    assert_eq!(alloc.free_pages_total(), free, "everything merged back");
+}

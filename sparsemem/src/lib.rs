@@ -10,20 +10,24 @@
 //!
 //! - [`Flat`] (FLATMEM): one array over the whole span; `pfn_valid` is a
 //!   range check; holes cost memmap.
-//! - [`Sparse`] (SPARSEMEM): a section table, classic ([`SparseClassic`]) or
-//!   two-level EXTREME ([`SparseExtreme`]), with a memmap per present
-//!   section and a 2 MiB subsection bitmap.
+//! - [`Sparse`] (SPARSEMEM without VMEMMAP): a section table, classic
+//!   ([`SparseClassic`]) or two-level EXTREME ([`SparseExtreme`]), with a
+//!   memmap per present section; whole sections, as the kernel has it.
 //!
 //! The `vmemmap` crate adds the virtually mapped memmap on the same trait.
 //!
 //! ## Validity semantics (every model implements exactly this)
 //! - A pfn at or beyond `2^(MAX_PHYSMEM_BITS - PAGE_SHIFT)` is invalid.
-//! - Section-based models: a section is *early* when at least one whole page
-//!   of a RAM range lies in it; every pfn of an early section is valid. In
-//!   any other section a pfn is valid when its 2 MiB subsection intersects a
-//!   hotplug range. Reserved ranges never make a pfn valid.
-//! - FLATMEM: valid exactly when `lowest <= pfn < highest`, the first pfn of
-//!   any RAM or hotplug range and the end pfn of the last one.
+//! - FLATMEM: valid on the boot-memory span rounded out to max-order
+//!   blocks (`alloc_node_mem_map`). No hotplug, no device memory.
+//! - SPARSEMEM without VMEMMAP: valid on every present section, whole
+//!   (`pfn_section_valid` is 1). Memory comes and goes in memory blocks (one
+//!   section); device memory is refused.
+//! - VMEMMAP (the `vmemmap` crate): a section is *early* when at least one
+//!   whole page of a RAM range lies in it; every pfn of an early section is
+//!   valid. In any other section a pfn is valid when its 2 MiB subsection
+//!   holds hot-added or device memory.
+//! - Reserved ranges never make a pfn valid.
 //!
 //! [`reference::Reference`] is a plain implementation of these rules used by
 //! the differential tests.

@@ -280,3 +280,35 @@ fn absurd_layouts_are_refused_quickly() {
     assert!(Flat::new(&layout).is_err());
     assert!(t.elapsed().as_secs() < 2, "{:?}", t.elapsed());
 }
+
+/// FLATMEM's mem_map is rounded out to max-order blocks as
+/// `alloc_node_mem_map` does: every block holding memory has all its
+/// descriptors, and the array starts at `ARCH_PFN_OFFSET`.
+#[test]
+fn flat_rounds_its_mem_map_to_max_order_blocks() {
+    for g in [Geometry::X86_64, Geometry::ARM64_64K] {
+        let page = g.page_size();
+        let block = g.max_order_nr_pages();
+        let layout = Layout::new(
+            g,
+            vec![sparsemem::MemRange::new(
+                (block + 3) * page,
+                (5 * block - 7) * page,
+                sparsemem::RangeKind::Ram,
+                0,
+            )],
+            "unaligned",
+        )
+        .unwrap();
+        let flat = Flat::new(&layout).unwrap();
+        assert_eq!(flat.pfn_offset(), Pfn::new(block), "{}", g.name());
+        assert_eq!(flat.max_mapnr(), 4 * block);
+        assert!(flat.pfn_valid(Pfn::new(block)) && flat.pfn_valid(Pfn::new(5 * block - 1)));
+        assert!(!flat.pfn_valid(Pfn::new(block - 1)) && !flat.pfn_valid(Pfn::new(5 * block)));
+        assert!(
+            flat.pfn_to_page(Pfn::new(block))
+                .unwrap()
+                .test(sparsemem::PageFlag::Reserved)
+        );
+    }
+}

@@ -35,6 +35,9 @@
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 pub mod fixup;
+// A PROT_NONE page's address handed to write(2), to time the kernel's fixup.
+#[allow(unsafe_code)]
+pub mod kernel_fixup;
 // The memmap is raw memory in a reservation: pointers to descriptors.
 #[allow(unsafe_code)]
 mod model;

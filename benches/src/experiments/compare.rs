@@ -13,6 +13,7 @@ use vmemmap::VmemmapOptions;
 
 use buddy::{AllocError, Allocator, Kernel, KernelHoleCheck, Options, Variant};
 
+use super::kernel_fixup::KernelFixup;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
 use crate::report::{Row, fmt_ns};
 use crate::timing::{Measurement, Plan, measure};
@@ -172,7 +173,11 @@ fn cell(m: &Measurement) -> String {
 }
 
 /// The table, the notes on refused models, and a short reading.
-pub fn table(results: &[ModelResult], refused: &[(ModelKind, String)]) -> String {
+pub fn table(
+    results: &[ModelResult],
+    refused: &[(ModelKind, String)],
+    fixup: Option<&KernelFixup>,
+) -> String {
     let mut out = String::from(
         "median ns per op (TSC cycles)\n\
          model                 pfn_valid valid   pfn_valid hole     pfn_to_page+flags  alloc+free (no check)  alloc+free (hole check)  memmap reserved  memmap resident\n",
@@ -198,6 +203,17 @@ pub fn table(results: &[ModelResult], refused: &[(ModelKind, String)]) -> String
     }
     out += "\n";
     out += &reading(results);
+    if let Some(fixup) = fixup {
+        out += "\n";
+        out += &fixup.text();
+        if let Some(probe) = results.iter().find(|r| r.kind == ModelKind::VmemmapProbe) {
+            out += &format!(
+                "vmemmap-probe pays a user-space signal round trip per hole instead ({} ns): {:.1}x the kernel's fixup.\n",
+                fmt_ns(probe.hole.ns_per_op.median),
+                probe.hole.ns_per_op.median / fixup.fixup_ns().max(1.0)
+            );
+        }
+    }
     out
 }
 
@@ -235,7 +251,7 @@ pub fn reading(results: &[ModelResult]) -> String {
     );
     if let Some(probe) = results.iter().find(|r| r.kind == ModelKind::VmemmapProbe) {
         s += &format!(
-            " A hole costs vmemmap-probe {} ns (a caught fault) against {} ns for a valid pfn; {} keeps the smallest resident memmap ({}).",
+            " A hole costs vmemmap-probe {} ns (a fault caught by a user-space signal handler) against {} ns for a valid pfn; {} keeps the smallest resident memmap ({}).",
             fmt_ns(probe.hole.ns_per_op.median),
             fmt_ns(probe.valid.ns_per_op.median),
             smallest.kind.name(),

@@ -6,6 +6,7 @@ pub mod bulk;
 pub mod compare;
 pub mod cpuset;
 pub mod flags;
+pub mod kernel_fixup;
 mod lock;
 mod peers;
 mod pfn_valid;
