@@ -1,14 +1,15 @@
-//! `peers`: the three workloads on pfnlab's allocator and on
-//! buddy_system_allocator's FrameAllocator.
+//! `peers`: the three workloads on pfnlab's allocator, on the floor (the
+//! minimal buddy) and on buddy_system_allocator's FrameAllocator, all over
+//! the same layout (the peers over its RAM in whole max-order blocks).
 
 mod common;
-
-use std::hint::black_box;
 
 use buddy::{Allocator, Kernel, Options};
 use buddy_system_allocator::FrameAllocator;
 use criterion::{Criterion, criterion_group, criterion_main};
-use pfnlab::workloads::{bursts, pcp_pairs, zone_pairs};
+use pfnlab::experiments::peers::whole_blocks;
+use pfnlab::floor::FloorBuddy;
+use pfnlab::workloads::{Frames, bursts, frame_bursts, frame_pairs, pcp_pairs, zone_pairs};
 use sparsemem::{Layout, NodeId};
 use vmemmap::VmemmapTable;
 
@@ -30,33 +31,37 @@ fn peers(c: &mut Criterion) {
     g.bench_function("pfnlab/burst-128", |b| {
         b.iter(|| bursts(&mut cpu, 1, 128, &mut held))
     });
-    let mut fa = FrameAllocator::<11>::new();
-    fa.add_frame(0, 1 << 20);
-    g.bench_function("buddy_system_allocator/split-merge-pair", |b| {
-        b.iter(|| {
-            let f = fa.alloc(1).unwrap();
-            fa.dealloc(black_box(f), 1);
-        })
-    });
-    let _pin = fa.alloc(1);
-    g.bench_function("buddy_system_allocator/hot-pair", |b| {
-        b.iter(|| {
-            let f = fa.alloc(1).unwrap();
-            fa.dealloc(black_box(f), 1);
-        })
-    });
-    let mut frames = Vec::with_capacity(128);
-    g.bench_function("buddy_system_allocator/burst-128", |b| {
-        b.iter(|| {
-            for _ in 0..128 {
-                frames.push(fa.alloc(1).unwrap());
-            }
-            for f in frames.drain(..) {
-                fa.dealloc(f, 1);
-            }
-        })
+    let blocks = whole_blocks(&layout).unwrap();
+    peer(&mut g, "floor", || FloorBuddy::new(&blocks).unwrap());
+    peer(&mut g, "buddy_system_allocator", || {
+        let mut fa = FrameAllocator::<11>::new();
+        for (_, first, end) in blocks.ram_ranges() {
+            fa.add_frame(first.get() as usize, end.get() as usize);
+        }
+        fa
     });
     g.finish();
+}
+
+/// The three workloads on one peer, as `bench peers` runs them.
+fn peer<F: Frames>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    mut make: impl FnMut() -> F,
+) {
+    let mut fresh = make();
+    g.bench_function(format!("{name}/split-merge-pair"), |b| {
+        b.iter(|| frame_pairs(&mut fresh, 1))
+    });
+    let mut pinned = make();
+    let _pin = pinned.alloc_frame();
+    g.bench_function(format!("{name}/hot-pair"), |b| {
+        b.iter(|| frame_pairs(&mut pinned, 1))
+    });
+    let mut held = Vec::with_capacity(128);
+    g.bench_function(format!("{name}/burst-128"), |b| {
+        b.iter(|| frame_bursts(&mut fresh, 1, 128, &mut held))
+    });
 }
 
 criterion_group!(benches, peers);

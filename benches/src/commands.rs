@@ -123,8 +123,8 @@ pub fn layout_report(layout: &Layout) -> String {
         "\n{:<22} {:>12} {:>12} {:>12} {:>12}",
         "memmap by model", "reserved", "resident", "in THP", "tables"
     );
-    for &kind in ModelKind::ALL {
-        let line = match with_model(kind, layout, MemmapVisitor) {
+    for (kind, bytes) in memmap_by_model(layout) {
+        let line = match bytes {
             Ok(b) => format!(
                 "{:<22} {:>12} {:>12} {:>12} {:>12}",
                 kind.name(),
@@ -138,6 +138,19 @@ pub fn layout_report(layout: &Layout) -> String {
         let _ = writeln!(out, "{line}");
     }
     out
+}
+
+/// Each model's memmap bytes on `layout`, or why it could not be built.
+pub fn memmap_by_model(
+    layout: &Layout,
+) -> Vec<(ModelKind, Result<sparsemem::MemmapBytes, String>)> {
+    ModelKind::ALL
+        .iter()
+        .map(|&kind| {
+            let bytes = with_model(kind, layout, MemmapVisitor).map_err(|e| e.to_string());
+            (kind, bytes)
+        })
+        .collect()
 }
 
 struct MemmapVisitor;

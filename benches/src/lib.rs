@@ -8,10 +8,12 @@
 
 pub mod commands;
 pub mod experiments;
+pub mod floor;
 /// The default comparison (`pfnlab` with no command).
 pub use experiments::compare;
 pub mod machine;
 pub mod models;
+pub mod picture;
 pub mod report;
 // The TSC intrinsics (`rdtsc`, `lfence`, `rdtscp`).
 #[allow(unsafe_code)]

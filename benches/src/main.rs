@@ -6,10 +6,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use pfnlab::commands::{PfnSource, layout_report, load_layout, query};
+use pfnlab::commands::{PfnSource, layout_report, load_layout, memmap_by_model, query};
 use pfnlab::experiments::kernel_fixup::measure_kernel_fixup;
 use pfnlab::machine::Machine;
 use pfnlab::models::ModelKind;
+use pfnlab::picture::layout_svg;
 use pfnlab::report::{JsonOut, Report};
 use pfnlab::timing::Plan;
 use pfnlab::{CliError, compare, experiments};
@@ -38,7 +39,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Print a layout: ranges, sections, subsections, memmap bytes per model.
-    Layout,
+    Layout {
+        /// Also draw the layout as an SVG picture into this file.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
     /// Answer pfn_valid for pfns given as arguments or on stdin (one a line).
     Query {
         /// The memory model.
@@ -94,9 +99,15 @@ fn run(cli: Cli) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Some(Command::Layout) => {
+        Some(Command::Layout { svg }) => {
             let layout = load_layout(cli.layout.as_deref())?;
             print!("{}", layout_report(&layout));
+            if let Some(path) = svg {
+                let picture = layout_svg(&layout, &memmap_by_model(&layout))?;
+                std::fs::write(&path, picture)
+                    .map_err(|e| CliError(format!("cannot write {}: {e}", path.display())))?;
+                println!("\npicture: {}", path.display());
+            }
             Ok(())
         }
         Some(Command::Query {

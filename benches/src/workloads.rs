@@ -291,6 +291,62 @@ pub fn flags_iteration<M: MemoryModel, V: Variant>(
     n
 }
 
+/// A frame allocator as the peer workloads see it: one order-0 frame out,
+/// one back. Implemented for the floor buddy and, with the `peers` feature,
+/// for the peer crates.
+pub trait Frames {
+    /// One frame, or `None` when none is free.
+    fn alloc_frame(&mut self) -> Option<u64>;
+    /// Gives back a frame `alloc_frame` returned.
+    fn free_frame(&mut self, frame: u64);
+}
+
+impl Frames for crate::floor::FloorBuddy {
+    #[inline]
+    fn alloc_frame(&mut self) -> Option<u64> {
+        self.alloc(0).map(Pfn::get)
+    }
+    #[inline]
+    fn free_frame(&mut self, frame: u64) {
+        self.free(Pfn::new(frame), 0);
+    }
+}
+
+/// `n` order-0 alloc+free pairs on a peer (what [`pcp_pairs`] and
+/// [`zone_pairs`] do on pfnlab's allocator).
+#[inline(never)]
+pub fn frame_pairs<F: Frames>(frames: &mut F, n: u64) -> u64 {
+    let mut acc = 0;
+    for _ in 0..n {
+        let f = frames.alloc_frame().expect("a free frame");
+        acc ^= f;
+        frames.free_frame(std::hint::black_box(f));
+    }
+    acc
+}
+
+/// `rounds` × (`burst` allocations, then `burst` frees) on a peer (what
+/// [`bursts`] does on pfnlab's allocator); `held` is scratch space.
+#[inline(never)]
+pub fn frame_bursts<F: Frames>(
+    frames: &mut F,
+    rounds: u64,
+    burst: usize,
+    held: &mut Vec<u64>,
+) -> u64 {
+    let mut acc = 0;
+    for _ in 0..rounds {
+        for _ in 0..burst {
+            held.push(frames.alloc_frame().expect("a free frame"));
+        }
+        for f in held.drain(..) {
+            acc ^= f;
+            frames.free_frame(f);
+        }
+    }
+    acc
+}
+
 /// `n` `write()`s of one byte to a pipe, from mapped memory or (with
 /// `faulting`) from a `PROT_NONE` page, so that the kernel faults in
 /// `copy_from_user` and fixes the fault up through its exception table;

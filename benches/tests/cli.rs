@@ -175,6 +175,7 @@ fn every_experiment_runs_in_quick_mode() {
         ("bulk", vec![]),
         ("cpuset", vec!["--layout", "preset:numa-fake-64"]),
         ("peers", vec![]),
+        ("hole-density", vec![]),
     ] {
         let json = s.path(&format!("{exp}.json"));
         let mut args = vec!["bench", exp, "--quick", "--json", json.to_str().unwrap()];
@@ -197,6 +198,18 @@ fn every_experiment_runs_in_quick_mode() {
             "bulk" => assert_eq!(rows.len(), 1 + 2 * 9),
             "flags" => assert_eq!(rows.len(), 6),
             "lock" => assert!(rows.iter().all(|r| r["small_p99_ns"].as_f64().is_some())),
+            "peers" => {
+                let count = |v: &str| rows.iter().filter(|r| r["variant"] == v).count();
+                assert_eq!(count("pfnlab"), 3);
+                assert_eq!(count("floor"), 3, "the floor is measured in the same run");
+            }
+            "hole-density" => {
+                let fractions: std::collections::BTreeSet<String> = rows
+                    .iter()
+                    .map(|r| r["params"]["hole_fraction"].to_string())
+                    .collect();
+                assert_eq!(fractions.len(), 6, "{fractions:?}");
+            }
             "pfn-valid" => assert!(
                 rows.iter()
                     .any(|r| r["variant"] == "kernel-fixup-faulting-write"),
@@ -206,7 +219,6 @@ fn every_experiment_runs_in_quick_mode() {
                 rows.iter()
                     .any(|r| r["check_share"].as_f64().unwrap() > 0.0)
             ),
-            "peers" => assert!(rows.iter().filter(|r| r["variant"] == "pfnlab").count() == 3),
             _ => {}
         }
     }

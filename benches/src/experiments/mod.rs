@@ -6,9 +6,10 @@ pub mod bulk;
 pub mod compare;
 pub mod cpuset;
 pub mod flags;
+pub mod hole_density;
 pub mod kernel_fixup;
 mod lock;
-mod peers;
+pub mod peers;
 mod pfn_valid;
 
 use std::path::PathBuf;
@@ -37,17 +38,20 @@ pub enum Experiment {
     Cpuset,
     /// Other buddy allocators beside pfnlab's.
     Peers,
+    /// `pfn_valid` and the allocator against the fraction of holes.
+    HoleDensity,
 }
 
 impl Experiment {
     /// Every experiment, in the order `pfnlab bench --help` lists them.
-    pub const ALL: [Experiment; 6] = [
+    pub const ALL: [Experiment; 7] = [
         Experiment::Flags,
         Experiment::Lock,
         Experiment::PfnValid,
         Experiment::Bulk,
         Experiment::Cpuset,
         Experiment::Peers,
+        Experiment::HoleDensity,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -59,6 +63,7 @@ impl Experiment {
             Experiment::Bulk => "bulk",
             Experiment::Cpuset => "cpuset",
             Experiment::Peers => "peers",
+            Experiment::HoleDensity => "hole-density",
         }
     }
 
@@ -75,7 +80,9 @@ impl Experiment {
         match self {
             Experiment::PfnValid => ModelKind::VmemmapProbe,
             Experiment::Flags | Experiment::Lock | Experiment::Cpuset => ModelKind::SparseExtreme,
-            Experiment::Bulk | Experiment::Peers => ModelKind::VmemmapTable,
+            Experiment::Bulk | Experiment::Peers | Experiment::HoleDensity => {
+                ModelKind::VmemmapTable
+            }
         }
     }
 
@@ -83,9 +90,11 @@ impl Experiment {
     pub fn default_layout(self) -> &'static str {
         match self {
             Experiment::Cpuset => "preset:numa-fake-64",
-            Experiment::Flags | Experiment::Lock | Experiment::Bulk | Experiment::Peers => {
-                "preset:x86-pci-hole"
-            }
+            Experiment::Flags
+            | Experiment::Lock
+            | Experiment::Bulk
+            | Experiment::Peers
+            | Experiment::HoleDensity => "preset:x86-pci-hole",
             Experiment::PfnValid => "host",
         }
     }
@@ -165,6 +174,8 @@ pub struct Ctx<'a> {
     pub model: ModelKind,
     /// All arguments.
     pub args: &'a BenchArgs,
+    /// What this machine is: every sentence about it comes from here.
+    pub machine: &'a Machine,
 }
 
 impl Ctx<'_> {
@@ -214,6 +225,7 @@ pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<()
         layout_spec,
         model,
         args,
+        machine: &machine,
     };
     let outcome = match name {
         Experiment::Flags => flags::run(&ctx),
@@ -222,6 +234,7 @@ pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<()
         Experiment::Bulk => bulk::run(&ctx),
         Experiment::Cpuset => cpuset::run(&ctx),
         Experiment::Peers => peers::run(&ctx),
+        Experiment::HoleDensity => hole_density::run(&ctx),
     }?;
     check_rows(&outcome.rows)?;
     print!("{}", outcome.table);

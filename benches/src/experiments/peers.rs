@@ -1,36 +1,103 @@
-//! `peers`: pfnlab's allocator beside `buddy_system_allocator`'s
-//! `FrameAllocator` on the same three workloads, in one run:
-//! `hot-pair` (order-0 alloc+free with no split or merge), `split-merge-pair`
-//! (each pair splits a max-order block and merges it back), `burst-128`
-//! (128 allocations, then 128 frees, per page).
+//! `peers`: pfnlab's allocator beside a floor and other buddy allocators on
+//! the same three workloads, in one run: `hot-pair` (order-0 alloc+free
+//! with no split or merge), `split-merge-pair` (each pair splits a
+//! max-order block and merges it back), `burst-128` (128 allocations, then
+//! 128 frees, per page).
+//!
+//! The floor ([`FloorBuddy`]) is the least a buddy can do and is always
+//! measured; the peer crates join with the `peers` feature. Every figure
+//! printed comes from this run.
 
 use buddy::AllocError;
 use buddy::{Kernel, Options};
 use serde_json::json;
-use sparsemem::Layout;
+use sparsemem::{Layout, MemRange, RangeKind};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Outcome, cell};
 use crate::CliError;
+use crate::floor::FloorBuddy;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
-use crate::workloads::{bursts, pcp_pairs, zone_pairs};
+use crate::workloads::{Frames, bursts, frame_bursts, frame_pairs, pcp_pairs, zone_pairs};
 
-const WORKLOADS: [&str; 3] = ["hot-pair", "split-merge-pair", "burst-128"];
+/// The workloads, in table order.
+pub const WORKLOADS: [&str; 3] = ["hot-pair", "split-merge-pair", "burst-128"];
+
+/// An allocator in the comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contender {
+    /// pfnlab's allocator (the `Kernel` variant) over the chosen model.
+    Pfnlab,
+    /// The floor: [`FloorBuddy`].
+    Floor,
+    /// `buddy_system_allocator::FrameAllocator<11>`.
+    #[cfg(feature = "peers")]
+    BuddySystemAllocator,
+}
+
+impl Contender {
+    /// The name in tables and JSON (`variant`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Contender::Pfnlab => "pfnlab",
+            Contender::Floor => "floor",
+            #[cfg(feature = "peers")]
+            Contender::BuddySystemAllocator => "buddy_system_allocator",
+        }
+    }
+
+    /// What it is, in one line.
+    pub fn what(self) -> &'static str {
+        match self {
+            Contender::Pfnlab => {
+                "hot-pair and burst-128 through the per-CPU lists, split-merge-pair on the zone path (zone lock taken)"
+            }
+            Contender::Floor => {
+                "intrusive free lists in a descriptor array, XOR buddy; no lock, no per-CPU lists, no checks"
+            }
+            #[cfg(feature = "peers")]
+            Contender::BuddySystemAllocator => "FrameAllocator<11>: BTreeSet free lists, no lock",
+        }
+    }
+}
+
+/// One workload's measurements, pfnlab first.
+#[derive(Clone, Debug)]
+pub struct PeerWorkload {
+    /// One of [`WORKLOADS`].
+    pub workload: &'static str,
+    /// Each contender's per-page cost.
+    pub results: Vec<(Contender, Measurement)>,
+}
+
+impl PeerWorkload {
+    /// The measurement of `who`, if it ran.
+    pub fn of(&self, who: Contender) -> Option<&Measurement> {
+        self.results.iter().find(|(c, _)| *c == who).map(|(_, m)| m)
+    }
+}
+
+/// Every workload.
+#[derive(Clone, Debug)]
+pub struct PeersResults {
+    /// In [`WORKLOADS`] order.
+    pub workloads: Vec<PeerWorkload>,
+}
 
 struct Visitor {
     plan: Plan,
 }
 
 impl ModelVisitor for Visitor {
-    type Output = Vec<Measurement>;
+    type Output = [Measurement; 3];
 
     fn visit<M: Buildable>(
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Vec<Measurement>, AllocError> {
+    ) -> Result<[Measurement; 3], AllocError> {
         let plan = self.plan;
         let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
         let node = layout.first_node();
@@ -49,105 +116,194 @@ impl ModelVisitor for Visitor {
             std::hint::black_box(bursts(&mut cpu, n / 128, 128, &mut held));
             n / 128 * 128
         });
-        Ok(vec![hot, split, burst])
+        Ok([hot, split, burst])
     }
 }
 
-#[cfg(feature = "peers")]
-fn frame_allocator(plan: Plan) -> Vec<Measurement> {
-    use buddy_system_allocator::FrameAllocator;
+/// The layout's RAM in whole max-order blocks: what the peers manage, so
+/// that a split-merge pair splits a whole block as pfnlab's does in its
+/// zone (holes between blocks stay holes).
+pub fn whole_blocks(layout: &Layout) -> Result<Layout, CliError> {
+    let g = layout.geometry();
+    let block = g.max_order_nr_pages() << g.page_shift();
+    let ranges: Vec<MemRange> = layout
+        .ram_ranges()
+        .filter_map(|(r, _, _)| {
+            let (start, end) = (
+                r.start.get().next_multiple_of(block),
+                r.end.get() / block * block,
+            );
+            (start < end).then(|| MemRange::new(start, end, RangeKind::Ram, r.node))
+        })
+        .collect();
+    Layout::new(
+        *g,
+        ranges,
+        format!("{} (whole max-order blocks)", layout.source()),
+    )
+    .map_err(|_| {
+        CliError(format!(
+            "{} has no whole max-order block of RAM for the peers",
+            layout.source()
+        ))
+    })
+}
+
+/// The three workloads on one peer: hot pair with one frame pinned (so
+/// its buddy is the only free order-0 frame), split-merge pairs on a fresh
+/// allocator, bursts.
+fn peer_workloads<F: Frames>(plan: Plan, mut make: impl FnMut() -> F) -> [Measurement; 3] {
     let n = plan.iters(2_000_000, 20_000);
-    let frames = 1usize << 20;
-    // hot-pair: hold one frame so its buddy is the only free order-0 frame.
-    let mut fa = FrameAllocator::<11>::new();
-    fa.add_frame(0, frames);
-    let _held = fa.alloc(1);
+    let mut frames = make();
+    let _pinned = frames.alloc_frame();
     let hot = measure(plan.trials, || {
-        for _ in 0..n {
-            let f = fa.alloc(1).expect("frame");
-            fa.dealloc(std::hint::black_box(f), 1);
-        }
+        std::hint::black_box(frame_pairs(&mut frames, n));
         n
     });
-    let mut fa = FrameAllocator::<11>::new();
-    fa.add_frame(0, frames);
+    let mut fresh = make();
     let split = measure(plan.trials, || {
-        for _ in 0..n / 10 {
-            let f = fa.alloc(1).expect("frame");
-            fa.dealloc(std::hint::black_box(f), 1);
-        }
+        std::hint::black_box(frame_pairs(&mut fresh, n / 10));
         n / 10
     });
     let mut held = Vec::with_capacity(128);
     let burst = measure(plan.trials, || {
-        for _ in 0..n / 128 {
-            for _ in 0..128 {
-                held.push(fa.alloc(1).expect("frame"));
-            }
-            for f in held.drain(..) {
-                fa.dealloc(f, 1);
-            }
-        }
+        std::hint::black_box(frame_bursts(&mut fresh, n / 128, 128, &mut held));
         n / 128 * 128
     });
-    vec![hot, split, burst]
+    [hot, split, burst]
+}
+
+#[cfg(feature = "peers")]
+impl<const ORDER: usize> Frames for buddy_system_allocator::FrameAllocator<ORDER> {
+    #[inline]
+    fn alloc_frame(&mut self) -> Option<u64> {
+        self.alloc(1).map(|f| f as u64)
+    }
+    #[inline]
+    fn free_frame(&mut self, frame: u64) {
+        self.dealloc(frame as usize, 1);
+    }
+}
+
+/// `buddy_system_allocator`'s FrameAllocator over the same blocks.
+#[cfg(feature = "peers")]
+fn frame_allocator(blocks: &Layout) -> buddy_system_allocator::FrameAllocator<11> {
+    let mut fa = buddy_system_allocator::FrameAllocator::<11>::new();
+    for (_, first, end) in blocks.ram_ranges() {
+        fa.add_frame(first.get() as usize, end.get() as usize);
+    }
+    fa
+}
+
+/// The peer crates built in, on the same blocks.
+#[cfg(feature = "peers")]
+fn peer_columns(plan: Plan, blocks: &Layout) -> Vec<(Contender, [Measurement; 3])> {
+    vec![(
+        Contender::BuddySystemAllocator,
+        peer_workloads(plan, || frame_allocator(blocks)),
+    )]
+}
+
+/// No peer crate in this build.
+#[cfg(not(feature = "peers"))]
+fn peer_columns(_: Plan, _: &Layout) -> Vec<(Contender, [Measurement; 3])> {
+    Vec::new()
+}
+
+/// Measures pfnlab (over `ctx`'s model), the floor and every peer built in.
+pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, CliError> {
+    let ours = ctx.visit(Visitor { plan: ctx.plan })?;
+    let blocks = whole_blocks(&ctx.layout)?;
+    let floor = peer_workloads(ctx.plan, || {
+        FloorBuddy::new(&blocks).expect("the span fits 32-bit indices")
+    });
+    let columns: Vec<(Contender, [Measurement; 3])> =
+        [(Contender::Pfnlab, ours), (Contender::Floor, floor)]
+            .into_iter()
+            .chain(peer_columns(ctx.plan, &blocks))
+            .collect();
+    let workloads = WORKLOADS
+        .iter()
+        .enumerate()
+        .map(|(i, &workload)| PeerWorkload {
+            workload,
+            results: columns.iter().map(|(c, m)| (*c, m[i].clone())).collect(),
+        })
+        .collect();
+    Ok(PeersResults { workloads })
+}
+
+/// The JSON rows: one per (workload, contender), with ratios to pfnlab.
+pub fn rows(results: &PeersResults, model: &str) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for w in &results.workloads {
+        let Some(mine) = w.of(Contender::Pfnlab) else {
+            continue;
+        };
+        for (c, m) in &w.results {
+            let row = Row::new(
+                c.name(),
+                if *c == Contender::Pfnlab {
+                    model
+                } else {
+                    "none"
+                },
+                json!({"workload": w.workload}),
+                m.clone(),
+            );
+            rows.push(if *c == Contender::Pfnlab {
+                row
+            } else {
+                row.with(
+                    "ratio_vs_pfnlab",
+                    m.ns_per_op.median / mine.ns_per_op.median,
+                )
+            });
+        }
+    }
+    rows
+}
+
+/// The table: every contender per workload, and pfnlab over the floor.
+pub fn render(results: &PeersResults) -> String {
+    let contenders: Vec<Contender> = results
+        .workloads
+        .first()
+        .map(|w| w.results.iter().map(|(c, _)| *c).collect())
+        .unwrap_or_default();
+    let mut table = format!("{:<17}", "workload");
+    for c in &contenders {
+        table += &format!(" {:>24}", c.name());
+    }
+    table += "   pfnlab/floor\n";
+    for w in &results.workloads {
+        table += &format!("{:<17}", w.workload);
+        for (_, m) in &w.results {
+            table += &format!(" {:>24}", cell(m));
+        }
+        if let (Some(mine), Some(floor)) = (w.of(Contender::Pfnlab), w.of(Contender::Floor)) {
+            table += &format!(
+                "   {:>11.2}x",
+                mine.ns_per_op.median / floor.ns_per_op.median
+            );
+        }
+        table += "\n";
+    }
+    table += "\nmedian ns per page (TSC cycles).\n";
+    for c in &contenders {
+        table += &format!("{}: {}.\n", c.name(), c.what());
+    }
+    if !cfg!(feature = "peers") {
+        table += "The peer crates are not in this build: `cargo run --release --features peers`.\n";
+    }
+    table
 }
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let ours = ctx.visit(Visitor { plan: ctx.plan })?;
-    let model = ctx.model.name();
-    let mut rows = Vec::new();
-    let mut table = format!(
-        "{:<17} {:>22} {:>28} {:>8}\n",
-        "workload", "pfnlab ns (cycles)", "buddy_system_allocator", "ratio"
-    );
-    #[cfg(feature = "peers")]
-    let theirs: Vec<Option<Measurement>> =
-        frame_allocator(ctx.plan).into_iter().map(Some).collect();
-    #[cfg(not(feature = "peers"))]
-    let theirs: Vec<Option<Measurement>> = vec![None, None, None];
-    for ((workload, mine), other) in WORKLOADS.iter().zip(&ours).zip(&theirs) {
-        let (other_cell, ratio) = match other {
-            Some(o) => (
-                cell(o),
-                format!("{:.2}x", o.ns_per_op.median / mine.ns_per_op.median),
-            ),
-            None => ("(build with --features peers)".into(), "-".into()),
-        };
-        table += &format!(
-            "{:<17} {:>22} {:>28} {:>8}\n",
-            workload,
-            cell(mine),
-            other_cell,
-            ratio
-        );
-        rows.push(Row::new(
-            "pfnlab",
-            model,
-            json!({"workload": workload}),
-            mine.clone(),
-        ));
-        if let Some(o) = other {
-            rows.push(
-                Row::new(
-                    "buddy_system_allocator",
-                    "none",
-                    json!({"workload": workload}),
-                    o.clone(),
-                )
-                .with(
-                    "ratio_vs_pfnlab",
-                    o.ns_per_op.median / mine.ns_per_op.median,
-                ),
-            );
-        }
-    }
-    table += "\npfnlab: hot-pair and burst-128 through the per-CPU lists, split-merge-pair on the zone path (zone lock \
-              taken); FrameAllocator<11>: BTreeSet free lists, no lock. Ratio = theirs / ours.\n\
-              Reference floors here: hand-written buddy 5 / 40 / 8 ns; FrameAllocator 18 / 320 / 52 ns.\n";
+    let results = measure_peers(ctx)?;
     Ok(Outcome {
-        rows,
-        table,
+        rows: rows(&results, ctx.model.name()),
+        table: render(&results),
         layout: ctx.layout.source().into(),
     })
 }
