@@ -1,14 +1,15 @@
-//! `peers`: the three workloads on pfnlab's allocator, on the floor (the
-//! minimal buddy) and on buddy_system_allocator's FrameAllocator, all over
-//! the same layout (the peers over its RAM in whole max-order blocks).
+//! `peers`: the single-thread workloads on pfnlab's allocator, on the floor
+//! (the minimal buddy) and on the peer crates (buddy_system_allocator,
+//! frame-alloc, bitmap-allocator), all over the same layout (the peers over
+//! its RAM in whole max-order blocks). Needs the `peers` feature.
 
 mod common;
 
 use buddy::{Allocator, Kernel, Options};
-use buddy_system_allocator::FrameAllocator;
 use criterion::{Criterion, criterion_group, criterion_main};
 use pfnlab::experiments::peers::whole_blocks;
 use pfnlab::floor::FloorBuddy;
+use pfnlab::peer_crates::{SegmentTree, SummaryBuddy, frame_allocator};
 use pfnlab::workloads::{Frames, bursts, frame_bursts, frame_pairs, pcp_pairs, zone_pairs};
 use sparsemem::{Layout, NodeId};
 use vmemmap::VmemmapTable;
@@ -34,11 +35,13 @@ fn peers(c: &mut Criterion) {
     let blocks = whole_blocks(&layout).unwrap();
     peer(&mut g, "floor", || FloorBuddy::new(&blocks).unwrap());
     peer(&mut g, "buddy_system_allocator", || {
-        let mut fa = FrameAllocator::<11>::new();
-        for (_, first, end) in blocks.ram_ranges() {
-            fa.add_frame(first.get() as usize, end.get() as usize);
-        }
-        fa
+        frame_allocator(&blocks)
+    });
+    peer(&mut g, "frame-alloc", || {
+        SummaryBuddy::new(&blocks).unwrap()
+    });
+    peer(&mut g, "bitmap-allocator", || {
+        SegmentTree::new(&blocks).unwrap()
     });
     g.finish();
 }

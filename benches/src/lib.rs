@@ -13,6 +13,11 @@ pub mod floor;
 pub use experiments::compare;
 pub mod machine;
 pub mod models;
+// The peer crates: frame-alloc's pool mapping and unsafe free, and
+// bitmap-allocator's zeroed tree.
+#[cfg(feature = "peers")]
+#[allow(unsafe_code)]
+pub mod peer_crates;
 pub mod picture;
 pub mod report;
 // The TSC intrinsics (`rdtsc`, `lfence`, `rdtscp`).

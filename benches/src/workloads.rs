@@ -293,12 +293,16 @@ pub fn flags_iteration<M: MemoryModel, V: Variant>(
 
 /// A frame allocator as the peer workloads see it: one order-0 frame out,
 /// one back. Implemented for the floor buddy and, with the `peers` feature,
-/// for the peer crates.
+/// for the peer crates (`crate::peer_crates`).
 pub trait Frames {
     /// One frame, or `None` when none is free.
     fn alloc_frame(&mut self) -> Option<u64>;
-    /// Gives back a frame `alloc_frame` returned.
-    fn free_frame(&mut self, frame: u64);
+    /// Gives back a frame.
+    ///
+    /// # Safety
+    /// `frame` was returned by `alloc_frame` of this allocator and not
+    /// given back since (some peers cannot check it, and trust it).
+    unsafe fn free_frame(&mut self, frame: u64);
 }
 
 impl Frames for crate::floor::FloorBuddy {
@@ -307,8 +311,35 @@ impl Frames for crate::floor::FloorBuddy {
         self.alloc(0).map(Pfn::get)
     }
     #[inline]
-    fn free_frame(&mut self, frame: u64) {
+    unsafe fn free_frame(&mut self, frame: u64) {
         self.free(Pfn::new(frame), 0);
+    }
+}
+
+/// A frame allocator several threads share: one frame out, one back,
+/// through `&self` (a lock-free allocator, or any [`Frames`] behind a
+/// mutex).
+pub trait SharedFrames: Sync {
+    /// One frame, or `None` when none is free.
+    fn alloc_frame(&self) -> Option<u64>;
+    /// Gives back a frame.
+    ///
+    /// # Safety
+    /// As for [`Frames::free_frame`].
+    unsafe fn free_frame(&self, frame: u64);
+}
+
+impl<F: Frames + Send> SharedFrames for std::sync::Mutex<F> {
+    #[inline]
+    fn alloc_frame(&self) -> Option<u64> {
+        self.lock().ok()?.alloc_frame()
+    }
+    #[inline]
+    unsafe fn free_frame(&self, frame: u64) {
+        if let Ok(mut f) = self.lock() {
+            // SAFETY: the caller's promise, passed on.
+            unsafe { f.free_frame(frame) };
+        }
     }
 }
 
@@ -320,7 +351,8 @@ pub fn frame_pairs<F: Frames>(frames: &mut F, n: u64) -> u64 {
     for _ in 0..n {
         let f = frames.alloc_frame().expect("a free frame");
         acc ^= f;
-        frames.free_frame(std::hint::black_box(f));
+        // SAFETY: `f` was just allocated from `frames` and is given back once.
+        unsafe { frames.free_frame(std::hint::black_box(f)) };
     }
     acc
 }
@@ -341,10 +373,59 @@ pub fn frame_bursts<F: Frames>(
         }
         for f in held.drain(..) {
             acc ^= f;
-            frames.free_frame(f);
+            // SAFETY: each held frame was allocated above and is freed once.
+            unsafe { frames.free_frame(f) };
         }
     }
     acc
+}
+
+/// `threads` threads each doing `rounds` × (`burst` allocations, then
+/// `burst` frees) on one shared peer; returns the pages allocated.
+pub fn shared_bursts<F: SharedFrames>(
+    frames: &F,
+    threads: usize,
+    rounds: u64,
+    burst: usize,
+) -> u64 {
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut held = Vec::with_capacity(burst);
+                for _ in 0..rounds {
+                    for _ in 0..burst {
+                        held.push(frames.alloc_frame().expect("a free frame"));
+                    }
+                    for f in held.drain(..) {
+                        // SAFETY: allocated above by this thread, freed once.
+                        unsafe { frames.free_frame(f) };
+                    }
+                }
+            });
+        }
+    });
+    threads as u64 * rounds * burst as u64
+}
+
+/// `threads` threads each doing [`bursts`] on its own per-CPU handle of one
+/// pfnlab allocator; returns the pages allocated.
+pub fn pcp_bursts_threads<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    node: NodeId,
+    threads: usize,
+    rounds: u64,
+    burst: usize,
+) -> u64 {
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut cpu = alloc.cpu_on(node).expect("a node with memory");
+                let mut held = Vec::with_capacity(burst);
+                std::hint::black_box(bursts(&mut cpu, rounds, burst, &mut held));
+            });
+        }
+    });
+    threads as u64 * rounds * burst as u64
 }
 
 /// `n` `write()`s of one byte to a pipe, from mapped memory or (with

@@ -200,8 +200,25 @@ fn every_experiment_runs_in_quick_mode() {
             "lock" => assert!(rows.iter().all(|r| r["small_p99_ns"].as_f64().is_some())),
             "peers" => {
                 let count = |v: &str| rows.iter().filter(|r| r["variant"] == v).count();
-                assert_eq!(count("pfnlab"), 3);
-                assert_eq!(count("floor"), 3, "the floor is measured in the same run");
+                assert_eq!(count("pfnlab"), 4);
+                assert_eq!(count("floor"), 4, "the floor is measured in the same run");
+                if cfg!(feature = "peers") {
+                    for peer in ["buddy_system_allocator", "frame-alloc", "bitmap-allocator"] {
+                        assert_eq!(count(peer), 4, "{peer} on every workload");
+                    }
+                }
+                let workloads: std::collections::BTreeSet<&str> = rows
+                    .iter()
+                    .map(|r| r["params"]["workload"].as_str().unwrap())
+                    .collect();
+                assert!(workloads.contains("burst-128-2threads"), "{workloads:?}");
+                let pair = rows
+                    .iter()
+                    .find(|r| {
+                        r["variant"] == "pfnlab" && r["params"]["workload"] == "split-merge-pair"
+                    })
+                    .unwrap();
+                positive(&pair["splits_per_pair"].clone(), "splits_per_pair");
             }
             "hole-density" => {
                 let fractions: std::collections::BTreeSet<String> = rows

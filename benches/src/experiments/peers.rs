@@ -1,8 +1,10 @@
-//! `peers`: pfnlab's allocator beside a floor and other buddy allocators on
-//! the same three workloads, in one run: `hot-pair` (order-0 alloc+free
-//! with no split or merge), `split-merge-pair` (each pair splits a
-//! max-order block and merges it back), `burst-128` (128 allocations, then
-//! 128 frees, per page).
+//! `peers`: pfnlab's allocator beside a floor and other frame allocators on
+//! the same workloads, in one run: `hot-pair` (order-0 alloc+free with no
+//! split or merge), `split-merge-pair` (each pair splits a max-order block
+//! and merges it back), `burst-128` (128 allocations, then 128 frees, per
+//! page), and `burst-128-2threads` (two threads doing `burst-128` at once:
+//! pfnlab on one per-CPU handle each, the peers on one shared allocator —
+//! `frame-alloc` lock-free, the others behind a `Mutex`).
 //!
 //! The floor ([`FloorBuddy`]) is the least a buddy can do and is always
 //! measured; the peer crates join with the `peers` feature. Every figure
@@ -20,10 +22,21 @@ use crate::floor::FloorBuddy;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
-use crate::workloads::{Frames, bursts, frame_bursts, frame_pairs, pcp_pairs, zone_pairs};
+use crate::workloads::{
+    Frames, SharedFrames, bursts, frame_bursts, frame_pairs, pcp_bursts_threads, pcp_pairs,
+    shared_bursts, zone_pairs,
+};
 
 /// The workloads, in table order.
-pub const WORKLOADS: [&str; 3] = ["hot-pair", "split-merge-pair", "burst-128"];
+pub const WORKLOADS: [&str; 4] = [
+    "hot-pair",
+    "split-merge-pair",
+    "burst-128",
+    "burst-128-2threads",
+];
+
+/// Threads of the two-thread workload.
+pub const THREADS: usize = 2;
 
 /// An allocator in the comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +48,12 @@ pub enum Contender {
     /// `buddy_system_allocator::FrameAllocator<11>`.
     #[cfg(feature = "peers")]
     BuddySystemAllocator,
+    /// `frame-alloc`'s `SummaryBuddyAllocator<11>`.
+    #[cfg(feature = "peers")]
+    FrameAlloc,
+    /// `bitmap-allocator`'s `BitAlloc16M`.
+    #[cfg(feature = "peers")]
+    BitmapAllocator,
 }
 
 impl Contender {
@@ -45,6 +64,10 @@ impl Contender {
             Contender::Floor => "floor",
             #[cfg(feature = "peers")]
             Contender::BuddySystemAllocator => "buddy_system_allocator",
+            #[cfg(feature = "peers")]
+            Contender::FrameAlloc => "frame-alloc",
+            #[cfg(feature = "peers")]
+            Contender::BitmapAllocator => "bitmap-allocator",
         }
     }
 
@@ -52,13 +75,23 @@ impl Contender {
     pub fn what(self) -> &'static str {
         match self {
             Contender::Pfnlab => {
-                "hot-pair and burst-128 through the per-CPU lists, split-merge-pair on the zone path (zone lock taken)"
+                "hot-pair and bursts through the per-CPU lists (one handle per thread), split-merge-pair on the zone path (zone lock taken)"
             }
             Contender::Floor => {
-                "intrusive free lists in a descriptor array, XOR buddy; no lock, no per-CPU lists, no checks"
+                "intrusive free lists in a descriptor array, XOR buddy; no lock, no per-CPU lists, no checks (a Mutex for two threads)"
             }
             #[cfg(feature = "peers")]
-            Contender::BuddySystemAllocator => "FrameAllocator<11>: BTreeSet free lists, no lock",
+            Contender::BuddySystemAllocator => {
+                "FrameAllocator<11>: BTreeSet free lists (a Mutex for two threads)"
+            }
+            #[cfg(feature = "peers")]
+            Contender::FrameAlloc => {
+                "SummaryBuddyAllocator<11>: lock-free per-order bitmaps with summary words, its bitmap in a MAP_NORESERVE mapping of the span made outside the timed region; shared by both threads without a lock"
+            }
+            #[cfg(feature = "peers")]
+            Contender::BitmapAllocator => {
+                "BitAlloc16M: a 16-ary segment tree of bits, order 0 only, so split-merge is plain alloc+free (a Mutex for two threads)"
+            }
         }
     }
 }
@@ -84,6 +117,9 @@ impl PeerWorkload {
 pub struct PeersResults {
     /// In [`WORKLOADS`] order.
     pub workloads: Vec<PeerWorkload>,
+    /// pfnlab's splits and merges per split-merge pair, counted by its
+    /// zone statistics during the run.
+    pub splits_merges_per_pair: (f64, f64),
 }
 
 struct Visitor {
@@ -91,21 +127,30 @@ struct Visitor {
 }
 
 impl ModelVisitor for Visitor {
-    type Output = [Measurement; 3];
+    type Output = ([Measurement; 4], (f64, f64));
 
     fn visit<M: Buildable>(
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<[Measurement; 3], AllocError> {
+    ) -> Result<Self::Output, AllocError> {
         let plan = self.plan;
         let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
         let node = layout.first_node();
         let n = plan.iters(2_000_000, 20_000);
+        let before = alloc.stats_total();
+        let mut pairs = 0;
         let split = measure(plan.trials, || {
             std::hint::black_box(zone_pairs(&alloc, node, n / 10));
+            pairs += n / 10;
             n / 10
         });
+        let after = alloc.stats_total();
+        let per_pair = |a: u64, b: u64| (a - b) as f64 / pairs.max(1) as f64;
+        let splits_merges = (
+            per_pair(after.splits, before.splits),
+            per_pair(after.merges, before.merges),
+        );
         let mut cpu = alloc.cpu_on(node)?;
         let hot = measure(plan.trials, || {
             std::hint::black_box(pcp_pairs(&mut cpu, n));
@@ -116,7 +161,11 @@ impl ModelVisitor for Visitor {
             std::hint::black_box(bursts(&mut cpu, n / 128, 128, &mut held));
             n / 128 * 128
         });
-        Ok([hot, split, burst])
+        drop(cpu);
+        let two = measure(plan.trials, || {
+            pcp_bursts_threads(&alloc, node, THREADS, n / 128, 128)
+        });
+        Ok(([hot, split, burst, two], splits_merges))
     }
 }
 
@@ -149,9 +198,9 @@ pub fn whole_blocks(layout: &Layout) -> Result<Layout, CliError> {
     })
 }
 
-/// The three workloads on one peer: hot pair with one frame pinned (so
-/// its buddy is the only free order-0 frame), split-merge pairs on a fresh
-/// allocator, bursts.
+/// The single-thread workloads on one peer: hot pair with one frame pinned
+/// (so its buddy is the only free order-0 frame), split-merge pairs on a
+/// fresh allocator, bursts.
 fn peer_workloads<F: Frames>(plan: Plan, mut make: impl FnMut() -> F) -> [Measurement; 3] {
     let n = plan.iters(2_000_000, 20_000);
     let mut frames = make();
@@ -173,54 +222,72 @@ fn peer_workloads<F: Frames>(plan: Plan, mut make: impl FnMut() -> F) -> [Measur
     [hot, split, burst]
 }
 
-#[cfg(feature = "peers")]
-impl<const ORDER: usize> Frames for buddy_system_allocator::FrameAllocator<ORDER> {
-    #[inline]
-    fn alloc_frame(&mut self) -> Option<u64> {
-        self.alloc(1).map(|f| f as u64)
-    }
-    #[inline]
-    fn free_frame(&mut self, frame: u64) {
-        self.dealloc(frame as usize, 1);
-    }
+/// The two-thread burst on a shared peer: per page of both threads.
+fn two_threads<F: SharedFrames>(plan: Plan, frames: &F) -> Measurement {
+    let rounds = plan.iters(2_000_000, 20_000) / 128;
+    measure(plan.trials, || shared_bursts(frames, THREADS, rounds, 128))
 }
 
-/// `buddy_system_allocator`'s FrameAllocator over the same blocks.
-#[cfg(feature = "peers")]
-fn frame_allocator(blocks: &Layout) -> buddy_system_allocator::FrameAllocator<11> {
-    let mut fa = buddy_system_allocator::FrameAllocator::<11>::new();
-    for (_, first, end) in blocks.ram_ranges() {
-        fa.add_frame(first.get() as usize, end.get() as usize);
-    }
-    fa
+/// All four workloads on a peer that one thread drives through `&mut`:
+/// behind a `Mutex` for two threads.
+fn locked_peer<F: Frames + Send>(plan: Plan, mut make: impl FnMut() -> F) -> [Measurement; 4] {
+    let [hot, split, burst] = peer_workloads(plan, &mut make);
+    let two = two_threads(plan, &std::sync::Mutex::new(make()));
+    [hot, split, burst, two]
 }
 
 /// The peer crates built in, on the same blocks.
 #[cfg(feature = "peers")]
-fn peer_columns(plan: Plan, blocks: &Layout) -> Vec<(Contender, [Measurement; 3])> {
-    vec![(
-        Contender::BuddySystemAllocator,
-        peer_workloads(plan, || frame_allocator(blocks)),
-    )]
+fn peer_columns(
+    plan: Plan,
+    blocks: &Layout,
+) -> Result<Vec<(Contender, [Measurement; 4])>, CliError> {
+    use crate::peer_crates::{SegmentTree, SummaryBuddy, frame_allocator};
+    let summary = {
+        let [hot, split, burst] = peer_workloads(plan, || {
+            SummaryBuddy::new(blocks).expect("built once before")
+        });
+        [
+            hot,
+            split,
+            burst,
+            two_threads(plan, &SummaryBuddy::new(blocks)?),
+        ]
+    };
+    SegmentTree::new(blocks)?;
+    Ok(vec![
+        (
+            Contender::BuddySystemAllocator,
+            locked_peer(plan, || frame_allocator(blocks)),
+        ),
+        (Contender::FrameAlloc, summary),
+        (
+            Contender::BitmapAllocator,
+            locked_peer(plan, || {
+                SegmentTree::new(blocks).expect("built once before")
+            }),
+        ),
+    ])
 }
 
 /// No peer crate in this build.
 #[cfg(not(feature = "peers"))]
-fn peer_columns(_: Plan, _: &Layout) -> Vec<(Contender, [Measurement; 3])> {
-    Vec::new()
+fn peer_columns(_: Plan, _: &Layout) -> Result<Vec<(Contender, [Measurement; 4])>, CliError> {
+    Ok(Vec::new())
 }
 
 /// Measures pfnlab (over `ctx`'s model), the floor and every peer built in.
 pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, CliError> {
-    let ours = ctx.visit(Visitor { plan: ctx.plan })?;
+    let (ours, splits_merges_per_pair) = ctx.visit(Visitor { plan: ctx.plan })?;
     let blocks = whole_blocks(&ctx.layout)?;
-    let floor = peer_workloads(ctx.plan, || {
-        FloorBuddy::new(&blocks).expect("the span fits 32-bit indices")
+    FloorBuddy::new(&blocks)?;
+    let floor = locked_peer(ctx.plan, || {
+        FloorBuddy::new(&blocks).expect("built once before")
     });
-    let columns: Vec<(Contender, [Measurement; 3])> =
+    let columns: Vec<(Contender, [Measurement; 4])> =
         [(Contender::Pfnlab, ours), (Contender::Floor, floor)]
             .into_iter()
-            .chain(peer_columns(ctx.plan, &blocks))
+            .chain(peer_columns(ctx.plan, &blocks)?)
             .collect();
     let workloads = WORKLOADS
         .iter()
@@ -230,7 +297,10 @@ pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, CliError> {
             results: columns.iter().map(|(c, m)| (*c, m[i].clone())).collect(),
         })
         .collect();
-    Ok(PeersResults { workloads })
+    Ok(PeersResults {
+        workloads,
+        splits_merges_per_pair,
+    })
 }
 
 /// The JSON rows: one per (workload, contender), with ratios to pfnlab.
@@ -252,7 +322,12 @@ pub fn rows(results: &PeersResults, model: &str) -> Vec<Row> {
                 m.clone(),
             );
             rows.push(if *c == Contender::Pfnlab {
-                row
+                if w.workload == "split-merge-pair" {
+                    row.with("splits_per_pair", results.splits_merges_per_pair.0)
+                        .with("merges_per_pair", results.splits_merges_per_pair.1)
+                } else {
+                    row
+                }
             } else {
                 row.with(
                     "ratio_vs_pfnlab",
@@ -289,7 +364,11 @@ pub fn render(results: &PeersResults) -> String {
         }
         table += "\n";
     }
-    table += "\nmedian ns per page (TSC cycles).\n";
+    table += &format!(
+        "\nmedian ns per page (TSC cycles); {THREADS} threads: wall time per page of both threads.\n\
+         pfnlab's split-merge pair did {:.1} splits and {:.1} merges on average (its zone statistics).\n",
+        results.splits_merges_per_pair.0, results.splits_merges_per_pair.1
+    );
     for c in &contenders {
         table += &format!("{}: {}.\n", c.name(), c.what());
     }
