@@ -20,7 +20,7 @@ pub mod models;
 pub mod peer_crates;
 pub mod picture;
 pub mod report;
-// The TSC intrinsics (`rdtsc`, `lfence`, `rdtscp`).
+// The counter reads (`rdtsc`/`rdtscp` with `lfence`; aarch64 `mrs cntvct_el0`).
 #[allow(unsafe_code)]
 pub mod timing;
 // `pfn_to_page_unchecked` on pfns checked valid beforehand, as the kernel's

@@ -7,7 +7,8 @@ use serde::Serialize;
 pub struct Machine {
     /// CPU model string.
     pub cpu: String,
-    /// Calibrated TSC ticks per second.
+    /// Counter ticks per second (the TSC, calibrated; aarch64's
+    /// `CNTFRQ_EL0`).
     pub tsc_hz: u64,
     /// Logical CPUs available to this process.
     pub cores: usize,
@@ -49,13 +50,23 @@ impl Machine {
     /// One line for the top of a report.
     pub fn summary(&self) -> String {
         format!(
-            "{} | TSC {:.2} GHz | {} cores | {} RAM | kernel {} | THP {}",
+            "{} | {} {} | {} cores | {} RAM | kernel {} | THP {}",
             self.cpu,
-            self.tsc_hz as f64 / 1e9,
+            crate::timing::COUNTER_NAME,
+            rate(self.tsc_hz),
             self.cores,
             crate::human_bytes(self.memory_bytes),
             self.kernel,
             self.thp
         )
+    }
+}
+
+/// A counter rate as GHz or MHz.
+fn rate(hz: u64) -> String {
+    if hz >= 1_000_000_000 {
+        format!("{:.2} GHz", hz as f64 / 1e9)
+    } else {
+        format!("{:.1} MHz", hz as f64 / 1e6)
     }
 }

@@ -15,6 +15,7 @@
 //! |---|---|---|---|---|---|---|
 //! | x86_64, x86_64-la57 | 12 | 27 | 10 | 9 | < 16 MiB | < 4 GiB |
 //! | arm64-4k | 12 | 27 | 10 | 9 | < 4 GiB (zone_dma_bits 32) | empty |
+//! | arm64-16k | 14 | 27 | 11 | 11 | < 4 GiB (zone_dma_bits 32) | empty |
 //! | arm64-64k | 16 | 29 | 13 | 13 | < 4 GiB (zone_dma_bits 32) | empty |
 //! | ia64 | 14 | 30 | 16 | 14 | none | < 4 GiB |
 //!
@@ -179,6 +180,12 @@ impl Geometry {
     /// arm64 with 4 KiB pages: MAX_PAGE_ORDER 10, 2 MiB pageblocks.
     pub const ARM64_4K: Geometry =
         Geometry::preset("arm64-4k", [12, 27, 48], [10, 9], ZoneLimits::ARM64);
+    /// arm64 with 16 KiB pages: 128 MiB sections (`SECTION_SIZE_BITS` 27
+    /// for 4K and 16K pages, arch/arm64/include/asm/sparsemem.h),
+    /// MAX_PAGE_ORDER 11 (`ARCH_FORCE_MAX_ORDER` "11" with 16K pages) and
+    /// 32 MiB pageblocks (PMD order 11).
+    pub const ARM64_16K: Geometry =
+        Geometry::preset("arm64-16k", [14, 27, 48], [11, 11], ZoneLimits::ARM64);
     /// arm64 with 64 KiB pages and 512 MiB sections: MAX_PAGE_ORDER 13, so
     /// a max-order block is the whole section, and 512 MiB pageblocks.
     pub const ARM64_64K: Geometry =
@@ -188,17 +195,24 @@ impl Geometry {
     pub const IA64: Geometry = Geometry::preset("ia64", [14, 30, 50], [16, 14], ZoneLimits::IA64);
 
     /// Every preset, in the order of [`Geometry::PRESET_NAMES`].
-    pub const PRESETS: [Geometry; 5] = [
+    pub const PRESETS: [Geometry; 6] = [
         Geometry::X86_64,
         Geometry::X86_64_LA57,
         Geometry::ARM64_4K,
+        Geometry::ARM64_16K,
         Geometry::ARM64_64K,
         Geometry::IA64,
     ];
 
     /// Names accepted by [`Geometry::by_name`].
-    pub const PRESET_NAMES: [&'static str; 5] =
-        ["x86_64", "x86_64-la57", "arm64-4k", "arm64-64k", "ia64"];
+    pub const PRESET_NAMES: [&'static str; 6] = [
+        "x86_64",
+        "x86_64-la57",
+        "arm64-4k",
+        "arm64-16k",
+        "arm64-64k",
+        "ia64",
+    ];
 
     const fn preset(
         name: &'static str,
@@ -666,7 +680,7 @@ mod tests {
         let e = Geometry::by_name("vax").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown geometry `vax` (known: x86_64, x86_64-la57, arm64-4k, arm64-64k, ia64)"
+            "unknown geometry `vax` (known: x86_64, x86_64-la57, arm64-4k, arm64-16k, arm64-64k, ia64)"
         );
     }
 

@@ -8,15 +8,21 @@
 //! `ia64_pfn_valid` before it) used exactly this to ask "is there a
 //! `struct page` here?" with one load.
 //!
-//! pfnlab does the same:
-//! - [`probe_byte`] is one inline-asm `movzx` whose address and recovery
-//!   label go into the `pfnlab_extable` section as PC-relative pairs (like
-//!   `_ASM_EXTABLE`). It inlines into the caller; when the load does not
-//!   fault it costs what a plain load costs.
+//! pfnlab does the same, on x86_64 and aarch64:
+//! - [`probe_byte`] is one inline-asm byte load — `movzx eax, byte ptr
+//!   [addr]` on x86_64, `ldrb w0, [addr]` on aarch64 — whose address and
+//!   recovery label go into the `pfnlab_extable` section as PC-relative
+//!   pairs (like `_ASM_EXTABLE`; arm64's `_ASM_EXTABLE` records the same
+//!   pair). It inlines into the caller; when the load does not fault it
+//!   costs what a plain load costs.
 //! - [`install`] puts a `SA_SIGINFO | SA_ONSTACK` handler on SIGSEGV and
-//!   SIGBUS. The handler looks the saved `RIP` up in the table. On a hit it
-//!   sets `RIP` to the recovery label and `RAX` (the probe's output
-//!   register) to [`FAULTED`] (zero), and returns. On a miss the fault is not a
+//!   SIGBUS. The handler looks the saved program counter (`RIP`; aarch64's
+//!   `pc` in `mcontext_t`) up in the table. On a hit it sets it to the
+//!   recovery label and the probe's output register (`RAX`; aarch64's
+//!   `x0`) to [`FAULTED`] (zero), and returns. The only difference on
+//!   aarch64 is where the saved registers live in the `ucontext_t`: the
+//!   kernel's arm64 `ex_handler_load_unaligned_zeropad` and
+//!   `fixup_exception` do the same two writes on `pt_regs`. On a miss the fault is not a
 //!   probe's: it is handed to the handler that was installed before (Rust's
 //!   stack-overflow handler, a sanitizer's, the application's); if that was
 //!   `SIG_DFL` (or `SIG_IGN`, which cannot sensibly ignore a fault), the
@@ -94,8 +100,9 @@ pub unsafe fn probe_byte(addr: *const u8) -> u8 {
     let value: u64;
     // SAFETY: one byte load from `addr`, which the caller guarantees is in
     // its own mapping; a fault is caught by the installed handler, which
-    // resumes at label 3 with RAX = FAULTED. The asm touches no stack and
-    // no flags, and only reads memory.
+    // resumes at label 3 with the output register = FAULTED. The asm
+    // touches no stack and no flags, and only reads memory.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         std::arch::asm!(
             "2:",
@@ -108,6 +115,24 @@ pub unsafe fn probe_byte(addr: *const u8) -> u8 {
             ".popsection",
             addr = in(reg) addr,
             out("rax") value,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    // SAFETY: as above; `ldrb` zero-extends into x0, the register the
+    // handler zeroes on a fault.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            "ldrb w0, [{addr}]",
+            "3:",
+            ".pushsection pfnlab_extable, \"aR\"",
+            ".balign 4",
+            ".long 2b - .",
+            ".long 3b - .",
+            ".popsection",
+            addr = in(reg) addr,
+            out("x0") value,
             options(nostack, readonly, preserves_flags),
         );
     }
@@ -144,14 +169,40 @@ fn search_extable(rip: usize) -> Option<usize> {
     None
 }
 
+/// The saved program counter of an interrupted context.
+#[cfg(target_arch = "x86_64")]
+fn saved_pc(uc: &libc::ucontext_t) -> usize {
+    uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize
+}
+
+/// Resumes the context at `fixup` with the probe's output register (RAX)
+/// set to [`FAULTED`].
+#[cfg(target_arch = "x86_64")]
+fn resume_at(uc: &mut libc::ucontext_t, fixup: usize) {
+    uc.uc_mcontext.gregs[libc::REG_RIP as usize] = fixup as i64;
+    uc.uc_mcontext.gregs[libc::REG_RAX as usize] = FAULTED as i64;
+}
+
+/// The saved program counter of an interrupted context.
+#[cfg(target_arch = "aarch64")]
+fn saved_pc(uc: &libc::ucontext_t) -> usize {
+    uc.uc_mcontext.pc as usize
+}
+
+/// Resumes the context at `fixup` with the probe's output register (x0)
+/// set to [`FAULTED`].
+#[cfg(target_arch = "aarch64")]
+fn resume_at(uc: &mut libc::ucontext_t, fixup: usize) {
+    uc.uc_mcontext.pc = fixup as u64;
+    uc.uc_mcontext.regs[0] = FAULTED;
+}
+
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid ucontext_t for SA_SIGINFO handlers;
     // we are its only user while the handler runs on this thread.
     let uc = unsafe { &mut *context.cast::<libc::ucontext_t>() };
-    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
-    if let Some(fixup) = search_extable(rip) {
-        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = fixup as i64;
-        uc.uc_mcontext.gregs[libc::REG_RAX as usize] = FAULTED as i64;
+    if let Some(fixup) = search_extable(saved_pc(uc)) {
+        resume_at(uc, fixup);
         // Relaxed: a statistic.
         FIXUPS.fetch_add(1, Ordering::Relaxed);
         return;

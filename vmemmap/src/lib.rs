@@ -31,8 +31,9 @@
 
 // Unsafe is allowed module by module, each for one reason.
 // The exception-table probe: inline asm, a signal handler that edits the
-// saved context, per-thread alternate stacks.
-#[cfg(target_arch = "x86_64")]
+// saved context, per-thread alternate stacks. x86_64 and aarch64 only; on
+// other architectures `vmemmap-probe` is refused when built.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[allow(unsafe_code)]
 pub mod fixup;
 // A PROT_NONE page's address handed to write(2), to time the kernel's fixup.

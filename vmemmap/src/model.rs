@@ -452,13 +452,28 @@ impl Detector for Probe {
     const HOLES: HoleStyle = HoleStyle::Inaccessible;
 
     fn attach(_: &Reservation) -> Result<Self, BuildError> {
-        crate::fixup::install().map_err(BuildError::Map)?;
+        install_fixup()?;
         Ok(Probe)
     }
 
     #[inline(always)]
     fn pfn_valid(model: &Vmemmap<Self>, pfn: Pfn) -> bool {
         probe_present(model.base, model.max_pfn, pfn)
+    }
+}
+
+/// Installs the fault fixup, where the architecture has one.
+pub(crate) fn install_fixup() -> Result<(), BuildError> {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        crate::fixup::install().map_err(BuildError::Map)
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        Err(BuildError::Unsupported(format!(
+            "the fault-probed pfn_valid needs an exception-table probe, written for x86_64 and aarch64 only (this is {})",
+            std::env::consts::ARCH
+        )))
     }
 }
 
@@ -469,9 +484,18 @@ pub(crate) fn probe_present(base: *const Page, max_pfn: u64, pfn: Pfn) -> bool {
         return false;
     }
     let addr = base.wrapping_add(pfn.get() as usize).cast::<u8>();
-    // SAFETY: pfn < max_pfn, so `addr` lies in the model's reservation,
-    // whose holes are meant to fault; the fixup handler was installed by
-    // the detector's `attach`.
-    // A fault reads as 0: not PRESENT.
-    (unsafe { crate::fixup::probe_byte(addr) }) & PRESENT_BYTE_MASK != 0
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        // SAFETY: pfn < max_pfn, so `addr` lies in the model's reservation,
+        // whose holes are meant to fault; the fixup handler was installed by
+        // the detector's `attach`.
+        // A fault reads as 0: not PRESENT.
+        (unsafe { crate::fixup::probe_byte(addr) }) & PRESENT_BYTE_MASK != 0
+    }
+    // No probe here: `attach` refused, so no model of this detector exists.
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = addr;
+        false
+    }
 }

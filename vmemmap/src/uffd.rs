@@ -203,7 +203,7 @@ impl Detector for UffdSigbus {
     const HOLES: HoleStyle = HoleStyle::Missing;
 
     fn attach(reservation: &Reservation) -> Result<Self, BuildError> {
-        crate::fixup::install().map_err(BuildError::Map)?;
+        crate::model::install_fixup()?;
         let uffd = create(FeatureFlags::SIGBUS)?;
         register_all(&uffd, reservation)?;
         Ok(UffdSigbus { uffd })

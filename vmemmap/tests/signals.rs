@@ -8,12 +8,35 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use sparsemem::{Layout, MemoryModel, Pfn};
+use sparsemem::{Geometry, Layout, MemRange, MemoryModel, Pfn, RangeKind};
 use vmemmap::{VmemmapProbe, fixup};
 
+/// 1 GiB of RAM in a 64 GiB physical space (a 1 GiB memmap reservation).
+fn layout() -> Layout {
+    Layout::new(
+        Geometry::new(12, 27, 36).unwrap(),
+        vec![MemRange::new(0, 1 << 30, RangeKind::Ram, 0)],
+        "small",
+    )
+    .unwrap()
+}
+
+/// A hole of [`layout`].
+const HOLE: Pfn = Pfn::new((3u64 << 30) >> 12);
+
 fn child(mode: &str) -> std::process::Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "signal_child", "--nocapture", "--test-threads=1"])
+    let exe = std::env::current_exe().unwrap();
+    let runner = std::env::var("PFNLAB_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    let mut cmd = match words.next() {
+        Some(program) => {
+            let mut c = Command::new(program);
+            c.args(words).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    cmd.args(["--exact", "signal_child", "--nocapture", "--test-threads=1"])
         .env("PFNLAB_SIGNAL_CHILD", mode)
         .output()
         .unwrap()
@@ -74,8 +97,8 @@ fn signal_child() {
     let Ok(mode) = std::env::var("PFNLAB_SIGNAL_CHILD") else {
         return;
     };
-    let layout = Layout::preset("ia64-holes").unwrap();
-    let hole = Pfn::new((3u64 << 30) >> 14);
+    let layout = layout();
+    let hole = HOLE;
     match mode.as_str() {
         "before" => {
             install(earlier as *const () as usize);
@@ -124,9 +147,8 @@ fn works_under_a_handler_installed_after_and_still_kills() {
 
 #[test]
 fn probing_threads_each_get_an_alternate_stack() {
-    let layout = Layout::preset("ia64-holes").unwrap();
-    let model = VmemmapProbe::new(&layout).unwrap();
-    let hole = Pfn::new((3u64 << 30) >> 14);
+    let model = VmemmapProbe::new(&layout()).unwrap();
+    let hole = HOLE;
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {

@@ -97,7 +97,10 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         rows.push(Row::new("list", model, json!({"bulk": size}), l));
         rows.push(Row::new("array", model, json!({"bulk": size}), a));
     }
-    table += "\nCycles are TSC cycles, as the kernel's time_bench (get_cycles) reports them.\n";
+    table += &format!(
+        "\nCycles are {}, as the kernel's time_bench (get_cycles) reports them.\n",
+        crate::timing::COUNTER_UNIT
+    );
     Ok(Outcome {
         rows,
         table,

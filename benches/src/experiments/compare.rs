@@ -178,9 +178,10 @@ pub fn table(
     refused: &[(ModelKind, String)],
     fixup: Option<&KernelFixup>,
 ) -> String {
-    let mut out = String::from(
-        "median ns per op (TSC cycles)\n\
+    let mut out = format!(
+        "median ns per op ({})\n\
          model                 pfn_valid valid   pfn_valid hole     pfn_to_page+flags  alloc+free (no check)  alloc+free (hole check)  memmap reserved  memmap resident\n",
+        crate::timing::COUNTER_UNIT
     );
     for r in results {
         out += &format!(

@@ -178,7 +178,8 @@ pub fn render(results: &DensityResults) -> String {
         ),
     ] {
         out += &format!(
-            "{title}: median ns (TSC cycles) by fraction of holes\n{:<21}",
+            "{title}: median ns ({}) by fraction of holes\n{:<21}",
+            crate::timing::COUNTER_UNIT,
             "model"
         );
         for h in HOLE_FRACTIONS {

@@ -34,11 +34,12 @@ impl KernelFixup {
     /// One paragraph saying what was measured and how to read it.
     pub fn text(&self) -> String {
         format!(
-            "Kernel exception-table fixup on this host: {} ns ({:.0} cycles) = a write() to a pipe from a PROT_NONE page, \
+            "Kernel exception-table fixup on this host: {} ns ({:.0} {}) = a write() to a pipe from a PROT_NONE page, \
              which faults in copy_from_user and returns EFAULT ({} ns), minus the same write from mapped memory ({} ns). \
              An upper bound for a faulting kernel load on a vmemmap hole: a user-address fault also looks up the VMA.\n",
             fmt_ns(self.fixup_ns()),
             self.fixup_cycles(),
+            crate::timing::COUNTER_UNIT,
             fmt_ns(self.faulting.ns_per_op.median),
             fmt_ns(self.mapped.ns_per_op.median),
         )

@@ -365,9 +365,11 @@ pub fn render(results: &PeersResults) -> String {
         table += "\n";
     }
     table += &format!(
-        "\nmedian ns per page (TSC cycles); {THREADS} threads: wall time per page of both threads.\n\
+        "\nmedian ns per page ({}); {THREADS} threads: wall time per page of both threads.\n\
          pfnlab's split-merge pair did {:.1} splits and {:.1} merges on average (its zone statistics).\n",
-        results.splits_merges_per_pair.0, results.splits_merges_per_pair.1
+        crate::timing::COUNTER_UNIT,
+        results.splits_merges_per_pair.0,
+        results.splits_merges_per_pair.1
     );
     for c in &contenders {
         table += &format!("{}: {}.\n", c.name(), c.what());

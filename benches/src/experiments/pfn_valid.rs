@@ -129,8 +129,9 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         None => vec![ctx.layout.clone(), Layout::preset("ia64-holes")?],
     };
     let mut rows = Vec::new();
-    let mut table = String::from(
-        "median ns per op (TSC cycles); page_test: zone-path alloc of 512 pages then free, hole check on\n",
+    let mut table = format!(
+        "median ns per op ({}); page_test: zone-path alloc of 512 pages then free, hole check on\n",
+        crate::timing::COUNTER_UNIT
     );
     for layout in &layouts {
         table += &format!(

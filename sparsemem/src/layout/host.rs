@@ -153,22 +153,32 @@ fn read_node_map(sources: &HostSources) -> Option<NodeMap> {
     })
 }
 
-/// The geometry of this machine's architecture, wide enough for `max_end`.
-fn host_geometry(max_end: u64) -> Geometry {
-    if cfg!(target_arch = "aarch64") {
-        if crate::memmap::host_page_size() == 1 << 16 {
-            Geometry::ARM64_64K
-        } else {
-            Geometry::ARM64_4K
-        }
-    } else if max_end > Geometry::X86_64.max_phys_addr().get() {
-        Geometry::X86_64_LA57
-    } else {
-        Geometry::X86_64
+/// The geometry of a machine of architecture `arch` (as
+/// `std::env::consts::ARCH` names it) whose kernel uses `page_size`-byte
+/// pages, wide enough for RAM ending at `max_end`: arm64 by its page size
+/// (4, 16 or 64 KiB), x86_64 with 5-level paging when RAM reaches past 46
+/// bits.
+pub fn host_geometry_for(arch: &str, page_size: usize, max_end: u64) -> Geometry {
+    match (arch, page_size) {
+        ("aarch64", 0x10000) => Geometry::ARM64_64K,
+        ("aarch64", 0x4000) => Geometry::ARM64_16K,
+        ("aarch64", _) => Geometry::ARM64_4K,
+        _ if max_end > Geometry::X86_64.max_phys_addr().get() => Geometry::X86_64_LA57,
+        _ => Geometry::X86_64,
     }
 }
 
-/// Turns firmware entries into a layout: kinds, clipping, node split.
+/// The geometry of this machine.
+fn host_geometry(max_end: u64) -> Geometry {
+    host_geometry_for(
+        std::env::consts::ARCH,
+        crate::memmap::host_page_size(),
+        max_end,
+    )
+}
+
+/// Turns firmware entries into a layout for this machine's geometry:
+/// kinds, clipping, node split.
 pub fn entries_to_layout(
     entries: &[FirmwareEntry],
     nodes: Option<&NodeMap>,
@@ -180,7 +190,19 @@ pub fn entries_to_layout(
         .map(|e| e.1)
         .max()
         .unwrap_or(0);
-    let g = host_geometry(ram_end);
+    entries_to_layout_with(entries, nodes, source, host_geometry(ram_end))
+}
+
+/// [`entries_to_layout`] for a given geometry (another machine's samples).
+/// Everything that is not "System RAM" is reserved: on arm64 that includes
+/// the memblock NOMAP regions (firmware and UEFI runtime memory), which
+/// `/proc/iomem` lists as top-level "reserved".
+pub fn entries_to_layout_with(
+    entries: &[FirmwareEntry],
+    nodes: Option<&NodeMap>,
+    source: &str,
+    g: Geometry,
+) -> Result<Layout, LayoutError> {
     let max = g.max_phys_addr().get();
     let mut ranges: Vec<MemRange> = Vec::new();
     let mut covered = 0u64;

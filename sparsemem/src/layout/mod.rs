@@ -32,8 +32,8 @@ use crate::subsection::SubsectionMap;
 use crate::types::{NodeId, Pfn, PhysAddr, SectionNr};
 
 pub use host::{
-    FirmwareEntry, HostSources, NodeMap, entries_to_layout, parse_firmware_entry,
-    parse_firmware_memmap, parse_iomem,
+    FirmwareEntry, HostSources, NodeMap, entries_to_layout, entries_to_layout_with,
+    host_geometry_for, parse_firmware_entry, parse_firmware_memmap, parse_iomem,
 };
 pub use presets::PRESET_NAMES;
 

@@ -77,7 +77,7 @@ fn custom_geometry_table_is_validated() {
     assert_eq!(default_orders.geometry().max_order().get(), 10);
     assert_eq!(
         err("geometry = \"pdp11\"\n"),
-        "unknown geometry `pdp11` (known: x86_64, x86_64-la57, arm64-4k, arm64-64k, ia64)"
+        "unknown geometry `pdp11` (known: x86_64, x86_64-la57, arm64-4k, arm64-16k, arm64-64k, ia64)"
     );
     assert_eq!(
         err("geometry = 3\n"),
@@ -414,4 +414,91 @@ fn the_host_falls_back_to_a_preset_and_says_why() {
             .to_string()
             .contains("unknown preset `cray`")
     );
+}
+
+/// `/proc/iomem` of an arm64 QEMU `virt` machine with 2 GiB of RAM at
+/// 1 GiB (arm64 has no `/sys/firmware/memmap`).
+const ARM64_VIRT_IOMEM: &str = "\
+00000000-03ffffff : 0.flash flash@0
+04000000-07ffffff : 0.flash flash@0
+08000000-0800ffff : GICD
+080a0000-08ffffff : GICR
+09000000-09000fff : pl011@9000000
+  09000000-09000fff : 9000000.pl011 pl011@9000000
+09010000-09010fff : pl031@9010000
+10000000-3efeffff : pcie@10000000
+40000000-bfffffff : System RAM
+  40210000-4197ffff : Kernel code
+  41980000-41dfffff : reserved
+  41e00000-4244ffff : Kernel data
+  48000000-483fffff : reserved
+8000000000-ffffffffff : pcie@10000000
+";
+
+/// `/proc/iomem` of an arm64 server: RAM split by a NOMAP region (UEFI
+/// runtime memory, listed as top-level "reserved") and a second bank
+/// above 512 GiB.
+const ARM64_SERVER_IOMEM: &str = "\
+80000000-fc97ffff : System RAM
+  80010000-8146ffff : Kernel code
+fc980000-fc98ffff : reserved
+fc990000-fffeffff : System RAM
+ffff0000-ffffffff : reserved
+8000000000-87ffffffff : System RAM
+";
+
+#[test]
+fn arm64_iomem_samples_load_with_the_page_size_geometry() {
+    use crate::layout::{entries_to_layout_with, host_geometry_for};
+    assert_eq!(
+        host_geometry_for("aarch64", 4096, 1 << 40),
+        Geometry::ARM64_4K
+    );
+    assert_eq!(
+        host_geometry_for("aarch64", 16384, 1 << 40),
+        Geometry::ARM64_16K
+    );
+    assert_eq!(
+        host_geometry_for("aarch64", 65536, 1 << 40),
+        Geometry::ARM64_64K
+    );
+    assert_eq!(host_geometry_for("x86_64", 4096, 1 << 40), Geometry::X86_64);
+    assert_eq!(
+        host_geometry_for("x86_64", 4096, 1 << 50),
+        Geometry::X86_64_LA57
+    );
+
+    let virt = parse_iomem(ARM64_VIRT_IOMEM).unwrap();
+    let l = entries_to_layout_with(&virt, None, "arm64 virt", Geometry::ARM64_4K).unwrap();
+    let ram: Vec<_> = l
+        .ram_ranges()
+        .map(|(r, _, _)| (r.start.get(), r.end.get()))
+        .collect();
+    assert_eq!(
+        ram,
+        [(0x4000_0000, 0xc000_0000)],
+        "nested entries are not top-level RAM"
+    );
+    assert_eq!(l.present_pages(), (2 << 30) >> 12);
+
+    let server = parse_iomem(ARM64_SERVER_IOMEM).unwrap();
+    for g in [Geometry::ARM64_4K, Geometry::ARM64_16K, Geometry::ARM64_64K] {
+        let l = entries_to_layout_with(&server, None, "arm64 server", g).unwrap();
+        assert_eq!(l.ram_ranges().count(), 3, "{}", g.name());
+        let nomap = l
+            .ranges()
+            .iter()
+            .find(|r| r.start.get() == 0xfc98_0000)
+            .unwrap();
+        assert_eq!(nomap.kind, RangeKind::Reserved, "NOMAP stays reserved");
+        // Generic SPARSEMEM: the NOMAP hole lies in an early section, so it
+        // has struct pages and is valid, as on arm64 since 5.14.
+        let sparse = crate::SparseExtreme::new(&l).unwrap();
+        use crate::MemoryModel;
+        assert!(
+            sparse.pfn_valid(g.phys_to_pfn(PhysAddr::new(0xfc98_8000))),
+            "{}",
+            g.name()
+        );
+    }
 }
