@@ -19,6 +19,8 @@ fn lock(c: &mut Criterion) {
         let options = Options {
             lock_policy: policy,
             pcp_batch: Some(256),
+            era: buddy::Era::V2_6_23,
+            ..Options::default()
         };
         let alloc =
             Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, options)

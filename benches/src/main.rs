@@ -34,6 +34,10 @@ struct Cli {
     /// Short runs (for tests and smoke checks).
     #[arg(long, global = true)]
     quick: bool,
+    /// Default comparison: the kernel era the allocator models (default
+    /// 6.18; `bench` takes its own `--era`).
+    #[arg(long, value_parser = buddy::Era::parse)]
+    era: Option<buddy::Era>,
 }
 
 #[derive(Subcommand)]
@@ -67,9 +71,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
             let layout = load_layout(cli.layout.as_deref())?;
             let machine = Machine::describe();
             println!(
-                "pfnlab default comparison on {} ({})",
+                "pfnlab default comparison on {} ({}), kernel era {}",
                 layout.source(),
-                layout.geometry()
+                layout.geometry(),
+                cli.era.unwrap_or_default()
             );
             println!("machine: {}\n", machine.summary());
             let bar = if io::stderr().is_terminal() {
@@ -81,7 +86,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
                     .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
-            let (results, refused) = compare::run(&layout, plan, &bar);
+            let era = cli.era.unwrap_or_default();
+            let options = buddy::Options {
+                era,
+                ..buddy::Options::default()
+            };
+            let (results, refused) = compare::run(&layout, plan, options, &bar);
             bar.set_message("kernel fault fixup");
             let fixup = measure_kernel_fixup(plan)?;
             bar.finish_and_clear();

@@ -170,7 +170,7 @@ fn every_experiment_runs_in_quick_mode() {
     let layout = small_layout(&s);
     for (exp, extra) in [
         ("flags", vec!["--iterations", "2"]),
-        ("lock", vec![]),
+        ("lock", vec!["--era", "6.18"]),
         ("pfn-valid", vec![]),
         ("bulk", vec![]),
         ("cpuset", vec!["--layout", "preset:numa-fake-64"]),
@@ -269,6 +269,10 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
         "unknown preset `cray`",
     );
     assert_refused(&["--frobnicate"], "--frobnicate");
+    assert_refused(
+        &["bench", "lock", "--era", "3.0"],
+        "unknown era `3.0` (known: 2.6.9, 2.6.23, 5.13, 6.18)",
+    );
     let bad = s.path("bad.toml");
     std::fs::write(&bad, "[[range]]\nstart = 1\nend = 0\nkind = \"ram\"\n").unwrap();
     assert_refused(

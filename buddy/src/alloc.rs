@@ -15,6 +15,7 @@ use std::marker::PhantomData;
 
 use sparsemem::{Layout, MemoryModel, NodeId, Order, OrderTooLarge, PageFlag, Pfn, RangeKind};
 
+use crate::era::Era;
 use crate::error::AllocError;
 use crate::list::OwnedBlock;
 use crate::node::{Gfp, Node, NodeMask, build_nodes};
@@ -39,6 +40,12 @@ pub struct Options {
     pub lock_policy: LockPolicy,
     /// Overrides the per-CPU `batch` (default: the kernel's formula).
     pub pcp_batch: Option<u32>,
+    /// The kernel whose mechanisms the allocator models (default 6.18).
+    pub era: Era,
+    /// CPUs the machine has, over which `zone_highsize` splits a node's
+    /// low watermark (default: this machine's, `available_parallelism`,
+    /// spread evenly over the nodes with memory).
+    pub cpus: Option<u32>,
 }
 
 /// Largest number of pages one bulk request may ask for: pfnlab's bound
@@ -173,7 +180,6 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             for &(first, end) in ranges {
                 zone.give_range(&alloc.model, [first, end], false)?;
             }
-            zone.set_pcp_sizes(options.pcp_batch);
             alloc.zones.push(zone);
         }
         let block = layout.geometry().memory_block_pages();
@@ -183,7 +189,27 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             }
         }
         alloc.rebuild_nodes();
+        alloc.setup_watermarks_and_pcp();
         Ok(alloc)
+    }
+
+    /// `init_per_zone_wmark_min` and `zone_pcp_update` after the managed
+    /// memory changed (boot, online, offline): every zone's watermarks,
+    /// then its per-CPU `batch` and `high` for the era.
+    pub(crate) fn setup_watermarks_and_pcp(&mut self) {
+        let sizes: Vec<(ZoneType, u64)> = self.zones.iter().map(|z| (z.kind, z.managed)).collect();
+        let page_size = self.model.geometry().page_size();
+        let marks = crate::watermark::setup_per_zone_wmarks(&sizes, page_size);
+        let cpus = self
+            .options
+            .cpus
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+        let nodes = self.nodes.len().max(1) as u32;
+        let split = cpus.div_ceil(nodes).max(1);
+        for (zone, marks) in self.zones.iter_mut().zip(marks) {
+            zone.watermarks = marks;
+            zone.set_pcp_sizes(self.options.pcp_batch, self.options.era, split);
+        }
     }
 
     pub(crate) fn rebuild_nodes(&mut self) {

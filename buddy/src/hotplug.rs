@@ -205,11 +205,12 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             self.model.set_online(start, nr_pages, false)?;
             return Err(e);
         }
+        let id = zone.id;
         for b in blocks {
             self.offline.remove(&b);
         }
-        zone.set_pcp_sizes(self.options.pcp_batch);
-        Ok(zone.id)
+        self.setup_watermarks_and_pcp();
+        Ok(id)
     }
 
     /// `offline_pages`: offlines whole memory blocks `[start, start +
@@ -262,6 +263,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         zone.take_range(&self.model, start, Pfn::new(end), &free_blocks)?;
         let node = zone.node;
         self.offline.extend(blocks.map(|b| (b, node)));
+        self.setup_watermarks_and_pcp();
         Ok(())
     }
 

@@ -32,6 +32,7 @@
 #![deny(unsafe_code)]
 
 mod alloc;
+mod era;
 mod error;
 mod hotplug;
 // The intrusive lists and the owned-block token: the only writers of a
@@ -48,14 +49,17 @@ pub mod testing;
 // Flag operations are the `Page` owners' `unsafe fn`s.
 #[allow(unsafe_code)]
 mod variant;
+mod watermark;
 // The buddy algorithm: merges and splits reach pages as `page + offset`.
 #[allow(unsafe_code)]
 mod zone;
 
 pub use alloc::{Allocator, LockPolicy, MAX_BULK, MAX_ZONES, Options};
+pub use era::Era;
 pub use error::AllocError;
 pub use hotplug::OnlineType;
 pub use node::{Gfp, Node, NodeMask};
 pub use pcp::PerCpu;
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Variant};
+pub use watermark::{Watermarks, min_free_kbytes, setup_per_zone_wmarks, zone_highsize};
 pub use zone::{PCP_HIGH_BATCHES, Zone, ZoneId, ZoneStats, ZoneType, zone_batchsize};

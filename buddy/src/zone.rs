@@ -21,6 +21,9 @@ use std::marker::PhantomData;
 
 use sparsemem::{MemoryModel, NR_PAGE_ORDERS, NodeId, Order, Page, PageFlag, Pfn};
 
+use crate::era::Era;
+use crate::watermark::{Watermarks, zone_highsize};
+
 use crate::error::AllocError;
 use crate::list::{OwnedBlock, PageList, page_offset};
 use crate::lock::SpinLock;
@@ -143,6 +146,7 @@ pub struct Zone<V> {
     pub(crate) free: SpinLock<FreeArea<V>>,
     pub(crate) batch: u32,
     pub(crate) high: u32,
+    pub(crate) watermarks: Watermarks,
 }
 
 /// `pcp->high` before 5.14: six batches (`pageset_set_batch`,
@@ -170,6 +174,7 @@ impl<V: Variant> Zone<V> {
             free: SpinLock::new(FreeArea::new(id.get(), start, end, max_order)),
             batch: 1,
             high: PCP_HIGH_BATCHES,
+            watermarks: Watermarks::default(),
         }
     }
 
@@ -229,11 +234,22 @@ impl<V: Variant> Zone<V> {
         self.free.acquisitions()
     }
 
+    /// The zone's watermarks (`min_wmark_pages` and so on).
+    pub fn watermarks(&self) -> Watermarks {
+        self.watermarks
+    }
+
     /// Sets `batch` (the kernel's `zone_batchsize` unless overridden) and
-    /// `high`.
-    pub(crate) fn set_pcp_sizes(&mut self, batch: Option<u32>) {
+    /// `high`: `6 × batch` before Linux 5.14, `zone_highsize` after (the
+    /// 6.7 auto-tuning between `high_min` and `high_max` is not modelled:
+    /// `high` stays at `high_min`, its starting value).
+    pub(crate) fn set_pcp_sizes(&mut self, batch: Option<u32>, era: Era, nr_split_cpus: u32) {
         self.batch = batch.unwrap_or_else(|| zone_batchsize(self.managed)).max(1);
-        self.high = PCP_HIGH_BATCHES * self.batch;
+        self.high = if era.pcp_high_from_watermark() {
+            zone_highsize(self.watermarks.low, self.batch, nr_split_cpus)
+        } else {
+            PCP_HIGH_BATCHES * self.batch
+        };
     }
 
     /// Grows the span to cover `[start, end)` (hot-added memory).

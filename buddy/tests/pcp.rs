@@ -24,6 +24,9 @@ fn allocator(policy: LockPolicy) -> Allocator<SparseExtreme, Kernel> {
     let options = Options {
         lock_policy: policy,
         pcp_batch: Some(BATCH),
+        // high = 6 × batch, the rule these tests check.
+        era: buddy::Era::V2_6_23,
+        ..Options::default()
     };
     Allocator::new(SparseExtreme::new(&layout).unwrap(), &layout, options).unwrap()
 }
@@ -300,4 +303,42 @@ fn empty_drains_cost_nothing_and_drop_folds_pending_counts() {
     for p in taken {
         alloc.free_pages(p, Order::ZERO).unwrap();
     }
+}
+
+/// 6.18 sizes `pcp->high` from the zone's low watermark split over the
+/// node's CPUs (`zone_highsize`), at least four batches; 5.13 and older use
+/// six batches. The watermarks follow `__setup_per_zone_wmarks`.
+#[test]
+fn high_follows_the_era() {
+    let layout = sparsemem::Layout::preset("x86-pci-hole").unwrap();
+    let build = |era, cpus| {
+        let options = Options {
+            era,
+            cpus: Some(cpus),
+            ..Options::default()
+        };
+        Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, options).unwrap()
+    };
+    let old = build(buddy::Era::V5_13, 2);
+    let new = build(buddy::Era::V6_18, 2);
+    let normal = |a: &Allocator<SparseExtreme, Kernel>| {
+        a.zones()
+            .iter()
+            .find(|z| z.kind == buddy::ZoneType::Normal)
+            .map(|z| (z.batch(), z.high(), z.watermarks(), z.managed_pages()))
+            .unwrap()
+    };
+    let (batch, high_old, _, _) = normal(&old);
+    assert_eq!(high_old, 6 * batch);
+    let (batch, high_new, marks, managed) = normal(&new);
+    assert_eq!(batch, 63, "zone_batchsize of a large zone");
+    assert!(marks.min < marks.low && marks.low < marks.high, "{marks:?}");
+    assert!(marks.low - marks.min >= managed * 10 / 10_000);
+    assert_eq!(u64::from(high_new), (marks.low / 2).max(4 * 63));
+    assert!(
+        high_new > high_old,
+        "6.x keeps far more pages per CPU: {high_new} vs {high_old}"
+    );
+    let one_cpu = build(buddy::Era::V6_18, 1);
+    assert_eq!(u64::from(normal(&one_cpu).1), marks.low.max(4 * 63));
 }

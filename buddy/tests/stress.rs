@@ -12,6 +12,7 @@ fn stress<M: MemoryModel, V: Variant>(model: M, layout: &Layout, policy: LockPol
     let options = Options {
         lock_policy: policy,
         pcp_batch: Some(31),
+        ..Options::default()
     };
     let alloc = Allocator::<M, V>::new(model, layout, options).unwrap();
     let initial = snapshot(&alloc);

@@ -23,6 +23,7 @@ const SEED: [(usize, u32, u32); 2] = [(1, 202, 206), (128, 110, 133)];
 
 struct Visitor {
     plan: Plan,
+    alloc_options: Options,
 }
 
 type Results = (Measurement, Vec<(usize, Measurement, Measurement)>);
@@ -35,7 +36,7 @@ impl ModelVisitor for Visitor {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<Results, AllocError> {
-        let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
+        let alloc = build_allocator::<M, Kernel>(layout, options, self.alloc_options)?;
         let mut cpu = alloc.cpu_on(layout.first_node())?;
         let plan = self.plan;
         let pairs = plan.iters(2_000_000, 20_000);
@@ -65,7 +66,10 @@ impl ModelVisitor for Visitor {
 }
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let (single, per_size) = ctx.visit(Visitor { plan: ctx.plan })?;
+    let (single, per_size) = ctx.visit(Visitor {
+        plan: ctx.plan,
+        alloc_options: ctx.options(),
+    })?;
     let model = ctx.model.name();
     let mut rows = vec![Row::new(
         "single",

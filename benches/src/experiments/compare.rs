@@ -45,15 +45,17 @@ struct CompareVisitor<'a> {
     plan: Plan,
     kind: ModelKind,
     progress: &'a dyn Progress,
+    alloc_options: Options,
 }
 
 fn alloc_pairs<M: Buildable, V: Variant>(
     layout: &Layout,
     options: VmemmapOptions,
     plan: Plan,
+    alloc_options: Options,
 ) -> Result<Option<Measurement>, AllocError> {
     let model = M::build(layout, options)?;
-    let alloc = match Allocator::<M, V>::new(model, layout, Options::default()) {
+    let alloc = match Allocator::<M, V>::new(model, layout, alloc_options) {
         Ok(a) => a,
         Err(AllocError::HolesInBlock { .. }) => return Ok(None),
         Err(e) => return Err(e),
@@ -101,9 +103,10 @@ impl ModelVisitor for CompareVisitor<'_> {
         let memmap = model.memmap_bytes();
         drop(model);
         self.progress.stage(format!("{name}: allocator"));
-        let alloc_off = alloc_pairs::<M, Kernel>(layout, options, plan)?;
-        let alloc_on = alloc_pairs::<M, KernelHoleCheck>(layout, options, plan)?
-            .expect("the hole check accepts every layout");
+        let alloc_off = alloc_pairs::<M, Kernel>(layout, options, plan, self.alloc_options)?;
+        let alloc_on =
+            alloc_pairs::<M, KernelHoleCheck>(layout, options, plan, self.alloc_options)?
+                .expect("the hole check accepts every layout");
         Ok(ModelResult {
             kind: self.kind,
             valid: valid_m,
@@ -145,6 +148,7 @@ impl Progress for indicatif::ProgressBar {
 pub fn run(
     layout: &Layout,
     plan: Plan,
+    alloc_options: Options,
     progress: &dyn Progress,
 ) -> (Vec<ModelResult>, Vec<(ModelKind, String)>) {
     let mut done = Vec::new();
@@ -154,6 +158,7 @@ pub fn run(
             plan,
             kind,
             progress,
+            alloc_options,
         };
         match with_model_options(kind, layout, VmemmapOptions::default(), visitor) {
             Ok(r) => done.push(r),

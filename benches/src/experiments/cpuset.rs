@@ -218,13 +218,23 @@ pub fn measure_cpuset(
     layout: &Layout,
     plan: Plan,
     allowed: u16,
+    alloc_options: Options,
 ) -> Result<CpusetResults, AllocError> {
-    with_model(kind, layout, Visitor { plan, allowed })
+    with_model(
+        kind,
+        layout,
+        Visitor {
+            plan,
+            allowed,
+            alloc_options,
+        },
+    )
 }
 
 struct Visitor {
     plan: Plan,
     allowed: u16,
+    alloc_options: Options,
 }
 
 impl ModelVisitor for Visitor {
@@ -235,7 +245,7 @@ impl ModelVisitor for Visitor {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<CpusetResults, AllocError> {
-        let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
+        let alloc = build_allocator::<M, Kernel>(layout, options, self.alloc_options)?;
         let nodes = layout.nodes();
         let first_allowed = nodes.len().saturating_sub(usize::from(self.allowed));
         let allowed_nodes = NodeMask::of(nodes[first_allowed..].iter().copied());
@@ -288,7 +298,13 @@ impl ModelVisitor for Visitor {
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     let allowed = ctx.args.allowed.unwrap_or(43);
-    let results = ctx.named(measure_cpuset(ctx.model, &ctx.layout, ctx.plan, allowed))?;
+    let results = ctx.named(measure_cpuset(
+        ctx.model,
+        &ctx.layout,
+        ctx.plan,
+        allowed,
+        ctx.options(),
+    ))?;
     Ok(Outcome {
         rows: results.rows(ctx.model.name()),
         table: results.render(),

@@ -161,6 +161,7 @@ pub fn measure_flags(
     plan: Plan,
     iterations: u64,
     threads: usize,
+    alloc_options: Options,
 ) -> Result<FlagsResults, AllocError> {
     let pages = (16usize << 20) >> layout.geometry().page_shift();
     with_model(
@@ -171,6 +172,7 @@ pub fn measure_flags(
             iterations,
             pages,
             threads: threads.max(1),
+            alloc_options,
         },
     )
 }
@@ -180,6 +182,7 @@ struct Visitor {
     iterations: u64,
     pages: usize,
     threads: usize,
+    alloc_options: Options,
 }
 
 fn one<M: Buildable, V: Variant>(
@@ -189,7 +192,7 @@ fn one<M: Buildable, V: Variant>(
     out: &mut Vec<FlagsRun>,
     variant: FlagsVariant,
 ) -> Result<(), AllocError> {
-    let alloc = build_allocator::<M, V>(layout, options, Options::default())?;
+    let alloc = build_allocator::<M, V>(layout, options, v.alloc_options)?;
     let node = layout.first_node();
     drop(alloc.cpu_on(node)?);
     for threads in [1, v.threads] {
@@ -264,6 +267,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         ctx.plan,
         iterations,
         threads,
+        ctx.options(),
     ))?;
     Ok(Outcome {
         rows: results.rows(ctx.model.name()),

@@ -72,6 +72,7 @@ struct Visitor {
     plan: Plan,
     holes: f64,
     slow_holes: bool,
+    alloc_options: Options,
 }
 
 impl ModelVisitor for Visitor {
@@ -91,7 +92,7 @@ impl ModelVisitor for Visitor {
         };
         let mut rng = XorShift(0x5eed);
         let pfns: Vec<Pfn> = (0..n).map(|_| Pfn::new(rng.next_u64() % span)).collect();
-        let alloc = build_allocator::<M, KernelHoleCheck>(layout, options, Options::default())?;
+        let alloc = build_allocator::<M, KernelHoleCheck>(layout, options, self.alloc_options)?;
         let pfn_valid = measure(plan.trials, || {
             std::hint::black_box(count_valid(alloc.model(), &pfns));
             pfns.len() as u64
@@ -111,7 +112,11 @@ impl ModelVisitor for Visitor {
 }
 
 /// Measures every model at every density on `geometry`.
-pub fn measure_hole_density(plan: Plan, geometry: sparsemem::Geometry) -> DensityResults {
+pub fn measure_hole_density(
+    plan: Plan,
+    geometry: sparsemem::Geometry,
+    alloc_options: Options,
+) -> DensityResults {
     let layouts: Vec<(f64, Layout)> = HOLE_FRACTIONS
         .iter()
         .map(|&h| (h, layout_with_holes(geometry, h)))
@@ -127,6 +132,7 @@ pub fn measure_hole_density(plan: Plan, geometry: sparsemem::Geometry) -> Densit
                 plan,
                 holes: *holes,
                 slow_holes: kind.faults_on_holes(),
+                alloc_options,
             };
             match with_model_options(kind, layout, VmemmapOptions::default(), visitor) {
                 Ok(p) => points.push(p),
@@ -207,7 +213,7 @@ pub fn render(results: &DensityResults) -> String {
 }
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let results = measure_hole_density(ctx.plan, *ctx.layout.geometry());
+    let results = measure_hole_density(ctx.plan, *ctx.layout.geometry(), ctx.options());
     Ok(Outcome {
         rows: rows(&results),
         table: render(&results),

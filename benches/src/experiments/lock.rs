@@ -23,6 +23,7 @@ struct Visitor {
     threads: usize,
     batch: u32,
     duration: Duration,
+    era: buddy::Era,
 }
 
 /// Per policy: batch-thread cost per page, small-request latencies (ns).
@@ -41,6 +42,8 @@ impl ModelVisitor for Visitor {
             let opts = Options {
                 lock_policy: policy,
                 pcp_batch: Some(self.batch),
+                era: self.era,
+                ..Options::default()
             };
             let alloc = build_allocator::<M, Kernel>(layout, options, opts)?;
             let node = layout.first_node();
@@ -114,14 +117,20 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         threads,
         batch,
         duration,
+        era: ctx.era,
     };
     let results = ctx.visit(visitor)?;
     let model = ctx.model.name();
     let mut table = format!(
-        "{} batch thread(s) refilling/draining pcp batches of {batch} (high {}), 1 thread making single-page zone-path requests, {} ms per trial\n\n\
+        "{} batch thread(s) refilling/draining pcp batches of {batch} (high {}, era {}), 1 thread making single-page zone-path requests, {} ms per trial\n\n\
          {:<10}  {:>22}  {:>12}  {:>10}  {:>10}  {:>10}  {:>9}\n",
         threads.saturating_sub(1).max(1),
-        batch * 6,
+        if ctx.era.pcp_high_from_watermark() {
+            "zone_highsize".to_string()
+        } else {
+            (batch * 6).to_string()
+        },
+        ctx.era,
         duration.as_millis(),
         "policy",
         "batch ns (cycles)/page",

@@ -75,6 +75,19 @@ impl Experiment {
             .ok_or_else(|| UnknownExperiment(name.to_owned()))
     }
 
+    /// The kernel era of the experiment's seed (the closest pfnlab models):
+    /// 2.6.9 for the 2004 flag discussion, 2.6.23 for the 2006–2007 ones,
+    /// 5.13 for the bulk allocator, 6.18 for the rest.
+    pub fn default_era(self) -> buddy::Era {
+        use buddy::Era;
+        match self {
+            Experiment::Flags => Era::V2_6_9,
+            Experiment::Lock | Experiment::PfnValid | Experiment::Cpuset => Era::V2_6_23,
+            Experiment::Bulk => Era::V5_13,
+            Experiment::Peers | Experiment::HoleDensity => Era::V6_18,
+        }
+    }
+
     /// The model the experiment's seed measured.
     pub fn default_model(self) -> ModelKind {
         match self {
@@ -160,6 +173,10 @@ pub struct BenchArgs {
     /// Nodes in the cpuset experiment's cpuset (default 43 of 64).
     #[cfg_attr(feature = "cli", arg(long))]
     pub allowed: Option<u16>,
+    /// Kernel era whose mechanisms the allocator models (default: the
+    /// experiment's seed's era).
+    #[cfg_attr(feature = "cli", arg(long, value_parser = buddy::Era::parse))]
+    pub era: Option<buddy::Era>,
 }
 
 /// What an experiment gets.
@@ -176,6 +193,18 @@ pub struct Ctx<'a> {
     pub args: &'a BenchArgs,
     /// What this machine is: every sentence about it comes from here.
     pub machine: &'a Machine,
+    /// The kernel era the allocator models.
+    pub era: buddy::Era,
+}
+
+impl Ctx<'_> {
+    /// Allocator options for this run: its era, the rest as the kernel's.
+    pub fn options(&self) -> buddy::Options {
+        buddy::Options {
+            era: self.era,
+            ..buddy::Options::default()
+        }
+    }
 }
 
 impl Ctx<'_> {
@@ -215,10 +244,12 @@ pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<()
     let layout = load_layout(if spec == "host" { None } else { Some(spec) })?;
     let machine = Machine::describe();
     println!(
-        "pfnlab bench {name} | model {model} | layout {}",
+        "pfnlab bench {name} | model {model} | era {} | layout {}",
+        args.era.unwrap_or(name.default_era()),
         layout.source()
     );
     println!("machine: {}\n", machine.summary());
+    let era = args.era.unwrap_or(name.default_era());
     let ctx = Ctx {
         plan,
         layout,
@@ -226,6 +257,7 @@ pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<()
         model,
         args,
         machine: &machine,
+        era,
     };
     let outcome = match name {
         Experiment::Flags => flags::run(&ctx),

@@ -124,6 +124,7 @@ pub struct PeersResults {
 
 struct Visitor {
     plan: Plan,
+    alloc_options: Options,
 }
 
 impl ModelVisitor for Visitor {
@@ -135,7 +136,7 @@ impl ModelVisitor for Visitor {
         options: VmemmapOptions,
     ) -> Result<Self::Output, AllocError> {
         let plan = self.plan;
-        let alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
+        let alloc = build_allocator::<M, Kernel>(layout, options, self.alloc_options)?;
         let node = layout.first_node();
         let n = plan.iters(2_000_000, 20_000);
         let before = alloc.stats_total();
@@ -278,7 +279,10 @@ fn peer_columns(_: Plan, _: &Layout) -> Result<Vec<(Contender, [Measurement; 4])
 
 /// Measures pfnlab (over `ctx`'s model), the floor and every peer built in.
 pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, CliError> {
-    let (ours, splits_merges_per_pair) = ctx.visit(Visitor { plan: ctx.plan })?;
+    let (ours, splits_merges_per_pair) = ctx.visit(Visitor {
+        plan: ctx.plan,
+        alloc_options: ctx.options(),
+    })?;
     let blocks = whole_blocks(&ctx.layout)?;
     FloorBuddy::new(&blocks)?;
     let floor = locked_peer(ctx.plan, || {

@@ -4,7 +4,7 @@
 //! workload like AIM9 `page_test` with the hole check on every merge.
 
 use buddy::AllocError;
-use buddy::{KernelHoleCheck, Options};
+use buddy::KernelHoleCheck;
 use serde_json::json;
 use sparsemem::{Layout, Pfn};
 use vmemmap::VmemmapOptions;
@@ -23,6 +23,7 @@ use crate::workloads::{
 struct Visitor {
     plan: Plan,
     slow_holes: bool,
+    alloc_options: buddy::Options,
 }
 
 /// One model's measurements.
@@ -95,7 +96,7 @@ impl ModelVisitor for Visitor {
             n as u64
         });
         drop(model);
-        let alloc = build_allocator::<M, KernelHoleCheck>(layout, options, Options::default())?;
+        let alloc = build_allocator::<M, KernelHoleCheck>(layout, options, self.alloc_options)?;
         let node = layout.first_node();
         let rounds = plan.iters(4000, 40);
         let mut held = Vec::with_capacity(PAGE_TEST_BATCH);
@@ -149,6 +150,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
             let visitor = Visitor {
                 plan: ctx.plan,
                 slow_holes: kind.faults_on_holes(),
+                alloc_options: ctx.options(),
             };
             let results = match with_model_options(kind, layout, VmemmapOptions::default(), visitor)
             {
