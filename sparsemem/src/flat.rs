@@ -23,6 +23,7 @@ use crate::layout::{Layout, RangeKind};
 use crate::memmap::{MemmapBlock, check_memmap_budget};
 use crate::model::{MemmapBytes, MemoryModel};
 use crate::page::{PAGE_STRUCT_SIZE, Page};
+use crate::pageblock::{Migratetype, NR_PAGEBLOCK_BITS, get_bits, set_bits};
 use crate::types::Pfn;
 
 /// The FLATMEM model.
@@ -35,6 +36,10 @@ pub struct Flat {
     pfn_offset: u64,
     nr_pages: u64,
     mem_map: MemmapBlock,
+    /// The node's `pageblock_flags`: 4 bits per pageblock of the array
+    /// (under FLATMEM the kernel keeps them in the zone; pfnlab's one node
+    /// holds them for all its zones).
+    pageblock_flags: Box<[std::sync::atomic::AtomicU64]>,
 }
 
 impl Flat {
@@ -79,11 +84,20 @@ impl Flat {
             // SAFETY: a fresh mem_map owned by the model under construction.
             unsafe { page.init_reserved((first + i as u64) >> shift) };
         }
+        let blocks = nr_pages.div_ceil(geometry.pageblock_nr_pages());
+        let words = (blocks * u64::from(NR_PAGEBLOCK_BITS)).div_ceil(64);
+        let pageblock_flags: Box<[std::sync::atomic::AtomicU64]> = (0..words)
+            .map(|_| std::sync::atomic::AtomicU64::new(0))
+            .collect();
+        for b in 0..blocks {
+            set_bits(&pageblock_flags, b, Migratetype::Movable);
+        }
         Ok(Flat {
             geometry,
             pfn_offset: first,
             nr_pages,
             mem_map,
+            pageblock_flags,
         })
     }
 
@@ -138,11 +152,25 @@ unsafe impl MemoryModel for Flat {
         self.pfn_to_page(pfn)
     }
 
+    #[inline(always)]
+    fn get_pfnblock_migratetype(&self, pfn: Pfn) -> Migratetype {
+        let index =
+            pfn.get().wrapping_sub(self.pfn_offset) >> self.geometry.pageblock_order().get();
+        get_bits(&self.pageblock_flags, index)
+    }
+
+    fn set_pfnblock_migratetype(&self, pfn: Pfn, mt: Migratetype) {
+        if self.pfn_valid(pfn) {
+            let index = (pfn.get() - self.pfn_offset) >> self.geometry.pageblock_order().get();
+            set_bits(&self.pageblock_flags, index, mt);
+        }
+    }
+
     fn memmap_bytes(&self) -> MemmapBytes {
         MemmapBytes {
             reserved: self.mem_map.reserved_bytes(),
             resident: self.mem_map.resident_bytes(),
-            tables: 0,
+            tables: std::mem::size_of_val(&*self.pageblock_flags) as u64,
             huge: 0,
         }
     }

@@ -309,6 +309,14 @@ impl Geometry {
                 "pageblock_order {pageblock_order} is above MAX_PAGE_ORDER {max_page_order}"
             ));
         }
+        let per_section_bits =
+            self.section_size_bits - self.page_shift - u32::from(pageblock_order);
+        if 1u64 << per_section_bits > crate::pageblock::MAX_PAGEBLOCKS_PER_SECTION {
+            return bad(format!(
+                "pageblock_order {pageblock_order} gives 2^{per_section_bits} pageblocks per section; at most {} fit a section's pageblock flags",
+                crate::pageblock::MAX_PAGEBLOCKS_PER_SECTION
+            ));
+        }
         Ok(Geometry {
             max_page_order,
             pageblock_order,
@@ -409,6 +417,24 @@ impl Geometry {
     #[inline(always)]
     pub const fn pageblock_order(&self) -> Order {
         Order::new(self.pageblock_order)
+    }
+
+    /// `pageblock_nr_pages`.
+    #[inline(always)]
+    pub const fn pageblock_nr_pages(&self) -> u64 {
+        1 << self.pageblock_order
+    }
+
+    /// Pageblocks in one section.
+    #[inline(always)]
+    pub const fn pageblocks_per_section(&self) -> u64 {
+        self.pages_per_section() >> self.pageblock_order
+    }
+
+    /// `pfn_to_bitidx`: the index of `pfn`'s pageblock within its section.
+    #[inline(always)]
+    pub const fn pageblock_index(&self, pfn: Pfn) -> u64 {
+        (pfn.get() & (self.pages_per_section() - 1)) >> self.pageblock_order
     }
 
     /// Where the DMA zones end.
@@ -668,6 +694,14 @@ mod tests {
         );
         let e = g.with_orders(10, 11).unwrap_err();
         assert!(e.to_string().contains("pageblock_order 11"), "{e}");
+        let e = Geometry::X86_64.with_orders(10, 0).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("2^15 pageblocks per section; at most 512"),
+            "{e}"
+        );
+        assert_eq!(Geometry::X86_64.pageblocks_per_section(), 64);
+        assert_eq!(Geometry::ARM64_64K.pageblocks_per_section(), 1);
         let limits = |dma, dma32| ZoneLimits { dma, dma32 };
         let e = g
             .with_zone_limits(limits(Some(8 << 30), Some(4 << 30)))

@@ -53,6 +53,7 @@ mod error;
 mod flat;
 mod geometry;
 pub mod layout;
+pub mod pageblock;
 // Anonymous mappings for memmap blocks (memmap2's unchecked advice).
 #[allow(unsafe_code)]
 pub mod memmap;
@@ -89,6 +90,7 @@ pub use geometry::{
 pub use layout::{Layout, LayoutError, LayoutSpec, MemRange, RangeKind};
 pub use model::{MemmapBytes, MemoryModel};
 pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, UserFlag, ZONE_DEVICE_ID};
+pub use pageblock::{MIGRATE_PCPTYPES, MIGRATE_TYPES, Migratetype};
 pub use sparse::{Sparse, SparseClassic, SparseExtreme};
 pub use subsection::SubsectionMap;
 pub use types::{

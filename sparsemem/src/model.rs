@@ -8,6 +8,7 @@
 use crate::error::HotplugError;
 use crate::geometry::Geometry;
 use crate::page::Page;
+use crate::pageblock::Migratetype;
 use crate::types::Pfn;
 
 /// Memory spent on the memmap (the array(s) of `struct page`) and on the
@@ -106,6 +107,18 @@ pub unsafe trait MemoryModel: Send + Sync {
 
     /// Memory spent on the memmap and its tables.
     fn memmap_bytes(&self) -> MemmapBytes;
+
+    /// `get_pfnblock_migratetype`: the migratetype of `pfn`'s pageblock,
+    /// from the model's pageblock flags (a section's usage under SPARSEMEM
+    /// and VMEMMAP, the node's bitmap under FLATMEM). Every pageblock starts
+    /// `Movable`; a pfn the model does not describe reads `Unmovable`.
+    fn get_pfnblock_migratetype(&self, pfn: Pfn) -> Migratetype;
+
+    /// `set_pfnblock_migratetype`: records `mt` for `pfn`'s pageblock;
+    /// nothing for a pfn the model does not describe. An atomic update of
+    /// the block's bits only, so concurrent setters of other blocks are
+    /// safe.
+    fn set_pfnblock_migratetype(&self, pfn: Pfn, mt: Migratetype);
 
     /// Hot-adds ordinary memory `[start, start + nr_pages)` in whole memory
     /// blocks (`add_memory` → `arch_add_memory`); it stays offline, its

@@ -34,11 +34,14 @@ const SECTION_FLAGS_MASK: usize = (1 << 6) - 1;
 
 const _: () = assert!(SECTION_FLAGS_MASK < std::mem::align_of::<Page>());
 
-/// `struct mem_section_usage`: the subsection bitmap of one section.
+/// `struct mem_section_usage`: the subsection bitmap of one section and its
+/// pageblocks' flags.
 #[derive(Debug, Default)]
 pub struct SectionUsage {
     /// Present subsections.
     pub subsection_map: SubsectionMap,
+    /// `pageblock_flags[]`: each pageblock's migratetype.
+    pub pageblock_flags: crate::pageblock::SectionBlockFlags,
 }
 
 /// One section-table entry: 16 bytes, as in the kernel, so a 4 KiB root page
@@ -100,6 +103,12 @@ impl MemSection {
     pub fn is_online_device(&self) -> bool {
         let both = SECTION_IS_ONLINE | SECTION_TAINT_ZONE_DEVICE;
         self.flags() & both == both
+    }
+
+    /// The pageblock flags, if the section has usage data.
+    #[inline(always)]
+    pub fn pageblock_flags(&self) -> Option<&crate::pageblock::SectionBlockFlags> {
+        self.usage.as_deref().map(|u| &u.pageblock_flags)
     }
 
     /// The subsection bitmap, if the section has usage data.

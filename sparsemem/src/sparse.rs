@@ -26,6 +26,7 @@ use crate::layout::{Layout, RangeKind};
 use crate::memmap::{MemmapBlock, check_memmap_budget};
 use crate::model::{MemmapBytes, MemoryModel};
 use crate::page::{PAGE_STRUCT_SIZE, Page};
+use crate::pageblock::Migratetype;
 use crate::table::{Classic, Extreme, HotplugOp, MemoryKind, SectionRoot, SectionTable};
 use crate::types::{Pfn, SectionNr};
 
@@ -143,6 +144,15 @@ unsafe impl<R: SectionRoot> MemoryModel for Sparse<R> {
         } else {
             None
         }
+    }
+
+    #[inline(always)]
+    fn get_pfnblock_migratetype(&self, pfn: Pfn) -> Migratetype {
+        self.table.get_pfnblock_migratetype(pfn)
+    }
+
+    fn set_pfnblock_migratetype(&self, pfn: Pfn, mt: Migratetype) {
+        self.table.set_pfnblock_migratetype(pfn, mt);
     }
 
     fn memmap_bytes(&self) -> MemmapBytes {

@@ -22,6 +22,7 @@ use crate::error::{HotplugError, TableTooLarge};
 use crate::geometry::Geometry;
 use crate::layout::SectionPlan;
 use crate::page::Page;
+use crate::pageblock::Migratetype;
 use crate::section::{
     MemSection, SECTION_HAS_MEM_MAP, SECTION_IS_EARLY, SECTION_IS_ONLINE, SECTION_MARKED_PRESENT,
     SECTION_TAINT_ZONE_DEVICE,
@@ -275,6 +276,30 @@ impl<R: SectionRoot, const VMEMMAP: bool> SectionTable<R, VMEMMAP> {
         !ms.is_online_device() || !self.is_device(pfn)
     }
 
+    /// `get_pfnblock_migratetype` under SPARSEMEM:
+    /// `__pfn_to_section(pfn)->usage->pageblock_flags`. A pfn of no section
+    /// reads `Unmovable`.
+    #[inline(always)]
+    pub fn get_pfnblock_migratetype(&self, pfn: Pfn) -> Migratetype {
+        match self
+            .pfn_to_section(pfn)
+            .and_then(MemSection::pageblock_flags)
+        {
+            Some(flags) => flags.get(self.geometry.pageblock_index(pfn)),
+            None => Migratetype::Unmovable,
+        }
+    }
+
+    /// `set_pfnblock_migratetype`; nothing for a pfn of no section.
+    pub fn set_pfnblock_migratetype(&self, pfn: Pfn, mt: Migratetype) {
+        if let Some(flags) = self
+            .pfn_to_section(pfn)
+            .and_then(MemSection::pageblock_flags)
+        {
+            flags.set(self.geometry.pageblock_index(pfn), mt);
+        }
+    }
+
     /// Whether `pfn` is device memory (`get_dev_pagemap` finds a pgmap).
     pub fn is_device(&self, pfn: Pfn) -> bool {
         self.pgmap
@@ -302,6 +327,10 @@ impl<R: SectionRoot, const VMEMMAP: bool> SectionTable<R, VMEMMAP> {
         } else {
             SubsectionMap::range(0, g.subsections_per_section() - 1)
         };
+        // memmap_init_range marks every pageblock MIGRATE_MOVABLE.
+        ms.usage_mut()
+            .pageblock_flags
+            .fill(g.pageblocks_per_section(), Migratetype::Movable);
         let first_sub = first_pfn >> g.pfn_subsection_shift();
         self.pgmap.extend(plan.device.iter().map(|i| first_sub + i));
         self.present.insert(nr);
@@ -413,6 +442,9 @@ impl<R: SectionRoot, const VMEMMAP: bool> SectionTable<R, VMEMMAP> {
                     SECTION_MARKED_PRESENT | SECTION_HAS_MEM_MAP,
                 );
                 ms.usage_mut().subsection_map = SubsectionMap::EMPTY;
+                ms.usage_mut()
+                    .pageblock_flags
+                    .fill(g.pageblocks_per_section(), Migratetype::Movable);
                 self.present.insert(c.nr);
             }
             let usage = ms.usage_mut();

@@ -14,6 +14,7 @@ use crate::error::BuildError;
 use crate::geometry::{Geometry, SUBSECTION_SHIFT};
 use crate::layout::{Layout, MemRange, RangeKind};
 use crate::model::MemoryModel;
+use crate::pageblock::Migratetype;
 use crate::reference::{Reference, Semantics};
 use crate::table::MemoryKind;
 use crate::types::{NodeId, Pfn};
@@ -234,6 +235,38 @@ pub fn check_model<M: MemoryModel + ?Sized>(
         if device != reference.is_device(pfn) {
             return Err(format!(
                 "{}: is_zone_device_page({pfn}) = {device}, reference disagrees",
+                model.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a model's pageblock flags on `layout`: every memory range's
+/// first and last pageblock reads `Movable` (memmap init), a block set to
+/// another migratetype reads it back while its neighbours keep theirs,
+/// and setting it back restores the state.
+pub fn check_pageblocks<M: MemoryModel + ?Sized>(model: &M, layout: &Layout) -> Result<(), String> {
+    let g = layout.geometry();
+    let block = g.pageblock_nr_pages();
+    for (_, first, end) in layout.memory_ranges() {
+        for pfn in [first, Pfn::new(end.get() - 1)] {
+            let got = model.get_pfnblock_migratetype(pfn);
+            if got != Migratetype::Movable {
+                return Err(format!("{}: block of {pfn} starts {got}", model.name()));
+            }
+        }
+        let pfn = first;
+        model.set_pfnblock_migratetype(pfn, Migratetype::Reclaimable);
+        let same_block = Pfn::new((pfn.get() | (block - 1)).min(end.get() - 1));
+        let next = Pfn::new((pfn.get() | (block - 1)) + 1);
+        let ok = model.get_pfnblock_migratetype(pfn) == Migratetype::Reclaimable
+            && model.get_pfnblock_migratetype(same_block) == Migratetype::Reclaimable
+            && (next >= end || model.get_pfnblock_migratetype(next) == Migratetype::Movable);
+        model.set_pfnblock_migratetype(pfn, Migratetype::Movable);
+        if !ok || model.get_pfnblock_migratetype(pfn) != Migratetype::Movable {
+            return Err(format!(
+                "{}: set_pfnblock_migratetype at {pfn}",
                 model.name()
             ));
         }

@@ -4,8 +4,8 @@
 use proptest::prelude::*;
 use sparsemem::reference::{Reference, Semantics};
 use sparsemem::testing::{
-    SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, expect_build,
-    window_pfns,
+    SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, check_pageblocks,
+    expect_build, window_pfns,
 };
 use sparsemem::{
     BuildError, Flat, Geometry, HotplugError, Layout, MemoryModel, NodeId, Pfn, SparseClassic,
@@ -21,7 +21,10 @@ fn check_one<M: MemoryModel>(
     pfns: &[Pfn],
 ) -> Result<(), String> {
     match expect_build(built, layout, semantics)? {
-        Some(model) => check_model(&model, &Reference::new(layout, semantics), pfns),
+        Some(model) => {
+            check_model(&model, &Reference::new(layout, semantics), pfns)?;
+            check_pageblocks(&model, layout)
+        }
         None => Ok(()),
     }
 }
@@ -255,7 +258,14 @@ fn model_constructors_report_memmap_bytes() {
     assert_eq!(sparse.reserved, 31 * (2 << 20) * 8, "31 GiB of sections");
     assert_eq!(flat.resident, flat.reserved);
     assert_eq!(extreme.resident, extreme.reserved);
-    assert_eq!(sparse.tables, (1 << 19) * 16 + 248 * 64);
+    // 16 B per section entry; per present section a usage of a 64 B
+    // subsection map and 256 B of pageblock flags.
+    assert_eq!(sparse.tables, (1 << 19) * 16 + 248 * 320);
+    assert_eq!(
+        flat.tables,
+        (32u64 << 30 >> 21) * 4 / 8,
+        "4 bits per 2 MiB pageblock"
+    );
     assert!(extreme.tables < sparse.tables);
 }
 

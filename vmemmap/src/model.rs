@@ -23,8 +23,8 @@ use std::io;
 
 use sparsemem::table::{Extreme, HotplugOp, MemoryKind, SectionChange, SectionTable};
 use sparsemem::{
-    BuildError, Geometry, HotplugError, Layout, MemmapBytes, MemoryModel, NodeId, PAGE_STRUCT_SIZE,
-    Page, PageFlag, Pfn, RangeKind, SectionNr,
+    BuildError, Geometry, HotplugError, Layout, MemmapBytes, MemoryModel, Migratetype, NodeId,
+    PAGE_STRUCT_SIZE, Page, PageFlag, Pfn, RangeKind, SectionNr,
 };
 
 use crate::reserve::{HoleStyle, Reservation, thp_available};
@@ -379,6 +379,15 @@ unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
         } else {
             None
         }
+    }
+
+    #[inline(always)]
+    fn get_pfnblock_migratetype(&self, pfn: Pfn) -> Migratetype {
+        self.table.get_pfnblock_migratetype(pfn)
+    }
+
+    fn set_pfnblock_migratetype(&self, pfn: Pfn, mt: Migratetype) {
+        self.table.set_pfnblock_migratetype(pfn, mt);
     }
 
     fn memmap_bytes(&self) -> MemmapBytes {

@@ -15,7 +15,8 @@ fn check<D: Detector>(layout: &Layout) -> Result<(), String> {
         &model,
         &Reference::new(layout, Semantics::Vmemmap),
         &sampled_pfns(layout, 4096),
-    )
+    )?;
+    sparsemem::testing::check_pageblocks(&model, layout)
 }
 
 fn check_hotplug<D: Detector>(
