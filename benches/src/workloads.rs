@@ -380,8 +380,21 @@ pub fn frame_bursts<F: Frames>(
     acc
 }
 
-/// `threads` threads each doing `rounds` × (`burst` allocations, then
-/// `burst` frees) on one shared peer; returns the pages allocated.
+/// A shared peer seen through one thread's reference is a [`Frames`].
+impl<F: SharedFrames> Frames for &F {
+    #[inline]
+    fn alloc_frame(&mut self) -> Option<u64> {
+        SharedFrames::alloc_frame(*self)
+    }
+    #[inline]
+    unsafe fn free_frame(&mut self, frame: u64) {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { SharedFrames::free_frame(*self, frame) }
+    }
+}
+
+/// `threads` threads each doing [`frame_bursts`] on one shared peer;
+/// returns the pages allocated.
 pub fn shared_bursts<F: SharedFrames>(
     frames: &F,
     threads: usize,
@@ -392,15 +405,7 @@ pub fn shared_bursts<F: SharedFrames>(
         for _ in 0..threads {
             s.spawn(|| {
                 let mut held = Vec::with_capacity(burst);
-                for _ in 0..rounds {
-                    for _ in 0..burst {
-                        held.push(frames.alloc_frame().expect("a free frame"));
-                    }
-                    for f in held.drain(..) {
-                        // SAFETY: allocated above by this thread, freed once.
-                        unsafe { frames.free_frame(f) };
-                    }
-                }
+                black_box(frame_bursts(&mut &*frames, rounds, burst, &mut held));
             });
         }
     });

@@ -1,12 +1,12 @@
 //! Behaviour of the vmemmap models beyond pfn_valid: the 52-bit span,
-//! hotplug residency, probes on several threads, and the fault handler's
+//! hotplug residency, and the fault handler's
 //! refusal to swallow faults that are not a probe's.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
 use sparsemem::{Geometry, HotplugError, Layout, MemRange, MemoryModel, NodeId, Pfn, RangeKind};
-use vmemmap::{VmemmapOptions, VmemmapProbe, VmemmapTable, fixup};
+use vmemmap::{VmemmapOptions, VmemmapProbe, VmemmapTable};
 
 #[test]
 fn sparse_52bit_span_reserves_64tib_and_stays_proportional() {
@@ -98,35 +98,6 @@ fn sub_page_memmap_holes_are_exact_on_arm64_64k() {
         "same host page, absent subsection"
     );
     assert!(!model.pfn_valid(Pfn::new(first - 1)));
-}
-
-#[test]
-fn probes_from_several_threads_are_exact() {
-    let layout = Layout::preset("zone-device").unwrap();
-    let probe = VmemmapProbe::new(&layout).unwrap();
-    let table = VmemmapTable::new(&layout).unwrap();
-    let span = (10u64 << 30) >> 12;
-    let faults_before = fixup::fixup_count();
-    std::thread::scope(|s| {
-        for t in 0..3u64 {
-            let (probe, table) = (&probe, &table);
-            s.spawn(move || {
-                fixup::prepare_thread().unwrap();
-                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ t;
-                for _ in 0..20_000 {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let pfn = Pfn::new(x % span);
-                    assert_eq!(probe.pfn_valid(pfn), table.pfn_valid(pfn), "{pfn:?}");
-                }
-            });
-        }
-    });
-    assert!(
-        fixup::fixup_count() > faults_before,
-        "holes were probed by faulting"
-    );
 }
 
 /// Runs this test binary's `child_entry` in a child process with `mode`.
