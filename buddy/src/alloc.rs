@@ -13,7 +13,9 @@
 
 use std::marker::PhantomData;
 
-use sparsemem::{Layout, MemoryModel, NodeId, Order, OrderTooLarge, PageFlag, Pfn, RangeKind};
+use sparsemem::{
+    Layout, MemoryModel, Migratetype, NodeId, Order, OrderTooLarge, PageFlag, Pfn, RangeKind,
+};
 
 use crate::era::Era;
 use crate::error::AllocError;
@@ -176,7 +178,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         for (i, ((node, kind), ranges)) in parts.iter().enumerate() {
             let start = ranges.iter().map(|r| r.0).min().unwrap_or_default();
             let end = ranges.iter().map(|r| r.1).max().unwrap_or_default();
-            let mut zone = Zone::new(*kind, *node, ZoneId::new(i as u8), [start, end], max_order);
+            let mut zone = Zone::new(
+                *kind,
+                *node,
+                ZoneId::new(i as u8),
+                [start, end],
+                max_order,
+                options.era,
+            );
             for &(first, end) in ranges {
                 zone.give_range(&alloc.model, [first, end], false)?;
             }
@@ -332,7 +341,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             if zone.kind > gfp.highest_zone || !allowed(zone) {
                 continue;
             }
-            if let Some(pfn) = self.rmqueue(zid, order) {
+            if let Some(pfn) = self.rmqueue(zid, order, gfp.migratetype()) {
                 return Ok(pfn);
             }
         }
@@ -340,12 +349,13 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     /// The zone path over a precomputed list of zone ids, with no per-zone
-    /// check (a zonelist already filtered for the cpuset). Ids of no zone
-    /// are skipped.
+    /// check (a zonelist already filtered for the cpuset), for movable
+    /// memory (`GFP_HIGHUSER_MOVABLE`'s migratetype). Ids of no zone are
+    /// skipped.
     #[inline]
     pub fn alloc_pages_from(&self, order: Order, zonelist: &[ZoneId]) -> Result<Pfn, AllocError> {
         for &zid in zonelist {
-            if let Some(pfn) = self.rmqueue(zid, order) {
+            if let Some(pfn) = self.rmqueue(zid, order, Migratetype::Movable) {
                 return Ok(pfn);
             }
         }
@@ -354,9 +364,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// One block from one zone, under its lock.
     #[inline(always)]
-    fn rmqueue(&self, zid: ZoneId, order: Order) -> Option<Pfn> {
+    fn rmqueue(&self, zid: ZoneId, order: Order, mt: Migratetype) -> Option<Pfn> {
         let mut area = self.zones.get(zid.index())?.free.lock();
-        let block = area.rmqueue_smallest(&self.model, order)?;
+        let block = area.rmqueue(&self.model, order, mt)?;
         area.stats.allocs[order.index()] += 1;
         drop(area);
         Some(block.prep_new_page())

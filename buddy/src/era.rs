@@ -1,19 +1,20 @@
 //! Kernel eras: which of the allocator's mechanisms exist, so a question can
 //! be asked of the kernel it belongs to and answered beside today's.
 //!
-//! | era | per-CPU `high` | buddy tracking (the seed's) |
-//! |---|---|---|
-//! | 2.6.9 | `6 × batch` (`pageset_set_batch`) | per-order bitmap ([`Bitmap`](crate::Bitmap)) |
-//! | 2.6.23 | `6 × batch` | no bitmap |
-//! | 5.13 | `6 × batch` (the last release before `zone_highsize`) | no bitmap |
-//! | 6.18 | `zone_highsize`: the zone's low watermark split over the node's CPUs, at least `4 × batch` | no bitmap |
+//! | era | free lists | per-CPU `high` | buddy tracking (the seed's) |
+//! |---|---|---|---|
+//! | 2.6.9 | one per order | `6 × batch` (`pageset_set_batch`) | per-order bitmap ([`Bitmap`](crate::Bitmap)) |
+//! | 2.6.23 | one per order | `6 × batch` | no bitmap |
+//! | 5.13 | per order and migratetype, fallback and stealing; a pageblock lookup per free | `6 × batch` (the last release before `zone_highsize`) | no bitmap |
+//! | 6.18 | as 5.13 | `zone_highsize`: the zone's low watermark split over the node's CPUs, at least `4 × batch` | no bitmap |
 //!
-//! This is the first part of the era model: the per-CPU list sizing and the
-//! zone watermarks it reads. Migratetype free lists, the 6.x per-CPU list
-//! shape, watermark checks on the allocation path, GFP handling and page
-//! preparation per era are not yet modelled (issue 12); until they are,
-//! every era shares pfnlab's single order-0 per-CPU list and unchecked zone
-//! path. The buddy-tracking variant stays a type parameter
+//! This is the first part of the era model: grouping by mobility, the
+//! per-CPU list sizing and the zone watermarks it reads. The 6.x per-CPU
+//! list shape (lists per migratetype and order), watermark checks on the
+//! allocation path, the GFP flag set and page preparation per era are not
+//! yet modelled (issue 12); until they are, every era shares pfnlab's single
+//! order-0 per-CPU list (its pages of whatever migratetype the refill took)
+//! and an unchecked zone path. The buddy-tracking variant stays a type parameter
 //! ([`Variant`](crate::Variant)), chosen with the era by the caller.
 
 use std::fmt;
@@ -52,6 +53,12 @@ impl Era {
             let names: Vec<&str> = Era::ALL.iter().map(|e| e.name()).collect();
             format!("unknown era `{s}` (known: {})", names.join(", "))
         })
+    }
+
+    /// Whether pages are grouped by mobility: free lists per migratetype and
+    /// a pageblock lookup on every free (Linux 2.6.24 on).
+    pub fn has_migratetypes(self) -> bool {
+        self >= Era::V5_13
     }
 
     /// Whether `pcp->high` comes from the zone's low watermark

@@ -192,8 +192,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 }
                 let id = ZoneId::new(self.zones.len() as u8);
                 let max_order = self.model.geometry().max_order();
-                self.zones
-                    .push(Zone::new(kind, node, id, [start, end], max_order));
+                self.zones.push(Zone::new(
+                    kind,
+                    node,
+                    id,
+                    [start, end],
+                    max_order,
+                    self.options.era,
+                ));
                 self.rebuild_nodes();
                 id.index()
             }

@@ -34,6 +34,9 @@
 mod alloc;
 mod era;
 mod error;
+// The fallback lists: moving free blocks between migratetype lists.
+#[allow(unsafe_code)]
+mod fallback;
 mod hotplug;
 // The intrusive lists and the owned-block token: the only writers of a
 // page's links.

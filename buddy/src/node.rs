@@ -77,6 +77,17 @@ impl Gfp {
         thisnode: false,
     };
 
+    /// `gfp_migratetype`: Movable for requests that may use ZONE_MOVABLE
+    /// (`__GFP_MOVABLE`), Unmovable for the others.
+    #[inline(always)]
+    pub fn migratetype(self) -> sparsemem::Migratetype {
+        if self.highest_zone == ZoneType::Movable {
+            sparsemem::Migratetype::Movable
+        } else {
+            sparsemem::Migratetype::Unmovable
+        }
+    }
+
     /// The same request with `__GFP_THISNODE`.
     pub const fn thisnode(self) -> Gfp {
         Gfp {

@@ -15,7 +15,7 @@
 //! only empty slots and returns how many slots are populated, counting those
 //! that were already full.
 
-use sparsemem::{MemoryModel, NodeId, Order, Pfn};
+use sparsemem::{MemoryModel, Migratetype, NodeId, Order, Pfn};
 
 use crate::alloc::{Allocator, LockPolicy, MAX_BULK};
 use crate::error::AllocError;
@@ -88,7 +88,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// `rmqueue_bulk`: moves up to `count` order-0 pages from the zone to
     /// this CPU's list; returns how many.
-    fn rmqueue_bulk(&mut self, zid: ZoneId, count: u32) -> u32 {
+    fn rmqueue_bulk(&mut self, zid: ZoneId, count: u32, mt: Migratetype) -> u32 {
         let alloc = self.alloc;
         let zone = &alloc.zones[zid.index()];
         let list = &mut self.lists[zid.index()];
@@ -100,7 +100,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 area.stats.pcp_refills += 1;
                 fold(pending, &mut area.stats);
             }
-            list.push_back::<V>(area.rmqueue_smallest(&alloc.model, Order::ZERO)?);
+            list.push_back::<V>(area.rmqueue(&alloc.model, Order::ZERO, mt)?);
             Some(())
         };
         match alloc.options.lock_policy {
@@ -153,11 +153,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// One order-0 page from zone `zid` through this CPU's list.
     #[inline(always)]
-    fn rmqueue_pcplist(&mut self, zid: ZoneId) -> Option<Pfn> {
+    fn rmqueue_pcplist(&mut self, zid: ZoneId, mt: Migratetype) -> Option<Pfn> {
         let z = zid.index();
         if self.lists[z].is_empty() {
             let batch = self.alloc.zones[z].batch;
-            self.rmqueue_bulk(zid, batch);
+            self.rmqueue_bulk(zid, batch, mt);
         }
         let block = self.lists[z].pop_front::<M, V>(&self.alloc.model)?;
         self.pending[z].0 += 1;
@@ -172,7 +172,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             if !alloc.zone_allowed(zid, gfp, self.cpuset.as_ref()) {
                 continue;
             }
-            if let Some(pfn) = self.rmqueue_pcplist(zid) {
+            if let Some(pfn) = self.rmqueue_pcplist(zid, gfp.migratetype()) {
                 return Ok(pfn);
             }
         }
@@ -232,7 +232,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     #[inline(always)]
     fn bulk_one(&mut self, preferred: Option<ZoneId>, gfp: Gfp) -> Option<Pfn> {
         preferred
-            .and_then(|zid| self.rmqueue_pcplist(zid))
+            .and_then(|zid| self.rmqueue_pcplist(zid, gfp.migratetype()))
             .or_else(|| self.alloc(gfp).ok())
     }
 

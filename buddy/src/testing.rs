@@ -5,7 +5,40 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::{Allocator, Gfp, PerCpu, Variant};
-use sparsemem::{Layout, MemoryModel, NR_PAGE_ORDERS, Order, PageFlag, Pfn};
+use sparsemem::{Layout, MemoryModel, Migratetype, NR_PAGE_ORDERS, Order, PageFlag, Pfn};
+
+/// With migratetypes, every free block sits on the list of its pageblocks'
+/// migratetype (each pageblock it covers), as Linux 6.x keeps it.
+fn check_migratetype_lists<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    zone: &crate::Zone<V>,
+) -> Result<(), String> {
+    let area = zone.free.lock();
+    if !area.has_migratetypes() {
+        return Ok(());
+    }
+    let model = alloc.model();
+    let pageblock = model.geometry().pageblock_nr_pages();
+    for order in Order::up_to(area.max_order()) {
+        for mt in Migratetype::ALL {
+            for pfn in area.block_pfns_of(model, order, mt) {
+                let end = pfn.get() + order.nr_pages();
+                let mut p = pfn.get() & !(pageblock - 1);
+                while p < end {
+                    let got = model.get_pfnblock_migratetype(Pfn::new(p));
+                    if got != mt {
+                        return Err(format!(
+                            "zone {}: free block {pfn}/{order} on the {mt} list, pageblock at {p:#x} is {got}",
+                            zone.id
+                        ));
+                    }
+                    p += pageblock;
+                }
+            }
+        }
+    }
+    Ok(())
+}
 
 /// The reference: allocated blocks by head pfn.
 #[derive(Default)]
@@ -149,6 +182,7 @@ pub fn check_structure<M: MemoryModel, V: Variant>(
                 ));
             }
         }
+        check_migratetype_lists(alloc, zone)?;
         let free: BTreeSet<(u64, Order)> = blocks.iter().map(|&(p, o)| (p.get(), o)).collect();
         for &(pfn, order) in &blocks {
             if order < zone.max_order() && free.contains(&(pfn.get() ^ order.nr_pages(), order)) {

@@ -19,7 +19,9 @@
 
 use std::marker::PhantomData;
 
-use sparsemem::{MemoryModel, NR_PAGE_ORDERS, NodeId, Order, Page, PageFlag, Pfn};
+use sparsemem::{
+    MIGRATE_TYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Page, PageFlag, Pfn,
+};
 
 use crate::era::Era;
 use crate::watermark::{Watermarks, zone_highsize};
@@ -82,6 +84,11 @@ pub struct ZoneStats {
     pub pcp_drains: u64,
     /// `pfn_valid` calls made by the hole check.
     pub hole_checks: u64,
+    /// Allocations served from another migratetype's lists
+    /// (`__rmqueue_fallback`).
+    pub fallbacks: u64,
+    /// Pageblocks claimed for another migratetype (`move_freepages_block`).
+    pub steals: u64,
     /// Hole checks that said "invalid".
     pub hole_hits: u64,
 }
@@ -98,6 +105,8 @@ impl std::ops::AddAssign for ZoneStats {
         self.pcp_drains += other.pcp_drains;
         self.hole_checks += other.hole_checks;
         self.hole_hits += other.hole_hits;
+        self.fallbacks += other.fallbacks;
+        self.steals += other.steals;
     }
 }
 
@@ -163,6 +172,7 @@ impl<V: Variant> Zone<V> {
         id: ZoneId,
         [start, end]: [Pfn; 2],
         max_order: Order,
+        era: Era,
     ) -> Zone<V> {
         Zone {
             kind,
@@ -171,7 +181,12 @@ impl<V: Variant> Zone<V> {
             start,
             end,
             managed: 0,
-            free: SpinLock::new(FreeArea::new(id.get(), start, end, max_order)),
+            free: SpinLock::new(FreeArea::new(
+                id.get(),
+                [start, end],
+                max_order,
+                era.has_migratetypes(),
+            )),
             batch: 1,
             high: PCP_HIGH_BATCHES,
             watermarks: Watermarks::default(),
@@ -380,6 +395,22 @@ impl<V: Variant> Zone<V> {
     }
 }
 
+/// `change_pageblock_range`: every pageblock of the block of `order` at
+/// `head` (one when the block is smaller) gets migratetype `mt`.
+pub(crate) fn change_pageblock_range<M: MemoryModel>(
+    model: &M,
+    head: Pfn,
+    order: usize,
+    mt: Migratetype,
+) {
+    let pageblock = model.geometry().pageblock_nr_pages();
+    let first = head.get() & !(pageblock - 1);
+    let end = (head.get() + (1u64 << order)).max(first + pageblock);
+    for pfn in (first..end).step_by(pageblock as usize) {
+        model.set_pfnblock_migratetype(Pfn::new(pfn), mt);
+    }
+}
+
 /// Calls `f` for the largest naturally aligned blocks, up to `max_order`,
 /// that tile `[first, end)`, lowest first (how `__free_pages_core` callers
 /// split a range).
@@ -490,12 +521,17 @@ pub(crate) enum ClaimError {
     NotAllocated(ZoneId),
 }
 
-/// `free_area[]` of one zone, behind the zone lock.
+/// `free_area[]` of one zone, behind the zone lock: a list per order and
+/// migratetype (`free_list[MIGRATE_TYPES]`).
 ///
 /// Invariants:
-/// - a page is on `lists[o]` iff it heads a free block of order `o`; then it
-///   is marked buddy with `private == o` and the block lies in the zone;
-/// - `lists[o].len()` is `nr_free[o]`;
+/// - a page is on `lists[o][mt]` iff it heads a free block of order `o`;
+///   then it is marked buddy with `private == o` and the block lies in the
+///   zone;
+/// - with migratetypes (2.6.24 on), `mt` is the migratetype of every
+///   pageblock the block covers (the model's pageblock flags), as Linux
+///   6.x keeps it; without, every block is on the `Movable` list;
+/// - the lists of order `o` hold `nr_free[o]` blocks;
 /// - with the bitmap variant, bit `(pfn - bitmap_base) >> (o + 1)` of
 ///   `bitmap[o]` is set iff exactly one block of the pair at order `o` is
 ///   free;
@@ -504,7 +540,10 @@ pub(crate) enum ClaimError {
 pub struct FreeArea<V> {
     /// Statistics, changed only under the zone lock.
     pub stats: ZoneStats,
-    lists: [PageList; NR_PAGE_ORDERS],
+    pub(crate) lists: [[PageList; MIGRATE_TYPES]; NR_PAGE_ORDERS],
+    /// Whether the era groups pages by mobility (migratetype lists and
+    /// pageblock lookups on free).
+    pub(crate) migratetypes: bool,
     bitmap: Vec<Vec<u64>>,
     bitmap_base: u64,
     zone_id: u8,
@@ -515,11 +554,17 @@ pub struct FreeArea<V> {
 
 impl<V: Variant> FreeArea<V> {
     /// Empty free lists for zone `zone_id` spanning `[start, end)`, with
-    /// blocks up to `max_order`.
-    pub(crate) fn new(zone_id: u8, start: Pfn, end: Pfn, max_order: Order) -> Self {
+    /// blocks up to `max_order`, grouped by migratetype or not.
+    pub(crate) fn new(
+        zone_id: u8,
+        [start, end]: [Pfn; 2],
+        max_order: Order,
+        migratetypes: bool,
+    ) -> Self {
         let mut area = FreeArea {
             stats: ZoneStats::default(),
             lists: Default::default(),
+            migratetypes,
             bitmap: Vec::new(),
             bitmap_base: start.get() & !(max_order.nr_pages() - 1),
             zone_id,
@@ -564,25 +609,56 @@ impl<V: Variant> FreeArea<V> {
 
     /// `nr_free` per order.
     pub fn nr_free(&self) -> [u64; NR_PAGE_ORDERS] {
-        std::array::from_fn(|o| self.lists[o].len())
+        std::array::from_fn(|o| self.lists[o].iter().map(PageList::len).sum())
     }
 
     /// Free pages on the lists.
     pub fn free_pages(&self) -> u64 {
-        self.lists
-            .iter()
-            .enumerate()
-            .map(|(o, l)| l.len() << o)
-            .sum()
+        self.nr_free().iter().enumerate().map(|(o, n)| n << o).sum()
     }
 
-    /// Pfns of the blocks on the free list of one order (for checks).
+    /// Pfns of the blocks on the free lists of one order (for checks).
     pub fn block_pfns<M: MemoryModel>(&self, model: &M, order: Order) -> Vec<Pfn> {
-        self.lists[order.index()]
+        Migratetype::ALL
+            .into_iter()
+            .flat_map(|mt| self.block_pfns_of(model, order, mt))
+            .collect()
+    }
+
+    /// Pfns of the blocks on the free list of one order and migratetype.
+    pub fn block_pfns_of<M: MemoryModel>(
+        &self,
+        model: &M,
+        order: Order,
+        mt: Migratetype,
+    ) -> Vec<Pfn> {
+        self.lists[order.index()][mt.index()]
             .iter()
             // SAFETY: listed pages are live descriptors of `model`'s memmap.
             .map(|p| model.page_to_pfn(unsafe { &*p }))
             .collect()
+    }
+
+    /// The zone's id, as its pages carry it.
+    pub(crate) fn zone_id(&self) -> u8 {
+        self.zone_id
+    }
+
+    /// Whether the zone groups pages by mobility.
+    pub fn has_migratetypes(&self) -> bool {
+        self.migratetypes
+    }
+
+    /// The list a block headed at `pfn` belongs on: its pageblock's
+    /// migratetype (`get_pfnblock_migratetype`, a memory-model lookup), or
+    /// the one list of an era without migratetypes.
+    #[inline(always)]
+    pub(crate) fn list_mt<M: MemoryModel>(&self, model: &M, pfn: Pfn) -> Migratetype {
+        if self.migratetypes {
+            model.get_pfnblock_migratetype(pfn)
+        } else {
+            Migratetype::Movable
+        }
     }
 
     /// `__test_and_change_bit` on the pair bit of `pfn` at `order`: returns
@@ -597,14 +673,20 @@ impl<V: Variant> FreeArea<V> {
         old
     }
 
-    /// Puts a block head on `free_area[order]`, at the head of the list or
-    /// (`to_tail`) at its tail.
+    /// Puts a block head on `free_area[order].free_list[mt]`, at the head of
+    /// the list or (`to_tail`) at its tail.
     ///
     /// # Safety
     /// `page` is a live descriptor heading a free block of this zone, on no
     /// list.
     #[inline(always)]
-    unsafe fn add(&mut self, page: *const Page, order: usize, to_tail: bool) {
+    pub(crate) unsafe fn add(
+        &mut self,
+        page: *const Page,
+        order: usize,
+        mt: Migratetype,
+        to_tail: bool,
+    ) {
         // SAFETY: the caller's contract.
         let pr = unsafe { &*page };
         // SAFETY: the caller hands this zone a block it owns, under the lock.
@@ -615,21 +697,21 @@ impl<V: Variant> FreeArea<V> {
         // SAFETY: as above; the list's contract is the same.
         unsafe {
             if to_tail {
-                self.lists[order].push_back(page);
+                self.lists[order][mt.index()].push_back(page);
             } else {
-                self.lists[order].push_front(page);
+                self.lists[order][mt.index()].push_front(page);
             }
         }
     }
 
-    /// Takes a block head off `free_area[order]`.
+    /// Takes a block head off `free_area[order].free_list[mt]`.
     ///
     /// # Safety
-    /// `page` is on `lists[order]`.
+    /// `page` is on `lists[order][mt]`.
     #[inline(always)]
-    unsafe fn del(&mut self, page: *const Page, order: usize) {
+    pub(crate) unsafe fn del(&mut self, page: *const Page, order: usize, mt: Migratetype) {
         // SAFETY: the caller's contract.
-        unsafe { self.lists[order].unlink(page) };
+        unsafe { self.lists[order][mt.index()].unlink(page) };
         // SAFETY: listed pages are live, and the unlinked page is this
         // zone's under the lock.
         unsafe { V::clear(&*page, PageFlag::Buddy) };
@@ -666,9 +748,11 @@ impl<V: Variant> FreeArea<V> {
         if V::BITMAP && order.index() < self.max_order {
             self.toggle(order.index(), head.get());
         }
+        let mt = self.list_mt(model, head);
         // SAFETY: page_is_buddy says it heads a free block of this order of
-        // this zone, so it is on lists[order] (type invariant).
-        unsafe { self.del(page, order.index()) };
+        // this zone, so it is on lists[order], on its pageblock's
+        // migratetype list (type invariant).
+        unsafe { self.del(page, order.index(), mt) };
         // SAFETY: just unlinked: a block of this zone on no list, owned by
         // the caller from now on.
         Some(unsafe { OwnedBlock::new(page, head, order) })
@@ -697,6 +781,9 @@ impl<V: Variant> FreeArea<V> {
         let mut page = block.as_ptr();
         let mut pfn = block.pfn().get();
         let mut order = block.order().index();
+        // `get_pfnblock_migratetype` of the freed page: the per-free lookup.
+        let mt = self.list_mt(model, block.pfn());
+        let pageblock_order = model.geometry().pageblock_order().index();
         while order < self.max_order {
             let buddy_pfn = pfn ^ (1 << order);
             if V::HOLE_CHECK {
@@ -720,9 +807,20 @@ impl<V: Variant> FreeArea<V> {
             } else if !self.page_is_buddy(buddy_ref, order) {
                 break;
             }
+            // Below a pageblock the buddy shares the freed page's block, so
+            // its list; from a pageblock up it has its own migratetype.
+            let buddy_mt = if order >= pageblock_order {
+                self.list_mt(model, Pfn::new(buddy_pfn))
+            } else {
+                mt
+            };
             // SAFETY: page_is_buddy (or the pair bit) says the buddy heads a
-            // free block of this order, so it is on lists[order].
-            unsafe { self.del(buddy, order) };
+            // free block of this order, so it is on lists[order][buddy_mt].
+            unsafe { self.del(buddy, order, buddy_mt) };
+            if buddy_mt != mt {
+                // "Match buddy type": the merged block is one migratetype.
+                change_pageblock_range(model, Pfn::new(buddy_pfn), order, mt);
+            }
             self.stats.merges += 1;
             if buddy_pfn < pfn {
                 page = buddy;
@@ -732,7 +830,7 @@ impl<V: Variant> FreeArea<V> {
         }
         // SAFETY: `page` heads the merged free block, owned (the token and
         // the merged buddies, just unlinked) and on no list.
-        unsafe { self.add(page, order, to_tail) };
+        unsafe { self.add(page, order, mt, to_tail) };
     }
 
     /// `__rmqueue_smallest` + `expand`: a block of `order`, taken off the
@@ -742,10 +840,11 @@ impl<V: Variant> FreeArea<V> {
         &mut self,
         model: &M,
         order: Order,
+        mt: Migratetype,
     ) -> Option<OwnedBlock> {
         let low = order.index();
         for current in low..=self.max_order {
-            let Some(page) = self.lists[current].pop_front() else {
+            let Some(page) = self.lists[current][mt.index()].pop_front() else {
                 continue;
             };
             // SAFETY: listed pages are live descriptors of `model`'s memmap.
@@ -757,7 +856,7 @@ impl<V: Variant> FreeArea<V> {
                 self.toggle(current, pfn.get());
             }
             // SAFETY: the block was free and is now off every list.
-            unsafe { self.expand(page, pfn.get(), low, current) };
+            unsafe { self.expand(page, pfn.get(), low, current, mt) };
             // SAFETY: its upper halves went back on the lists; the head block
             // of order `low` is on no list and goes to the caller alone.
             return Some(unsafe { OwnedBlock::new(page, pfn, order) });
@@ -771,7 +870,14 @@ impl<V: Variant> FreeArea<V> {
     /// `page` heads a block of order `high` of this zone that is on no list,
     /// with provenance over its section.
     #[inline(always)]
-    unsafe fn expand(&mut self, page: *const Page, pfn: u64, low: usize, mut high: usize) {
+    unsafe fn expand(
+        &mut self,
+        page: *const Page,
+        pfn: u64,
+        low: usize,
+        mut high: usize,
+        mt: Migratetype,
+    ) {
         while high > low {
             high -= 1;
             let size = 1u64 << high;
@@ -779,7 +885,7 @@ impl<V: Variant> FreeArea<V> {
             // section, and is a valid descriptor.
             let half = unsafe { page_offset(page, size as i64) };
             // SAFETY: the upper half heads a free block of order `high`.
-            unsafe { self.add(half, high, false) };
+            unsafe { self.add(half, high, mt, false) };
             if V::BITMAP {
                 self.toggle(high, pfn + size);
             }
@@ -812,6 +918,7 @@ mod tests {
             ZoneId::new(0),
             [start, end],
             Order::new(10),
+            Era::default(),
         );
         let outside = zone
             .give_range(&model, [Pfn::new(0x800), start], false)
@@ -838,7 +945,7 @@ mod tests {
         let held = zone
             .free
             .get_mut()
-            .rmqueue_smallest(&model, Order::new(3))
+            .rmqueue_smallest(&model, Order::new(3), Migratetype::Movable)
             .unwrap();
         let (pfn, free) = (held.pfn(), zone.free_pages());
         let e = zone

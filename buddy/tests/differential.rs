@@ -42,8 +42,15 @@ fn run<M: MemoryModel, V: Variant>(model: M, layout: &Layout, ops: &[Op]) -> Res
     for &op in ops {
         match op {
             Op::Alloc(order) => {
+                // Odd orders ask for unmovable memory: with migratetypes
+                // (the default 6.18 era) they fall back and steal.
+                let gfp = if order % 2 == 1 {
+                    buddy::Gfp::DMA32
+                } else {
+                    GFP
+                };
                 let order = Order::new(order);
-                match cpu.alloc_pages(order, GFP) {
+                match cpu.alloc_pages(order, gfp) {
                     Ok(pfn) => reference.record(layout, pfn, order)?,
                     Err(AllocError::NoMemory { .. }) => {}
                     Err(e) => return Err(format!("alloc: {e}")),

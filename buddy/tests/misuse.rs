@@ -382,6 +382,8 @@ fn stats_total_adds_every_counter_of_every_zone() {
         sum.pcp_drains += s.pcp_drains;
         sum.hole_checks += s.hole_checks;
         sum.hole_hits += s.hole_hits;
+        sum.fallbacks += s.fallbacks;
+        sum.steals += s.steals;
     }
     assert_eq!(alloc.stats_total(), sum);
     assert!(sum.merges > 0 && sum.splits > 0 && sum.hole_checks > 0 && sum.pcp_drains > 0);

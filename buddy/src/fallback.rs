@@ -1,0 +1,137 @@
+//! `__rmqueue`: the smallest block of the requested migratetype, else a
+//! block borrowed from another migratetype (`__rmqueue_fallback`).
+//!
+//! When the lists of the request's migratetype are empty, the allocator
+//! looks for the largest free block on the fallback lists (Unmovable →
+//! Reclaimable, Movable; Movable → Reclaimable, Unmovable; Reclaimable →
+//! Unmovable, Movable), largest first so that a whole pageblock is claimed
+//! rather than many fragmented. Then, as `steal_suitable_fallback` does:
+//! - a block of a pageblock or more is claimed whole: every pageblock it
+//!   covers changes migratetype (`change_pageblock_range`);
+//! - a smaller block's pageblock is claimed when stealing is worth it
+//!   (`can_steal_fallback`: the request is at least half a pageblock, or it
+//!   is Unmovable or Reclaimable) and at least half of the pageblock is
+//!   free: its free blocks move to the request's lists
+//!   (`move_freepages_block`) and it changes migratetype;
+//! - otherwise the block is used where it is, its pageblock unchanged.
+//!
+//! Simplifications, said: no `MIGRATE_HIGHATOMIC` reserve, no
+//! "alike pages" count of in-use movable pages, and the 6.x
+//! `find_smallest` retry for Movable requests is not modelled.
+
+use sparsemem::{MemoryModel, Migratetype, Order, PageFlag, Pfn};
+
+use crate::list::OwnedBlock;
+use crate::variant::Variant;
+use crate::zone::{FreeArea, change_pageblock_range};
+
+/// `fallbacks[]`: where each migratetype borrows from, in order.
+pub const FALLBACKS: [[Migratetype; 2]; 3] = [
+    [Migratetype::Reclaimable, Migratetype::Movable],
+    [Migratetype::Reclaimable, Migratetype::Unmovable],
+    [Migratetype::Unmovable, Migratetype::Movable],
+];
+
+impl<V: Variant> FreeArea<V> {
+    /// `__rmqueue`: a block of `order` for migratetype `mt`.
+    #[inline(always)]
+    pub(crate) fn rmqueue<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        order: Order,
+        mt: Migratetype,
+    ) -> Option<OwnedBlock> {
+        let mt = if self.migratetypes {
+            mt
+        } else {
+            Migratetype::Movable
+        };
+        self.rmqueue_smallest(model, order, mt)
+            .or_else(|| self.rmqueue_fallback(model, order, mt))
+    }
+
+    /// `__rmqueue_fallback`.
+    #[cold]
+    fn rmqueue_fallback<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        order: Order,
+        mt: Migratetype,
+    ) -> Option<OwnedBlock> {
+        let fallbacks = FALLBACKS.get(mt.index())?;
+        if !self.migratetypes {
+            return None;
+        }
+        let pageblock_order = model.geometry().pageblock_order().index();
+        for current in (order.index()..=self.max_order().index()).rev() {
+            for &fallback in fallbacks {
+                let Some(head) = self.lists[current][fallback.index()].iter().next() else {
+                    continue;
+                };
+                // SAFETY: listed pages are live descriptors of the model.
+                let pfn = model.page_to_pfn(unsafe { &*head });
+                self.stats.fallbacks += 1;
+                if current >= pageblock_order {
+                    // Claim the whole block.
+                    // SAFETY: `head` is on lists[current][fallback].
+                    unsafe { self.del(head, current, fallback) };
+                    change_pageblock_range(model, pfn, current, mt);
+                    // SAFETY: unlinked just above; its pageblocks are now `mt`.
+                    unsafe { self.add(head, current, mt, false) };
+                    return self.rmqueue_smallest(model, order, mt);
+                }
+                let can_steal = order.index() >= pageblock_order / 2
+                    || mt == Migratetype::Unmovable
+                    || mt == Migratetype::Reclaimable;
+                if can_steal && self.claim_pageblock(model, pfn, fallback, mt) {
+                    return self.rmqueue_smallest(model, order, mt);
+                }
+                return self.rmqueue_smallest(model, order, fallback);
+            }
+        }
+        None
+    }
+
+    /// `move_freepages_block` when at least half of `pfn`'s pageblock is
+    /// free: its free blocks move from the `from` lists to the `to` lists
+    /// and the pageblock becomes `to`. Returns whether it was claimed.
+    fn claim_pageblock<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        pfn: Pfn,
+        from: Migratetype,
+        to: Migratetype,
+    ) -> bool {
+        let size = model.geometry().pageblock_nr_pages();
+        let start = pfn.get() & !(size - 1);
+        let mut heads = Vec::new();
+        let mut free_pages = 0;
+        let mut p = start;
+        while p < start + size {
+            match model.pfn_to_page(Pfn::new(p)) {
+                Some(page) if page.test(PageFlag::Buddy) && page.zone_id() == self.zone_id() => {
+                    let order = page.private() as usize;
+                    // SAFETY: a valid pfn of the borrowed model.
+                    heads.push((unsafe { model.pfn_to_page_ptr(Pfn::new(p)) }, order));
+                    free_pages += 1u64 << order;
+                    p += 1 << order;
+                }
+                _ => p += 1,
+            }
+        }
+        if free_pages * 2 < size {
+            return false;
+        }
+        for (page, order) in heads {
+            // SAFETY: a free block head of this zone inside a pageblock of
+            // migratetype `from`, so on lists[order][from] (invariant).
+            unsafe {
+                self.del(page, order, from);
+                self.add(page, order, to, false);
+            }
+        }
+        model.set_pfnblock_migratetype(Pfn::new(start), to);
+        self.stats.steals += 1;
+        true
+    }
+}
