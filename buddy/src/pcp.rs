@@ -1,9 +1,16 @@
 //! Per-CPU page lists (`per_cpu_pages`) and bulk allocation.
 //!
 //! A [`PerCpu`] handle is one CPU's `pcp` for every zone: order-0 pages
-//! come from its list without the zone lock; an empty list is refilled
-//! with `batch` pages by `rmqueue_bulk`, and a list that reaches `high` is
-//! drained by `batch` pages with `free_pcppages_bulk`. Both take the zone
+//! come from its lists without the zone lock; an empty list is refilled
+//! with `batch` pages by `rmqueue_bulk`, and lists that reach `high`
+//! together are drained by `batch` pages with `free_pcppages_bulk`, taking
+//! the coldest page of each non-empty list in turn. In eras with
+//! migratetypes (2.6.25 to 5.14 shape: one order-0 list per
+//! `MIGRATE_PCPTYPES`) a freed page goes on the list of its pageblock's
+//! migratetype — a memory-model lookup on every free, as
+//! `free_unref_page` makes it — and an allocation takes from the list of
+//! the request's migratetype; earlier eras have one list. The 6.x lists per
+//! order are not modelled yet. Both take the zone
 //! lock once per batch ([`LockPolicy::PerBatch`], the kernel) or once per
 //! page ([`LockPolicy::PerPage`], the 2007 proposal). A handle belongs to
 //! one thread; dropping it (thread exit) drains everything back, so pages
@@ -15,7 +22,7 @@
 //! only empty slots and returns how many slots are populated, counting those
 //! that were already full.
 
-use sparsemem::{MemoryModel, Migratetype, NodeId, Order, Pfn};
+use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NodeId, Order, Pfn};
 
 use crate::alloc::{Allocator, LockPolicy, MAX_BULK};
 use crate::error::AllocError;
@@ -29,7 +36,9 @@ pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
     /// The node's index in the allocator's nodes (its zonelists).
     node_index: usize,
-    lists: Vec<PcpList>,
+    lists: Vec<[PcpList; MIGRATE_PCPTYPES]>,
+    /// The list `free_pcppages_bulk` takes from next, per zone.
+    next_drain: Vec<usize>,
     /// Order-0 allocations and frees per zone not yet folded into the
     /// zone's statistics (the kernel's per-CPU vm event counters).
     pending: Vec<(u64, u64)>,
@@ -51,7 +60,8 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         Ok(PerCpu {
             alloc: self,
             node_index: self.node_index(node)?,
-            lists: (0..self.zones.len()).map(|_| PcpList::default()).collect(),
+            lists: (0..self.zones.len()).map(|_| Default::default()).collect(),
+            next_drain: vec![0; self.zones.len()],
             pending: vec![(0, 0); self.zones.len()],
             cpuset: None,
         })
@@ -68,7 +78,9 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// Pages on this CPU's list for zone `zid` (`pcp->count`; 0 for an id
     /// of no zone).
     pub fn count(&self, zid: ZoneId) -> u64 {
-        self.lists.get(zid.index()).map_or(0, PcpList::len)
+        self.lists
+            .get(zid.index())
+            .map_or(0, |l| l.iter().map(PcpList::len).sum())
     }
 
     /// The node this CPU belongs to.
@@ -78,7 +90,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// Pages on all of this CPU's lists.
     pub fn total_count(&self) -> u64 {
-        self.lists.iter().map(PcpList::len).sum()
+        self.lists.iter().flatten().map(PcpList::len).sum()
     }
 
     /// The allocator.
@@ -91,7 +103,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     fn rmqueue_bulk(&mut self, zid: ZoneId, count: u32, mt: Migratetype) -> u32 {
         let alloc = self.alloc;
         let zone = &alloc.zones[zid.index()];
-        let list = &mut self.lists[zid.index()];
+        let list = &mut self.lists[zid.index()][mt.index()];
         let pending = &mut self.pending[zid.index()];
         let mut moved = 0;
         let mut first = true;
@@ -124,7 +136,8 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     fn free_pcppages_bulk(&mut self, zid: ZoneId, count: u64) {
         let alloc = self.alloc;
         let zone = &alloc.zones[zid.index()];
-        let list = &mut self.lists[zid.index()];
+        let lists = &mut self.lists[zid.index()];
+        let cursor = &mut self.next_drain[zid.index()];
         let pending = &mut self.pending[zid.index()];
         let mut first = true;
         let mut give = |area: &mut FreeArea<V>| {
@@ -132,7 +145,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 area.stats.pcp_drains += 1;
                 fold(pending, &mut area.stats);
             }
-            area.free_one(&alloc.model, list.pop_back::<M, V>(&alloc.model)?);
+            let mt = (0..MIGRATE_PCPTYPES)
+                .map(|k| (*cursor + k) % MIGRATE_PCPTYPES)
+                .find(|&mt| !lists[mt].is_empty())?;
+            *cursor = (mt + 1) % MIGRATE_PCPTYPES;
+            area.free_one(&alloc.model, lists[mt].pop_back::<M, V>(&alloc.model)?);
             Some(())
         };
         let mut n = 0;
@@ -155,11 +172,12 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     #[inline(always)]
     fn rmqueue_pcplist(&mut self, zid: ZoneId, mt: Migratetype) -> Option<Pfn> {
         let z = zid.index();
-        if self.lists[z].is_empty() {
+        let mt = self.pcp_migratetype(mt);
+        if self.lists[z][mt.index()].is_empty() {
             let batch = self.alloc.zones[z].batch;
             self.rmqueue_bulk(zid, batch, mt);
         }
-        let block = self.lists[z].pop_front::<M, V>(&self.alloc.model)?;
+        let block = self.lists[z][mt.index()].pop_front::<M, V>(&self.alloc.model)?;
         self.pending[z].0 += 1;
         Some(block.prep_new_page())
     }
@@ -199,10 +217,25 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     pub fn free(&mut self, pfn: Pfn) -> Result<(), AllocError> {
         let (block, zid) = self.alloc.claim_for_free(pfn, Order::ZERO)?;
         let z = zid.index();
-        self.lists[z].push_front::<V>(block);
+        let alloc = self.alloc;
+        let zone = &alloc.zones[z];
+        let mt = if alloc.options.era.has_migratetypes() {
+            // `get_pfnblock_migratetype`: the per-free memory-model lookup.
+            alloc.model.get_pfnblock_migratetype(pfn)
+        } else {
+            Migratetype::Movable
+        };
+        if mt == Migratetype::Isolate {
+            // An isolated pageblock's pages go straight back to the buddy.
+            let mut area = zone.free.lock();
+            area.free_one(&alloc.model, block);
+            area.stats.frees[0] += 1;
+            return Ok(());
+        }
+        let mt = self.pcp_migratetype(mt);
+        self.lists[z][mt.index()].push_front::<V>(block);
         self.pending[z].1 += 1;
-        let zone = &self.alloc.zones[z];
-        if self.lists[z].len() >= u64::from(zone.high) {
+        if self.count(zid) >= u64::from(zone.high) {
             self.free_pcppages_bulk(zid, u64::from(zone.batch));
         }
         Ok(())
@@ -293,10 +326,23 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// (`drain_local_pages`).
     pub fn drain(&mut self) {
         for z in 0..self.lists.len() {
-            let n = self.lists[z].len();
+            let zid = ZoneId::new(z as u8);
+            let n = self.count(zid);
             if n > 0 {
-                self.free_pcppages_bulk(ZoneId::new(z as u8), n);
+                self.free_pcppages_bulk(zid, n);
             }
+        }
+    }
+
+    /// The per-CPU list of migratetype `mt`: its own below
+    /// `MIGRATE_PCPTYPES`, Movable for a HighAtomic block (as the kernel
+    /// files it), and the one list of an era without migratetypes.
+    #[inline(always)]
+    fn pcp_migratetype(&self, mt: Migratetype) -> Migratetype {
+        if !self.alloc.options.era.has_migratetypes() || mt.index() >= MIGRATE_PCPTYPES {
+            Migratetype::Movable
+        } else {
+            mt
         }
     }
 }

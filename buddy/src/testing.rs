@@ -14,7 +14,7 @@ fn check_migratetype_lists<M: MemoryModel, V: Variant>(
     zone: &crate::Zone<V>,
 ) -> Result<(), String> {
     let area = zone.free.lock();
-    if !area.has_migratetypes() {
+    if !area.migratetypes {
         return Ok(());
     }
     let model = alloc.model();

@@ -644,11 +644,6 @@ impl<V: Variant> FreeArea<V> {
         self.zone_id
     }
 
-    /// Whether the zone groups pages by mobility.
-    pub fn has_migratetypes(&self) -> bool {
-        self.migratetypes
-    }
-
     /// The list a block headed at `pfn` belongs on: its pageblock's
     /// migratetype (`get_pfnblock_migratetype`, a memory-model lookup), or
     /// the one list of an era without migratetypes.

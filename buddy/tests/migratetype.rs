@@ -121,3 +121,32 @@ fn older_eras_have_one_list_per_order() {
     alloc.free_pages(p, Order::ZERO).unwrap();
     check_structure(&alloc, &Reference::default()).unwrap();
 }
+
+/// With migratetypes, each CPU keeps an order-0 list per migratetype: a
+/// freed page goes on its pageblock's list, and a request takes from its
+/// own (2.6.25 to 5.14 shape).
+#[test]
+fn per_cpu_lists_keep_migratetypes_apart() {
+    let alloc = allocator(Era::V6_18);
+    let model = alloc.model();
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let unmovable: Vec<Pfn> = (0..100).map(|_| cpu.alloc(Gfp::KERNEL).unwrap()).collect();
+    let movable: Vec<Pfn> = (0..100).map(|_| cpu.alloc(Gfp::MOVABLE).unwrap()).collect();
+    let kind = |p: &Pfn| model.get_pfnblock_migratetype(*p);
+    assert!(unmovable.iter().all(|p| kind(p) == Migratetype::Unmovable));
+    assert!(movable.iter().all(|p| kind(p) == Migratetype::Movable));
+    for &p in unmovable.iter().chain(&movable) {
+        cpu.free(p).unwrap();
+    }
+    let again = cpu.alloc(Gfp::KERNEL).unwrap();
+    assert!(
+        unmovable.contains(&again),
+        "the hottest page of its own list"
+    );
+    let again_movable = cpu.alloc(Gfp::MOVABLE).unwrap();
+    assert!(movable.contains(&again_movable));
+    cpu.free(again).unwrap();
+    cpu.free(again_movable).unwrap();
+    drop(cpu);
+    check_structure(&alloc, &Reference::default()).unwrap();
+}

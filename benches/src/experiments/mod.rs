@@ -77,14 +77,18 @@ impl Experiment {
 
     /// The kernel era of the experiment's seed (the closest pfnlab models):
     /// 2.6.9 for the 2004 flag discussion, 2.6.23 for the 2006–2007 ones,
-    /// 5.13 for the bulk allocator, 6.18 for the rest.
+    /// 5.13 for the bulk allocator and for the hole-density sweep (the last
+    /// release with `HOLES_IN_ZONE`), and 2.6.23 for `peers`, whose
+    /// comparison is the allocator's bookkeeping (one free list per order,
+    /// no pageblock lookups).
     pub fn default_era(self) -> buddy::Era {
         use buddy::Era;
         match self {
             Experiment::Flags => Era::V2_6_9,
-            Experiment::Lock | Experiment::PfnValid | Experiment::Cpuset => Era::V2_6_23,
-            Experiment::Bulk => Era::V5_13,
-            Experiment::Peers | Experiment::HoleDensity => Era::V6_18,
+            Experiment::Lock | Experiment::PfnValid | Experiment::Cpuset | Experiment::Peers => {
+                Era::V2_6_23
+            }
+            Experiment::Bulk | Experiment::HoleDensity => Era::V5_13,
         }
     }
 
