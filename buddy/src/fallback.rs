@@ -93,8 +93,9 @@ impl<V: Variant> FreeArea<V> {
     }
 
     /// `move_freepages_block` when at least half of `pfn`'s pageblock is
-    /// free: its free blocks move from the `from` lists to the `to` lists
-    /// and the pageblock becomes `to`. Returns whether it was claimed.
+    /// free and no other zone shares it: its free blocks move from the
+    /// `from` lists to the `to` lists and the pageblock becomes `to`.
+    /// Returns whether it was claimed.
     fn claim_pageblock<M: MemoryModel>(
         &mut self,
         model: &M,
@@ -109,6 +110,15 @@ impl<V: Variant> FreeArea<V> {
         let mut p = start;
         while p < start + size {
             match model.pfn_to_page(Pfn::new(p)) {
+                // A pageblock that another zone shares is never claimed (the
+                // kernel's `zone_spans_pfn` test in `move_freepages_block`):
+                // that zone's free blocks would be left on lists of the old
+                // migratetype.
+                Some(page)
+                    if !page.test(PageFlag::Reserved) && page.zone_id() != self.zone_id() =>
+                {
+                    return false;
+                }
                 Some(page) if page.test(PageFlag::Buddy) && page.zone_id() == self.zone_id() => {
                     let order = page.private() as usize;
                     // SAFETY: a valid pfn of the borrowed model.
