@@ -273,6 +273,12 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
         &["bench", "lock", "--era", "3.0"],
         "unknown era `3.0` (known: 2.6.9, 2.6.23, 5.13, 6.18)",
     );
+    assert_refused(
+        &[
+            "bench", "flags", "--quick", "--era", "6.18", "--model", "flat",
+        ],
+        "does not exist in era 6.18: the per-order buddy bitmap ended with 2.6.9",
+    );
     let bad = s.path("bad.toml");
     std::fs::write(&bad, "[[range]]\nstart = 1\nend = 0\nkind = \"ram\"\n").unwrap();
     assert_refused(

@@ -4,7 +4,7 @@
 //! offline → remove; and the models that cannot refuse with the models
 //! that can.
 
-use buddy::{AllocError, Gfp, KernelHoleCheck, OnlineType, Options};
+use buddy::{AllocError, Gfp, Kernel, OnlineType, Options};
 use pfnlab::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use sparsemem::{Geometry, Layout, MemRange, NodeId, Order, Pfn, RangeKind};
 use vmemmap::VmemmapOptions;
@@ -36,7 +36,7 @@ impl ModelVisitor for Lifecycle {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<(), AllocError> {
-        let mut alloc = build_allocator::<M, KernelHoleCheck>(layout, options, Options::default())?;
+        let mut alloc = build_allocator::<M, Kernel>(layout, options, Options::default())?;
         let name = alloc.model().name();
         let start = Pfn::new((512 << 20) >> 12);
         assert!(alloc.model().pfn_to_online_page(start).is_none(), "{name}");

@@ -50,6 +50,16 @@ pub struct Options {
     pub cpus: Option<u32>,
 }
 
+impl Options {
+    /// The default options for kernel `era`.
+    pub fn for_era(era: Era) -> Options {
+        Options {
+            era,
+            ..Options::default()
+        }
+    }
+}
+
 /// Largest number of pages one bulk request may ask for: pfnlab's bound
 /// (the kernel bounds a request by the caller's array or list, not by a
 /// constant), so a bulk request can never ask for an unbounded batch.
@@ -160,7 +170,15 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// memory into them. The model must have been built from this layout:
     /// the same geometry and every pfn of its memory valid, or
     /// [`AllocError::ModelMismatch`] says what differs.
+    ///
+    /// The variant must have existed in the options' era
+    /// ([`Era::check_variant`]), or the answer is
+    /// [`AllocError::EraMismatch`].
     pub fn new(model: M, layout: &Layout, options: Options) -> Result<Self, AllocError> {
+        options
+            .era
+            .check_variant::<V>()
+            .map_err(AllocError::EraMismatch)?;
         check_model(&model, layout)?;
         let parts = zone_parts(layout);
         if parts.len() > MAX_ZONES {

@@ -8,16 +8,22 @@
 //! | 5.13 | per order and migratetype, fallback and stealing; a pageblock lookup per free | `6 × batch` (the last release before `zone_highsize`) | no bitmap |
 //! | 6.18 | as 5.13 | `zone_highsize`: the zone's low watermark split over the node's CPUs, at least `4 × batch` | no bitmap |
 //!
-//! This is the first part of the era model: grouping by mobility, the
-//! per-CPU list sizing and the zone watermarks it reads. The 6.x per-CPU
-//! list shape (lists per migratetype and order), watermark checks on the
-//! allocation path, the GFP flag set and page preparation per era are not
-//! yet modelled (issue 12); until they are, every era shares pfnlab's single
-//! order-0 per-CPU list (its pages of whatever migratetype the refill took)
-//! and an unchecked zone path. The buddy-tracking variant stays a type parameter
-//! ([`Variant`](crate::Variant)), chosen with the era by the caller.
+//! Per-CPU lists are one order-0 list before 2.6.24 and one order-0 list
+//! per `MIGRATE_PCPTYPES` migratetype after (the 2.6.25–5.14 shape); the
+//! 6.x lists per order, watermark checks on the allocation path, the GFP
+//! flag set and page preparation per era are not yet modelled (issue 12).
+//!
+//! The buddy-tracking variant stays a type parameter
+//! ([`Variant`](crate::Variant)), and an era refuses a variant it did not
+//! have ([`Era::check_variant`]): the bitmap and atomic flag operations
+//! exist in 2.6.9 only, the hole check up to 5.13. Memory models and
+//! hotplug are accepted in every era on purpose: what a memory model would
+//! have cost in an older allocator is the lab's question (the 2006 thread
+//! asked it of a virtual memmap that 2.6.17 did not have).
 
 use std::fmt;
+
+use crate::variant::Variant;
 
 /// A kernel release whose allocator pfnlab can model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -66,6 +72,37 @@ impl Era {
     pub fn pcp_high_from_watermark(self) -> bool {
         self >= Era::V6_18
     }
+
+    /// Whether variant `V`'s mechanisms existed in this era, or why not.
+    ///
+    /// - The per-order buddy bitmap and atomic flag operations under the
+    ///   zone lock are 2.6.9's and the 2004 no-bitmap patch's variants of
+    ///   it; the no-bitmap buddy was merged with non-atomic flag operations,
+    ///   so every later era refuses both.
+    /// - The hole check (`CONFIG_HOLES_IN_ZONE`'s `pfn_valid` on the buddy)
+    ///   existed until 5.13 and was removed in 5.14.
+    pub fn check_variant<V: Variant>(self) -> Result<(), String> {
+        let name = V::name();
+        if V::BITMAP && self > Era::V2_6_9 {
+            return Err(format!(
+                "variant {name} does not exist in era {self}: the per-order buddy bitmap \
+                 ended with 2.6.9 (use era 2.6.9)"
+            ));
+        }
+        if V::ATOMIC_FLAGS && self > Era::V2_6_9 {
+            return Err(format!(
+                "variant {name} does not exist in era {self}: atomic PageBuddy operations \
+                 under the zone lock are the 2004 patch's variant against 2.6.9 (use era 2.6.9)"
+            ));
+        }
+        if V::HOLE_CHECK && self > Era::V5_13 {
+            return Err(format!(
+                "variant {name} does not exist in era {self}: CONFIG_HOLES_IN_ZONE was \
+                 removed in 5.14 (use era 5.13 or older)"
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Display for Era {
@@ -89,5 +126,24 @@ mod tests {
         );
         assert!(Era::V2_6_9 < Era::V6_18 && Era::default() == Era::V6_18);
         assert!(!Era::V5_13.pcp_high_from_watermark() && Era::V6_18.pcp_high_from_watermark());
+    }
+
+    #[test]
+    fn variants_exist_only_in_their_eras() {
+        use crate::{Bitmap, Kernel, KernelHoleCheck, NoBitmapAtomic};
+        for e in Era::ALL {
+            assert!(e.check_variant::<Kernel>().is_ok());
+            assert_eq!(e.check_variant::<Bitmap>().is_ok(), e == Era::V2_6_9);
+            assert_eq!(
+                e.check_variant::<NoBitmapAtomic>().is_ok(),
+                e == Era::V2_6_9
+            );
+            assert_eq!(
+                e.check_variant::<KernelHoleCheck>().is_ok(),
+                e <= Era::V5_13
+            );
+        }
+        let why = Era::V6_18.check_variant::<KernelHoleCheck>().unwrap_err();
+        assert!(why.contains("removed in 5.14"), "{why}");
     }
 }

@@ -43,6 +43,9 @@ pub enum AllocError {
     },
     /// An order above `MAX_PAGE_ORDER`.
     Order(OrderTooLarge),
+    /// The variant's mechanisms did not exist in the chosen era
+    /// ([`crate::Era::check_variant`]).
+    EraMismatch(String),
     /// The memory model refused a hotplug step.
     Hotplug(HotplugError),
     /// Offline refused: pages of the range are in use.
@@ -122,6 +125,7 @@ impl fmt::Display for AllocError {
                 )
             }
             AllocError::Order(e) => write!(f, "{e}"),
+            AllocError::EraMismatch(why) => f.write_str(why),
             AllocError::DeviceMemory { pfn } => write!(
                 f,
                 "pfn {pfn} is device memory (ZONE_DEVICE): it never enters the buddy allocator"
@@ -133,7 +137,7 @@ impl fmt::Display for AllocError {
             ),
             AllocError::HolesInBlock { pfn } => write!(
                 f,
-                "pfn {pfn} is a hole inside a MAX_PAGE_ORDER block of managed memory; use a variant with the hole check (HOLES_IN_ZONE)"
+                "pfn {pfn} is a hole inside a MAX_PAGE_ORDER block of managed memory; use a variant with the hole check (HOLES_IN_ZONE, era 5.13 or older)"
             ),
             AllocError::TooManyZones => {
                 write!(f, "more than {} zones", crate::alloc::MAX_ZONES)

@@ -3,7 +3,7 @@
 //! variants, on layouts with holes (the hole check on).
 
 use buddy::testing::{GFP, Reference, check_conservation, free_all_and_check, snapshot};
-use buddy::{AllocError, Allocator, Config, Options, Variant};
+use buddy::{AllocError, Allocator, Config, Era, Options, Variant};
 use proptest::prelude::*;
 use sparsemem::reference::Semantics;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout, expect_build};
@@ -30,8 +30,22 @@ fn arb_ops() -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op, 1..60)
 }
 
-fn run<M: MemoryModel, V: Variant>(model: M, layout: &Layout, ops: &[Op]) -> Result<(), String> {
-    let alloc = match Allocator::<M, V>::new(model, layout, Options::default()) {
+/// The era at `pick` among those in which variant `V` existed.
+fn era_for<V: Variant>(pick: usize) -> Era {
+    let eras: Vec<Era> = Era::ALL
+        .into_iter()
+        .filter(|e| e.check_variant::<V>().is_ok())
+        .collect();
+    eras[pick % eras.len()]
+}
+
+fn run<M: MemoryModel, V: Variant>(
+    model: M,
+    layout: &Layout,
+    ops: &[Op],
+    era: Era,
+) -> Result<(), String> {
+    let alloc = match Allocator::<M, V>::new(model, layout, Options::for_era(era)) {
         Ok(a) => a,
         Err(AllocError::HolesInBlock { .. }) if !V::HOLE_CHECK => return Ok(()),
         Err(e) => return Err(e.to_string()),
@@ -111,35 +125,45 @@ fn run<M: MemoryModel, V: Variant>(model: M, layout: &Layout, ops: &[Op]) -> Res
 }
 
 /// Runs `ops` on every model that can hold `layout` (and checks that the
-/// others refuse it).
-fn run_models<V: Variant>(layout: &Layout, ops: &[Op]) -> Result<(), String> {
+/// others refuse it), in the era at `pick` of those that had `V`.
+fn run_models<V: Variant>(layout: &Layout, ops: &[Op], pick: usize) -> Result<(), String> {
+    let era = era_for::<V>(pick);
     if let Some(m) = expect_build(Flat::new(layout), layout, Semantics::Flat)? {
-        run::<_, V>(m, layout, ops)?;
+        run::<_, V>(m, layout, ops, era)?;
     }
     if let Some(m) = expect_build(SparseClassic::new(layout), layout, Semantics::Section)? {
-        run::<_, V>(m, layout, ops)?;
+        run::<_, V>(m, layout, ops, era)?;
     }
     if let Some(m) = expect_build(SparseExtreme::new(layout), layout, Semantics::Section)? {
-        run::<_, V>(m, layout, ops)?;
+        run::<_, V>(m, layout, ops, era)?;
     }
     let e = |e: sparsemem::BuildError| e.to_string();
-    run::<_, V>(VmemmapTable::new(layout).map_err(e)?, layout, ops)?;
-    run::<_, V>(VmemmapProbe::new(layout).map_err(e)?, layout, ops)
+    run::<_, V>(VmemmapTable::new(layout).map_err(e)?, layout, ops, era)?;
+    run::<_, V>(VmemmapProbe::new(layout).map_err(e)?, layout, ops, era)
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn nobitmap_matches_reference(layout in arb_layout(&SMALL_GEOMETRIES), ops in arb_ops()) {
-        run_models::<Config<false, false, true>>(&layout, &ops).map_err(TestCaseError::fail)?;
-        run_models::<Config<true, false, false>>(&layout, &ops).map_err(TestCaseError::fail)?;
+    fn nobitmap_matches_reference(
+        layout in arb_layout(&SMALL_GEOMETRIES),
+        ops in arb_ops(),
+        pick in any::<usize>(),
+    ) {
+        run_models::<Config<false, false, true>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
+        run_models::<Config<false, false, false>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
+        run_models::<Config<true, false, false>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
     }
 
     #[test]
-    fn bitmap_matches_reference(layout in arb_layout(&SMALL_GEOMETRIES), ops in arb_ops()) {
-        run_models::<Config<false, true, true>>(&layout, &ops).map_err(TestCaseError::fail)?;
-        run_models::<Config<true, true, false>>(&layout, &ops).map_err(TestCaseError::fail)?;
+    fn bitmap_matches_reference(
+        layout in arb_layout(&SMALL_GEOMETRIES),
+        ops in arb_ops(),
+        pick in any::<usize>(),
+    ) {
+        run_models::<Config<false, true, true>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
+        run_models::<Config<true, true, false>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
     }
 }
 
@@ -158,14 +182,14 @@ fn zone_device_holes_stay_out_of_the_buddy() {
             _ => Op::Free(i as usize),
         })
         .collect();
-    run::<_, Config<false, false, true>>(VmemmapProbe::new(&layout).unwrap(), &layout, &ops)
-        .unwrap();
-    run::<_, Config<false, false, false>>(VmemmapTable::new(&layout).unwrap(), &layout, &ops)
-        .unwrap();
+    let probe = VmemmapProbe::new(&layout).unwrap();
+    run::<_, Config<false, false, true>>(probe, &layout, &ops, Era::V5_13).unwrap();
+    let table = VmemmapTable::new(&layout).unwrap();
+    run::<_, Config<false, false, false>>(table, &layout, &ops, Era::V6_18).unwrap();
     let alloc = Allocator::<_, Config<false, false, true>>::new(
         VmemmapProbe::new(&layout).unwrap(),
         &layout,
-        Options::default(),
+        Options::for_era(Era::V5_13),
     )
     .unwrap();
     let ram: u64 = layout.ram_ranges().map(|(_, a, b)| b.get() - a.get()).sum();

@@ -4,7 +4,7 @@
 //! cannot.
 
 use buddy::testing::{Reference, check_structure};
-use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, OnlineType, Options, ZoneType};
+use buddy::{AllocError, Allocator, Gfp, Kernel, OnlineType, Options, ZoneType};
 use sparsemem::{
     Geometry, HotplugError, Layout, MemRange, MemoryModel, NodeId, Order, PageFlag, Pfn, RangeKind,
 };
@@ -35,8 +35,7 @@ fn pfn_at(mib: u64) -> Pfn {
 /// use → free → offline → remove, on one model.
 fn lifecycle<M: MemoryModel>(model: M, online_type: OnlineType) {
     let layout = layout();
-    let mut alloc =
-        Allocator::<_, KernelHoleCheck>::new(model, &layout, Options::default()).unwrap();
+    let mut alloc = Allocator::<_, Kernel>::new(model, &layout, Options::default()).unwrap();
     let name = alloc.model().name();
     let start = pfn_at(512);
     // The layout's hot-added block is present, offline and untouched.
@@ -146,8 +145,7 @@ fn the_lifecycle_on_every_model_with_hotplug_and_every_online_type() {
 /// [`lifecycle`]'s online and allocation steps for models built from a
 /// layout without device memory.
 fn lifecycle_on<M: MemoryModel>(model: M, layout: &Layout, online_type: OnlineType) {
-    let mut alloc =
-        Allocator::<_, KernelHoleCheck>::new(model, layout, Options::default()).unwrap();
+    let mut alloc = Allocator::<_, Kernel>::new(model, layout, Options::default()).unwrap();
     let start = pfn_at(512);
     let zid = alloc.online_pages(start, SECTION, online_type).unwrap();
     let p = alloc
@@ -176,7 +174,7 @@ fn lifecycle_on<M: MemoryModel>(model: M, layout: &Layout, online_type: OnlineTy
 #[test]
 fn online_picks_the_zone_like_the_kernel_and_frees_to_the_tail() {
     let layout = layout();
-    let mut alloc = Allocator::<_, KernelHoleCheck>::new(
+    let mut alloc = Allocator::<_, Kernel>::new(
         vmemmap::VmemmapTable::new(&layout).unwrap(),
         &layout,
         Options::default(),
@@ -250,7 +248,7 @@ fn online_picks_the_zone_like_the_kernel_and_frees_to_the_tail() {
 #[test]
 fn device_memory_never_enters_the_buddy() {
     let layout = layout();
-    let mut alloc = Allocator::<_, KernelHoleCheck>::new(
+    let mut alloc = Allocator::<_, Kernel>::new(
         vmemmap::VmemmapProbe::new(&layout).unwrap(),
         &layout,
         Options::default(),
@@ -311,7 +309,7 @@ fn models_that_cannot_refuse_clearly() {
         "ram",
     )
     .unwrap();
-    let mut flat = Allocator::<_, KernelHoleCheck>::new(
+    let mut flat = Allocator::<_, Kernel>::new(
         sparsemem::Flat::new(&ram).unwrap(),
         &ram,
         Options::default(),
@@ -332,7 +330,7 @@ fn models_that_cannot_refuse_clearly() {
             .contains("needs SPARSEMEM_VMEMMAP, which `flat` is not"),
         "{e}"
     );
-    let mut sparse = Allocator::<_, KernelHoleCheck>::new(
+    let mut sparse = Allocator::<_, Kernel>::new(
         sparsemem::SparseExtreme::new(&ram).unwrap(),
         &ram,
         Options::default(),
@@ -366,7 +364,7 @@ fn only_offline_memory_can_be_onlined_or_removed() {
         "two sections and a half",
     )
     .unwrap();
-    let mut alloc = Allocator::<_, KernelHoleCheck>::new(
+    let mut alloc = Allocator::<_, Kernel>::new(
         vmemmap::VmemmapProbe::new(&layout).unwrap(),
         &layout,
         Options::default(),
@@ -433,7 +431,9 @@ fn the_bitmap_buddy_follows_hot_add_online_offline_and_remove() {
         )
         .unwrap();
         let model = sparsemem::SparseExtreme::new(&layout).unwrap();
-        let mut alloc = Allocator::<_, V>::new(model, &layout, Options::default()).unwrap();
+        // Both variants in the bitmap's era, so only the tracking differs.
+        let options = Options::for_era(buddy::Era::V2_6_9);
+        let mut alloc = Allocator::<_, V>::new(model, &layout, options).unwrap();
         let node = NodeId::ZERO;
         let none = Reference::default();
         let movable = OnlineType::OnlineMovable;
@@ -512,8 +512,7 @@ fn the_bitmap_buddy_follows_hot_add_online_offline_and_remove() {
 #[test]
 fn an_absurd_hot_add_is_refused_and_a_huge_remove_answers_quickly() {
     fn check<M: MemoryModel>(model: M, layout: &Layout) {
-        let mut alloc =
-            Allocator::<_, KernelHoleCheck>::new(model, layout, Options::default()).unwrap();
+        let mut alloc = Allocator::<_, Kernel>::new(model, layout, Options::default()).unwrap();
         let g = *layout.geometry();
         let start = Pfn::new((32u64 << 30) >> g.page_shift()); // past the 32 GiB of RAM
         let nr = g.max_pfn().get() - start.get();

@@ -5,7 +5,7 @@
 //! remove. Also runs as an ordinary test.
 
 use buddy::testing::{Reference, check_conservation, free_all_and_check, snapshot};
-use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, Options, Variant};
+use buddy::{AllocError, Allocator, Era, Gfp, KernelHoleCheck, Options, Variant};
 use sparsemem::{
     Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, RangeKind, SparseExtreme,
 };
@@ -22,13 +22,13 @@ fn layout() -> Layout {
     .unwrap()
 }
 
-fn exercise<M: MemoryModel, V: Variant>(model: M, layout: &Layout) {
+fn exercise<M: MemoryModel, V: Variant>(model: M, layout: &Layout, era: Era) {
     let alloc = Allocator::<M, V>::new(
         model,
         layout,
         Options {
             pcp_batch: Some(7),
-            ..Options::default()
+            ..Options::for_era(era)
         },
     )
     .unwrap();
@@ -78,14 +78,16 @@ fn exercise<M: MemoryModel, V: Variant>(model: M, layout: &Layout) {
 #[test]
 fn allocator_over_extreme_and_flat() {
     let layout = layout();
-    exercise::<_, KernelHoleCheck>(SparseExtreme::new(&layout).unwrap(), &layout);
-    exercise::<_, buddy::Config<true, true, true>>(Flat::new(&layout).unwrap(), &layout);
+    let extreme = SparseExtreme::new(&layout).unwrap();
+    exercise::<_, KernelHoleCheck>(extreme, &layout, Era::V5_13);
+    let flat = Flat::new(&layout).unwrap();
+    exercise::<_, buddy::Config<true, true, true>>(flat, &layout, Era::V2_6_9);
 }
 
 #[test]
 fn hotplug_through_the_allocator() {
     let layout = layout();
-    let mut alloc = Allocator::<_, KernelHoleCheck>::new(
+    let mut alloc = Allocator::<_, buddy::Kernel>::new(
         SparseExtreme::new(&layout).unwrap(),
         &layout,
         Options::default(),

@@ -173,7 +173,8 @@ fn dma32_request_never_gets_normal_memory_and_thisnode_stays_home() {
 fn a_model_from_another_layout_is_refused_by_every_variant() {
     use buddy::{Bitmap, KernelHoleCheck, NoBitmapAtomic, Variant};
     fn refused<V: Variant>(model: SparseExtreme, layout: &Layout) -> AllocError {
-        match Allocator::<_, V>::new(model, layout, Options::default()) {
+        // 2.6.9: the era in which every variant existed.
+        match Allocator::<_, V>::new(model, layout, Options::for_era(buddy::Era::V2_6_9)) {
             Ok(_) => panic!("{}: a mismatched model was accepted", V::name()),
             Err(e) => e,
         }
@@ -312,7 +313,7 @@ fn a_reserved_page_inside_a_zone_span_is_outside_every_zone() {
     let alloc = Allocator::<_, buddy::KernelHoleCheck>::new(
         SparseExtreme::new(&layout).unwrap(),
         &layout,
-        Options::default(),
+        Options::for_era(buddy::Era::V5_13),
     )
     .unwrap();
     // Reserved pages keep zone id 0 from memmap init: the hole sits inside
@@ -348,7 +349,7 @@ fn stats_total_adds_every_counter_of_every_zone() {
     let alloc = Allocator::<_, KernelHoleCheck>::new(
         SparseExtreme::new(&layout).unwrap(),
         &layout,
-        Options::default(),
+        Options::for_era(buddy::Era::V5_13),
     )
     .unwrap();
     let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
@@ -411,7 +412,7 @@ fn max_order_follows_the_geometry() {
         let alloc = Allocator::<_, KernelHoleCheck>::new(
             SparseExtreme::new(&layout).unwrap(),
             &layout,
-            Options::default(),
+            Options::for_era(buddy::Era::V5_13),
         )
         .unwrap();
         let zone = &alloc.zones()[0];
@@ -470,4 +471,33 @@ fn flatmem_needs_no_hole_check_on_unaligned_memory() {
     }
     drop(cpu);
     assert_eq!(alloc.free_pages_total(), free, "everything merged back");
+}
+
+/// A variant the chosen era did not have is refused before anything is
+/// built, with a message naming the era that had it.
+#[test]
+fn a_variant_outside_its_era_is_refused() {
+    use buddy::{Bitmap, Era, KernelHoleCheck, NoBitmapAtomic};
+    let layout = small_layout();
+    let model = || SparseExtreme::new(&layout).unwrap();
+    let refusal = |r: Result<(), AllocError>| match r {
+        Err(AllocError::EraMismatch(why)) => why,
+        other => panic!("expected an era refusal, got {other:?}"),
+    };
+    let why = refusal(
+        Allocator::<_, Bitmap>::new(model(), &layout, Options::for_era(Era::V2_6_23)).map(drop),
+    );
+    assert!(why.contains("2.6.9") && why.contains("bitmap"), "{why}");
+    let why = refusal(
+        Allocator::<_, NoBitmapAtomic>::new(model(), &layout, Options::default()).map(drop),
+    );
+    assert!(why.contains("era 6.18"), "{why}");
+    let why = refusal(
+        Allocator::<_, KernelHoleCheck>::new(model(), &layout, Options::default()).map(drop),
+    );
+    assert!(why.contains("5.14"), "{why}");
+    assert!(
+        Allocator::<_, KernelHoleCheck>::new(model(), &layout, Options::for_era(Era::V5_13))
+            .is_ok()
+    );
 }

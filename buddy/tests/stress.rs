@@ -12,7 +12,14 @@ fn stress<M: MemoryModel, V: Variant>(model: M, layout: &Layout, policy: LockPol
     let options = Options {
         lock_policy: policy,
         pcp_batch: Some(31),
-        ..Options::default()
+        // The newest era that had the variant.
+        ..Options::for_era(
+            buddy::Era::ALL
+                .into_iter()
+                .rev()
+                .find(|e| e.check_variant::<V>().is_ok())
+                .unwrap(),
+        )
     };
     let alloc = Allocator::<M, V>::new(model, layout, options).unwrap();
     let initial = snapshot(&alloc);

@@ -61,7 +61,10 @@ fn hot_range(layout: &Layout, at: u8, len: u8, device: bool) -> (Pfn, u64) {
 }
 
 fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
-    let mut alloc = match Allocator::<M, KernelHoleCheck>::new(model, layout, Options::default()) {
+    // 5.13: the last era with the hole check (and the first here with
+    // migratetypes, so steals and fallbacks are fuzzed too).
+    let options = Options::for_era(buddy::Era::V5_13);
+    let mut alloc = match Allocator::<M, KernelHoleCheck>::new(model, layout, options) {
         Ok(a) => a,
         Err(AllocError::TooManyZones) => return,
         Err(e) => panic!("the hole-check variant accepts every layout: {e}"),

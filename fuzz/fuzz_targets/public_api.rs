@@ -40,7 +40,13 @@ fn zone_type(raw: u8) -> ZoneType {
 }
 
 fn run<V: Variant>(model: SparseExtreme, layout: &Layout, ops: &[Op]) {
-    let Ok(mut alloc) = Allocator::<_, V>::new(model, layout, Options::default()) else {
+    // The newest era that had the variant (every one had the plain kernel's).
+    let era = buddy::Era::ALL
+        .into_iter()
+        .rev()
+        .find(|e| e.check_variant::<V>().is_ok())
+        .unwrap_or_default();
+    let Ok(mut alloc) = Allocator::<_, V>::new(model, layout, Options::for_era(era)) else {
         return; // refused with an error: the point of the mismatch
     };
     let none = Reference::default();

@@ -35,8 +35,9 @@ pub struct ModelResult {
     /// has holes inside MAX_PAGE_ORDER blocks, so the kernel would need
     /// HOLES_IN_ZONE).
     pub alloc_off: Option<Measurement>,
-    /// The same with the hole check.
-    pub alloc_on: Measurement,
+    /// The same with the hole check (`None`: the era is 5.14 or later,
+    /// which has no `HOLES_IN_ZONE`).
+    pub alloc_on: Option<Measurement>,
     /// Memmap bytes.
     pub memmap: MemmapBytes,
 }
@@ -104,9 +105,16 @@ impl ModelVisitor for CompareVisitor<'_> {
         drop(model);
         self.progress.stage(format!("{name}: allocator"));
         let alloc_off = alloc_pairs::<M, Kernel>(layout, options, plan, self.alloc_options)?;
-        let alloc_on =
+        let alloc_on = if self
+            .alloc_options
+            .era
+            .check_variant::<KernelHoleCheck>()
+            .is_ok()
+        {
             alloc_pairs::<M, KernelHoleCheck>(layout, options, plan, self.alloc_options)?
-                .expect("the hole check accepts every layout");
+        } else {
+            None
+        };
         Ok(ModelResult {
             kind: self.kind,
             valid: valid_m,
@@ -196,7 +204,7 @@ pub fn table(
             cell(&r.hole),
             cell(&r.page_read),
             r.alloc_off.as_ref().map_or("n/a (holes)".into(), cell),
-            cell(&r.alloc_on),
+            r.alloc_on.as_ref().map_or("n/a (5.14+: none)".into(), cell),
             human_bytes(r.memmap.reserved),
             human_bytes(r.memmap.resident),
         );
@@ -225,31 +233,47 @@ pub fn table(
 
 /// Two or three plain sentences on what the table says.
 pub fn reading(results: &[ModelResult]) -> String {
-    let alloc = |r: &&ModelResult| r.alloc_on.ns_per_op.median;
     let lookup = |r: &&ModelResult| r.valid.ns_per_op.median;
-    let Some(best) = results.iter().min_by(|a, b| alloc(a).total_cmp(&alloc(b))) else {
-        return String::new();
-    };
-    let worst = results
-        .iter()
-        .max_by(|a, b| alloc(a).total_cmp(&alloc(b)))
-        .expect("non-empty");
-    let fastest_lookup = results
+    let Some(fastest_lookup) = results
         .iter()
         .min_by(|a, b| lookup(a).total_cmp(&lookup(b)))
-        .expect("non-empty");
+    else {
+        return String::new();
+    };
     let smallest = results
         .iter()
         .min_by_key(|r| r.memmap.resident)
-        .expect("non-empty");
-    let mut s = format!(
-        "With the hole check on, {} is cheapest on the allocator path ({} ns per zone-path alloc+free), {:.2}x faster than {} ({} ns).",
-        best.kind.name(),
-        fmt_ns(best.alloc_on.ns_per_op.median),
-        worst.alloc_on.ns_per_op.median / best.alloc_on.ns_per_op.median,
-        worst.kind.name(),
-        fmt_ns(worst.alloc_on.ns_per_op.median),
-    );
+        .unwrap_or(fastest_lookup);
+    // The era's allocator path: with the hole check where the era has one.
+    let hole_check = results.iter().all(|r| r.alloc_on.is_some());
+    let path = |r: &ModelResult| {
+        if hole_check {
+            r.alloc_on.as_ref()
+        } else {
+            r.alloc_off.as_ref()
+        }
+        .map(|m| m.ns_per_op.median)
+    };
+    let timed: Vec<(&ModelResult, f64)> =
+        results.iter().filter_map(|r| Some((r, path(r)?))).collect();
+    let best = timed.iter().min_by(|a, b| a.1.total_cmp(&b.1));
+    let worst = timed.iter().max_by(|a, b| a.1.total_cmp(&b.1));
+    let mut s = String::new();
+    if let (Some(&(best, best_ns)), Some(&(worst, worst_ns))) = (best, worst) {
+        s += &format!(
+            "{}, {} is cheapest on the allocator path ({} ns per zone-path alloc+free), {:.2}x faster than {} ({} ns).",
+            if hole_check {
+                "With the hole check on"
+            } else {
+                "With no hole check (none exists since 5.14)"
+            },
+            best.kind.name(),
+            fmt_ns(best_ns),
+            worst_ns / best_ns,
+            worst.kind.name(),
+            fmt_ns(worst_ns),
+        );
+    }
     s += &format!(
         " The cheapest pfn_valid on valid pfns is {} ({} ns).",
         fastest_lookup.kind.name(),
@@ -264,7 +288,7 @@ pub fn reading(results: &[ModelResult]) -> String {
             human_bytes(smallest.memmap.resident)
         );
     }
-    s + "\n"
+    s.trim_start().to_string() + "\n"
 }
 
 /// The JSON rows: one per model and column.
@@ -291,7 +315,9 @@ pub fn rows(results: &[ModelResult]) -> Vec<Row> {
         if let Some(m) = &r.alloc_off {
             push("alloc-free-nocheck", m);
         }
-        push("alloc-free-holecheck", &r.alloc_on);
+        if let Some(m) = &r.alloc_on {
+            push("alloc-free-holecheck", m);
+        }
     }
     rows
 }
@@ -300,9 +326,10 @@ pub fn rows(results: &[ModelResult]) -> Vec<Row> {
 /// and before writing JSON).
 pub fn check_finite(results: &[ModelResult]) -> Result<(), CliError> {
     for r in results {
-        for m in [&r.valid, &r.hole, &r.page_read, &r.alloc_on]
+        for m in [&r.valid, &r.hole, &r.page_read]
             .into_iter()
             .chain(r.alloc_off.as_ref())
+            .chain(r.alloc_on.as_ref())
         {
             for v in m.ns_per_op.trials.iter().chain(&m.cycles_per_op.trials) {
                 if !v.is_finite() || *v <= 0.0 {
