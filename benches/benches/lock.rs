@@ -33,7 +33,7 @@ fn lock(c: &mut Criterion) {
                 // Acquire: pairs with the Release store after the bench.
                 while !stop.load(Ordering::Acquire) {
                     for _ in 0..1536 {
-                        held.push(cpu.alloc(Gfp::MOVABLE).unwrap());
+                        held.push(cpu.alloc(Gfp::HIGHUSER_MOVABLE).unwrap());
                     }
                     for p in held.drain(..) {
                         cpu.free(p).unwrap();
@@ -43,7 +43,7 @@ fn lock(c: &mut Criterion) {
             g.bench_function(name, |b| {
                 b.iter(|| {
                     let p = alloc
-                        .alloc_pages(Order::ZERO, Gfp::MOVABLE, NodeId::ZERO, None)
+                        .alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None)
                         .unwrap();
                     alloc.free_pages(p, Order::ZERO).unwrap();
                 })

@@ -152,7 +152,7 @@ pub fn zone_pairs<M: MemoryModel, V: Variant>(
     let mut acc = 0;
     for _ in 0..n {
         let pfn = alloc
-            .alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None)
+            .alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, node, None)
             .expect("memory");
         acc ^= pfn.get();
         alloc.free_pages(pfn, Order::ZERO).expect("free");
@@ -166,7 +166,7 @@ pub fn zone_pairs<M: MemoryModel, V: Variant>(
 pub fn pcp_pairs<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, n: u64) -> u64 {
     let mut acc = 0;
     for _ in 0..n {
-        let pfn = cpu.alloc(Gfp::MOVABLE).expect("memory");
+        let pfn = cpu.alloc(Gfp::HIGHUSER_MOVABLE).expect("memory");
         acc ^= pfn.get();
         cpu.free(pfn).expect("free");
     }
@@ -185,7 +185,7 @@ pub fn bursts<M: MemoryModel, V: Variant>(
     let mut acc = 0;
     for _ in 0..rounds {
         for _ in 0..burst {
-            held.push(cpu.alloc(Gfp::MOVABLE).expect("memory"));
+            held.push(cpu.alloc(Gfp::HIGHUSER_MOVABLE).expect("memory"));
         }
         for pfn in held.drain(..) {
             acc ^= pfn.get();
@@ -206,7 +206,7 @@ pub fn bulk_lists<M: MemoryModel, V: Variant>(
     let mut acc = 0;
     for _ in 0..rounds {
         let got = cpu
-            .alloc_bulk_list(size, Gfp::MOVABLE, list)
+            .alloc_bulk_list(size, Gfp::HIGHUSER_MOVABLE, list)
             .expect("bulk size");
         acc += got as u64;
         for pfn in list.drain(..) {
@@ -226,7 +226,7 @@ pub fn bulk_arrays<M: MemoryModel, V: Variant>(
     let mut acc = 0;
     for _ in 0..rounds {
         acc += cpu
-            .alloc_bulk_array(Gfp::MOVABLE, slots)
+            .alloc_bulk_array(Gfp::HIGHUSER_MOVABLE, slots)
             .expect("bulk size") as u64;
         for slot in slots.iter_mut() {
             if let Some(pfn) = slot.take() {
@@ -253,7 +253,7 @@ pub fn page_test_rounds<M: MemoryModel, V: Variant>(
         for _ in 0..PAGE_TEST_BATCH {
             held.push(
                 alloc
-                    .alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None)
+                    .alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, node, None)
                     .expect("memory"),
             );
         }
@@ -275,7 +275,7 @@ pub fn flags_iteration<M: MemoryModel, V: Variant>(
     held: &mut Vec<Pfn>,
 ) -> u64 {
     for _ in 0..nr_pages {
-        held.push(cpu.alloc(Gfp::MOVABLE).expect("memory"));
+        held.push(cpu.alloc(Gfp::HIGHUSER_MOVABLE).expect("memory"));
     }
     let model = cpu.allocator().model();
     for &pfn in held.iter() {

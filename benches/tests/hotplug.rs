@@ -44,7 +44,7 @@ impl ModelVisitor for Lifecycle {
         assert_eq!(alloc.zone(zid).unwrap().node, NodeId::new(1), "{name}");
         let p = alloc.alloc_pages(
             Order::new(10),
-            Gfp::MOVABLE.thisnode(),
+            Gfp::HIGHUSER_MOVABLE.thisnode(),
             NodeId::new(1),
             None,
         )?;

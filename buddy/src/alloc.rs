@@ -10,6 +10,18 @@
 //! [`Allocator::online_pages`]; device memory never enters the buddy.
 //! Reserved pages and holes inside a zone's span are never on a free list,
 //! so they are never handed out.
+//!
+//! Every allocation walks its zonelist as `get_page_from_freelist` does:
+//! the GFP mask's zone limit (`gfp_zone`), the cpuset check, then
+//! `zone_watermark_fast` against the zone's low watermark, read from the
+//! lock-free `NR_FREE_PAGES` counter, plus its `lowmem_reserve`. A request
+//! no zone can serve above its low watermark tries once more with the slow
+//! path's flags (the min watermark; part of the reserve for `__GFP_HIGH`
+//! and non-blocking requests; no watermark for `__GFP_MEMALLOC`). pfnlab
+//! has no kswapd, direct reclaim or compaction: a request that fails both
+//! passes is refused with [`AllocError::NoMemory`]. Watermarks exist in
+//! every era (2.6.9 had `pages_min/low/high`); pfnlab uses today's
+//! formulas for all of them.
 
 use std::marker::PhantomData;
 
@@ -19,8 +31,9 @@ use sparsemem::{
 
 use crate::era::Era;
 use crate::error::AllocError;
+use crate::gfp::{AllocContext, AllocFlags, Gfp};
 use crate::list::OwnedBlock;
-use crate::node::{Gfp, Node, NodeMask, build_nodes};
+use crate::node::{Node, NodeMask, build_nodes};
 use crate::variant::Variant;
 use crate::zone::{ClaimError, Zone, ZoneId, ZoneStats, ZoneType, claim_for_free};
 use sparsemem::ZoneLimits;
@@ -221,8 +234,10 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     /// `init_per_zone_wmark_min` and `zone_pcp_update` after the managed
-    /// memory changed (boot, online, offline): every zone's watermarks,
-    /// then its per-CPU `batch` and `high` for the era.
+    /// memory changed (boot, online, offline): every zone's watermarks and
+    /// `lowmem_reserve`, its per-CPU `batch`, `high` and stat threshold for
+    /// the era, and `NR_FREE_PAGES` set from the free lists (no per-CPU
+    /// handle exists while `&mut self` does, so nothing is pending).
     pub(crate) fn setup_watermarks_and_pcp(&mut self) {
         let sizes: Vec<(ZoneType, u64)> = self.zones.iter().map(|z| (z.kind, z.managed)).collect();
         let page_size = self.model.geometry().page_size();
@@ -233,9 +248,24 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
         let nodes = self.nodes.len().max(1) as u32;
         let split = cpus.div_ceil(nodes).max(1);
+        let page_shift = self.model.geometry().page_shift();
         for (zone, marks) in self.zones.iter_mut().zip(marks) {
             zone.watermarks = marks;
             zone.set_pcp_sizes(self.options.pcp_batch, self.options.era, split);
+            zone.stat_threshold = crate::watermark::stat_threshold(zone.managed, page_shift, cpus);
+            let free = zone.free.get_mut().free_pages();
+            *zone.vm_free.get_mut() = free as i64;
+        }
+        for node in &self.nodes {
+            let own: Vec<(ZoneType, u64)> = node
+                .zones
+                .iter()
+                .map(|z| (self.zones[z.index()].kind, self.zones[z.index()].managed))
+                .collect();
+            let reserves = crate::watermark::lowmem_reserve(&own);
+            for (z, reserve) in node.zones.iter().zip(reserves) {
+                self.zones[z.index()].lowmem_reserve = reserve;
+            }
         }
     }
 
@@ -291,12 +321,12 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     /// The zonelist of the node at `index` (the fallback list, or the
-    /// node's own zones with `THISNODE`): an array index, as
+    /// node's own zones with `__GFP_THISNODE`): an array index, as
     /// `node_zonelist` is.
     #[inline(always)]
     pub(crate) fn zonelist_at(&self, index: usize, gfp: Gfp) -> &[ZoneId] {
         let n = &self.nodes[index];
-        if gfp.thisnode {
+        if gfp.contains(Gfp::THISNODE) {
             &n.zonelist_thisnode
         } else {
             &n.zonelist
@@ -308,12 +338,69 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         Ok(self.zonelist_at(self.node_index(node)?, gfp))
     }
 
-    /// Whether a zonelist entry may serve `gfp` under `mask`
-    /// (`__cpuset_zone_allowed` plus the zone-type limit).
+    /// `prepare_alloc_pages`: the request's zone limit and migratetype for
+    /// this era, or why the mask is invalid.
     #[inline(always)]
-    pub(crate) fn zone_allowed(&self, zid: ZoneId, gfp: Gfp, mask: Option<&NodeMask>) -> bool {
-        let zone = &self.zones[zid.index()];
-        zone.kind <= gfp.highest_zone && mask.is_none_or(|m| m.test(zone.node))
+    pub(crate) fn prepare_alloc_pages(&self, gfp: Gfp) -> Result<AllocContext, AllocError> {
+        AllocContext::new(gfp, self.options.era.has_migratetypes()).map_err(AllocError::Gfp)
+    }
+
+    /// `__alloc_pages` without reclaim: `get_page_from_freelist` with the
+    /// low watermark, then once more with the slow path's flags
+    /// (`gfp_to_alloc_flags`: the min watermark, less for `__GFP_HIGH` and
+    /// non-blocking requests, none for `__GFP_MEMALLOC`). pfnlab has no
+    /// kswapd, reclaim or compaction, so a request that fails both passes
+    /// is [`AllocError::NoMemory`]. `allowed` is the cpuset check per zone;
+    /// `take` takes a block from a zone that passed its watermark.
+    #[inline(always)]
+    pub(crate) fn alloc_pages_walk(
+        &self,
+        order: Order,
+        gfp: Gfp,
+        index: usize,
+        mut allowed: impl FnMut(&Zone<V>) -> bool,
+        mut take: impl FnMut(ZoneId, &AllocContext) -> Option<Pfn>,
+    ) -> Result<Pfn, AllocError> {
+        self.check_order(order)?;
+        let ac = self.prepare_alloc_pages(gfp)?;
+        for flags in [AllocFlags::FAST, AllocFlags::slow(gfp)] {
+            if let Some(pfn) =
+                self.get_page_from_freelist(order, &ac, index, flags, &mut allowed, &mut take)
+            {
+                return Ok(pfn);
+            }
+        }
+        Err(AllocError::NoMemory { order })
+    }
+
+    /// `get_page_from_freelist`: the first zone of the zonelist that the
+    /// zone limit and `allowed` admit, whose watermark holds and that has
+    /// the block.
+    #[inline(always)]
+    fn get_page_from_freelist(
+        &self,
+        order: Order,
+        ac: &AllocContext,
+        index: usize,
+        flags: AllocFlags,
+        allowed: &mut impl FnMut(&Zone<V>) -> bool,
+        take: &mut impl FnMut(ZoneId, &AllocContext) -> Option<Pfn>,
+    ) -> Option<Pfn> {
+        for &zid in self.zonelist_at(index, ac.gfp) {
+            let zone = &self.zones[zid.index()];
+            if zone.kind > ac.highest_zone || !allowed(zone) {
+                continue;
+            }
+            if let Some(mark) = zone.wmark_pages(flags)
+                && !zone.watermark_ok(order, mark, ac.highest_zone, flags)
+            {
+                continue;
+            }
+            if let Some(pfn) = take(zid, ac) {
+                return Some(pfn);
+            }
+        }
+        None
     }
 
     /// `__alloc_pages` on the zone path (no per-CPU list): walks the
@@ -351,28 +438,27 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         order: Order,
         gfp: Gfp,
         index: usize,
-        mut allowed: impl FnMut(&Zone<V>) -> bool,
+        allowed: impl FnMut(&Zone<V>) -> bool,
     ) -> Result<Pfn, AllocError> {
-        self.check_order(order)?;
-        for &zid in self.zonelist_at(index, gfp) {
-            let zone = &self.zones[zid.index()];
-            if zone.kind > gfp.highest_zone || !allowed(zone) {
-                continue;
-            }
-            if let Some(pfn) = self.rmqueue(zid, order, gfp.migratetype()) {
-                return Ok(pfn);
-            }
-        }
-        Err(AllocError::NoMemory { order })
+        self.alloc_pages_walk(order, gfp, index, allowed, |zid, ac| {
+            self.rmqueue(zid, order, ac.migratetype)
+        })
     }
 
     /// The zone path over a precomputed list of zone ids, with no per-zone
     /// check (a zonelist already filtered for the cpuset), for movable
-    /// memory (`GFP_HIGHUSER_MOVABLE`'s migratetype). Ids of no zone are
-    /// skipped.
+    /// memory (`GFP_HIGHUSER_MOVABLE`), with the low watermark. Ids of no
+    /// zone are skipped.
     #[inline]
     pub fn alloc_pages_from(&self, order: Order, zonelist: &[ZoneId]) -> Result<Pfn, AllocError> {
         for &zid in zonelist {
+            let Some(zone) = self.zones.get(zid.index()) else {
+                continue;
+            };
+            let mark = zone.watermarks.low;
+            if !zone.watermark_ok(order, mark, ZoneType::Movable, AllocFlags::FAST) {
+                continue;
+            }
             if let Some(pfn) = self.rmqueue(zid, order, Migratetype::Movable) {
                 return Ok(pfn);
             }
@@ -383,10 +469,12 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// One block from one zone, under its lock.
     #[inline(always)]
     fn rmqueue(&self, zid: ZoneId, order: Order, mt: Migratetype) -> Option<Pfn> {
-        let mut area = self.zones.get(zid.index())?.free.lock();
+        let zone = self.zones.get(zid.index())?;
+        let mut area = zone.free.lock();
         let block = area.rmqueue(&self.model, order, mt)?;
         area.stats.allocs[order.index()] += 1;
         drop(area);
+        zone.mod_free_pages(-(order.nr_pages() as i64));
         Some(block.prep_new_page())
     }
 
@@ -407,9 +495,12 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// `__free_pages` on the zone path, after the misuse checks.
     pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         let (block, zid) = self.claim_for_free(pfn, order)?;
-        let mut area = self.zones[zid.index()].free.lock();
+        let zone = &self.zones[zid.index()];
+        let mut area = zone.free.lock();
         area.free_one(&self.model, block);
         area.stats.frees[order.index()] += 1;
+        drop(area);
+        zone.mod_free_pages(order.nr_pages() as i64);
         Ok(())
     }
 

@@ -10,8 +10,9 @@
 //!
 //! Per-CPU lists are one order-0 list before 2.6.24 and one order-0 list
 //! per `MIGRATE_PCPTYPES` migratetype after (the 2.6.25–5.14 shape); the
-//! 6.x lists per order, watermark checks on the allocation path, the GFP
-//! flag set and page preparation per era are not yet modelled (issue 12).
+//! 6.x lists per order and page preparation per era are not yet modelled
+//! (issue 12). Watermark checks and the GFP mask (6.18's bits) are the
+//! same in every era.
 //!
 //! The buddy-tracking variant stays a type parameter
 //! ([`Variant`](crate::Variant)), and an era refuses a variant it did not

@@ -43,6 +43,9 @@ pub enum AllocError {
     },
     /// An order above `MAX_PAGE_ORDER`.
     Order(OrderTooLarge),
+    /// An invalid GFP mask (two zone modifiers, or movable and
+    /// reclaimable at once).
+    Gfp(crate::GfpError),
     /// The variant's mechanisms did not exist in the chosen era
     /// ([`crate::Era::check_variant`]).
     EraMismatch(String),
@@ -126,6 +129,7 @@ impl fmt::Display for AllocError {
             }
             AllocError::Order(e) => write!(f, "{e}"),
             AllocError::EraMismatch(why) => f.write_str(why),
+            AllocError::Gfp(e) => write!(f, "{e}"),
             AllocError::DeviceMemory { pfn } => write!(
                 f,
                 "pfn {pfn} is device memory (ZONE_DEVICE): it never enters the buddy allocator"
@@ -166,6 +170,7 @@ impl std::error::Error for AllocError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             AllocError::Order(e) => Some(e),
+            AllocError::Gfp(e) => Some(e),
             AllocError::Hotplug(e) => Some(e),
             AllocError::Build(e) => Some(e),
             _ => None,

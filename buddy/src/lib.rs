@@ -37,6 +37,7 @@ mod error;
 // The fallback lists: moving free blocks between migratetype lists.
 #[allow(unsafe_code)]
 mod fallback;
+mod gfp;
 mod hotplug;
 // The intrusive lists and the owned-block token: the only writers of a
 // page's links.
@@ -60,9 +61,13 @@ mod zone;
 pub use alloc::{Allocator, LockPolicy, MAX_BULK, MAX_ZONES, Options};
 pub use era::Era;
 pub use error::AllocError;
+pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;
-pub use node::{Gfp, Node, NodeMask};
+pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Variant};
-pub use watermark::{Watermarks, min_free_kbytes, setup_per_zone_wmarks, zone_highsize};
+pub use watermark::{
+    LOWMEM_RESERVE_RATIO, Watermarks, lowmem_reserve, min_free_kbytes, setup_per_zone_wmarks,
+    stat_threshold, zone_highsize,
+};
 pub use zone::{PCP_HIGH_BATCHES, Zone, ZoneId, ZoneStats, ZoneType, zone_batchsize};

@@ -1,4 +1,4 @@
-//! Nodes, zonelists, GFP requests and node masks.
+//! Nodes, zonelists and node masks.
 //!
 //! A node's zonelist lists every zone of every node in fallback order:
 //! nodes by distance (here `|a - b|` of node ids, as with `numa=fake`),
@@ -48,52 +48,6 @@ impl NodeMask {
     /// Nodes in the mask.
     pub fn count(&self) -> u32 {
         self.0.iter().map(|w| w.count_ones()).sum()
-    }
-}
-
-/// What an allocation may use (the parts of `gfp_t` pfnlab models).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Gfp {
-    /// The highest zone type allowed (`gfp_zone`).
-    pub highest_zone: ZoneType,
-    /// `__GFP_THISNODE`: no fallback to other nodes.
-    pub thisnode: bool,
-}
-
-impl Gfp {
-    /// `GFP_KERNEL`: Normal and below.
-    pub const KERNEL: Gfp = Gfp {
-        highest_zone: ZoneType::Normal,
-        thisnode: false,
-    };
-    /// `GFP_HIGHUSER_MOVABLE`: any zone.
-    pub const MOVABLE: Gfp = Gfp {
-        highest_zone: ZoneType::Movable,
-        thisnode: false,
-    };
-    /// `GFP_DMA32`.
-    pub const DMA32: Gfp = Gfp {
-        highest_zone: ZoneType::Dma32,
-        thisnode: false,
-    };
-
-    /// `gfp_migratetype`: Movable for requests that may use ZONE_MOVABLE
-    /// (`__GFP_MOVABLE`), Unmovable for the others.
-    #[inline(always)]
-    pub fn migratetype(self) -> sparsemem::Migratetype {
-        if self.highest_zone == ZoneType::Movable {
-            sparsemem::Migratetype::Movable
-        } else {
-            sparsemem::Migratetype::Unmovable
-        }
-    }
-
-    /// The same request with `__GFP_THISNODE`.
-    pub const fn thisnode(self) -> Gfp {
-        Gfp {
-            thisnode: true,
-            ..self
-        }
     }
 }
 

@@ -16,18 +16,25 @@
 //! one thread; dropping it (thread exit) drains everything back, so pages
 //! are never lost.
 //!
-//! Bulk allocation (`alloc_pages_bulk`, 2021) fills a list or an array
-//! from the preferred zone's pcp list, refilling it as needed, and falls
-//! back to single allocations if that zone runs dry. The array form fills
-//! only empty slots and returns how many slots are populated, counting those
-//! that were already full.
+//! Pages moved between a zone and a per-CPU list change the zone's
+//! `NR_FREE_PAGES` through this CPU's delta, folded in at the zone's stat
+//! threshold (`__mod_zone_page_state`).
+//!
+//! Bulk allocation (`alloc_pages_bulk`, 2021) checks the low watermark once
+//! per call, with the request's page count on top, picks the first zone
+//! that passes and fills a list or an array from that zone's pcp list,
+//! refilling it as needed. When no zone passes, or the zone runs dry before
+//! the first page, it allocates one page the ordinary way and returns, as
+//! the kernel does. The array form fills only empty slots and returns how
+//! many slots are populated, counting those that were already full.
 
 use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NodeId, Order, Pfn};
 
 use crate::alloc::{Allocator, LockPolicy, MAX_BULK};
 use crate::error::AllocError;
+use crate::gfp::{AllocContext, AllocFlags, Gfp};
 use crate::list::PcpList;
-use crate::node::{Gfp, NodeMask};
+use crate::node::NodeMask;
 use crate::variant::Variant;
 use crate::zone::{FreeArea, ZoneId, ZoneStats};
 
@@ -42,6 +49,9 @@ pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
     /// Order-0 allocations and frees per zone not yet folded into the
     /// zone's statistics (the kernel's per-CPU vm event counters).
     pending: Vec<(u64, u64)>,
+    /// `vm_stat_diff[NR_FREE_PAGES]` per zone: this CPU's change to the
+    /// zone's free-page counter not yet folded in.
+    stat_diff: Vec<i64>,
     cpuset: Option<NodeMask>,
 }
 
@@ -63,6 +73,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             lists: (0..self.zones.len()).map(|_| Default::default()).collect(),
             next_drain: vec![0; self.zones.len()],
             pending: vec![(0, 0); self.zones.len()],
+            stat_diff: vec![0; self.zones.len()],
             cpuset: None,
         })
     }
@@ -98,6 +109,21 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         self.alloc
     }
 
+    /// `__mod_zone_page_state(zone, NR_FREE_PAGES, delta)`: this CPU's
+    /// delta, folded into the zone's counter once it passes the zone's
+    /// `stat_threshold`.
+    #[inline(always)]
+    fn mod_free_pages(&mut self, z: usize, delta: i64) {
+        let zone = &self.alloc.zones[z];
+        let x = self.stat_diff[z] + delta;
+        if x.abs() > zone.stat_threshold {
+            zone.mod_free_pages(x);
+            self.stat_diff[z] = 0;
+        } else {
+            self.stat_diff[z] = x;
+        }
+    }
+
     /// `rmqueue_bulk`: moves up to `count` order-0 pages from the zone to
     /// this CPU's list; returns how many.
     fn rmqueue_bulk(&mut self, zid: ZoneId, count: u32, mt: Migratetype) -> u32 {
@@ -128,6 +154,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 }
             }
         }
+        self.mod_free_pages(zid.index(), -i64::from(moved));
         moved
     }
 
@@ -166,6 +193,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 }
             }
         }
+        self.mod_free_pages(zid.index(), n as i64);
     }
 
     /// One order-0 page from zone `zid` through this CPU's list.
@@ -182,19 +210,21 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         Some(block.prep_new_page())
     }
 
-    /// Allocates one page (order 0) through the per-CPU lists.
+    /// Allocates one page (order 0) through the per-CPU lists, with the
+    /// watermark check `get_page_from_freelist` makes on every call.
     #[inline]
     pub fn alloc(&mut self, gfp: Gfp) -> Result<Pfn, AllocError> {
         let alloc = self.alloc;
-        for &zid in alloc.zonelist_at(self.node_index, gfp) {
-            if !alloc.zone_allowed(zid, gfp, self.cpuset.as_ref()) {
-                continue;
-            }
-            if let Some(pfn) = self.rmqueue_pcplist(zid, gfp.migratetype()) {
-                return Ok(pfn);
-            }
-        }
-        Err(AllocError::NoMemory { order: Order::ZERO })
+        let cpuset = self.cpuset.take();
+        let got = alloc.alloc_pages_walk(
+            Order::ZERO,
+            gfp,
+            self.node_index,
+            |zone| cpuset.as_ref().is_none_or(|m| m.test(zone.node)),
+            |zid, ac| self.rmqueue_pcplist(zid, ac.migratetype),
+        );
+        self.cpuset = cpuset;
+        got
     }
 
     /// Allocates a block: order 0 through the per-CPU lists, larger orders
@@ -230,6 +260,8 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             let mut area = zone.free.lock();
             area.free_one(&alloc.model, block);
             area.stats.frees[0] += 1;
+            drop(area);
+            self.mod_free_pages(z, 1);
             return Ok(());
         }
         let mt = self.pcp_migratetype(mt);
@@ -250,23 +282,66 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         }
     }
 
-    /// The zone a bulk request is served from: the first allowed one.
-    fn preferred_zone(&self, gfp: Gfp) -> Option<ZoneId> {
+    /// The zone a bulk request of `nr_pages` is served from
+    /// (`__alloc_pages_bulk`, 5.13): the first zone of the zonelist the
+    /// request and the cpuset allow whose low watermark holds with
+    /// `nr_pages` on top — one check per call, not per page.
+    fn bulk_zone(&self, ac: &AllocContext, nr_pages: usize) -> Option<ZoneId> {
         let alloc = self.alloc;
         alloc
-            .zonelist_at(self.node_index, gfp)
+            .zonelist_at(self.node_index, ac.gfp)
             .iter()
             .copied()
-            .find(|&z| alloc.zone_allowed(z, gfp, self.cpuset.as_ref()))
+            .find(|&zid| {
+                let zone = &alloc.zones[zid.index()];
+                zone.kind <= ac.highest_zone
+                    && self.cpuset.as_ref().is_none_or(|m| m.test(zone.node))
+                    && zone.watermark_ok(
+                        Order::ZERO,
+                        zone.watermarks.low + nr_pages as u64,
+                        ac.highest_zone,
+                        AllocFlags::FAST,
+                    )
+            })
     }
 
-    /// One page for a bulk request: the preferred zone's pcp list first,
-    /// then the ordinary single-page path.
-    #[inline(always)]
-    fn bulk_one(&mut self, preferred: Option<ZoneId>, gfp: Gfp) -> Option<Pfn> {
-        preferred
-            .and_then(|zid| self.rmqueue_pcplist(zid, gfp.migratetype()))
-            .or_else(|| self.alloc(gfp).ok())
+    /// `__alloc_pages_bulk`: up to `want` pages from one zone's per-CPU
+    /// list, each given to `put`. When no zone passes its watermark, or the
+    /// zone runs dry before the first page, it allocates one page the
+    /// ordinary way and returns, as the kernel does. Returns how many
+    /// pages `put` got.
+    fn alloc_bulk(
+        &mut self,
+        gfp: Gfp,
+        want: usize,
+        mut put: impl FnMut(Pfn),
+    ) -> Result<usize, AllocError> {
+        if want > MAX_BULK {
+            return Err(AllocError::BulkTooLarge { requested: want });
+        }
+        if want == 0 {
+            return Ok(0);
+        }
+        let ac = self.alloc.prepare_alloc_pages(gfp)?;
+        let mut got = 0;
+        if let Some(zid) = self.bulk_zone(&ac, want) {
+            while got < want {
+                match self.rmqueue_pcplist(zid, ac.migratetype) {
+                    Some(pfn) => {
+                        put(pfn);
+                        got += 1;
+                    }
+                    None => break,
+                }
+            }
+        }
+        if got == 0
+            && let Ok(pfn) = self.alloc(gfp)
+        {
+            put(pfn);
+            got = 1;
+        }
+        Ok(got)
     }
 
     /// `alloc_pages_bulk_list`: appends up to `nr_pages` order-0 pages to
@@ -277,26 +352,13 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         gfp: Gfp,
         out: &mut Vec<Pfn>,
     ) -> Result<usize, AllocError> {
-        if nr_pages > MAX_BULK {
-            return Err(AllocError::BulkTooLarge {
-                requested: nr_pages,
-            });
-        }
-        let preferred = self.preferred_zone(gfp);
-        let before = out.len();
-        for _ in 0..nr_pages {
-            match self.bulk_one(preferred, gfp) {
-                Some(pfn) => out.push(pfn),
-                None => break,
-            }
-        }
-        Ok(out.len() - before)
+        self.alloc_bulk(gfp, nr_pages, |pfn| out.push(pfn))
     }
 
     /// `alloc_pages_bulk_array`: fills the empty slots of `slots`; returns
     /// the number of populated slots, including those already full. Like
-    /// the kernel's, it stops at the first slot it cannot fill, so the
-    /// count is the populated prefix.
+    /// the kernel's, it fills slots in order and stops at the first it
+    /// cannot fill, so the count is the populated prefix.
     pub fn alloc_bulk_array(
         &mut self,
         gfp: Gfp,
@@ -307,19 +369,14 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 requested: slots.len(),
             });
         }
-        let preferred = self.preferred_zone(gfp);
-        let mut populated = 0;
-        for slot in slots.iter_mut() {
-            if slot.is_none() {
-                *slot = self.bulk_one(preferred, gfp);
+        let empty = slots.iter().filter(|s| s.is_none()).count();
+        let mut free_slots = slots.iter_mut().filter(|s| s.is_none());
+        self.alloc_bulk(gfp, empty, |pfn| {
+            if let Some(slot) = free_slots.next() {
+                *slot = Some(pfn);
             }
-            if slot.is_some() {
-                populated += 1;
-            } else {
-                break;
-            }
-        }
-        Ok(populated)
+        })?;
+        Ok(slots.iter().take_while(|s| s.is_some()).count())
     }
 
     /// Returns every page on this CPU's lists to the buddy lists
@@ -350,6 +407,9 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
     fn drop(&mut self) {
         self.drain();
+        for (zone, diff) in self.alloc.zones.iter().zip(&mut self.stat_diff) {
+            zone.mod_free_pages(std::mem::take(diff));
+        }
         for (zid, pending) in self.pending.iter_mut().enumerate() {
             if *pending != (0, 0) {
                 fold(pending, &mut self.alloc.zones[zid].free.lock().stats);

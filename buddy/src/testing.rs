@@ -237,4 +237,4 @@ pub fn free_all_and_check<M: MemoryModel, V: Variant>(
 }
 
 /// The GFP used by the tests: any zone.
-pub const GFP: Gfp = Gfp::MOVABLE;
+pub const GFP: Gfp = Gfp::HIGHUSER_MOVABLE;

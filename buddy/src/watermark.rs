@@ -8,8 +8,10 @@
 //! zone's `min` is `managed / 1024` clamped to 32..128 pages
 //! (`SWAP_CLUSTER_MAX`); the distances `min → low → high` are the larger of
 //! `min / 4` and `managed × watermark_scale_factor / 10000` (10 by default,
-//! 0.1 %). pfnlab computes them so `zone_highsize` can read the low
-//! watermark; the allocation path does not yet check them (issue 12).
+//! 0.1 %). `setup_per_zone_lowmem_reserve` keeps part of each lower zone
+//! back from requests that could have used a higher one. The allocation
+//! path checks them as `zone_watermark_fast` does (see
+//! [`Allocator`](crate::Allocator)).
 
 use crate::zone::ZoneType;
 
@@ -63,6 +65,45 @@ pub fn setup_per_zone_wmarks(zones: &[(ZoneType, u64)], page_size: u64) -> Vec<W
         .collect()
 }
 
+/// `sysctl_lowmem_reserve_ratio`'s defaults per zone type (DMA, DMA32,
+/// Normal, Movable): a zone keeps `1/ratio` of the memory above it back from
+/// requests that could have used that memory.
+pub const LOWMEM_RESERVE_RATIO: [u64; 4] = [256, 256, 32, 0];
+
+/// `setup_per_zone_lowmem_reserve` for one node's zones, given as
+/// `(type, managed pages)`: each zone's `lowmem_reserve[]`, indexed by the
+/// highest zone type of a request, in the same order.
+pub fn lowmem_reserve(zones: &[(ZoneType, u64)]) -> Vec<[u64; 4]> {
+    zones
+        .iter()
+        .map(|&(kind, managed)| {
+            let ratio = LOWMEM_RESERVE_RATIO[kind as usize];
+            let mut reserve = [0; 4];
+            if ratio == 0 || managed == 0 {
+                return reserve;
+            }
+            for upper in ZoneType::ALL.into_iter().filter(|&t| t > kind) {
+                let above: u64 = zones
+                    .iter()
+                    .filter(|(t, _)| *t > kind && *t <= upper)
+                    .map(|(_, m)| m)
+                    .sum();
+                reserve[upper as usize] = above / ratio;
+            }
+            reserve
+        })
+        .collect()
+}
+
+/// `calculate_normal_threshold`: how far a CPU's `NR_FREE_PAGES` delta may
+/// drift before it is folded into the zone's counter, for a zone of
+/// `managed` pages of `1 << page_shift` bytes on `cpus` CPUs (at most 125).
+pub fn stat_threshold(managed: u64, page_shift: u32, cpus: u32) -> i64 {
+    let fls = |x: u64| 64 - i64::from(x.leading_zeros());
+    let mem = managed >> 27u32.saturating_sub(page_shift);
+    (2 * fls(u64::from(cpus)) * (1 + fls(mem))).min(125)
+}
+
 /// `zone_highsize` with no `percpu_pagelist_high_fraction`: the zone's
 /// low watermark split over `nr_split_cpus`, at least `4 × batch`.
 pub fn zone_highsize(low_wmark: u64, batch: u32, nr_split_cpus: u32) -> u32 {
@@ -95,5 +136,24 @@ mod tests {
         assert_eq!(w[3].min, 128, "Movable: managed / 1024 capped at 128");
         assert_eq!(zone_highsize(10_000, 63, 2), 5_000);
         assert_eq!(zone_highsize(100, 63, 2), 252, "at least 4 batches");
+    }
+
+    #[test]
+    fn lowmem_reserve_and_stat_threshold() {
+        let zones = [
+            (ZoneType::Dma, 3_976),
+            (ZoneType::Dma32, 782_336),
+            (ZoneType::Normal, 3_407_872),
+        ];
+        let r = lowmem_reserve(&zones);
+        // An empty Movable zone adds nothing, so a movable request sees the
+        // same reserve as a Normal one.
+        let both = (782_336 + 3_407_872) / 256;
+        assert_eq!(r[0], [0, 782_336 / 256, both, both]);
+        assert_eq!(r[1], [0, 0, 3_407_872 / 256, 3_407_872 / 256]);
+        assert_eq!(r[2], [0; 4], "nothing above Normal");
+        // 13 GiB on 2 CPUs: 2 × fls(2) × (1 + fls(104)) = 2 × 2 × 8.
+        assert_eq!(stat_threshold(3_407_872, 12, 2), 32);
+        assert_eq!(stat_threshold(1 << 40, 12, 1024), 125, "capped");
     }
 }

@@ -24,7 +24,9 @@ use sparsemem::{
 };
 
 use crate::era::Era;
+use crate::gfp::{AllocFlags, Wmark};
 use crate::watermark::{Watermarks, zone_highsize};
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::error::AllocError;
 use crate::list::{OwnedBlock, PageList, page_offset};
@@ -156,6 +158,16 @@ pub struct Zone<V> {
     pub(crate) batch: u32,
     pub(crate) high: u32,
     pub(crate) watermarks: Watermarks,
+    /// `lowmem_reserve[]`: pages this zone keeps back from a request whose
+    /// highest zone is the index (`setup_per_zone_lowmem_reserve`).
+    pub(crate) lowmem_reserve: [u64; 4],
+    /// `vm_stat[NR_FREE_PAGES]`: free pages as the watermark checks read
+    /// them, without the lock. Per-CPU handles fold their changes in at
+    /// `stat_threshold` (`__mod_zone_page_state`), so it lags the free
+    /// lists by at most that much per handle.
+    pub(crate) vm_free: AtomicI64,
+    /// `stat_threshold` (`calculate_normal_threshold`).
+    pub(crate) stat_threshold: i64,
 }
 
 /// `pcp->high` before 5.14: six batches (`pageset_set_batch`,
@@ -190,6 +202,9 @@ impl<V: Variant> Zone<V> {
             batch: 1,
             high: PCP_HIGH_BATCHES,
             watermarks: Watermarks::default(),
+            lowmem_reserve: [0; 4],
+            vm_free: AtomicI64::new(0),
+            stat_threshold: 0,
         }
     }
 
@@ -252,6 +267,67 @@ impl<V: Variant> Zone<V> {
     /// The zone's watermarks (`min_wmark_pages` and so on).
     pub fn watermarks(&self) -> Watermarks {
         self.watermarks
+    }
+
+    /// `lowmem_reserve[]`, indexed by the highest zone type of a request.
+    pub fn lowmem_reserve(&self) -> [u64; 4] {
+        self.lowmem_reserve
+    }
+
+    /// `zone_page_state(zone, NR_FREE_PAGES)`: the counter the watermark
+    /// checks read (never negative; it can lag the free lists by the
+    /// per-CPU deltas not yet folded in).
+    #[inline(always)]
+    pub fn nr_free_pages_state(&self) -> u64 {
+        self.vm_free.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Adds `delta` to `NR_FREE_PAGES` at once (a change made without a
+    /// per-CPU handle).
+    #[inline(always)]
+    pub(crate) fn mod_free_pages(&self, delta: i64) {
+        self.vm_free.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// `zone_watermark_fast` / `__zone_watermark_ok` for a request of
+    /// `order` whose highest zone is `highest`, against `mark` pages: the
+    /// zone must keep more than `mark` (less the reserves the flags may
+    /// use) plus its `lowmem_reserve` free after the allocation. The
+    /// kernel then also looks for a free block of the order on the lists;
+    /// pfnlab leaves that to `__rmqueue`, which answers it under the lock.
+    #[inline(always)]
+    pub(crate) fn watermark_ok(
+        &self,
+        order: Order,
+        mark: u64,
+        highest: ZoneType,
+        flags: AllocFlags,
+    ) -> bool {
+        let free = self.nr_free_pages_state() as i64;
+        let reserve = self.lowmem_reserve[highest as usize] as i64;
+        let mark = mark as i64;
+        // The order-0 fast check.
+        if order == Order::ZERO && free > mark + reserve {
+            return true;
+        }
+        let mut min = mark;
+        if flags.min_reserve {
+            min -= min / 2;
+        }
+        if flags.non_block {
+            min -= min / 4;
+        }
+        free - ((1i64 << order.get()) - 1) > min + reserve
+    }
+
+    /// The mark `flags` test in this zone (`wmark_pages`), `None` for
+    /// `ALLOC_NO_WATERMARKS`.
+    #[inline(always)]
+    pub(crate) fn wmark_pages(&self, flags: AllocFlags) -> Option<u64> {
+        Some(match flags.wmark? {
+            Wmark::Min => self.watermarks.min,
+            Wmark::Low => self.watermarks.low,
+        })
     }
 
     /// Sets `batch` (the kernel's `zone_batchsize` unless overridden) and

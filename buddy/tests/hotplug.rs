@@ -72,7 +72,8 @@ fn lifecycle<M: MemoryModel>(model: M, online_type: OnlineType) {
     assert_eq!((page.zone_id(), page.node_id()), (zid.get(), 1), "{name}");
     assert!(alloc.offline_blocks().is_empty());
 
-    let gfp = Gfp::MOVABLE.thisnode();
+    // __GFP_MEMALLOC: past the watermarks, so the whole block is handed out.
+    let gfp = Gfp::HIGHUSER_MOVABLE.thisnode() | Gfp::MEMALLOC;
     let mut cpu = alloc.cpu_on(NodeId::new(1)).unwrap();
     let mut taken = Vec::new();
     while let Ok(p) = cpu.alloc_pages(Order::new(9), gfp) {
@@ -151,7 +152,7 @@ fn lifecycle_on<M: MemoryModel>(model: M, layout: &Layout, online_type: OnlineTy
     let p = alloc
         .alloc_pages(
             Order::new(10),
-            Gfp::MOVABLE.thisnode(),
+            Gfp::HIGHUSER_MOVABLE.thisnode(),
             NodeId::new(1),
             None,
         )
@@ -446,7 +447,7 @@ fn the_bitmap_buddy_follows_hot_add_online_offline_and_remove() {
         let held: Vec<Pfn> = (0..7)
             .map(|_| {
                 alloc
-                    .alloc_pages(Order::new(3), Gfp::MOVABLE, node, None)
+                    .alloc_pages(Order::new(3), Gfp::HIGHUSER_MOVABLE, node, None)
                     .unwrap()
             })
             .collect();
@@ -471,7 +472,7 @@ fn the_bitmap_buddy_follows_hot_add_online_offline_and_remove() {
         );
         // A block offline while the other holds pages, then back.
         let pinned = alloc
-            .alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None)
+            .alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, node, None)
             .unwrap();
         let other = Pfn::new(if pinned.get() < 3 * SECTION { 3 } else { 2 } * SECTION);
         alloc.offline_pages(other, SECTION).unwrap();

@@ -50,7 +50,7 @@ fn an_unmovable_request_claims_a_whole_block() {
         .unwrap();
     assert_eq!(q.get() & !1023, block.get());
     let movable = alloc
-        .alloc_pages(Order::ZERO, Gfp::MOVABLE, NodeId::ZERO, None)
+        .alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None)
         .unwrap();
     assert_eq!(
         model.get_pfnblock_migratetype(movable),
@@ -69,7 +69,9 @@ fn an_unmovable_request_claims_a_whole_block() {
 fn a_half_free_pageblock_is_stolen_whole() {
     let alloc = allocator(Era::V6_18);
     let mut held = Vec::new();
-    while let Ok(p) = alloc.alloc_pages(Order::ZERO, Gfp::MOVABLE, NodeId::ZERO, None) {
+    // __GFP_MEMALLOC throughout: past the watermarks, to the last page.
+    let movable = Gfp::HIGHUSER_MOVABLE | Gfp::MEMALLOC;
+    while let Ok(p) = alloc.alloc_pages(Order::ZERO, movable, NodeId::ZERO, None) {
         held.push(p);
     }
     // Free every other page of one pageblock: 256 free order-0 blocks that
@@ -92,7 +94,7 @@ fn a_half_free_pageblock_is_stolen_whole() {
     );
     let before = alloc.stats_total().steals;
     let p = alloc
-        .alloc_pages(Order::ZERO, Gfp::KERNEL, NodeId::ZERO, None)
+        .alloc_pages(Order::ZERO, Gfp::KERNEL | Gfp::MEMALLOC, NodeId::ZERO, None)
         .unwrap();
     assert!(p >= pageblock && p.get() < pageblock.get() + 512);
     assert_eq!(
@@ -131,7 +133,9 @@ fn per_cpu_lists_keep_migratetypes_apart() {
     let model = alloc.model();
     let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
     let unmovable: Vec<Pfn> = (0..100).map(|_| cpu.alloc(Gfp::KERNEL).unwrap()).collect();
-    let movable: Vec<Pfn> = (0..100).map(|_| cpu.alloc(Gfp::MOVABLE).unwrap()).collect();
+    let movable: Vec<Pfn> = (0..100)
+        .map(|_| cpu.alloc(Gfp::HIGHUSER_MOVABLE).unwrap())
+        .collect();
     let kind = |p: &Pfn| model.get_pfnblock_migratetype(*p);
     assert!(unmovable.iter().all(|p| kind(p) == Migratetype::Unmovable));
     assert!(movable.iter().all(|p| kind(p) == Migratetype::Movable));
@@ -143,7 +147,7 @@ fn per_cpu_lists_keep_migratetypes_apart() {
         unmovable.contains(&again),
         "the hottest page of its own list"
     );
-    let again_movable = cpu.alloc(Gfp::MOVABLE).unwrap();
+    let again_movable = cpu.alloc(Gfp::HIGHUSER_MOVABLE).unwrap();
     assert!(movable.contains(&again_movable));
     cpu.free(again).unwrap();
     cpu.free(again_movable).unwrap();

@@ -45,7 +45,7 @@ fn exercise<M: MemoryModel, V: Variant>(model: M, layout: &Layout, era: Era) {
                         if let Some(p) = held.pop() {
                             cpu.free(p).unwrap();
                         }
-                    } else if let Ok(p) = cpu.alloc(Gfp::MOVABLE) {
+                    } else if let Ok(p) = cpu.alloc(Gfp::HIGHUSER_MOVABLE) {
                         held.push(p);
                     }
                 }
@@ -57,11 +57,17 @@ fn exercise<M: MemoryModel, V: Variant>(model: M, layout: &Layout, era: Era) {
     });
     let mut cpu = alloc.cpu_on(NodeId::new(0)).unwrap();
     for order in [0u8, 3, 9] {
-        let pfn = cpu.alloc_pages(Order::new(order), Gfp::MOVABLE).unwrap();
+        let pfn = cpu
+            .alloc_pages(Order::new(order), Gfp::HIGHUSER_MOVABLE)
+            .unwrap();
         reference.record(layout, pfn, Order::new(order)).unwrap();
     }
     let mut slots = [None; 9];
-    assert_eq!(cpu.alloc_bulk_array(Gfp::MOVABLE, &mut slots).unwrap(), 9);
+    assert_eq!(
+        cpu.alloc_bulk_array(Gfp::HIGHUSER_MOVABLE, &mut slots)
+            .unwrap(),
+        9
+    );
     for p in slots.into_iter().flatten() {
         reference.record(layout, p, Order::ZERO).unwrap();
     }
@@ -100,7 +106,7 @@ fn hotplug_through_the_allocator() {
         .online_pages(start, block, buddy::OnlineType::OnlineMovable)
         .unwrap();
     let p = alloc
-        .alloc_pages(Order::new(9), Gfp::MOVABLE, NodeId::ZERO, None)
+        .alloc_pages(Order::new(9), Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None)
         .unwrap();
     assert!(
         matches!(

@@ -344,7 +344,7 @@ fn zone_names_and_ids_print_as_the_kernel_spells_them() {
 /// `stats_total` adds every counter of every zone.
 #[test]
 fn stats_total_adds_every_counter_of_every_zone() {
-    use buddy::{KernelHoleCheck, ZoneStats, ZoneType};
+    use buddy::{KernelHoleCheck, ZoneStats};
     let layout = Layout::preset("x86-pci-hole").unwrap();
     let alloc = Allocator::<_, KernelHoleCheck>::new(
         SparseExtreme::new(&layout).unwrap(),
@@ -353,11 +353,7 @@ fn stats_total_adds_every_counter_of_every_zone() {
     )
     .unwrap();
     let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
-    for highest_zone in [ZoneType::Dma, ZoneType::Dma32, ZoneType::Movable] {
-        let gfp = Gfp {
-            highest_zone,
-            thisnode: false,
-        };
+    for gfp in [Gfp::DMA, Gfp::DMA32, Gfp::HIGHUSER_MOVABLE] {
         for order in [0u8, 2, 5] {
             let p = cpu.alloc_pages(Order::new(order), gfp).unwrap();
             cpu.free_pages(p, Order::new(order)).unwrap();
@@ -421,13 +417,15 @@ fn max_order_follows_the_geometry() {
             zone.nr_free()[usize::from(max)],
             section >> g.page_shift() >> max
         );
+        // The whole zone on arm64-64k: only past the watermarks.
+        let gfp = Gfp::HIGHUSER_MOVABLE | Gfp::MEMALLOC;
         let p = alloc
-            .alloc_pages(Order::new(max), Gfp::MOVABLE, NodeId::ZERO, None)
+            .alloc_pages(Order::new(max), gfp, NodeId::ZERO, None)
             .unwrap();
         assert_eq!(p.get() % (1 << max), 0);
         let e = match Order::try_new(u64::from(max) + 1) {
             Ok(above) => alloc
-                .alloc_pages(above, Gfp::MOVABLE, NodeId::ZERO, None)
+                .alloc_pages(above, Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None)
                 .unwrap_err(),
             Err(e) => AllocError::from(e),
         };

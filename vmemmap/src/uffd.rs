@@ -101,13 +101,15 @@ fn serve(uffd: &Uffd, stop: &EventFd, faults: &AtomicU64) {
         while let Ok(Some(event)) = uffd.read_event() {
             if let Event::Pagefault { addr, .. } = event {
                 let at = (addr as usize & !(page - 1)) as *mut std::ffi::c_void;
+                // Counted before the answer wakes the faulting thread, so a
+                // thread that reads the count after its probe sees its own
+                // fault. Relaxed: a statistic read by tests and reports.
+                faults.fetch_add(1, Ordering::Relaxed);
                 // SAFETY: `at` is a page of a hole in a registered range of
                 // the model's reservation; mapping the zero page there is what
                 // the model expects (EEXIST when another thread won the race
                 // is harmless and ignored).
                 let _ = unsafe { uffd.zeropage(at, page, true) };
-                // Relaxed: a statistic read by tests and reports.
-                faults.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

@@ -252,6 +252,7 @@ impl ModelVisitor for Visitor {
         let cpusets = Cpusets::new(&nodes, &allowed_nodes);
         let home = layout.first_node();
         let gfp = Gfp::KERNEL;
+        let highest = gfp.gfp_zone().map_err(AllocError::Gfp)?;
         let zonelist = alloc.zonelist(home, gfp)?;
         let fixed: Vec<ZoneId> = zonelist
             .iter()
@@ -259,7 +260,7 @@ impl ModelVisitor for Visitor {
             .filter(|&z| {
                 alloc
                     .zone(z)
-                    .is_some_and(|zone| zone.kind <= gfp.highest_zone && cpusets.zone_allowed(zone))
+                    .is_some_and(|zone| zone.kind <= highest && cpusets.zone_allowed(zone))
             })
             .collect();
         let skipped = zonelist

@@ -64,7 +64,9 @@ impl ModelVisitor for Visitor {
                                 // Acquire: pairs with the Release store below.
                                 while !stop.load(Ordering::Acquire) {
                                     for _ in 0..batch * 6 {
-                                        held.push(cpu.alloc(Gfp::MOVABLE).expect("memory"));
+                                        held.push(
+                                            cpu.alloc(Gfp::HIGHUSER_MOVABLE).expect("memory"),
+                                        );
                                     }
                                     for pfn in held.drain(..) {
                                         cpu.free(pfn).expect("free");
@@ -80,7 +82,7 @@ impl ModelVisitor for Visitor {
                     while std::time::Instant::now() < deadline {
                         let t0 = tsc_start();
                         let pfn = alloc
-                            .alloc_pages(Order::ZERO, Gfp::MOVABLE, node, None)
+                            .alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, node, None)
                             .expect("memory");
                         alloc.free_pages(pfn, Order::ZERO).expect("free");
                         let t1 = tsc_stop();
