@@ -441,7 +441,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         allowed: impl FnMut(&Zone<V>) -> bool,
     ) -> Result<Pfn, AllocError> {
         self.alloc_pages_walk(order, gfp, index, allowed, |zid, ac| {
-            self.rmqueue(zid, order, ac.migratetype)
+            self.rmqueue(zid, order, ac.migratetype, ac.gfp.contains(Gfp::COMP))
         })
     }
 
@@ -459,23 +459,24 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             if !zone.watermark_ok(order, mark, ZoneType::Movable, AllocFlags::FAST) {
                 continue;
             }
-            if let Some(pfn) = self.rmqueue(zid, order, Migratetype::Movable) {
+            if let Some(pfn) = self.rmqueue(zid, order, Migratetype::Movable, false) {
                 return Ok(pfn);
             }
         }
         Err(AllocError::NoMemory { order })
     }
 
-    /// One block from one zone, under its lock.
+    /// One block from one zone, under its lock, prepared for its caller
+    /// (a compound page with `__GFP_COMP`).
     #[inline(always)]
-    fn rmqueue(&self, zid: ZoneId, order: Order, mt: Migratetype) -> Option<Pfn> {
+    fn rmqueue(&self, zid: ZoneId, order: Order, mt: Migratetype, compound: bool) -> Option<Pfn> {
         let zone = self.zones.get(zid.index())?;
         let mut area = zone.free.lock();
         let block = area.rmqueue(&self.model, order, mt)?;
         area.stats.allocs[order.index()] += 1;
         drop(area);
         zone.mod_free_pages(-(order.nr_pages() as i64));
-        Some(block.prep_new_page())
+        Some(block.prep_new_page(compound))
     }
 
     /// Refuses an order above the geometry's `MAX_PAGE_ORDER` (the
@@ -504,14 +505,27 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         Ok(())
     }
 
-    /// Checks that `pfn` heads an allocated block of `order` and claims it,
-    /// so no other free can; nothing changes on error.
+    /// Checks that `pfn` heads an allocated block of `order`, claims it so
+    /// no other free can, and prepares it (`free_pages_prepare`: a page
+    /// still mapped or locked is [`AllocError::BadPage`]); nothing changes
+    /// on error.
     #[inline(always)]
     pub(crate) fn claim_for_free(
         &self,
         pfn: Pfn,
         order: Order,
     ) -> Result<(OwnedBlock, ZoneId), AllocError> {
+        let (block, zid) = self.claim(pfn, order)?;
+        if let Err((pfn, reason)) = block.free_pages_prepare() {
+            block.unclaim();
+            return Err(AllocError::BadPage { pfn, reason });
+        }
+        Ok((block, zid))
+    }
+
+    /// The claim of [`Allocator::claim_for_free`].
+    #[inline(always)]
+    fn claim(&self, pfn: Pfn, order: Order) -> Result<(OwnedBlock, ZoneId), AllocError> {
         self.check_order(order)?;
         claim_for_free(&self.model, &self.zones, pfn, order).map_err(|e| match e {
             ClaimError::OutsideZone

@@ -74,6 +74,12 @@ impl Era {
         self >= Era::V6_18
     }
 
+    /// Whether a freed block whose next-order buddy is free goes to the
+    /// tail of its list (`buddy_merge_likely`; the check came with 2.6.35).
+    pub fn has_buddy_merge_likely(self) -> bool {
+        self >= Era::V5_13
+    }
+
     /// Whether variant `V`'s mechanisms existed in this era, or why not.
     ///
     /// - The per-order buddy bitmap and atomic flag operations under the

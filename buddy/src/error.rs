@@ -43,6 +43,15 @@ pub enum AllocError {
     },
     /// An order above `MAX_PAGE_ORDER`.
     Order(OrderTooLarge),
+    /// `bad_page`: a page of the block being freed is still mapped, has a
+    /// mapping, is locked, or (a compound page's tail) lost its link to the
+    /// head. The free is refused and the block stays allocated.
+    BadPage {
+        /// The offending page.
+        pfn: Pfn,
+        /// The kernel's `page_bad_reason` text.
+        reason: &'static str,
+    },
     /// An invalid GFP mask (two zone modifiers, or movable and
     /// reclaimable at once).
     Gfp(crate::GfpError),
@@ -130,6 +139,10 @@ impl fmt::Display for AllocError {
             AllocError::Order(e) => write!(f, "{e}"),
             AllocError::EraMismatch(why) => f.write_str(why),
             AllocError::Gfp(e) => write!(f, "{e}"),
+            AllocError::BadPage { pfn, reason } => write!(
+                f,
+                "bad page state at pfn {pfn}: {reason} (the free is refused, the block stays allocated)"
+            ),
             AllocError::DeviceMemory { pfn } => write!(
                 f,
                 "pfn {pfn} is device memory (ZONE_DEVICE): it never enters the buddy allocator"

@@ -22,7 +22,7 @@
 //! allocator, which cannot coexist with the lists' users), and no other list
 //! links the same page. Links are only touched by this module.
 
-use sparsemem::{MemoryModel, Order, Page, PageFlag, Pfn};
+use sparsemem::{MemoryModel, Order, Page, PageFlag, Pfn, TAIL_MAPPING};
 
 use crate::variant::Variant;
 
@@ -233,11 +233,25 @@ impl OwnedBlock {
         unsafe { &*self.page }
     }
 
-    /// `prep_new_page`: the block goes to its caller, so its head gets
-    /// refcount 1 and its order in `private` (a free with the wrong order
-    /// is caught); returns the head pfn the caller now owns.
+    /// Tail `i` of the block (`page + i`).
     #[inline(always)]
-    pub(crate) fn prep_new_page(self) -> Pfn {
+    fn tail(&self, i: u64) -> &Page {
+        // SAFETY: the block's pages are valid descriptors of one section
+        // (an aligned block of at most MAX_PAGE_ORDER lies in one section,
+        // and a block of the buddy is wholly memory), and `page` carries
+        // provenance over the section (type invariant).
+        unsafe { &*page_offset(self.page.cast_mut(), i as i64) }
+    }
+
+    /// `prep_new_page` (`post_alloc_hook` and, for `__GFP_COMP`,
+    /// `prep_compound_page`): the block goes to its caller, so its head gets
+    /// refcount 1 and its order in `private` (a free with the wrong order
+    /// is caught). A compound block's head is marked `PG_head` and every
+    /// tail gets `compound_head`, `TAIL_MAPPING` and a cleared `private`,
+    /// the first tail the order (the folio's): the memmap writes a THP
+    /// costs. Returns the head pfn the caller now owns.
+    #[inline(always)]
+    pub(crate) fn prep_new_page(self, compound: bool) -> Pfn {
         let page = self.page();
         // SAFETY: the token owns the block and its head is on no list, so the
         // allocator's fields are this holder's to write.
@@ -245,7 +259,110 @@ impl OwnedBlock {
             page.set_private(u64::from(self.order.get()));
             page.set_refcount(1);
         }
+        if compound && self.order > Order::ZERO {
+            self.prep_compound_page();
+        }
         self.pfn
+    }
+
+    #[inline(never)]
+    fn prep_compound_page(&self) {
+        // SAFETY: the token owns the block: every page of it is on no list
+        // and written by no one else.
+        unsafe { self.page().set_nonatomic(PageFlag::Head) };
+        for i in 1..self.order.nr_pages() {
+            let tail = self.tail(i);
+            tail.set_mapping(TAIL_MAPPING);
+            // SAFETY: as above.
+            unsafe {
+                tail.set_compound_head(Some(self.page));
+                tail.set_private(if i == 1 {
+                    u64::from(self.order.get())
+                } else {
+                    0
+                });
+            }
+        }
+    }
+
+    /// `free_pages_prepare` with the checks of `free_page_is_bad` and
+    /// `free_tail_page_prepare`: the head (and every tail of a block of
+    /// order > 0) must be unmapped, without a mapping and without a flag of
+    /// `PAGE_FLAGS_CHECK_AT_FREE` (here `PG_locked`); a compound block's
+    /// tails must point at the head and keep `TAIL_MAPPING`. Only if all
+    /// hold are the tails' compound fields and every page's flags cleared
+    /// (`flags &= ~PAGE_FLAGS_CHECK_AT_PREP`, one store per page). On a bad
+    /// page nothing was written; the kernel's reason is returned with the
+    /// offending pfn.
+    #[inline(always)]
+    pub(crate) fn free_pages_prepare(&self) -> Result<(), (Pfn, &'static str)> {
+        let head = self.page();
+        let compound = head.test(PageFlag::Head);
+        if let Some(reason) = page_bad_reason(head) {
+            return Err((self.pfn, reason));
+        }
+        if self.order > Order::ZERO {
+            self.check_tails(compound)?;
+            for i in 1..self.order.nr_pages() {
+                let tail = self.tail(i);
+                if compound {
+                    tail.set_mapping(0);
+                    // SAFETY: the token owns the block (checked above: the
+                    // tail is this block's, on no list).
+                    unsafe { tail.set_compound_head(None) };
+                }
+                // SAFETY: as above.
+                unsafe { tail.clear_flags_at_free() };
+            }
+        }
+        // SAFETY: the token owns the head.
+        unsafe { head.clear_flags_at_free() };
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn check_tails(&self, compound: bool) -> Result<(), (Pfn, &'static str)> {
+        for i in 1..self.order.nr_pages() {
+            let tail = self.tail(i);
+            let pfn = Pfn::new(self.pfn.get() + i);
+            if compound {
+                if tail.mapping() != TAIL_MAPPING {
+                    return Err((pfn, "corrupted mapping in tail page"));
+                }
+                if tail.compound_head() != Some(self.page) {
+                    return Err((pfn, "compound_head not consistent"));
+                }
+                if tail.mapcount() != 0 {
+                    return Err((pfn, "nonzero mapcount"));
+                }
+            } else if let Some(reason) = page_bad_reason(tail) {
+                return Err((pfn, reason));
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives a claimed block back to its holder unchanged (a refused free):
+    /// the reference the claim froze is restored.
+    pub(crate) fn unclaim(self) {
+        // SAFETY: the token owns the head; restoring the count the claim
+        // froze makes it the caller's allocated block again.
+        unsafe { self.page().set_refcount(1) };
+    }
+}
+
+/// `page_bad_reason` for a page being freed: why it cannot be, if it
+/// cannot.
+#[inline(always)]
+fn page_bad_reason(page: &Page) -> Option<&'static str> {
+    if page.mapcount() != 0 {
+        Some("nonzero mapcount")
+    } else if page.mapping() != 0 {
+        Some("non-NULL mapping")
+    } else if page.test(PageFlag::Locked) {
+        Some("PAGE_FLAGS_CHECK_AT_FREE flag(s) set")
+    } else {
+        None
     }
 }
 

@@ -207,7 +207,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         }
         let block = self.lists[z][mt.index()].pop_front::<M, V>(&self.alloc.model)?;
         self.pending[z].0 += 1;
-        Some(block.prep_new_page())
+        Some(block.prep_new_page(false))
     }
 
     /// Allocates one page (order 0) through the per-CPU lists, with the

@@ -93,6 +93,9 @@ pub struct ZoneStats {
     pub steals: u64,
     /// Hole checks that said "invalid".
     pub hole_hits: u64,
+    /// Freed blocks put at the tail of their list because their buddy one
+    /// order up is free (`buddy_merge_likely`).
+    pub merge_likely_tails: u64,
 }
 
 impl std::ops::AddAssign for ZoneStats {
@@ -109,6 +112,7 @@ impl std::ops::AddAssign for ZoneStats {
         self.hole_hits += other.hole_hits;
         self.fallbacks += other.fallbacks;
         self.steals += other.steals;
+        self.merge_likely_tails += other.merge_likely_tails;
     }
 }
 
@@ -193,12 +197,7 @@ impl<V: Variant> Zone<V> {
             start,
             end,
             managed: 0,
-            free: SpinLock::new(FreeArea::new(
-                id.get(),
-                [start, end],
-                max_order,
-                era.has_migratetypes(),
-            )),
+            free: SpinLock::new(FreeArea::new(id.get(), [start, end], max_order, era)),
             batch: 1,
             high: PCP_HIGH_BATCHES,
             watermarks: Watermarks::default(),
@@ -620,6 +619,9 @@ pub struct FreeArea<V> {
     /// Whether the era groups pages by mobility (migratetype lists and
     /// pageblock lookups on free).
     pub(crate) migratetypes: bool,
+    /// Whether a freed block whose next-order buddy is free goes to the
+    /// tail of its list (`buddy_merge_likely`, 2.6.35 on).
+    merge_likely: bool,
     bitmap: Vec<Vec<u64>>,
     bitmap_base: u64,
     zone_id: u8,
@@ -630,17 +632,13 @@ pub struct FreeArea<V> {
 
 impl<V: Variant> FreeArea<V> {
     /// Empty free lists for zone `zone_id` spanning `[start, end)`, with
-    /// blocks up to `max_order`, grouped by migratetype or not.
-    pub(crate) fn new(
-        zone_id: u8,
-        [start, end]: [Pfn; 2],
-        max_order: Order,
-        migratetypes: bool,
-    ) -> Self {
+    /// blocks up to `max_order`, shaped as `era` had them.
+    pub(crate) fn new(zone_id: u8, [start, end]: [Pfn; 2], max_order: Order, era: Era) -> Self {
         let mut area = FreeArea {
             stats: ZoneStats::default(),
             lists: Default::default(),
-            migratetypes,
+            migratetypes: era.has_migratetypes(),
+            merge_likely: era.has_buddy_merge_likely(),
             bitmap: Vec::new(),
             bitmap_base: start.get() & !(max_order.nr_pages() - 1),
             zone_id,
@@ -899,9 +897,50 @@ impl<V: Variant> FreeArea<V> {
             pfn &= buddy_pfn;
             order += 1;
         }
+        let to_tail = to_tail || self.buddy_merge_likely(model, page, pfn, order);
         // SAFETY: `page` heads the merged free block, owned (the token and
         // the merged buddies, just unlinked) and on no list.
         unsafe { self.add(page, order, mt, to_tail) };
+    }
+
+    /// `buddy_merge_likely`: whether the block `(pfn, order)` that stopped
+    /// merging would merge one order up as soon as its buddy is freed —
+    /// the buddy of the pair it would form is free already. Then it goes to
+    /// the tail of its list, so it is allocated last. Another memmap read
+    /// per free, at a pfn computed from the freed one; with the hole check
+    /// both pfns are tested first (the kernel tested only the buddy's;
+    /// pfnlab must not read a hole's descriptor).
+    #[inline(always)]
+    fn buddy_merge_likely<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        page: *const Page,
+        pfn: u64,
+        order: usize,
+    ) -> bool {
+        if !self.merge_likely || order + 1 >= self.max_order {
+            return false;
+        }
+        let buddy_pfn = pfn ^ (1 << order);
+        let combined_pfn = buddy_pfn & pfn;
+        let higher_buddy_pfn = combined_pfn ^ (1 << (order + 1));
+        if V::HOLE_CHECK {
+            self.stats.hole_checks += 2;
+            if !model.pfn_valid(Pfn::new(buddy_pfn)) || !model.pfn_valid(Pfn::new(higher_buddy_pfn))
+            {
+                self.stats.hole_hits += 1;
+                return false;
+            }
+        }
+        // SAFETY: the higher buddy is in the freed block's MAX_PAGE_ORDER
+        // block (order + 1 < max_order), so in its section, and valid (just
+        // checked, or by the zone's invariant); `page` has provenance over
+        // the section.
+        let higher_buddy =
+            unsafe { &*page_offset(page.cast_mut(), higher_buddy_pfn as i64 - pfn as i64) };
+        let likely = self.page_is_buddy(higher_buddy, order + 1);
+        self.stats.merge_likely_tails += u64::from(likely);
+        likely
     }
 
     /// `__rmqueue_smallest` + `expand`: a block of `order`, taken off the

@@ -89,7 +89,7 @@ pub use geometry::{
 };
 pub use layout::{Layout, LayoutError, LayoutSpec, MemRange, RangeKind};
 pub use model::{MemmapBytes, MemoryModel};
-pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, UserFlag, ZONE_DEVICE_ID};
+pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, TAIL_MAPPING, UserFlag, ZONE_DEVICE_ID};
 pub use pageblock::{MIGRATE_PCPTYPES, MIGRATE_TYPES, Migratetype};
 pub use sparse::{Sparse, SparseClassic, SparseExtreme};
 pub use subsection::SubsectionMap;

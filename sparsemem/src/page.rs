@@ -6,8 +6,11 @@
 //! the fields that decide cost in the allocator's hot path: the flags word,
 //! `private` (the buddy order), the two `lru` list links that thread the
 //! free lists through the pages, a reference count, the section number
-//! (`SECTION_IN_PAGE_FLAGS`, used by SPARSEMEM's `page_to_pfn`) and the
-//! zone/node ids.
+//! (`SECTION_IN_PAGE_FLAGS`, used by SPARSEMEM's `page_to_pfn`), the
+//! zone/node ids, and the two fields the allocator checks when a page is
+//! freed: `mapping` and the map count. A tail page of a compound page keeps
+//! `compound_head` (its head's address, bit 0 set) where a listed page
+//! keeps `lru.next`, as the kernel overlays them.
 //!
 //! Every field is an atomic so that a `&Page` can be shared between threads
 //! (per-CPU lists on several threads use the same memmap). Plain accesses use
@@ -32,7 +35,10 @@
 //!   [`PageFlag::Buddy`], [`PageFlag::Pcp`]): the free lists dereference the
 //!   links and trust those flags, so a stray write could make them follow a
 //!   junk pointer;
-//! - anyone holding a page may change the [`UserFlag`]s atomically.
+//! - anyone holding a page may change the [`UserFlag`]s atomically, and
+//!   its `mapping` and map count ([`Page::set_mapping`],
+//!   [`Page::inc_mapcount`]): the allocator only reads them, to refuse
+//!   freeing a page that is still mapped (`free_pages_prepare`).
 //!
 //! The owners' writes are `unsafe fn`s whose contract is [the one
 //! below](Page#safety); safe code outside the owners can only read, or set a
@@ -70,6 +76,9 @@ pub enum PageFlag {
     Dirty = 5,
     /// `PG_private` stand-in for pages parked on a per-CPU list.
     Pcp = 6,
+    /// `PG_head`: the page heads a compound page (`__GFP_COMP`); its tails
+    /// point back to it through `compound_head`.
+    Head = 7,
 }
 
 impl PageFlag {
@@ -128,6 +137,8 @@ pub struct Page {
     section: AtomicU32,
     zone_node: AtomicU32,
     refcount: AtomicI32,
+    mapcount: AtomicI32,
+    mapping: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Page>() == 64);
@@ -152,6 +163,8 @@ impl Page {
             section: AtomicU32::new(0),
             zone_node: AtomicU32::new(0),
             refcount: AtomicI32::new(0),
+            mapcount: AtomicI32::new(0),
+            mapping: AtomicU64::new(0),
         }
     }
 
@@ -173,6 +186,8 @@ impl Page {
         self.section.store(section as u32, Relaxed);
         self.zone_node.store(0, Relaxed);
         self.refcount.store(0, Relaxed);
+        self.mapcount.store(0, Relaxed);
+        self.mapping.store(0, Relaxed);
     }
 
     /// Initialises a descriptor of device memory as
@@ -207,6 +222,8 @@ impl Page {
         self.section.store(0, Relaxed);
         self.zone_node.store(0, Relaxed);
         self.refcount.store(0, Relaxed);
+        self.mapcount.store(0, Relaxed);
+        self.mapping.store(0, Relaxed);
     }
 
     /// Whether the flag is set (`PageX`).
@@ -383,7 +400,74 @@ impl Page {
     pub unsafe fn set_refcount(&self, count: i32) {
         self.refcount.store(count, Relaxed);
     }
+
+    /// `page_mapcount`: how many page tables map the page (the kernel keeps
+    /// `_mapcount` biased by -1; pfnlab keeps the count itself, so a zeroed
+    /// descriptor is unmapped).
+    #[inline(always)]
+    pub fn mapcount(&self) -> i32 {
+        self.mapcount.load(Relaxed)
+    }
+
+    /// One more mapping of the page (`page_add_*_rmap`).
+    pub fn inc_mapcount(&self) {
+        self.mapcount.fetch_add(1, Relaxed);
+    }
+
+    /// One mapping fewer (`page_remove_rmap`).
+    pub fn dec_mapcount(&self) {
+        self.mapcount.fetch_sub(1, Relaxed);
+    }
+
+    /// `page->mapping`: the address space the page belongs to (0: none).
+    #[inline(always)]
+    pub fn mapping(&self) -> u64 {
+        self.mapping.load(Relaxed)
+    }
+
+    /// Sets `page->mapping`. The allocator never follows it; it refuses to
+    /// free a page whose mapping is set, and keeps [`TAIL_MAPPING`] in the
+    /// tails of a compound page.
+    pub fn set_mapping(&self, mapping: u64) {
+        self.mapping.store(mapping, Relaxed);
+    }
+
+    /// `compound_head` of a tail page: its head's descriptor, or `None` for
+    /// a page that is not a tail (bit 0 of the `lru.next` slot clear).
+    #[inline(always)]
+    pub fn compound_head(&self) -> Option<*const Page> {
+        let raw = self.lru_next.load(Relaxed) as usize;
+        (raw & 1 == 1).then_some((raw & !1) as *const Page)
+    }
+
+    /// `set_compound_head`: makes the page a tail of `head` (`None`: no
+    /// longer a tail), in the `lru.next` slot as the kernel overlays them.
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns the list links (the page is on
+    /// no list).
+    #[inline(always)]
+    pub unsafe fn set_compound_head(&self, head: Option<*const Page>) {
+        let raw = head.map_or(0, |h| h as usize | 1);
+        self.lru_next.store(raw as *mut Page, Relaxed);
+    }
+
+    /// `page->flags &= ~PAGE_FLAGS_CHECK_AT_PREP` as the free path does:
+    /// every flag but the memory model's `Present` cleared, with one plain
+    /// store.
+    ///
+    /// # Safety
+    /// The [`Page`] contract for the whole flags word.
+    #[inline(always)]
+    pub unsafe fn clear_flags_at_free(&self) {
+        let v = self.flags.load(Relaxed);
+        self.flags.store(v & PageFlag::Present.mask(), Relaxed);
+    }
 }
+
+/// `TAIL_MAPPING`: the poison a compound page's tails keep in `mapping`
+/// while allocated (`prep_compound_tail`); checked and cleared on free.
+pub const TAIL_MAPPING: u64 = 0x400;
 
 impl std::fmt::Debug for Page {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -394,6 +478,8 @@ impl std::fmt::Debug for Page {
             .field("zone", &self.zone_id())
             .field("node", &self.node_id())
             .field("refcount", &self.refcount())
+            .field("mapcount", &self.mapcount())
+            .field("mapping", &format_args!("{:#x}", self.mapping()))
             .finish()
     }
 }
