@@ -441,7 +441,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         allowed: impl FnMut(&Zone<V>) -> bool,
     ) -> Result<Pfn, AllocError> {
         self.alloc_pages_walk(order, gfp, index, allowed, |zid, ac| {
-            self.rmqueue(zid, order, ac.migratetype, ac.gfp.contains(Gfp::COMP))
+            self.rmqueue_buddy(zid, order, ac.migratetype, ac.gfp.contains(Gfp::COMP))
         })
     }
 
@@ -459,7 +459,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             if !zone.watermark_ok(order, mark, ZoneType::Movable, AllocFlags::FAST) {
                 continue;
             }
-            if let Some(pfn) = self.rmqueue(zid, order, Migratetype::Movable, false) {
+            if let Some(pfn) = self.rmqueue_buddy(zid, order, Migratetype::Movable, false) {
                 return Ok(pfn);
             }
         }
@@ -467,9 +467,15 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     /// One block from one zone, under its lock, prepared for its caller
-    /// (a compound page with `__GFP_COMP`).
+    /// (a compound page with `__GFP_COMP`): `rmqueue_buddy`.
     #[inline(always)]
-    fn rmqueue(&self, zid: ZoneId, order: Order, mt: Migratetype, compound: bool) -> Option<Pfn> {
+    pub(crate) fn rmqueue_buddy(
+        &self,
+        zid: ZoneId,
+        order: Order,
+        mt: Migratetype,
+        compound: bool,
+    ) -> Option<Pfn> {
         let zone = self.zones.get(zid.index())?;
         let mut area = zone.free.lock();
         let block = area.rmqueue(&self.model, order, mt)?;

@@ -8,11 +8,12 @@
 //! | 5.13 | per order and migratetype, fallback and stealing; a pageblock lookup per free | `6 × batch` (the last release before `zone_highsize`) | no bitmap |
 //! | 6.18 | as 5.13 | `zone_highsize`: the zone's low watermark split over the node's CPUs, at least `4 × batch` | no bitmap |
 //!
-//! Per-CPU lists are one order-0 list before 2.6.24 and one order-0 list
-//! per `MIGRATE_PCPTYPES` migratetype after (the 2.6.25–5.14 shape); the
-//! 6.x lists per order and page preparation per era are not yet modelled
-//! (issue 12). Watermark checks and the GFP mask (6.18's bits) are the
-//! same in every era.
+//! The per-CPU list shape follows the era too (see [`PerCpu`](crate::PerCpu)):
+//! one order-0 list, one per migratetype (2.6.25 to 5.13), or one per
+//! migratetype and order with a `pcp->lock` (6.18). A freed block whose
+//! next-order buddy is free goes to the tail of its list from 2.6.35
+//! (`buddy_merge_likely`). Watermark checks, the GFP mask (6.18's bits) and
+//! page preparation with its checks on free are the same in every era.
 //!
 //! The buddy-tracking variant stays a type parameter
 //! ([`Variant`](crate::Variant)), and an era refuses a variant it did not
@@ -71,6 +72,19 @@ impl Era {
     /// Whether `pcp->high` comes from the zone's low watermark
     /// (`zone_highsize`, Linux 5.14 on) rather than `6 × batch`.
     pub fn pcp_high_from_watermark(self) -> bool {
+        self >= Era::V6_18
+    }
+
+    /// Whether the per-CPU lists hold blocks of orders up to
+    /// `PAGE_ALLOC_COSTLY_ORDER` and of `pageblock_order` (THP), one list per
+    /// migratetype and order (5.14 on), rather than order-0 pages only.
+    pub fn pcp_high_orders(self) -> bool {
+        self >= Era::V6_18
+    }
+
+    /// Whether the per-CPU lists are guarded by `pcp->lock`, tried with
+    /// `pcp_spin_trylock` (6.0 on), rather than by disabling interrupts.
+    pub fn pcp_lock(self) -> bool {
         self >= Era::V6_18
     }
 

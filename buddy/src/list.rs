@@ -375,22 +375,16 @@ pub(crate) struct PcpList {
 }
 
 impl PcpList {
-    /// `pcp->count`.
-    #[inline(always)]
-    pub(crate) fn len(&self) -> u64 {
-        self.list.len()
-    }
-
     /// Whether the list is empty.
     #[inline(always)]
     pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
-    /// Lists `block` at the head (a freed page is hot).
+    /// Lists `block` at the head (a freed page is hot). Every block on one
+    /// list has the same order (the list's, `pindex_to_order`).
     #[inline(always)]
     pub(crate) fn push_front<V: Variant>(&mut self, block: OwnedBlock) {
-        debug_assert_eq!(block.order(), Order::ZERO);
         // SAFETY: the token owns the block, which is on no list: marking and
         // linking it are the owner's writes, and it stays live while listed.
         unsafe {
@@ -402,7 +396,6 @@ impl PcpList {
     /// Lists `block` at the tail (a refill, in the order taken).
     #[inline(always)]
     pub(crate) fn push_back<V: Variant>(&mut self, block: OwnedBlock) {
-        debug_assert_eq!(block.order(), Order::ZERO);
         // SAFETY: as for `push_front`.
         unsafe {
             V::set(block.page(), PageFlag::Pcp);
@@ -410,32 +403,42 @@ impl PcpList {
         }
     }
 
-    /// Takes the head page (the hottest).
+    /// Takes the head block (the hottest); `order` is the list's.
     #[inline(always)]
     pub(crate) fn pop_front<M: MemoryModel, V: Variant>(
         &mut self,
         model: &M,
+        order: Order,
     ) -> Option<OwnedBlock> {
         let page = self.list.pop_front()?;
-        // SAFETY: only owned order-0 blocks of `model` are ever listed here.
-        Some(unsafe { Self::unmark::<M, V>(model, page) })
+        // SAFETY: only owned blocks of `model` of the list's order are ever
+        // listed here.
+        Some(unsafe { Self::unmark::<M, V>(model, page, order) })
     }
 
-    /// Takes the tail page (the coldest, for `free_pcppages_bulk`).
+    /// Takes the tail block (the coldest, for `free_pcppages_bulk`).
     #[inline(always)]
-    pub(crate) fn pop_back<M: MemoryModel, V: Variant>(&mut self, model: &M) -> Option<OwnedBlock> {
+    pub(crate) fn pop_back<M: MemoryModel, V: Variant>(
+        &mut self,
+        model: &M,
+        order: Order,
+    ) -> Option<OwnedBlock> {
         let page = self.list.pop_back()?;
         // SAFETY: as for `pop_front`.
-        Some(unsafe { Self::unmark::<M, V>(model, page) })
+        Some(unsafe { Self::unmark::<M, V>(model, page, order) })
     }
 
     /// Clears the pcp mark of a page just unlinked and wraps it again.
     ///
     /// # Safety
-    /// `page` was listed here (so it came from an [`OwnedBlock`] of order 0
+    /// `page` was listed here (so it came from an [`OwnedBlock`] of `order`
     /// of `model`) and has just been unlinked.
     #[inline(always)]
-    unsafe fn unmark<M: MemoryModel, V: Variant>(model: &M, page: *const Page) -> OwnedBlock {
+    unsafe fn unmark<M: MemoryModel, V: Variant>(
+        model: &M,
+        page: *const Page,
+        order: Order,
+    ) -> OwnedBlock {
         // SAFETY: the page was an owned block's head, live while listed.
         let pr = unsafe { &*page };
         // SAFETY: unlinked, so this holder owns it again.
@@ -443,7 +446,7 @@ impl PcpList {
         let pfn = model.page_to_pfn(pr);
         // SAFETY: the invariants held when it was listed and nothing but this
         // list touched it since.
-        unsafe { OwnedBlock::new(page, pfn, Order::ZERO) }
+        unsafe { OwnedBlock::new(page, pfn, order) }
     }
 }
 

@@ -91,6 +91,32 @@ impl<T> Drop for SpinGuard<'_, T> {
     }
 }
 
+/// `pcp->lock` (6.x): a per-CPU, per-zone spin lock that the allocation
+/// and free paths only ever *try* (`pcp_spin_trylock`); a failed try sends
+/// the request to the zone instead. It guards no data here — a
+/// [`PerCpu`](crate::PerCpu) handle is `&mut` to one thread — and is kept
+/// for what it costs the path: a locked compare-exchange and a release
+/// store per call.
+#[derive(Default)]
+pub struct TryLock(AtomicBool);
+
+impl TryLock {
+    /// `spin_trylock`: true if this call took the lock.
+    #[inline(always)]
+    pub fn try_lock(&self) -> bool {
+        self.0
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// `spin_unlock`.
+    #[inline(always)]
+    pub fn unlock(&self) {
+        // Release: pairs with the Acquire of the next `try_lock`.
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,20 +1,32 @@
 //! Per-CPU page lists (`per_cpu_pages`) and bulk allocation.
 //!
-//! A [`PerCpu`] handle is one CPU's `pcp` for every zone: order-0 pages
-//! come from its lists without the zone lock; an empty list is refilled
-//! with `batch` pages by `rmqueue_bulk`, and lists that reach `high`
-//! together are drained by `batch` pages with `free_pcppages_bulk`, taking
-//! the coldest page of each non-empty list in turn. In eras with
-//! migratetypes (2.6.25 to 5.14 shape: one order-0 list per
-//! `MIGRATE_PCPTYPES`) a freed page goes on the list of its pageblock's
+//! A [`PerCpu`] handle is one CPU's `pcp` for every zone. Blocks come from
+//! its lists without the zone lock; an empty list is refilled by
+//! `rmqueue_bulk`, and when the lists together reach `high` pages a
+//! `batch` of pages goes back with `free_pcppages_bulk`, which takes the
+//! coldest block of each non-empty list in turn, starting with the list
+//! just freed to. The shape follows the era:
+//!
+//! | era | lists per zone | orders | guard |
+//! |---|---|---|---|
+//! | 2.6.9, 2.6.23 | one | 0 | interrupts off (not modelled: no cost) |
+//! | 5.13 | one per `MIGRATE_PCPTYPES` migratetype | 0 | as above |
+//! | 6.18 | one per migratetype and order up to `PAGE_ALLOC_COSTLY_ORDER`, and two for `pageblock_order` (THP) | 0–3 and `pageblock_order` | `pcp->lock`, tried with `pcp_spin_trylock` |
+//!
+//! With migratetypes a freed block goes on the list of its pageblock's
 //! migratetype — a memory-model lookup on every free, as
 //! `free_unref_page` makes it — and an allocation takes from the list of
-//! the request's migratetype; earlier eras have one list. The 6.x lists per
-//! order are not modelled yet. Both take the zone
-//! lock once per batch ([`LockPolicy::PerBatch`], the kernel) or once per
-//! page ([`LockPolicy::PerPage`], the 2007 proposal). A handle belongs to
-//! one thread; dropping it (thread exit) drains everything back, so pages
-//! are never lost.
+//! its request's migratetype. A higher-order refill takes `batch >> order`
+//! blocks, at least two (`nr_pcp_alloc`); the 6.7 auto-tuning of `high`
+//! and of the drain size between `high_min` and `high_max` is not modelled
+//! (`high` stays at `high_min` and a drain frees `batch` pages). In 6.18 a
+//! failed trylock sends the request to the zone; in pfnlab it only fails
+//! in a test, since no interrupt or remote drain shares a handle's lists.
+//! Refill and drain take the zone lock once per batch
+//! ([`LockPolicy::PerBatch`], the kernel) or once per block
+//! ([`LockPolicy::PerPage`], the 2007 proposal). A handle belongs to one
+//! thread; dropping it (thread exit) drains everything back, so pages are
+//! never lost.
 //!
 //! Pages moved between a zone and a per-CPU list change the zone's
 //! `NR_FREE_PAGES` through this CPU's delta, folded in at the zone's stat
@@ -22,44 +34,83 @@
 //!
 //! Bulk allocation (`alloc_pages_bulk`, 2021) checks the low watermark once
 //! per call, with the request's page count on top, picks the first zone
-//! that passes and fills a list or an array from that zone's pcp list,
-//! refilling it as needed. When no zone passes, or the zone runs dry before
+//! that passes and fills a list or an array from that zone's order-0 pcp
+//! list under one pcp lock, refilling it as needed. When no zone passes, or the zone runs dry before
 //! the first page, it allocates one page the ordinary way and returns, as
 //! the kernel does. The array form fills only empty slots and returns how
 //! many slots are populated, counting those that were already full.
 
-use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NodeId, Order, Pfn};
+use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
 
 use crate::alloc::{Allocator, LockPolicy, MAX_BULK};
 use crate::error::AllocError;
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
-use crate::list::PcpList;
+use crate::list::{OwnedBlock, PcpList};
+use crate::lock::TryLock;
 use crate::node::NodeMask;
 use crate::variant::Variant;
 use crate::zone::{FreeArea, ZoneId, ZoneStats};
+
+/// `PAGE_ALLOC_COSTLY_ORDER`: the highest order of the low-order per-CPU
+/// lists (6.x).
+pub const PAGE_ALLOC_COSTLY_ORDER: u8 = 3;
+
+/// Lists for orders `0..=PAGE_ALLOC_COSTLY_ORDER`, one per migratetype.
+const NR_LOWORDER_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER as usize + 1);
+
+/// `NR_PCP_LISTS`: the low-order lists and two for `pageblock_order`
+/// (`NR_PCP_THP`: unmovable-or-reclaimable and movable).
+pub const NR_PCP_LISTS: usize = NR_LOWORDER_PCP_LISTS + 2;
+
+/// One CPU's `per_cpu_pages` for one zone.
+#[derive(Default)]
+struct Pcp {
+    /// `pcp->lists[]`, by `order_to_pindex`.
+    lists: [PcpList; NR_PCP_LISTS],
+    /// `pcp->count`: pages on the lists (a block of order `o` counts
+    /// `2^o`).
+    count: u64,
+    /// The list `free_pcppages_bulk` takes from next.
+    next_drain: usize,
+    /// Allocations and frees per order not yet folded into the zone's
+    /// statistics (the kernel's per-CPU vm event counters).
+    pending_allocs: [u64; NR_PAGE_ORDERS],
+    pending_frees: [u64; NR_PAGE_ORDERS],
+    /// `vm_stat_diff[NR_FREE_PAGES]`: this CPU's change to the zone's
+    /// free-page counter not yet folded in.
+    stat_diff: i64,
+    /// `pcp->lock` (6.x).
+    lock: TryLock,
+}
+
+impl Pcp {
+    /// Adds the pending counts to a zone's statistics (zone lock held).
+    fn fold(&mut self, stats: &mut ZoneStats) {
+        for o in 0..NR_PAGE_ORDERS {
+            stats.allocs[o] += std::mem::take(&mut self.pending_allocs[o]);
+            stats.frees[o] += std::mem::take(&mut self.pending_frees[o]);
+        }
+    }
+}
+
+/// `pindex_to_order`.
+#[inline(always)]
+fn pindex_to_order(pindex: usize, pageblock_order: Order) -> Order {
+    if pindex < NR_LOWORDER_PCP_LISTS {
+        Order::new((pindex / MIGRATE_PCPTYPES) as u8)
+    } else {
+        pageblock_order
+    }
+}
 
 /// One CPU's per-CPU lists; see the module documentation.
 pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
     /// The node's index in the allocator's nodes (its zonelists).
     node_index: usize,
-    lists: Vec<[PcpList; MIGRATE_PCPTYPES]>,
-    /// The list `free_pcppages_bulk` takes from next, per zone.
-    next_drain: Vec<usize>,
-    /// Order-0 allocations and frees per zone not yet folded into the
-    /// zone's statistics (the kernel's per-CPU vm event counters).
-    pending: Vec<(u64, u64)>,
-    /// `vm_stat_diff[NR_FREE_PAGES]` per zone: this CPU's change to the
-    /// zone's free-page counter not yet folded in.
-    stat_diff: Vec<i64>,
+    /// Per zone.
+    pcp: Vec<Pcp>,
     cpuset: Option<NodeMask>,
-}
-
-/// Adds a handle's pending counts to a zone's statistics (lock held).
-fn fold(pending: &mut (u64, u64), stats: &mut ZoneStats) {
-    stats.allocs[0] += pending.0;
-    stats.frees[0] += pending.1;
-    *pending = (0, 0);
 }
 
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
@@ -70,10 +121,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         Ok(PerCpu {
             alloc: self,
             node_index: self.node_index(node)?,
-            lists: (0..self.zones.len()).map(|_| Default::default()).collect(),
-            next_drain: vec![0; self.zones.len()],
-            pending: vec![(0, 0); self.zones.len()],
-            stat_diff: vec![0; self.zones.len()],
+            pcp: (0..self.zones.len()).map(|_| Pcp::default()).collect(),
             cpuset: None,
         })
     }
@@ -86,12 +134,10 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         self.cpuset = mask;
     }
 
-    /// Pages on this CPU's list for zone `zid` (`pcp->count`; 0 for an id
+    /// Pages on this CPU's lists for zone `zid` (`pcp->count`; 0 for an id
     /// of no zone).
     pub fn count(&self, zid: ZoneId) -> u64 {
-        self.lists
-            .get(zid.index())
-            .map_or(0, |l| l.iter().map(PcpList::len).sum())
+        self.pcp.get(zid.index()).map_or(0, |p| p.count)
     }
 
     /// The node this CPU belongs to.
@@ -101,12 +147,34 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// Pages on all of this CPU's lists.
     pub fn total_count(&self) -> u64 {
-        self.lists.iter().flatten().map(PcpList::len).sum()
+        self.pcp.iter().map(|p| p.count).sum()
     }
 
     /// The allocator.
     pub fn allocator(&self) -> &'a Allocator<M, V> {
         self.alloc
+    }
+
+    /// `pcp_allowed_order`: which orders go through the per-CPU lists in
+    /// this era — order 0 only before 5.14, then every order up to
+    /// `PAGE_ALLOC_COSTLY_ORDER` and `pageblock_order` (a THP).
+    #[inline(always)]
+    pub fn pcp_allowed_order(&self, order: Order) -> bool {
+        order == Order::ZERO
+            || (self.alloc.options.era.pcp_high_orders()
+                && (order.get() <= PAGE_ALLOC_COSTLY_ORDER
+                    || order == self.alloc.model.geometry().pageblock_order()))
+    }
+
+    /// `order_to_pindex` for a migratetype already mapped to a per-CPU one
+    /// ([`PerCpu::pcp_migratetype`]).
+    #[inline(always)]
+    fn order_to_pindex(mt: Migratetype, order: Order) -> usize {
+        if order.get() > PAGE_ALLOC_COSTLY_ORDER {
+            NR_LOWORDER_PCP_LISTS + usize::from(mt == Migratetype::Movable)
+        } else {
+            MIGRATE_PCPTYPES * order.index() + mt.index()
+        }
     }
 
     /// `__mod_zone_page_state(zone, NR_FREE_PAGES, delta)`: this CPU's
@@ -115,171 +183,265 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     #[inline(always)]
     fn mod_free_pages(&mut self, z: usize, delta: i64) {
         let zone = &self.alloc.zones[z];
-        let x = self.stat_diff[z] + delta;
+        let pcp = &mut self.pcp[z];
+        let x = pcp.stat_diff + delta;
         if x.abs() > zone.stat_threshold {
             zone.mod_free_pages(x);
-            self.stat_diff[z] = 0;
+            pcp.stat_diff = 0;
         } else {
-            self.stat_diff[z] = x;
+            pcp.stat_diff = x;
         }
     }
 
-    /// `rmqueue_bulk`: moves up to `count` order-0 pages from the zone to
-    /// this CPU's list; returns how many.
-    fn rmqueue_bulk(&mut self, zid: ZoneId, count: u32, mt: Migratetype) -> u32 {
+    /// `rmqueue_bulk`: moves up to `count` blocks of `order` from the zone
+    /// to the list `pindex`; returns how many.
+    fn rmqueue_bulk(
+        &mut self,
+        zid: ZoneId,
+        order: Order,
+        count: u32,
+        mt: Migratetype,
+        pindex: usize,
+    ) -> u32 {
         let alloc = self.alloc;
         let zone = &alloc.zones[zid.index()];
-        let list = &mut self.lists[zid.index()][mt.index()];
-        let pending = &mut self.pending[zid.index()];
+        let pcp = &mut self.pcp[zid.index()];
         let mut moved = 0;
         let mut first = true;
-        let mut take = |area: &mut FreeArea<V>| {
+        let mut take = |area: &mut FreeArea<V>, pcp: &mut Pcp| {
             if std::mem::take(&mut first) {
                 area.stats.pcp_refills += 1;
-                fold(pending, &mut area.stats);
+                pcp.fold(&mut area.stats);
             }
-            list.push_back::<V>(area.rmqueue(&alloc.model, Order::ZERO, mt)?);
+            pcp.lists[pindex].push_back::<V>(area.rmqueue(&alloc.model, order, mt)?);
             Some(())
         };
         match alloc.options.lock_policy {
             LockPolicy::PerBatch => {
                 let mut area = zone.free.lock();
-                while moved < count && take(&mut area).is_some() {
+                while moved < count && take(&mut area, pcp).is_some() {
                     moved += 1;
                 }
             }
             LockPolicy::PerPage => {
-                while moved < count && take(&mut zone.free.lock()).is_some() {
+                while moved < count && take(&mut zone.free.lock(), pcp).is_some() {
                     moved += 1;
                 }
             }
         }
-        self.mod_free_pages(zid.index(), -i64::from(moved));
+        let pages = u64::from(moved) << order.get();
+        pcp.count += pages;
+        self.mod_free_pages(zid.index(), -(pages as i64));
         moved
     }
 
-    /// `free_pcppages_bulk`: returns up to `count` of the coldest pages of
-    /// this CPU's list for zone `zid` to the buddy lists.
-    fn free_pcppages_bulk(&mut self, zid: ZoneId, count: u64) {
+    /// `free_pcppages_bulk`: returns at least `count` pages (or all there
+    /// are) of the coldest blocks of this CPU's lists for zone `zid` to the
+    /// buddy lists, taking the lists in turn from `pindex`.
+    fn free_pcppages_bulk(&mut self, zid: ZoneId, count: u64, pindex: usize) {
         let alloc = self.alloc;
         let zone = &alloc.zones[zid.index()];
-        let lists = &mut self.lists[zid.index()];
-        let cursor = &mut self.next_drain[zid.index()];
-        let pending = &mut self.pending[zid.index()];
+        let pageblock_order = alloc.model.geometry().pageblock_order();
+        let pcp = &mut self.pcp[zid.index()];
+        let count = count.min(pcp.count);
+        if count == 0 {
+            return;
+        }
+        pcp.next_drain = pindex;
         let mut first = true;
-        let mut give = |area: &mut FreeArea<V>| {
+        // One block back to the buddy, its pages; `None` when every list is
+        // empty.
+        let mut give = |area: &mut FreeArea<V>, pcp: &mut Pcp| {
             if std::mem::take(&mut first) {
                 area.stats.pcp_drains += 1;
-                fold(pending, &mut area.stats);
+                pcp.fold(&mut area.stats);
             }
-            let mt = (0..MIGRATE_PCPTYPES)
-                .map(|k| (*cursor + k) % MIGRATE_PCPTYPES)
-                .find(|&mt| !lists[mt].is_empty())?;
-            *cursor = (mt + 1) % MIGRATE_PCPTYPES;
-            area.free_one(&alloc.model, lists[mt].pop_back::<M, V>(&alloc.model)?);
-            Some(())
+            let k = (0..NR_PCP_LISTS)
+                .map(|k| (pcp.next_drain + k) % NR_PCP_LISTS)
+                .find(|&k| !pcp.lists[k].is_empty())?;
+            let order = pindex_to_order(k, pageblock_order);
+            let block = pcp.lists[k].pop_back::<M, V>(&alloc.model, order)?;
+            if pcp.lists[k].is_empty() {
+                pcp.next_drain = (k + 1) % NR_PCP_LISTS;
+            }
+            pcp.count -= order.nr_pages();
+            area.free_one(&alloc.model, block);
+            Some(order.nr_pages())
         };
-        let mut n = 0;
+        let mut freed = 0;
         match alloc.options.lock_policy {
             LockPolicy::PerBatch => {
                 let mut area = zone.free.lock();
-                while n < count && give(&mut area).is_some() {
-                    n += 1;
+                while freed < count {
+                    let Some(n) = give(&mut area, pcp) else { break };
+                    freed += n;
                 }
             }
             LockPolicy::PerPage => {
-                while n < count && give(&mut zone.free.lock()).is_some() {
-                    n += 1;
+                while freed < count {
+                    let Some(n) = give(&mut zone.free.lock(), pcp) else {
+                        break;
+                    };
+                    freed += n;
                 }
             }
         }
-        self.mod_free_pages(zid.index(), n as i64);
+        self.mod_free_pages(zid.index(), freed as i64);
     }
 
-    /// One order-0 page from zone `zid` through this CPU's list.
+    /// `nr_pcp_alloc`: blocks of `order` a refill takes — `batch`, and for
+    /// higher orders `batch >> order`, at least 2 (the 6.7 scaling between
+    /// `high_min` and `high_max` is not modelled).
     #[inline(always)]
-    fn rmqueue_pcplist(&mut self, zid: ZoneId, mt: Migratetype) -> Option<Pfn> {
+    fn nr_pcp_alloc(&self, zid: ZoneId, order: Order) -> u32 {
+        let batch = self.alloc.zones[zid.index()].batch;
+        if order == Order::ZERO {
+            batch
+        } else {
+            (batch >> order.get()).max(2)
+        }
+    }
+
+    /// `__rmqueue_pcplist`: one block of `order` from zone `zid`'s list for
+    /// `mt`, refilled with `rmqueue_bulk` when empty; the caller holds the
+    /// pcp lock where the era has one.
+    #[inline(always)]
+    fn __rmqueue_pcplist(
+        &mut self,
+        zid: ZoneId,
+        mt: Migratetype,
+        order: Order,
+    ) -> Option<OwnedBlock> {
         let z = zid.index();
         let mt = self.pcp_migratetype(mt);
-        if self.lists[z][mt.index()].is_empty() {
-            let batch = self.alloc.zones[z].batch;
-            self.rmqueue_bulk(zid, batch, mt);
+        let pindex = Self::order_to_pindex(mt, order);
+        if self.pcp[z].lists[pindex].is_empty() {
+            let batch = self.nr_pcp_alloc(zid, order);
+            self.rmqueue_bulk(zid, order, batch, mt, pindex);
         }
-        let block = self.lists[z][mt.index()].pop_front::<M, V>(&self.alloc.model)?;
-        self.pending[z].0 += 1;
-        Some(block.prep_new_page(false))
+        let pcp = &mut self.pcp[z];
+        let block = pcp.lists[pindex].pop_front::<M, V>(&self.alloc.model, order)?;
+        pcp.count -= order.nr_pages();
+        pcp.pending_allocs[order.index()] += 1;
+        Some(block)
+    }
+
+    /// `rmqueue_pcplist`: [`PerCpu::__rmqueue_pcplist`] under the pcp lock
+    /// (6.x), prepared for the caller; `None` when the list cannot be
+    /// refilled or the trylock fails, so the caller goes to the zone.
+    #[inline(always)]
+    fn rmqueue_pcplist(
+        &mut self,
+        zid: ZoneId,
+        mt: Migratetype,
+        order: Order,
+        compound: bool,
+    ) -> Option<Pfn> {
+        let locked = self.alloc.options.era.pcp_lock();
+        if locked && !self.pcp[zid.index()].lock.try_lock() {
+            return None;
+        }
+        let block = self.__rmqueue_pcplist(zid, mt, order);
+        if locked {
+            self.pcp[zid.index()].lock.unlock();
+        }
+        Some(block?.prep_new_page(compound))
+    }
+
+    /// `rmqueue`: through the per-CPU list when the order may use it, else
+    /// (or when that fails) from the zone (`rmqueue_buddy`).
+    #[inline(always)]
+    fn rmqueue(&mut self, zid: ZoneId, ac: &AllocContext, order: Order) -> Option<Pfn> {
+        let compound = ac.gfp.contains(Gfp::COMP);
+        if self.pcp_allowed_order(order)
+            && let Some(pfn) = self.rmqueue_pcplist(zid, ac.migratetype, order, compound)
+        {
+            return Some(pfn);
+        }
+        self.alloc
+            .rmqueue_buddy(zid, order, ac.migratetype, compound)
     }
 
     /// Allocates one page (order 0) through the per-CPU lists, with the
     /// watermark check `get_page_from_freelist` makes on every call.
     #[inline]
     pub fn alloc(&mut self, gfp: Gfp) -> Result<Pfn, AllocError> {
+        self.alloc_pages(Order::ZERO, gfp)
+    }
+
+    /// Allocates a block of `order`: through the per-CPU lists when the era
+    /// allows the order there ([`PerCpu::pcp_allowed_order`]), else on the
+    /// zone path, walking the zonelist with the watermark checks.
+    #[inline]
+    pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, AllocError> {
         let alloc = self.alloc;
         let cpuset = self.cpuset.take();
         let got = alloc.alloc_pages_walk(
-            Order::ZERO,
+            order,
             gfp,
             self.node_index,
             |zone| cpuset.as_ref().is_none_or(|m| m.test(zone.node)),
-            |zid, ac| self.rmqueue_pcplist(zid, ac.migratetype),
+            |zid, ac| self.rmqueue(zid, ac, order),
         );
         self.cpuset = cpuset;
         got
     }
 
-    /// Allocates a block: order 0 through the per-CPU lists, larger orders
-    /// on the zone path.
-    pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, AllocError> {
-        if order == Order::ZERO {
-            self.alloc(gfp)
-        } else {
-            let mask = self.cpuset.as_ref();
-            self.alloc
-                .alloc_pages_at(order, gfp, self.node_index, |zone| {
-                    mask.is_none_or(|m| m.test(zone.node))
-                })
-        }
-    }
-
-    /// Frees one page (order 0) to this CPU's list, draining a batch when
-    /// the list reaches `high`.
+    /// Frees one page (order 0); see [`PerCpu::free_pages`].
     #[inline]
     pub fn free(&mut self, pfn: Pfn) -> Result<(), AllocError> {
-        let (block, zid) = self.alloc.claim_for_free(pfn, Order::ZERO)?;
+        self.free_pages(pfn, Order::ZERO)
+    }
+
+    /// Frees a block (`free_unref_page`): after the misuse and bad-page
+    /// checks, a block of an order the per-CPU lists take goes on the list
+    /// of its pageblock's migratetype — looked up through the memory model
+    /// on every free — and a batch is drained when the lists reach `high`;
+    /// other orders, isolated pageblocks and a failed pcp trylock go to the
+    /// zone.
+    #[inline]
+    pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
+        let (block, zid) = self.alloc.claim_for_free(pfn, order)?;
         let z = zid.index();
         let alloc = self.alloc;
         let zone = &alloc.zones[z];
+        if !self.pcp_allowed_order(order) {
+            self.free_one_page(zid, block);
+            return Ok(());
+        }
         let mt = if alloc.options.era.has_migratetypes() {
             // `get_pfnblock_migratetype`: the per-free memory-model lookup.
             alloc.model.get_pfnblock_migratetype(pfn)
         } else {
             Migratetype::Movable
         };
-        if mt == Migratetype::Isolate {
-            // An isolated pageblock's pages go straight back to the buddy.
-            let mut area = zone.free.lock();
-            area.free_one(&alloc.model, block);
-            area.stats.frees[0] += 1;
-            drop(area);
-            self.mod_free_pages(z, 1);
+        let locked = alloc.options.era.pcp_lock();
+        if mt == Migratetype::Isolate || (locked && !self.pcp[z].lock.try_lock()) {
+            self.free_one_page(zid, block);
             return Ok(());
         }
-        let mt = self.pcp_migratetype(mt);
-        self.lists[z][mt.index()].push_front::<V>(block);
-        self.pending[z].1 += 1;
-        if self.count(zid) >= u64::from(zone.high) {
-            self.free_pcppages_bulk(zid, u64::from(zone.batch));
+        let pindex = Self::order_to_pindex(self.pcp_migratetype(mt), order);
+        let pcp = &mut self.pcp[z];
+        pcp.lists[pindex].push_front::<V>(block);
+        pcp.count += order.nr_pages();
+        pcp.pending_frees[order.index()] += 1;
+        if pcp.count >= u64::from(zone.high) {
+            self.free_pcppages_bulk(zid, u64::from(zone.batch), pindex);
+        }
+        if locked {
+            self.pcp[z].lock.unlock();
         }
         Ok(())
     }
 
-    /// Frees a block: order 0 to the per-CPU list, larger to the zone.
-    pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
-        if order == Order::ZERO {
-            self.free(pfn)
-        } else {
-            self.alloc.free_pages(pfn, order)
-        }
+    /// `free_one_page`: a claimed block straight to the zone's buddy lists.
+    fn free_one_page(&mut self, zid: ZoneId, block: OwnedBlock) {
+        let order = block.order();
+        let mut area = self.alloc.zones[zid.index()].free.lock();
+        area.free_one(&self.alloc.model, block);
+        area.stats.frees[order.index()] += 1;
+        drop(area);
+        self.mod_free_pages(zid.index(), order.nr_pages() as i64);
     }
 
     /// The zone a bulk request of `nr_pages` is served from
@@ -306,10 +468,10 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     }
 
     /// `__alloc_pages_bulk`: up to `want` pages from one zone's per-CPU
-    /// list, each given to `put`. When no zone passes its watermark, or the
-    /// zone runs dry before the first page, it allocates one page the
-    /// ordinary way and returns, as the kernel does. Returns how many
-    /// pages `put` got.
+    /// list, each given to `put`, under one pcp lock (6.x). When no zone
+    /// passes its watermark, the trylock fails, or the zone runs dry before
+    /// the first page, it allocates one page the ordinary way and returns,
+    /// as the kernel does. Returns how many pages `put` got.
     fn alloc_bulk(
         &mut self,
         gfp: Gfp,
@@ -323,16 +485,22 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             return Ok(0);
         }
         let ac = self.alloc.prepare_alloc_pages(gfp)?;
+        let locked = self.alloc.options.era.pcp_lock();
         let mut got = 0;
-        if let Some(zid) = self.bulk_zone(&ac, want) {
+        if let Some(zid) = self.bulk_zone(&ac, want)
+            && (!locked || self.pcp[zid.index()].lock.try_lock())
+        {
             while got < want {
-                match self.rmqueue_pcplist(zid, ac.migratetype) {
-                    Some(pfn) => {
-                        put(pfn);
+                match self.__rmqueue_pcplist(zid, ac.migratetype, Order::ZERO) {
+                    Some(block) => {
+                        put(block.prep_new_page(false));
                         got += 1;
                     }
                     None => break,
                 }
+            }
+            if locked {
+                self.pcp[zid.index()].lock.unlock();
             }
         }
         if got == 0
@@ -382,11 +550,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// Returns every page on this CPU's lists to the buddy lists
     /// (`drain_local_pages`).
     pub fn drain(&mut self) {
-        for z in 0..self.lists.len() {
-            let zid = ZoneId::new(z as u8);
-            let n = self.count(zid);
+        for z in 0..self.pcp.len() {
+            let n = self.pcp[z].count;
             if n > 0 {
-                self.free_pcppages_bulk(zid, n);
+                let from = self.pcp[z].next_drain;
+                self.free_pcppages_bulk(ZoneId::new(z as u8), n, from);
             }
         }
     }
@@ -407,13 +575,55 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
     fn drop(&mut self) {
         self.drain();
-        for (zone, diff) in self.alloc.zones.iter().zip(&mut self.stat_diff) {
-            zone.mod_free_pages(std::mem::take(diff));
-        }
-        for (zid, pending) in self.pending.iter_mut().enumerate() {
-            if *pending != (0, 0) {
-                fold(pending, &mut self.alloc.zones[zid].free.lock().stats);
+        for (zone, pcp) in self.alloc.zones.iter().zip(&mut self.pcp) {
+            zone.mod_free_pages(std::mem::take(&mut pcp.stat_diff));
+            if pcp
+                .pending_allocs
+                .iter()
+                .chain(&pcp.pending_frees)
+                .any(|&n| n > 0)
+            {
+                pcp.fold(&mut zone.free.lock().stats);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Kernel;
+    use sparsemem::{Geometry, Layout, MemRange, RangeKind, SparseExtreme};
+
+    /// A failed `pcp_spin_trylock` sends a free to the zone and an
+    /// allocation to `rmqueue_buddy` (in pfnlab only a test can hold the
+    /// lock: no interrupt or remote drain shares a handle's lists).
+    #[test]
+    fn a_failed_trylock_goes_to_the_zone() {
+        let layout = Layout::new(
+            Geometry::X86_64,
+            vec![MemRange::new(16 << 20, 80 << 20, RangeKind::Ram, 0)],
+            "64 MiB",
+        )
+        .unwrap();
+        let model = SparseExtreme::new(&layout).unwrap();
+        let alloc = Allocator::<_, Kernel>::new(model, &layout, Default::default()).unwrap();
+        let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+        let zid = ZoneId::new(0);
+        let a = cpu.alloc(Gfp::KERNEL).unwrap();
+        let on_list = cpu.count(zid);
+        assert!(on_list > 0, "the refill left pages on the list");
+        assert!(cpu.pcp[0].lock.try_lock());
+        let refills = alloc.stats_total().pcp_refills;
+        let b = cpu.alloc(Gfp::KERNEL).unwrap();
+        assert_eq!(cpu.count(zid), on_list, "taken from the zone, not the list");
+        let free = alloc.free_pages_total();
+        cpu.free(a).unwrap();
+        assert_eq!(alloc.free_pages_total(), free + 1, "freed to the zone");
+        assert_eq!(cpu.count(zid), on_list);
+        assert_eq!(alloc.stats_total().pcp_refills, refills);
+        cpu.pcp[0].lock.unlock();
+        cpu.free(b).unwrap();
+        assert_eq!(cpu.count(zid), on_list + 1, "to the list again");
     }
 }

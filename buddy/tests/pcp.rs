@@ -353,3 +353,61 @@ fn high_follows_the_era() {
     let one_cpu = build(buddy::Era::V6_18, 1);
     assert_eq!(u64::from(normal(&one_cpu).1), marks.low.max(4 * 63));
 }
+
+/// From 5.14 (the 6.18 era here) orders up to `PAGE_ALLOC_COSTLY_ORDER` and
+/// `pageblock_order` have per-CPU lists of their own, refilled with
+/// `batch >> order` blocks (at least 2) and counted in pages; before, only
+/// order 0 does and the rest goes to the zone.
+#[test]
+fn high_orders_have_their_own_lists_from_5_14() {
+    let layout = layout();
+    for era in [buddy::Era::V5_13, buddy::Era::V6_18] {
+        let options = Options {
+            pcp_batch: Some(BATCH),
+            ..Options::for_era(era)
+        };
+        let alloc =
+            Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, options)
+                .unwrap();
+        let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+        assert_eq!(
+            cpu.pcp_allowed_order(Order::new(3)),
+            era == buddy::Era::V6_18
+        );
+        assert!(!cpu.pcp_allowed_order(Order::new(4)));
+        assert_eq!(
+            cpu.pcp_allowed_order(Order::new(9)),
+            era == buddy::Era::V6_18
+        );
+        let free = alloc.free_pages_total();
+        let p = cpu.alloc_pages(Order::new(2), Gfp::KERNEL).unwrap();
+        let thp = cpu
+            .alloc_pages(Order::new(9), Gfp::TRANSHUGE_LIGHT)
+            .unwrap();
+        let held = 4 + 512;
+        if era == buddy::Era::V6_18 {
+            // Order 2: batch >> 2 = 2 blocks, one handed out; order 9: 2.
+            assert_eq!(cpu.total_count(), 4 + 512);
+            assert_eq!(alloc.free_pages_total(), free - held - 4 - 512);
+        } else {
+            assert_eq!(cpu.total_count(), 0, "the zone served both");
+            assert_eq!(alloc.free_pages_total(), free - held);
+        }
+        let before = cpu.total_count();
+        cpu.free_pages(p, Order::new(2)).unwrap();
+        cpu.free_pages(thp, Order::new(9)).unwrap();
+        if era == buddy::Era::V6_18 {
+            // Each free reaches `high` (a few batches on this small zone),
+            // and `free_pcppages_bulk` starts at the freed block's list:
+            // the two order-2 blocks go, then the THP freed last.
+            assert!(u64::from(alloc.zone(DMA32).unwrap().high()) < before);
+            assert_eq!(cpu.total_count(), 512, "one THP left on its list");
+        } else {
+            assert_eq!(cpu.total_count(), before);
+        }
+        drop(cpu);
+        assert_eq!(alloc.free_pages_total(), free);
+        assert_eq!(alloc.stats_total().allocs[9], 1);
+        assert_eq!(alloc.stats_total().frees[2], 1);
+    }
+}
