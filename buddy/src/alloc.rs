@@ -29,7 +29,7 @@ use sparsemem::{
     Layout, MemoryModel, Migratetype, NodeId, Order, OrderTooLarge, PageFlag, Pfn, RangeKind,
 };
 
-use crate::era::Era;
+use crate::era::{Era, Mechanisms, Path};
 use crate::error::AllocError;
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
 use crate::list::OwnedBlock;
@@ -61,6 +61,8 @@ pub struct Options {
     /// low watermark (default: this machine's, `available_parallelism`,
     /// spread evenly over the nodes with memory).
     pub cpus: Option<u32>,
+    /// Which of the era's mechanisms run (default: all).
+    pub mechanisms: Mechanisms,
 }
 
 impl Options {
@@ -84,6 +86,8 @@ pub struct Allocator<M, V> {
     pub(crate) zones: Vec<Zone<V>>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) options: Options,
+    /// The era's mechanisms that run, resolved once.
+    pub(crate) path: Path,
     /// Memory blocks (global block numbers) present in the model but
     /// managed by no zone — hot-added and not yet onlined, or offlined —
     /// with the node they were added for. Only these may be onlined or
@@ -202,6 +206,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             zones: Vec::new(),
             nodes: Vec::new(),
             options,
+            path: Path::new(options.era, options.mechanisms),
             offline: Default::default(),
             _variant: PhantomData,
         };
@@ -215,7 +220,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 ZoneId::new(i as u8),
                 [start, end],
                 max_order,
-                options.era,
+                alloc.path,
             );
             for &(first, end) in ranges {
                 zone.give_range(&alloc.model, [first, end], false)?;
@@ -342,7 +347,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// this era, or why the mask is invalid.
     #[inline(always)]
     pub(crate) fn prepare_alloc_pages(&self, gfp: Gfp) -> Result<AllocContext, AllocError> {
-        AllocContext::new(gfp, self.options.era.has_migratetypes()).map_err(AllocError::Gfp)
+        AllocContext::new(gfp, self.path.migratetypes).map_err(AllocError::Gfp)
     }
 
     /// `__alloc_pages` without reclaim: `get_page_from_freelist` with the
@@ -363,7 +368,12 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     ) -> Result<Pfn, AllocError> {
         self.check_order(order)?;
         let ac = self.prepare_alloc_pages(gfp)?;
-        for flags in [AllocFlags::FAST, AllocFlags::slow(gfp)] {
+        let passes: &[AllocFlags] = if self.path.watermarks {
+            &[AllocFlags::FAST, AllocFlags::slow(gfp)]
+        } else {
+            &[AllocFlags::NO_WATERMARKS]
+        };
+        for &flags in passes {
             if let Some(pfn) =
                 self.get_page_from_freelist(order, &ac, index, flags, &mut allowed, &mut take)
             {
@@ -456,7 +466,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 continue;
             };
             let mark = zone.watermarks.low;
-            if !zone.watermark_ok(order, mark, ZoneType::Movable, AllocFlags::FAST) {
+            if self.path.watermarks
+                && !zone.watermark_ok(order, mark, ZoneType::Movable, AllocFlags::FAST)
+            {
                 continue;
             }
             if let Some(pfn) = self.rmqueue_buddy(zid, order, Migratetype::Movable, false) {
@@ -481,8 +493,10 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         let block = area.rmqueue(&self.model, order, mt)?;
         area.stats.allocs[order.index()] += 1;
         drop(area);
-        zone.mod_free_pages(-(order.nr_pages() as i64));
-        Some(block.prep_new_page(compound))
+        if self.path.watermarks {
+            zone.mod_free_pages(-(order.nr_pages() as i64));
+        }
+        Some(block.prep_new_page(compound && self.path.page_prep))
     }
 
     /// Refuses an order above the geometry's `MAX_PAGE_ORDER` (the
@@ -507,7 +521,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         area.free_one(&self.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);
-        zone.mod_free_pages(order.nr_pages() as i64);
+        if self.path.watermarks {
+            zone.mod_free_pages(order.nr_pages() as i64);
+        }
         Ok(())
     }
 
@@ -522,6 +538,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         order: Order,
     ) -> Result<(OwnedBlock, ZoneId), AllocError> {
         let (block, zid) = self.claim(pfn, order)?;
+        if !self.path.page_prep {
+            return Ok((block, zid));
+        }
         if let Err((pfn, reason)) = block.free_pages_prepare() {
             block.unclaim();
             return Err(AllocError::BadPage { pfn, reason });

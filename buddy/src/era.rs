@@ -126,6 +126,76 @@ impl Era {
     }
 }
 
+/// Which of the era's allocation-path mechanisms run. All of them by
+/// default; `pfnlab bench breakdown` turns them off one at a time to see
+/// what each costs. Turning one off never turns on something the era did
+/// not have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mechanisms {
+    /// Grouping by mobility: free and per-CPU lists per migratetype and the
+    /// pageblock lookup (`get_pfnblock_migratetype`) on every free.
+    pub pageblock: bool,
+    /// `prepare_alloc_pages`' alloc flags, `zone_watermark_fast` on every
+    /// allocation, `lowmem_reserve`, and the `NR_FREE_PAGES` counter with
+    /// its per-CPU deltas. Without it the zone limit and migratetype still
+    /// come from the GFP mask, and [`crate::Zone::nr_free_pages_state`] is
+    /// not kept.
+    pub watermarks: bool,
+    /// Page preparation: `prep_compound_page` for `__GFP_COMP`, the
+    /// bad-page checks and flag clearing of `free_pages_prepare`, and
+    /// `buddy_merge_likely`. The refcount and order pfnlab keeps in every
+    /// allocated head (its double-free detection) stay.
+    pub page_prep: bool,
+}
+
+impl Mechanisms {
+    /// Everything the era had.
+    pub const ALL: Mechanisms = Mechanisms {
+        pageblock: true,
+        watermarks: true,
+        page_prep: true,
+    };
+
+    /// Bookkeeping only: lists, splits and merges, per-CPU batching, and
+    /// pfnlab's misuse checks.
+    pub const BOOKKEEPING: Mechanisms = Mechanisms {
+        pageblock: false,
+        watermarks: false,
+        page_prep: false,
+    };
+}
+
+impl Default for Mechanisms {
+    fn default() -> Mechanisms {
+        Mechanisms::ALL
+    }
+}
+
+/// What the allocation path does, resolved once from the era and the
+/// mechanisms asked for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Path {
+    pub(crate) migratetypes: bool,
+    pub(crate) watermarks: bool,
+    pub(crate) page_prep: bool,
+    pub(crate) merge_likely: bool,
+    pub(crate) pcp_high_orders: bool,
+    pub(crate) pcp_lock: bool,
+}
+
+impl Path {
+    pub(crate) fn new(era: Era, m: Mechanisms) -> Path {
+        Path {
+            migratetypes: era.has_migratetypes() && m.pageblock,
+            watermarks: m.watermarks,
+            page_prep: m.page_prep,
+            merge_likely: era.has_buddy_merge_likely() && m.page_prep,
+            pcp_high_orders: era.pcp_high_orders(),
+            pcp_lock: era.pcp_lock(),
+        }
+    }
+}
+
 impl fmt::Display for Era {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -339,6 +339,13 @@ impl AllocFlags {
         non_block: false,
     };
 
+    /// No watermark at all (`ALLOC_NO_WATERMARKS`).
+    pub(crate) const NO_WATERMARKS: AllocFlags = AllocFlags {
+        wmark: None,
+        min_reserve: false,
+        non_block: false,
+    };
+
     /// `gfp_to_alloc_flags` for the slow path: the `min` watermark, the
     /// reserves `__GFP_HIGH` and non-blocking requests may use, and no
     /// watermark at all for `__GFP_MEMALLOC` (`gfp_pfmemalloc_allowed`)

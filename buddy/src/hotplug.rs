@@ -198,7 +198,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                     id,
                     [start, end],
                     max_order,
-                    self.options.era,
+                    self.path,
                 ));
                 self.rebuild_nodes();
                 id.index()

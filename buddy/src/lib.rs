@@ -59,7 +59,7 @@ mod watermark;
 mod zone;
 
 pub use alloc::{Allocator, LockPolicy, MAX_BULK, MAX_ZONES, Options};
-pub use era::Era;
+pub use era::{Era, Mechanisms};
 pub use error::AllocError;
 pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;

@@ -161,7 +161,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     #[inline(always)]
     pub fn pcp_allowed_order(&self, order: Order) -> bool {
         order == Order::ZERO
-            || (self.alloc.options.era.pcp_high_orders()
+            || (self.alloc.path.pcp_high_orders
                 && (order.get() <= PAGE_ALLOC_COSTLY_ORDER
                     || order == self.alloc.model.geometry().pageblock_order()))
     }
@@ -182,6 +182,9 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// `stat_threshold`.
     #[inline(always)]
     fn mod_free_pages(&mut self, z: usize, delta: i64) {
+        if !self.alloc.path.watermarks {
+            return;
+        }
         let zone = &self.alloc.zones[z];
         let pcp = &mut self.pcp[z];
         let x = pcp.stat_diff + delta;
@@ -337,7 +340,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         order: Order,
         compound: bool,
     ) -> Option<Pfn> {
-        let locked = self.alloc.options.era.pcp_lock();
+        let locked = self.alloc.path.pcp_lock;
         if locked && !self.pcp[zid.index()].lock.try_lock() {
             return None;
         }
@@ -345,7 +348,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         if locked {
             self.pcp[zid.index()].lock.unlock();
         }
-        Some(block?.prep_new_page(compound))
+        Some(block?.prep_new_page(compound && self.alloc.path.page_prep))
     }
 
     /// `rmqueue`: through the per-CPU list when the order may use it, else
@@ -409,13 +412,13 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             self.free_one_page(zid, block);
             return Ok(());
         }
-        let mt = if alloc.options.era.has_migratetypes() {
+        let mt = if alloc.path.migratetypes {
             // `get_pfnblock_migratetype`: the per-free memory-model lookup.
             alloc.model.get_pfnblock_migratetype(pfn)
         } else {
             Migratetype::Movable
         };
-        let locked = alloc.options.era.pcp_lock();
+        let locked = alloc.path.pcp_lock;
         if mt == Migratetype::Isolate || (locked && !self.pcp[z].lock.try_lock()) {
             self.free_one_page(zid, block);
             return Ok(());
@@ -458,12 +461,13 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 let zone = &alloc.zones[zid.index()];
                 zone.kind <= ac.highest_zone
                     && self.cpuset.as_ref().is_none_or(|m| m.test(zone.node))
-                    && zone.watermark_ok(
-                        Order::ZERO,
-                        zone.watermarks.low + nr_pages as u64,
-                        ac.highest_zone,
-                        AllocFlags::FAST,
-                    )
+                    && (!alloc.path.watermarks
+                        || zone.watermark_ok(
+                            Order::ZERO,
+                            zone.watermarks.low + nr_pages as u64,
+                            ac.highest_zone,
+                            AllocFlags::FAST,
+                        ))
             })
     }
 
@@ -485,7 +489,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             return Ok(0);
         }
         let ac = self.alloc.prepare_alloc_pages(gfp)?;
-        let locked = self.alloc.options.era.pcp_lock();
+        let locked = self.alloc.path.pcp_lock;
         let mut got = 0;
         if let Some(zid) = self.bulk_zone(&ac, want)
             && (!locked || self.pcp[zid.index()].lock.try_lock())
@@ -564,7 +568,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// files it), and the one list of an era without migratetypes.
     #[inline(always)]
     fn pcp_migratetype(&self, mt: Migratetype) -> Migratetype {
-        if !self.alloc.options.era.has_migratetypes() || mt.index() >= MIGRATE_PCPTYPES {
+        if !self.alloc.path.migratetypes || mt.index() >= MIGRATE_PCPTYPES {
             Migratetype::Movable
         } else {
             mt

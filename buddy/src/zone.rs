@@ -23,7 +23,7 @@ use sparsemem::{
     MIGRATE_TYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Page, PageFlag, Pfn,
 };
 
-use crate::era::Era;
+use crate::era::{Era, Path};
 use crate::gfp::{AllocFlags, Wmark};
 use crate::watermark::{Watermarks, zone_highsize};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -188,7 +188,7 @@ impl<V: Variant> Zone<V> {
         id: ZoneId,
         [start, end]: [Pfn; 2],
         max_order: Order,
-        era: Era,
+        path: Path,
     ) -> Zone<V> {
         Zone {
             kind,
@@ -197,7 +197,7 @@ impl<V: Variant> Zone<V> {
             start,
             end,
             managed: 0,
-            free: SpinLock::new(FreeArea::new(id.get(), [start, end], max_order, era)),
+            free: SpinLock::new(FreeArea::new(id.get(), [start, end], max_order, path)),
             batch: 1,
             high: PCP_HIGH_BATCHES,
             watermarks: Watermarks::default(),
@@ -632,13 +632,13 @@ pub struct FreeArea<V> {
 
 impl<V: Variant> FreeArea<V> {
     /// Empty free lists for zone `zone_id` spanning `[start, end)`, with
-    /// blocks up to `max_order`, shaped as `era` had them.
-    pub(crate) fn new(zone_id: u8, [start, end]: [Pfn; 2], max_order: Order, era: Era) -> Self {
+    /// blocks up to `max_order`, shaped as the era's `path` has them.
+    pub(crate) fn new(zone_id: u8, [start, end]: [Pfn; 2], max_order: Order, path: Path) -> Self {
         let mut area = FreeArea {
             stats: ZoneStats::default(),
             lists: Default::default(),
-            migratetypes: era.has_migratetypes(),
-            merge_likely: era.has_buddy_merge_likely(),
+            migratetypes: path.migratetypes,
+            merge_likely: path.merge_likely,
             bitmap: Vec::new(),
             bitmap_base: start.get() & !(max_order.nr_pages() - 1),
             zone_id,

@@ -3,7 +3,7 @@
 //! variants, on layouts with holes (the hole check on).
 
 use buddy::testing::{GFP, Reference, check_conservation, free_all_and_check, snapshot};
-use buddy::{AllocError, Allocator, Config, Era, Options, Variant};
+use buddy::{AllocError, Allocator, Config, Era, Mechanisms, Options, Variant};
 use proptest::prelude::*;
 use sparsemem::reference::Semantics;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout, expect_build};
@@ -30,6 +30,25 @@ fn arb_ops() -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op, 1..60)
 }
 
+/// Options for the generated `pick`: an era that had `V`, and usually
+/// every mechanism, sometimes a subset off as `bench breakdown` runs them.
+fn options_for<V: Variant>(pick: usize) -> Options {
+    let bits = (pick / 7) % 16;
+    let mechanisms = if bits < 8 {
+        Mechanisms::ALL
+    } else {
+        Mechanisms {
+            pageblock: bits & 1 != 0,
+            watermarks: bits & 2 != 0,
+            page_prep: bits & 4 != 0,
+        }
+    };
+    Options {
+        mechanisms,
+        ..Options::for_era(era_for::<V>(pick))
+    }
+}
+
 /// The era at `pick` among those in which variant `V` existed.
 fn era_for<V: Variant>(pick: usize) -> Era {
     let eras: Vec<Era> = Era::ALL
@@ -43,9 +62,9 @@ fn run<M: MemoryModel, V: Variant>(
     model: M,
     layout: &Layout,
     ops: &[Op],
-    era: Era,
+    options: Options,
 ) -> Result<(), String> {
-    let alloc = match Allocator::<M, V>::new(model, layout, Options::for_era(era)) {
+    let alloc = match Allocator::<M, V>::new(model, layout, options) {
         Ok(a) => a,
         Err(AllocError::HolesInBlock { .. }) if !V::HOLE_CHECK => return Ok(()),
         Err(e) => return Err(e.to_string()),
@@ -127,19 +146,19 @@ fn run<M: MemoryModel, V: Variant>(
 /// Runs `ops` on every model that can hold `layout` (and checks that the
 /// others refuse it), in the era at `pick` of those that had `V`.
 fn run_models<V: Variant>(layout: &Layout, ops: &[Op], pick: usize) -> Result<(), String> {
-    let era = era_for::<V>(pick);
+    let options = options_for::<V>(pick);
     if let Some(m) = expect_build(Flat::new(layout), layout, Semantics::Flat)? {
-        run::<_, V>(m, layout, ops, era)?;
+        run::<_, V>(m, layout, ops, options)?;
     }
     if let Some(m) = expect_build(SparseClassic::new(layout), layout, Semantics::Section)? {
-        run::<_, V>(m, layout, ops, era)?;
+        run::<_, V>(m, layout, ops, options)?;
     }
     if let Some(m) = expect_build(SparseExtreme::new(layout), layout, Semantics::Section)? {
-        run::<_, V>(m, layout, ops, era)?;
+        run::<_, V>(m, layout, ops, options)?;
     }
     let e = |e: sparsemem::BuildError| e.to_string();
-    run::<_, V>(VmemmapTable::new(layout).map_err(e)?, layout, ops, era)?;
-    run::<_, V>(VmemmapProbe::new(layout).map_err(e)?, layout, ops, era)
+    run::<_, V>(VmemmapTable::new(layout).map_err(e)?, layout, ops, options)?;
+    run::<_, V>(VmemmapProbe::new(layout).map_err(e)?, layout, ops, options)
 }
 
 proptest! {
@@ -183,9 +202,10 @@ fn zone_device_holes_stay_out_of_the_buddy() {
         })
         .collect();
     let probe = VmemmapProbe::new(&layout).unwrap();
-    run::<_, Config<false, false, true>>(probe, &layout, &ops, Era::V5_13).unwrap();
+    run::<_, Config<false, false, true>>(probe, &layout, &ops, Options::for_era(Era::V5_13))
+        .unwrap();
     let table = VmemmapTable::new(&layout).unwrap();
-    run::<_, Config<false, false, false>>(table, &layout, &ops, Era::V6_18).unwrap();
+    run::<_, Config<false, false, false>>(table, &layout, &ops, Options::default()).unwrap();
     let alloc = Allocator::<_, Config<false, false, true>>::new(
         VmemmapProbe::new(&layout).unwrap(),
         &layout,

@@ -171,3 +171,39 @@ fn invalid_gfp_masks_are_refused() {
     );
     assert_eq!(alloc.free_pages_total(), free);
 }
+
+/// With the watermark mechanism off (`Mechanisms`, as `bench breakdown`
+/// runs it) a GFP_KERNEL request takes the last page; with page
+/// preparation off a `__GFP_COMP` block is left plain and a mapped page is
+/// not checked on free.
+#[test]
+fn mechanisms_turn_off_one_at_a_time() {
+    use buddy::Mechanisms;
+    let layout = Layout::new(
+        Geometry::X86_64,
+        vec![MemRange::new(4 * GIB, 4 * GIB + 128 * MIB, RangeKind::Ram, 0)],
+        "one zone",
+    )
+    .unwrap();
+    let options = Options {
+        mechanisms: Mechanisms::BOOKKEEPING,
+        ..Options::default()
+    };
+    let alloc =
+        Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, options)
+            .unwrap();
+    let model = alloc.model();
+    let big = alloc
+        .alloc_pages(Order::new(3), Gfp::KERNEL | Gfp::COMP, NodeId::ZERO, None)
+        .unwrap();
+    let head = sparsemem::MemoryModel::pfn_to_page(model, big).unwrap();
+    assert!(!head.test(sparsemem::PageFlag::Head), "no compound prep");
+    head.set_mapping(0xbad);
+    alloc.free_pages(big, Order::new(3)).unwrap();
+    head.set_mapping(0);
+    let held = drain(&alloc, Gfp::KERNEL);
+    assert_eq!(held.len() as u64, alloc.managed_pages_total(), "no watermark");
+    for p in held {
+        alloc.free_pages(p, Order::ZERO).unwrap();
+    }
+}
