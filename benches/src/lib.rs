@@ -7,6 +7,10 @@
 #![deny(unsafe_code)]
 
 pub mod commands;
+// `Counted` forwards `MemoryModel`'s unsafe promises to the model it wraps,
+// and replays unchecked lookups on pfns checked valid beforehand.
+#[allow(unsafe_code)]
+pub mod counting;
 pub mod experiments;
 pub mod floor;
 /// The default comparison (`pfnlab` with no command).

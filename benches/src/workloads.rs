@@ -149,10 +149,21 @@ pub fn zone_pairs<M: MemoryModel, V: Variant>(
     node: NodeId,
     n: u64,
 ) -> u64 {
+    zone_pairs_gfp(alloc, node, n, Gfp::HIGHUSER_MOVABLE)
+}
+
+/// [`zone_pairs`] with the request's GFP mask.
+#[inline(never)]
+pub fn zone_pairs_gfp<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    node: NodeId,
+    n: u64,
+    gfp: Gfp,
+) -> u64 {
     let mut acc = 0;
     for _ in 0..n {
         let pfn = alloc
-            .alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, node, None)
+            .alloc_pages(Order::ZERO, gfp, node, None)
             .expect("memory");
         acc ^= pfn.get();
         alloc.free_pages(pfn, Order::ZERO).expect("free");
@@ -164,9 +175,19 @@ pub fn zone_pairs<M: MemoryModel, V: Variant>(
 /// merge once the list is warm).
 #[inline(never)]
 pub fn pcp_pairs<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, n: u64) -> u64 {
+    pcp_pairs_gfp(cpu, n, Gfp::HIGHUSER_MOVABLE)
+}
+
+/// [`pcp_pairs`] with the request's GFP mask.
+#[inline(never)]
+pub fn pcp_pairs_gfp<M: MemoryModel, V: Variant>(
+    cpu: &mut PerCpu<'_, M, V>,
+    n: u64,
+    gfp: Gfp,
+) -> u64 {
     let mut acc = 0;
     for _ in 0..n {
-        let pfn = cpu.alloc(Gfp::HIGHUSER_MOVABLE).expect("memory");
+        let pfn = cpu.alloc(gfp).expect("memory");
         acc ^= pfn.get();
         cpu.free(pfn).expect("free");
     }

@@ -1028,7 +1028,7 @@ mod tests {
             ZoneId::new(0),
             [start, end],
             Order::new(10),
-            Era::default(),
+            Path::new(Era::default(), crate::Mechanisms::ALL),
         );
         let outside = zone
             .give_range(&model, [Pfn::new(0x800), start], false)

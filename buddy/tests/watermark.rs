@@ -181,7 +181,12 @@ fn mechanisms_turn_off_one_at_a_time() {
     use buddy::Mechanisms;
     let layout = Layout::new(
         Geometry::X86_64,
-        vec![MemRange::new(4 * GIB, 4 * GIB + 128 * MIB, RangeKind::Ram, 0)],
+        vec![MemRange::new(
+            4 * GIB,
+            4 * GIB + 128 * MIB,
+            RangeKind::Ram,
+            0,
+        )],
         "one zone",
     )
     .unwrap();
@@ -189,9 +194,8 @@ fn mechanisms_turn_off_one_at_a_time() {
         mechanisms: Mechanisms::BOOKKEEPING,
         ..Options::default()
     };
-    let alloc =
-        Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, options)
-            .unwrap();
+    let alloc = Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, options)
+        .unwrap();
     let model = alloc.model();
     let big = alloc
         .alloc_pages(Order::new(3), Gfp::KERNEL | Gfp::COMP, NodeId::ZERO, None)
@@ -202,7 +206,11 @@ fn mechanisms_turn_off_one_at_a_time() {
     alloc.free_pages(big, Order::new(3)).unwrap();
     head.set_mapping(0);
     let held = drain(&alloc, Gfp::KERNEL);
-    assert_eq!(held.len() as u64, alloc.managed_pages_total(), "no watermark");
+    assert_eq!(
+        held.len() as u64,
+        alloc.managed_pages_total(),
+        "no watermark"
+    );
     for p in held {
         alloc.free_pages(p, Order::ZERO).unwrap();
     }

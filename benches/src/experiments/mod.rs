@@ -2,6 +2,7 @@
 //! comparison. Each prints a table with the seed's published figures beside
 //! ours, and writes the common JSON shape with `--json`.
 
+pub mod breakdown;
 pub mod bulk;
 pub mod compare;
 pub mod cpuset;
@@ -40,11 +41,14 @@ pub enum Experiment {
     Peers,
     /// `pfn_valid` and the allocator against the fraction of holes.
     HoleDensity,
+    /// Where the hot path's time goes, mechanism by mechanism, with the
+    /// memory model's share.
+    Breakdown,
 }
 
 impl Experiment {
     /// Every experiment, in the order `pfnlab bench --help` lists them.
-    pub const ALL: [Experiment; 7] = [
+    pub const ALL: [Experiment; 8] = [
         Experiment::Flags,
         Experiment::Lock,
         Experiment::PfnValid,
@@ -52,6 +56,7 @@ impl Experiment {
         Experiment::Cpuset,
         Experiment::Peers,
         Experiment::HoleDensity,
+        Experiment::Breakdown,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -64,6 +69,7 @@ impl Experiment {
             Experiment::Cpuset => "cpuset",
             Experiment::Peers => "peers",
             Experiment::HoleDensity => "hole-density",
+            Experiment::Breakdown => "breakdown",
         }
     }
 
@@ -89,6 +95,7 @@ impl Experiment {
                 Era::V2_6_23
             }
             Experiment::Bulk | Experiment::HoleDensity => Era::V5_13,
+            Experiment::Breakdown => Era::V6_18,
         }
     }
 
@@ -97,9 +104,10 @@ impl Experiment {
         match self {
             Experiment::PfnValid => ModelKind::VmemmapProbe,
             Experiment::Flags | Experiment::Lock | Experiment::Cpuset => ModelKind::SparseExtreme,
-            Experiment::Bulk | Experiment::Peers | Experiment::HoleDensity => {
-                ModelKind::VmemmapTable
-            }
+            Experiment::Bulk
+            | Experiment::Peers
+            | Experiment::HoleDensity
+            | Experiment::Breakdown => ModelKind::VmemmapTable,
         }
     }
 
@@ -111,7 +119,8 @@ impl Experiment {
             | Experiment::Lock
             | Experiment::Bulk
             | Experiment::Peers
-            | Experiment::HoleDensity => "preset:x86-pci-hole",
+            | Experiment::HoleDensity
+            | Experiment::Breakdown => "preset:x86-pci-hole",
             Experiment::PfnValid => "host",
         }
     }
@@ -271,6 +280,7 @@ pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<()
         Experiment::Cpuset => cpuset::run(&ctx),
         Experiment::Peers => peers::run(&ctx),
         Experiment::HoleDensity => hole_density::run(&ctx),
+        Experiment::Breakdown => breakdown::run(&ctx),
     }?;
     check_rows(&outcome.rows)?;
     print!("{}", outcome.table);
