@@ -275,6 +275,11 @@ unsafe impl<M: MemoryModel> MemoryModel for Counted<M> {
         self.inner.pfn_to_page(pfn)
     }
 
+    fn pfn_to_page_ptr_checked(&self, pfn: Pfn) -> Option<*const Page> {
+        self.count(ModelOp::PfnToPage, pfn.get());
+        self.inner.pfn_to_page_ptr_checked(pfn)
+    }
+
     fn page_to_pfn(&self, page: &Page) -> Pfn {
         let pfn = self.inner.page_to_pfn(page);
         self.count(ModelOp::PageToPfn, pfn.get());

@@ -176,6 +176,7 @@ fn every_experiment_runs_in_quick_mode() {
         ("cpuset", vec!["--layout", "preset:numa-fake-64"]),
         ("peers", vec![]),
         ("hole-density", vec![]),
+        ("breakdown", vec!["--model", "sparse-extreme"]),
     ] {
         let json = s.path(&format!("{exp}.json"));
         let mut args = vec!["bench", exp, "--quick", "--json", json.to_str().unwrap()];
@@ -236,6 +237,28 @@ fn every_experiment_runs_in_quick_mode() {
                 rows.iter()
                     .any(|r| r["check_share"].as_f64().unwrap() > 0.0)
             ),
+            "breakdown" => {
+                assert_eq!(rows.len(), 2 * 4, "two paths, four steps");
+                for r in &rows {
+                    let share = r["model_share"].as_f64().unwrap();
+                    assert!((0.0..=1.0).contains(&share), "{r}");
+                    let ops = &r["model_ops_per_pair"];
+                    // Every free looks its pfn up (pfnlab's API takes pfns).
+                    assert!(ops["pfn_to_page"].as_f64().unwrap() >= 1.0, "{r}");
+                }
+                let pageblock = |v: &str| {
+                    rows.iter().find(|r| r["variant"] == v).unwrap()["model_ops_per_pair"]
+                        ["get_pfnblock_migratetype"]
+                        .as_f64()
+                        .unwrap()
+                };
+                assert_eq!(pageblock("pcp-bookkeeping"), 0.0);
+                assert_eq!(
+                    pageblock("pcp-pageblock lookups"),
+                    1.0,
+                    "one lookup per free"
+                );
+            }
             _ => {}
         }
     }

@@ -350,67 +350,67 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         AllocContext::new(gfp, self.path.migratetypes).map_err(AllocError::Gfp)
     }
 
-    /// `__alloc_pages` without reclaim: `get_page_from_freelist` with the
-    /// low watermark, then once more with the slow path's flags
-    /// (`gfp_to_alloc_flags`: the min watermark, less for `__GFP_HIGH` and
-    /// non-blocking requests, none for `__GFP_MEMALLOC`). pfnlab has no
-    /// kswapd, reclaim or compaction, so a request that fails both passes
-    /// is [`AllocError::NoMemory`]. `allowed` is the cpuset check per zone;
-    /// `take` takes a block from a zone that passed its watermark.
+    /// Whether `get_page_from_freelist` may take from `zone` for a
+    /// request: the GFP zone limit, the cpuset (`allowed`), then
+    /// `zone_watermark_fast` with `flags` (none when the watermark
+    /// mechanism is off).
     #[inline(always)]
-    pub(crate) fn alloc_pages_walk(
+    pub(crate) fn zone_usable(
         &self,
+        zone: &Zone<V>,
         order: Order,
-        gfp: Gfp,
-        index: usize,
-        mut allowed: impl FnMut(&Zone<V>) -> bool,
-        mut take: impl FnMut(ZoneId, &AllocContext) -> Option<Pfn>,
-    ) -> Result<Pfn, AllocError> {
-        self.check_order(order)?;
-        let ac = self.prepare_alloc_pages(gfp)?;
-        let passes: &[AllocFlags] = if self.path.watermarks {
-            &[AllocFlags::FAST, AllocFlags::slow(gfp)]
-        } else {
-            &[AllocFlags::NO_WATERMARKS]
-        };
-        for &flags in passes {
-            if let Some(pfn) =
-                self.get_page_from_freelist(order, &ac, index, flags, &mut allowed, &mut take)
-            {
-                return Ok(pfn);
-            }
+        ac: &AllocContext,
+        flags: AllocFlags,
+        allowed: bool,
+    ) -> bool {
+        if zone.kind > ac.highest_zone || !allowed {
+            return false;
         }
-        Err(AllocError::NoMemory { order })
+        match zone.wmark_pages(flags) {
+            Some(mark) => zone.watermark_ok(order, mark, ac.highest_zone, flags),
+            None => true,
+        }
     }
 
-    /// `get_page_from_freelist`: the first zone of the zonelist that the
-    /// zone limit and `allowed` admit, whose watermark holds and that has
-    /// the block.
+    /// The flags of `get_page_from_freelist`'s first pass: the low
+    /// watermark (`ALLOC_WMARK_LOW`), or none with the mechanism off.
     #[inline(always)]
-    fn get_page_from_freelist(
+    pub(crate) fn fast_flags(&self) -> AllocFlags {
+        if self.path.watermarks {
+            AllocFlags::FAST
+        } else {
+            AllocFlags::NO_WATERMARKS
+        }
+    }
+
+    /// `__alloc_pages_slowpath` without kswapd, reclaim or compaction: one
+    /// more zonelist walk with `gfp_to_alloc_flags` (the min watermark,
+    /// less for `__GFP_HIGH` and non-blocking requests, none for
+    /// `__GFP_MEMALLOC`). A request that fails it is
+    /// [`AllocError::NoMemory`]. `take` takes a block from a zone that
+    /// passed.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn alloc_pages_slowpath(
         &self,
         order: Order,
         ac: &AllocContext,
         index: usize,
-        flags: AllocFlags,
-        allowed: &mut impl FnMut(&Zone<V>) -> bool,
-        take: &mut impl FnMut(ZoneId, &AllocContext) -> Option<Pfn>,
-    ) -> Option<Pfn> {
-        for &zid in self.zonelist_at(index, ac.gfp) {
-            let zone = &self.zones[zid.index()];
-            if zone.kind > ac.highest_zone || !allowed(zone) {
-                continue;
-            }
-            if let Some(mark) = zone.wmark_pages(flags)
-                && !zone.watermark_ok(order, mark, ac.highest_zone, flags)
-            {
-                continue;
-            }
-            if let Some(pfn) = take(zid, ac) {
-                return Some(pfn);
+        mut allowed: impl FnMut(&Zone<V>) -> bool,
+        mut take: impl FnMut(ZoneId) -> Option<Pfn>,
+    ) -> Result<Pfn, AllocError> {
+        if self.path.watermarks {
+            let flags = AllocFlags::slow(ac.gfp);
+            for &zid in self.zonelist_at(index, ac.gfp) {
+                let zone = &self.zones[zid.index()];
+                if self.zone_usable(zone, order, ac, flags, allowed(zone))
+                    && let Some(pfn) = take(zid)
+                {
+                    return Ok(pfn);
+                }
             }
         }
-        None
+        Err(AllocError::NoMemory { order })
     }
 
     /// `__alloc_pages` on the zone path (no per-CPU list): walks the
@@ -441,17 +441,32 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         self.alloc_pages_at(order, gfp, self.node_index(node)?, allowed)
     }
 
-    /// [`Allocator::alloc_pages_with`] for the node at `index`.
+    /// [`Allocator::alloc_pages_with`] for the node at `index`:
+    /// `__alloc_pages` on the zone path. `get_page_from_freelist` walks the
+    /// zonelist with the low watermark; if no zone can serve the request,
+    /// the slow path walks it once more with the min watermark.
     #[inline(always)]
     pub(crate) fn alloc_pages_at(
         &self,
         order: Order,
         gfp: Gfp,
         index: usize,
-        allowed: impl FnMut(&Zone<V>) -> bool,
+        mut allowed: impl FnMut(&Zone<V>) -> bool,
     ) -> Result<Pfn, AllocError> {
-        self.alloc_pages_walk(order, gfp, index, allowed, |zid, ac| {
-            self.rmqueue_buddy(zid, order, ac.migratetype, ac.gfp.contains(Gfp::COMP))
+        self.check_order(order)?;
+        let ac = self.prepare_alloc_pages(gfp)?;
+        let compound = gfp.contains(Gfp::COMP);
+        let flags = self.fast_flags();
+        for &zid in self.zonelist_at(index, gfp) {
+            let zone = &self.zones[zid.index()];
+            if self.zone_usable(zone, order, &ac, flags, allowed(zone))
+                && let Some(pfn) = self.rmqueue_buddy(zid, order, ac.migratetype, compound)
+            {
+                return Ok(pfn);
+            }
+        }
+        self.alloc_pages_slowpath(order, &ac, index, allowed, |zid| {
+            self.rmqueue_buddy(zid, order, ac.migratetype, compound)
         })
     }
 

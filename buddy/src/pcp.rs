@@ -378,13 +378,25 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     #[inline]
     pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, AllocError> {
         let alloc = self.alloc;
+        alloc.check_order(order)?;
+        let ac = alloc.prepare_alloc_pages(gfp)?;
+        let flags = alloc.fast_flags();
+        for &zid in alloc.zonelist_at(self.node_index, gfp) {
+            let zone = &alloc.zones[zid.index()];
+            let allowed = self.cpuset.as_ref().is_none_or(|m| m.test(zone.node));
+            if alloc.zone_usable(zone, order, &ac, flags, allowed)
+                && let Some(pfn) = self.rmqueue(zid, &ac, order)
+            {
+                return Ok(pfn);
+            }
+        }
         let cpuset = self.cpuset.take();
-        let got = alloc.alloc_pages_walk(
+        let got = alloc.alloc_pages_slowpath(
             order,
-            gfp,
+            &ac,
             self.node_index,
             |zone| cpuset.as_ref().is_none_or(|m| m.test(zone.node)),
-            |zid, ac| self.rmqueue(zid, ac, order),
+            |zid| self.rmqueue(zid, &ac, order),
         );
         self.cpuset = cpuset;
         got

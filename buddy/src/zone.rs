@@ -555,7 +555,11 @@ pub(crate) fn claim_for_free<M: MemoryModel, V: Variant>(
     pfn: Pfn,
     order: Order,
 ) -> Result<(OwnedBlock, ZoneId), ClaimError> {
-    let page = model.pfn_to_page(pfn).ok_or(ClaimError::OutsideZone)?;
+    let ptr = model
+        .pfn_to_page_ptr_checked(pfn)
+        .ok_or(ClaimError::OutsideZone)?;
+    // SAFETY: a valid pfn's descriptor, live while `model` is borrowed.
+    let page = unsafe { &*ptr };
     let zid = ZoneId(page.zone_id());
     let in_zone = zones
         .get(zid.index())
@@ -573,13 +577,11 @@ pub(crate) fn claim_for_free<M: MemoryModel, V: Variant>(
     if !unsafe { page.ref_freeze(1) } {
         return Err(ClaimError::NotAllocated(zid));
     }
-    // SAFETY: (1) pfn_to_page just validated the pfn; (2) refcount 1 with
-    // the order in `private` means an allocated head, on no list, and the
-    // freeze made this caller its only owner.
-    Ok((
-        unsafe { OwnedBlock::new(model.pfn_to_page_ptr(pfn), pfn, order) },
-        zid,
-    ))
+    // SAFETY: (1) `ptr` is the valid pfn's descriptor pointer, with its
+    // section's provenance; (2) refcount 1 with the order in `private`
+    // means an allocated head, on no list, and the freeze made this caller
+    // its only owner.
+    Ok((unsafe { OwnedBlock::new(ptr, pfn, order) }, zid))
 }
 
 /// Why [`claim_for_free`] refused.

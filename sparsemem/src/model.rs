@@ -97,6 +97,19 @@ pub unsafe trait MemoryModel: Send + Sync {
         }
     }
 
+    /// [`MemoryModel::pfn_to_page_ptr`] guarded by `pfn_valid`: one lookup
+    /// where a caller needs both the answer and the pointer with its
+    /// section provenance (the allocator's free path).
+    #[inline(always)]
+    fn pfn_to_page_ptr_checked(&self, pfn: Pfn) -> Option<*const Page> {
+        if self.pfn_valid(pfn) {
+            // SAFETY: pfn_valid(pfn) just returned true on this model.
+            Some(unsafe { self.pfn_to_page_ptr(pfn) })
+        } else {
+            None
+        }
+    }
+
     /// `page_to_pfn` for a page this model handed out.
     fn page_to_pfn(&self, page: &Page) -> Pfn;
 

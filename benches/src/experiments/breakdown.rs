@@ -297,7 +297,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
             );
             for (which, p) in [("pcp", &s.pcp), ("zone", &s.zone)] {
                 let mut row = Row::new(
-                    &format!("{which}-{}", s.step.trim_start_matches("+ ")),
+                    format!("{which}-{}", s.step.trim_start_matches("+ ")),
                     kind.name(),
                     json!({"era": ctx.era.name(), "gfp": GFP.to_string(), "mechanisms": {
                         "pageblock": s.mechanisms.pageblock,

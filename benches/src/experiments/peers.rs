@@ -75,7 +75,7 @@ impl Contender {
     pub fn what(self) -> &'static str {
         match self {
             Contender::Pfnlab => {
-                "hot-pair and bursts through the per-CPU lists (one handle per thread), split-merge-pair on the zone path (zone lock taken)"
+                "bookkeeping only (no pageblock lookups, watermarks or page checks); hot-pair and bursts through the per-CPU lists (one handle per thread), split-merge-pair on the zone path (zone lock taken)"
             }
             Contender::Floor => {
                 "intrusive free lists in a descriptor array, XOR buddy; no lock, no per-CPU lists, no checks (a Mutex for two threads)"
@@ -279,9 +279,15 @@ fn peer_columns(_: Plan, _: &Layout) -> Result<Vec<(Contender, [Measurement; 4])
 
 /// Measures pfnlab (over `ctx`'s model), the floor and every peer built in.
 pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, CliError> {
+    // The peers keep free lists and nothing else, so pfnlab runs its
+    // bookkeeping only: no pageblock lookups, watermarks or page checks
+    // (`bench breakdown` adds them back one at a time).
     let (ours, splits_merges_per_pair) = ctx.visit(Visitor {
         plan: ctx.plan,
-        alloc_options: ctx.options(),
+        alloc_options: buddy::Options {
+            mechanisms: buddy::Mechanisms::BOOKKEEPING,
+            ..ctx.options()
+        },
     })?;
     let blocks = whole_blocks(&ctx.layout)?;
     FloorBuddy::new(&blocks)?;
