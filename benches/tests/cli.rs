@@ -238,7 +238,7 @@ fn every_experiment_runs_in_quick_mode() {
                     .any(|r| r["check_share"].as_f64().unwrap() > 0.0)
             ),
             "breakdown" => {
-                assert_eq!(rows.len(), 2 * 4, "two paths, four steps");
+                assert_eq!(rows.len(), 2 * 5, "two paths, five steps");
                 for r in &rows {
                     let share = r["model_share"].as_f64().unwrap();
                     assert!((0.0..=1.0).contains(&share), "{r}");

@@ -31,6 +31,7 @@ use sparsemem::{
 
 use crate::era::{Era, Mechanisms, Path};
 use crate::error::AllocError;
+use crate::frames::Frames;
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
 use crate::list::OwnedBlock;
 use crate::node::{Node, NodeMask, build_nodes};
@@ -63,6 +64,10 @@ pub struct Options {
     pub cpus: Option<u32>,
     /// Which of the era's mechanisms run (default: all).
     pub mechanisms: Mechanisms,
+    /// Back the layout's memory with real frames ([`Frames`]), so
+    /// [`Allocator::page_address`] answers and `__GFP_ZERO` clears pages
+    /// (default: off; pfnlab then touches only `struct page`s).
+    pub frames: bool,
 }
 
 impl Options {
@@ -88,6 +93,8 @@ pub struct Allocator<M, V> {
     pub(crate) options: Options,
     /// The era's mechanisms that run, resolved once.
     pub(crate) path: Path,
+    /// Real frames, when asked for.
+    pub(crate) frames: Option<Frames>,
     /// Memory blocks (global block numbers) present in the model but
     /// managed by no zone — hot-added and not yet onlined, or offlined —
     /// with the node they were added for. Only these may be onlined or
@@ -207,6 +214,11 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             nodes: Vec::new(),
             options,
             path: Path::new(options.era, options.mechanisms),
+            frames: if options.frames {
+                Some(Frames::new(layout)?)
+            } else {
+                None
+            },
             offline: Default::default(),
             _variant: PhantomData,
         };
@@ -295,6 +307,27 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// ```
     pub fn model(&self) -> &M {
         &self.model
+    }
+
+    /// `page_address`: where `pfn`'s frame is, with real frames
+    /// ([`Options::frames`]); `None` without them or outside the layout's
+    /// memory. Reading or writing it is the caller's `unsafe`, and sound
+    /// only while the caller holds the page.
+    pub fn page_address(&self, pfn: Pfn) -> Option<std::ptr::NonNull<u8>> {
+        self.frames.as_ref()?.page_address(pfn)
+    }
+
+    /// `prep_new_page`: `post_alloc_hook` (with `__GFP_ZERO` and real
+    /// frames, `kernel_init_pages` clears every page) and, with
+    /// `__GFP_COMP`, `prep_compound_page`; returns the pfn handed out.
+    #[inline(always)]
+    pub(crate) fn prep_new_page(&self, block: OwnedBlock, gfp: Gfp) -> Pfn {
+        if gfp.contains(Gfp::ZERO)
+            && let Some(frames) = &self.frames
+        {
+            frames.clear_block(&block);
+        }
+        block.prep_new_page(gfp.contains(Gfp::COMP) && self.path.page_prep)
     }
 
     /// The zones, by id.
@@ -455,18 +488,17 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     ) -> Result<Pfn, AllocError> {
         self.check_order(order)?;
         let ac = self.prepare_alloc_pages(gfp)?;
-        let compound = gfp.contains(Gfp::COMP);
         let flags = self.fast_flags();
         for &zid in self.zonelist_at(index, gfp) {
             let zone = &self.zones[zid.index()];
             if self.zone_usable(zone, order, &ac, flags, allowed(zone))
-                && let Some(pfn) = self.rmqueue_buddy(zid, order, ac.migratetype, compound)
+                && let Some(pfn) = self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
             {
                 return Ok(pfn);
             }
         }
         self.alloc_pages_slowpath(order, &ac, index, allowed, |zid| {
-            self.rmqueue_buddy(zid, order, ac.migratetype, compound)
+            self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
         })
     }
 
@@ -486,7 +518,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             {
                 continue;
             }
-            if let Some(pfn) = self.rmqueue_buddy(zid, order, Migratetype::Movable, false) {
+            if let Some(pfn) =
+                self.rmqueue_buddy(zid, order, Migratetype::Movable, Gfp::HIGHUSER_MOVABLE)
+            {
                 return Ok(pfn);
             }
         }
@@ -494,14 +528,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     /// One block from one zone, under its lock, prepared for its caller
-    /// (a compound page with `__GFP_COMP`): `rmqueue_buddy`.
+    /// as `gfp` asks: `rmqueue_buddy`.
     #[inline(always)]
     pub(crate) fn rmqueue_buddy(
         &self,
         zid: ZoneId,
         order: Order,
         mt: Migratetype,
-        compound: bool,
+        gfp: Gfp,
     ) -> Option<Pfn> {
         let zone = self.zones.get(zid.index())?;
         let mut area = zone.free.lock();
@@ -511,7 +545,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         if self.path.watermarks {
             zone.mod_free_pages(-(order.nr_pages() as i64));
         }
-        Some(block.prep_new_page(compound && self.path.page_prep))
+        Some(self.prep_new_page(block, gfp))
     }
 
     /// Refuses an order above the geometry's `MAX_PAGE_ORDER` (the

@@ -52,6 +52,9 @@ pub enum AllocError {
         /// The kernel's `page_bad_reason` text.
         reason: &'static str,
     },
+    /// Real frames cannot be had for this layout (too much address space,
+    /// a mapping the host refused, or a hot-add outside the frames).
+    Frames(String),
     /// An invalid GFP mask (two zone modifiers, or movable and
     /// reclaimable at once).
     Gfp(crate::GfpError),
@@ -139,6 +142,7 @@ impl fmt::Display for AllocError {
             AllocError::Order(e) => write!(f, "{e}"),
             AllocError::EraMismatch(why) => f.write_str(why),
             AllocError::Gfp(e) => write!(f, "{e}"),
+            AllocError::Frames(why) => f.write_str(why),
             AllocError::BadPage { pfn, reason } => write!(
                 f,
                 "bad page state at pfn {pfn}: {reason} (the free is refused, the block stays allocated)"

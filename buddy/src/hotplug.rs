@@ -102,6 +102,13 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// `add_memory(node, start, size)`: hot-adds whole memory blocks for
     /// `node`; they stay offline until [`Allocator::online_pages`].
     pub fn hot_add(&mut self, start: Pfn, nr_pages: u64, node: NodeId) -> Result<(), AllocError> {
+        if let Some(frames) = &self.frames
+            && !frames.covers(start, nr_pages)
+        {
+            return Err(AllocError::Frames(format!(
+                "real frames: hot-added pfns {start}+{nr_pages} lie outside the frames of the layout's memory span"
+            )));
+        }
         let blocks = self.blocks(start, nr_pages)?;
         self.model.hot_add(start, nr_pages)?;
         self.offline.extend(blocks.map(|b| (b, node)));

@@ -37,6 +37,9 @@ mod error;
 // The fallback lists: moving free blocks between migratetype lists.
 #[allow(unsafe_code)]
 mod fallback;
+// Real frames: a mapping written by the allocator for blocks it owns.
+#[allow(unsafe_code)]
+mod frames;
 mod gfp;
 mod hotplug;
 // The intrusive lists and the owned-block token: the only writers of a
@@ -61,6 +64,7 @@ mod zone;
 pub use alloc::{Allocator, LockPolicy, MAX_BULK, MAX_ZONES, Options};
 pub use era::{Era, Mechanisms};
 pub use error::AllocError;
+pub use frames::{Frames, MAX_FRAMES_BYTES};
 pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;
 pub use node::{Node, NodeMask};

@@ -338,7 +338,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         zid: ZoneId,
         mt: Migratetype,
         order: Order,
-        compound: bool,
+        gfp: Gfp,
     ) -> Option<Pfn> {
         let locked = self.alloc.path.pcp_lock;
         if locked && !self.pcp[zid.index()].lock.try_lock() {
@@ -348,21 +348,19 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         if locked {
             self.pcp[zid.index()].lock.unlock();
         }
-        Some(block?.prep_new_page(compound && self.alloc.path.page_prep))
+        Some(self.alloc.prep_new_page(block?, gfp))
     }
 
     /// `rmqueue`: through the per-CPU list when the order may use it, else
     /// (or when that fails) from the zone (`rmqueue_buddy`).
     #[inline(always)]
     fn rmqueue(&mut self, zid: ZoneId, ac: &AllocContext, order: Order) -> Option<Pfn> {
-        let compound = ac.gfp.contains(Gfp::COMP);
         if self.pcp_allowed_order(order)
-            && let Some(pfn) = self.rmqueue_pcplist(zid, ac.migratetype, order, compound)
+            && let Some(pfn) = self.rmqueue_pcplist(zid, ac.migratetype, order, ac.gfp)
         {
             return Some(pfn);
         }
-        self.alloc
-            .rmqueue_buddy(zid, order, ac.migratetype, compound)
+        self.alloc.rmqueue_buddy(zid, order, ac.migratetype, ac.gfp)
     }
 
     /// Allocates one page (order 0) through the per-CPU lists, with the
@@ -509,7 +507,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             while got < want {
                 match self.__rmqueue_pcplist(zid, ac.migratetype, Order::ZERO) {
                     Some(block) => {
-                        put(block.prep_new_page(false));
+                        put(self.alloc.prep_new_page(block, gfp.without(Gfp::COMP)));
                         got += 1;
                     }
                     None => break,

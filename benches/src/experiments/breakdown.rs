@@ -1,7 +1,9 @@
 //! `breakdown`: where the time of the allocator's hot path goes. An order-0
 //! GFP_KERNEL alloc+free through the per-CPU lists and one on the zone path
 //! (a split of a `MAX_PAGE_ORDER` block and the merges back), with the
-//! era's mechanisms added one at a time, per model. Each row also carries
+//! era's mechanisms added one at a time, per model: bookkeeping, the
+//! pageblock lookups, watermarks with the GFP flags and counters, page
+//! preparation and checks, and last `__GFP_ZERO` on real frames. Each row also carries
 //! the share spent in memory-model operations.
 //!
 //! The share is measured by counting, not by subtraction: the same path
@@ -29,9 +31,10 @@ use crate::report::{Row, fmt_ns};
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{pcp_pairs_gfp, zone_pairs_gfp};
 
-/// The steps, each adding mechanisms to the one before.
-pub const STEPS: [(&str, Mechanisms); 4] = [
-    ("bookkeeping", Mechanisms::BOOKKEEPING),
+/// The steps, each adding mechanisms to the one before; the last also
+/// backs the pages with real frames and asks for `__GFP_ZERO`.
+pub const STEPS: [(&str, Mechanisms, bool); 5] = [
+    ("bookkeeping", Mechanisms::BOOKKEEPING, false),
     (
         "+ pageblock lookups",
         Mechanisms {
@@ -39,6 +42,7 @@ pub const STEPS: [(&str, Mechanisms); 4] = [
             watermarks: false,
             page_prep: false,
         },
+        false,
     ),
     (
         "+ watermarks, GFP, counters",
@@ -47,12 +51,19 @@ pub const STEPS: [(&str, Mechanisms); 4] = [
             watermarks: true,
             page_prep: false,
         },
+        false,
     ),
-    ("+ page prep and checks", Mechanisms::ALL),
+    ("+ page prep and checks", Mechanisms::ALL, false),
+    ("+ __GFP_ZERO on real frames", Mechanisms::ALL, true),
 ];
 
-/// The request every row makes.
+/// The request the rows make (with `__GFP_ZERO` in the last step).
 const GFP: Gfp = Gfp::KERNEL;
+
+/// The request of a step.
+fn gfp(zero: bool) -> Gfp {
+    if zero { GFP | Gfp::ZERO } else { GFP }
+}
 
 /// One path's measurement with its memory-model share.
 #[derive(Clone, Debug)]
@@ -82,6 +93,8 @@ pub struct StepResult {
     pub step: &'static str,
     /// Its mechanisms.
     pub mechanisms: Mechanisms,
+    /// Real frames and `__GFP_ZERO`.
+    pub zero: bool,
     /// Through the per-CPU lists.
     pub pcp: PathCost,
     /// On the zone path.
@@ -97,14 +110,19 @@ enum Which {
 
 /// Runs `n` pairs of `which` on `alloc` (a fresh per-CPU handle for the
 /// pcp path, warmed by one pair).
-fn pairs<M: sparsemem::MemoryModel>(alloc: &Allocator<M, Kernel>, which: Which, n: u64) -> u64 {
+fn pairs<M: sparsemem::MemoryModel>(
+    alloc: &Allocator<M, Kernel>,
+    which: Which,
+    n: u64,
+    gfp: Gfp,
+) -> u64 {
     let node = alloc.nodes()[0].id;
     match which {
         Which::Pcp => {
             let mut cpu = alloc.cpu_on(node).expect("a node with memory");
-            pcp_pairs_gfp(&mut cpu, n, GFP)
+            pcp_pairs_gfp(&mut cpu, n, gfp)
         }
-        Which::Zone => zone_pairs_gfp(alloc, node, n, GFP),
+        Which::Zone => zone_pairs_gfp(alloc, node, n, gfp),
     }
 }
 
@@ -121,19 +139,20 @@ fn model_cost<M: Buildable>(
     let model = Counted::new(M::build(layout, options)?);
     let alloc = Allocator::<Counted<M>, Kernel>::new(model, layout, alloc_options)?;
     let node = alloc.nodes()[0].id;
+    let gfp = gfp(alloc_options.frames);
     let run = |n| match which {
         Which::Pcp => {
             let mut cpu = alloc.cpu_on(node).expect("a node with memory");
             // Warm the per-CPU list, then count only the pairs.
-            pcp_pairs_gfp(&mut cpu, 1, GFP);
+            pcp_pairs_gfp(&mut cpu, 1, gfp);
             alloc.model().reset();
-            pcp_pairs_gfp(&mut cpu, n, GFP);
+            pcp_pairs_gfp(&mut cpu, n, gfp);
             alloc.model().ops()
         }
         Which::Zone => {
-            zone_pairs_gfp(&alloc, node, 1, GFP);
+            zone_pairs_gfp(&alloc, node, 1, gfp);
             alloc.model().reset();
-            zone_pairs_gfp(&alloc, node, n, GFP);
+            zone_pairs_gfp(&alloc, node, n, gfp);
             alloc.model().ops()
         }
     };
@@ -161,8 +180,9 @@ impl Visitor {
             Which::Zone => plan.iters(200_000, 2_000),
         };
         let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
+        let gfp = gfp(alloc_options.frames);
         let pair = measure(plan.trials, || {
-            std::hint::black_box(pairs(&alloc, which, n));
+            std::hint::black_box(pairs(&alloc, which, n, gfp));
             n
         });
         drop(alloc);
@@ -189,15 +209,17 @@ impl ModelVisitor for Visitor {
     ) -> Result<Vec<StepResult>, AllocError> {
         STEPS
             .iter()
-            .map(|&(step, mechanisms)| {
+            .map(|&(step, mechanisms, zero)| {
                 let alloc_options = Options {
                     era: self.era,
                     mechanisms,
+                    frames: zero,
                     ..Options::default()
                 };
                 Ok(StepResult {
                     step,
                     mechanisms,
+                    zero,
                     pcp: self.path::<M>(layout, options, alloc_options, Which::Pcp)?,
                     zone: self.path::<M>(layout, options, alloc_options, Which::Zone)?,
                 })
@@ -272,7 +294,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     };
     let mut rows = Vec::new();
     let mut table = format!(
-        "Order-0 {GFP} alloc+free pairs, era {}; model share = memory-model calls per pair x their cost replayed alone (see docs/experiments.md)\n",
+        "Order-0 {GFP} alloc+free pairs, era {}; the last step adds real frames and __GFP_ZERO; model share = memory-model calls per pair x their cost replayed alone (see docs/experiments.md)\n",
         ctx.era
     );
     for kind in kinds {
@@ -299,7 +321,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
                 let mut row = Row::new(
                     format!("{which}-{}", s.step.trim_start_matches("+ ")),
                     kind.name(),
-                    json!({"era": ctx.era.name(), "gfp": GFP.to_string(), "mechanisms": {
+                    json!({"era": ctx.era.name(), "gfp": gfp(s.zero).to_string(), "frames": s.zero, "mechanisms": {
                         "pageblock": s.mechanisms.pageblock,
                         "watermarks": s.mechanisms.watermarks,
                         "page_prep": s.mechanisms.page_prep,
