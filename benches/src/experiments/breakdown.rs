@@ -243,19 +243,19 @@ pub fn measure_model(
     )
 }
 
-/// The full path's memory-model share for model `kind`: the last step's
-/// zone-path cost, as the default comparison reports it.
-pub fn zone_share<M: Buildable>(
+/// Memory-model time per zone-path order-0 alloc+free pair of `gfp` (the
+/// default comparison's allocator column): `n` pairs counted over
+/// [`Counted`], each call priced by replaying it alone. Returns ns and TSC
+/// cycles per pair.
+pub fn zone_model_time<M: Buildable>(
     layout: &Layout,
     options: VmemmapOptions,
     alloc_options: Options,
-    plan: Plan,
-) -> Result<PathCost, AllocError> {
-    Visitor {
-        plan,
-        era: alloc_options.era,
-    }
-    .path::<M>(layout, options, alloc_options, Which::Zone)
+    n: u64,
+    trials: usize,
+) -> Result<(f64, f64), AllocError> {
+    let (ops, costs) = model_cost::<M>(layout, options, alloc_options, Which::Zone, n, trials)?;
+    Ok(ops.model_ns_per(n, &costs))
 }
 
 fn ops_text(ops: &[f64; 6]) -> String {

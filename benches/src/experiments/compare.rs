@@ -40,6 +40,9 @@ pub struct ModelResult {
     pub alloc_on: Option<Measurement>,
     /// Memmap bytes.
     pub memmap: MemmapBytes,
+    /// The memory model's share of `alloc_off` (calls per pair × their
+    /// replayed cost, over the pair's time; see `bench breakdown`).
+    pub model_share: Option<f64>,
 }
 
 struct CompareVisitor<'a> {
@@ -115,6 +118,20 @@ impl ModelVisitor for CompareVisitor<'_> {
         } else {
             None
         };
+        let model_share = match &alloc_off {
+            Some(pair) => {
+                let n = plan.iters(20_000, 2_000);
+                let (model_ns, _) = crate::experiments::breakdown::zone_model_time::<M>(
+                    layout,
+                    options,
+                    self.alloc_options,
+                    n,
+                    plan.trials,
+                )?;
+                Some((model_ns / pair.ns_per_op.median).clamp(0.0, 1.0))
+            }
+            None => None,
+        };
         Ok(ModelResult {
             kind: self.kind,
             valid: valid_m,
@@ -123,6 +140,7 @@ impl ModelVisitor for CompareVisitor<'_> {
             alloc_off,
             alloc_on,
             memmap,
+            model_share,
         })
     }
 }
@@ -193,17 +211,19 @@ pub fn table(
 ) -> String {
     let mut out = format!(
         "median ns per op ({})\n\
-         model                 pfn_valid valid   pfn_valid hole     pfn_to_page+flags  alloc+free (no check)  alloc+free (hole check)  memmap reserved  memmap resident\n",
+         model                 pfn_valid valid   pfn_valid hole     pfn_to_page+flags  alloc+free (no check)  model share  alloc+free (hole check)  memmap reserved  memmap resident\n",
         crate::timing::COUNTER_UNIT
     );
     for r in results {
         out += &format!(
-            "{:<21} {:>16}  {:>16}  {:>17}  {:>21}  {:>23}  {:>15}  {:>15}\n",
+            "{:<21} {:>16}  {:>16}  {:>17}  {:>21}  {:>11}  {:>23}  {:>15}  {:>15}\n",
             r.kind.name(),
             cell(&r.valid),
             cell(&r.hole),
             cell(&r.page_read),
             r.alloc_off.as_ref().map_or("n/a (holes)".into(), cell),
+            r.model_share
+                .map_or("n/a".into(), |s| format!("{:.0}%", 100.0 * s)),
             r.alloc_on.as_ref().map_or("n/a (5.14+: none)".into(), cell),
             human_bytes(r.memmap.reserved),
             human_bytes(r.memmap.resident),
@@ -302,21 +322,24 @@ pub fn rows(results: &[ModelResult]) -> Vec<Row> {
             "memmap_thp_bytes": r.memmap.huge,
             "table_bytes": r.memmap.tables
         });
-        let mut push = |variant: &str, m: &Measurement| {
+        let mut push = |variant: &str, m: &Measurement, share: Option<f64>| {
             let mut row = Row::new(variant, name, json!({}), m.clone());
             if let Some(obj) = bytes.as_object() {
                 row.extra.extend(obj.clone());
             }
+            if let Some(share) = share {
+                row.extra.insert("model_share".into(), json!(share));
+            }
             rows.push(row);
         };
-        push("pfn_valid-valid", &r.valid);
-        push("pfn_valid-hole", &r.hole);
-        push("pfn_to_page-flags", &r.page_read);
+        push("pfn_valid-valid", &r.valid, None);
+        push("pfn_valid-hole", &r.hole, None);
+        push("pfn_to_page-flags", &r.page_read, None);
         if let Some(m) = &r.alloc_off {
-            push("alloc-free-nocheck", m);
+            push("alloc-free-nocheck", m, r.model_share);
         }
         if let Some(m) = &r.alloc_on {
-            push("alloc-free-holecheck", m);
+            push("alloc-free-holecheck", m, None);
         }
     }
     rows
