@@ -252,19 +252,42 @@ impl<D: Detector> Vmemmap<D> {
     }
 
     /// Retires the memmap of planned removals.
+    ///
+    /// Subsections removed from an early section that stays keep their
+    /// memmap, and `pfn_valid` stays true for them (the early section is
+    /// valid whole). The kernel's `remove_pfn_range_from_zone` leaves those
+    /// descriptors uninitialised (poisoned under `CONFIG_DEBUG_VM`); pfnlab
+    /// puts them back in the state boot gives an early section's hole
+    /// (reserved, no zone), so no stale ZONE_DEVICE descriptor outlives
+    /// its device range.
     fn remove(&mut self, changes: &[SectionChange]) -> Result<(), HotplugError> {
-        let ranges: Vec<(u64, u64)> = changes
-            .iter()
-            .flat_map(|c| {
-                let was_early = self
-                    .table
-                    .nr_to_section(c.nr)
-                    .is_some_and(|ms| ms.is_early());
-                self.retired_ranges(c, was_early)
-            })
-            .collect();
+        let g = *self.table.geometry();
+        let mut retired = Vec::new();
+        let mut uninitialised = Vec::new();
+        for c in changes {
+            let was_early = self
+                .table
+                .nr_to_section(c.nr)
+                .is_some_and(|ms| ms.is_early());
+            if was_early && !c.whole_section {
+                let first = g.section_nr_to_pfn(c.nr).get();
+                uninitialised.extend(c.bits.iter().map(|i| first + i * g.pages_per_subsection()));
+            } else {
+                retired.extend(self.retired_ranges(c, was_early));
+            }
+        }
         self.table.commit_remove(changes);
-        self.retire(&ranges).map_err(HotplugError::Memmap)
+        let shift = g.pfn_section_shift();
+        for first in uninitialised {
+            for pfn in first..first + g.pages_per_subsection() {
+                // SAFETY: (1) an early section's memmap stays populated
+                // while the section is present, and this one is (it did
+                // not empty); (2) the model owns the descriptor and
+                // `&mut self` excludes any allocator use.
+                unsafe { (*self.base.add(pfn as usize)).init_reserved(pfn >> shift) };
+            }
+        }
+        self.retire(&retired).map_err(HotplugError::Memmap)
     }
 
     /// Whether any pfn of `[first, first + nr)` is valid by the table.
