@@ -208,12 +208,21 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         if parts.len() > MAX_ZONES {
             return Err(AllocError::TooManyZones);
         }
+        let mut path = Path::new(options.era, options.mechanisms);
+        // `build_all_zonelists`: with less memory than one pageblock per
+        // migratetype, grouping by mobility is pointless and turned off
+        // (`page_group_by_mobility_disabled`).
+        let g = layout.geometry();
+        let ram: u64 = layout.ram_ranges().map(|(_, a, b)| b.get() - a.get()).sum();
+        if ram < g.pageblock_nr_pages() * sparsemem::MIGRATE_TYPES as u64 {
+            path.mobility = false;
+        }
         let mut alloc = Allocator {
             model,
             zones: Vec::new(),
             nodes: Vec::new(),
             options,
-            path: Path::new(options.era, options.mechanisms),
+            path,
             frames: if options.frames {
                 Some(Frames::new(layout)?)
             } else {
@@ -380,7 +389,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// this era, or why the mask is invalid.
     #[inline(always)]
     pub(crate) fn prepare_alloc_pages(&self, gfp: Gfp) -> Result<AllocContext, AllocError> {
-        AllocContext::new(gfp, self.path.migratetypes).map_err(AllocError::Gfp)
+        AllocContext::new(gfp, self.path.mobility).map_err(AllocError::Gfp)
     }
 
     /// Whether `get_page_from_freelist` may take from `zone` for a

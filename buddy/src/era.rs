@@ -176,6 +176,10 @@ impl Default for Mechanisms {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Path {
     pub(crate) migratetypes: bool,
+    /// `!page_group_by_mobility_disabled`: requests carry their own
+    /// migratetype (else every one is Movable, the type memmap init gives
+    /// every pageblock, so all memory behaves as one type).
+    pub(crate) mobility: bool,
     pub(crate) watermarks: bool,
     pub(crate) page_prep: bool,
     pub(crate) merge_likely: bool,
@@ -187,6 +191,7 @@ impl Path {
     pub(crate) fn new(era: Era, m: Mechanisms) -> Path {
         Path {
             migratetypes: era.has_migratetypes() && m.pageblock,
+            mobility: era.has_migratetypes() && m.pageblock,
             watermarks: m.watermarks,
             page_prep: m.page_prep,
             merge_likely: era.has_buddy_merge_likely() && m.page_prep,

@@ -154,3 +154,32 @@ fn per_cpu_lists_keep_migratetypes_apart() {
     drop(cpu);
     check_structure(&alloc, &Reference::default()).unwrap();
 }
+
+/// With less memory than a pageblock per migratetype
+/// (`page_group_by_mobility_disabled`), an unmovable request takes memory
+/// as it is: nothing falls back or is claimed.
+#[test]
+fn small_memory_disables_grouping_by_mobility() {
+    let layout = Layout::new(
+        Geometry::X86_64,
+        vec![MemRange::new(16 << 20, 24 << 20, RangeKind::Ram, 0)],
+        "8 MiB: under 5 pageblocks of 2 MiB",
+    )
+    .unwrap();
+    let alloc = Allocator::<_, Kernel>::new(
+        SparseExtreme::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .unwrap();
+    let p = alloc
+        .alloc_pages(Order::ZERO, Gfp::KERNEL, NodeId::ZERO, None)
+        .unwrap();
+    assert_eq!(
+        alloc.model().get_pfnblock_migratetype(p),
+        Migratetype::Movable
+    );
+    let stats = alloc.stats_total();
+    assert_eq!((stats.fallbacks, stats.steals), (0, 0));
+    alloc.free_pages(p, Order::ZERO).unwrap();
+}

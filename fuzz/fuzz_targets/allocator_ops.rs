@@ -1,7 +1,9 @@
 //! Structured allocator operation sequences — alloc, free, bulk list and
-//! array, pcp drain, hot add, online with each online type, offline, hot
-//! remove, device memory add and remove, and misuse — over every memory
-//! model, checked against the reference after each step.
+//! array with generated GFP masks (valid or not), pcp drain, hot add,
+//! online with each online type, offline, hot remove, device memory add and
+//! remove, and misuse — over every memory model, in every era that had the
+//! hole check and with a generated subset of mechanisms, checked against
+//! the reference after each step.
 #![no_main]
 
 mod common;
@@ -15,11 +17,11 @@ use vmemmap::{VmemmapProbe, VmemmapTable};
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 enum Op {
-    Alloc(u8),
+    Alloc(u8, u32),
     Free(u16),
     FreeBad(u64, u8),
-    BulkList(u8),
-    BulkArray(u8),
+    BulkList(u8, u32),
+    BulkArray(u8, u32),
     Drain,
     HotAdd(u8, u8),
     Online(u8, u8, u8),
@@ -33,7 +35,36 @@ enum Op {
 struct Input {
     layout: common::FuzzLayout,
     model: u8,
+    era: u8,
+    mechanisms: u8,
     ops: Vec<Op>,
+}
+
+/// A GFP mask from generated bits: one of the kernel's compositions, plus
+/// modifier bits (which may make it invalid: two zones, or movable and
+/// reclaimable at once).
+fn gfp_of(raw: u32) -> Gfp {
+    const BASES: [Gfp; 8] = [
+        Gfp::KERNEL,
+        Gfp::HIGHUSER_MOVABLE,
+        Gfp::ATOMIC,
+        Gfp::KERNEL.union(Gfp::DMA32),
+        Gfp::DMA,
+        Gfp::NOWAIT,
+        Gfp::KERNEL.union(Gfp::RECLAIMABLE),
+        Gfp::TRANSHUGE_LIGHT,
+    ];
+    let extra = if raw & (1 << 31) != 0 {
+        Gfp::from_bits((raw >> 3) & Gfp::KNOWN.bits()).unwrap_or_default()
+    } else {
+        Gfp::default()
+    };
+    BASES[(raw % 8) as usize] | extra
+}
+
+/// Whether the kernel would refuse the mask outright.
+fn invalid(gfp: Gfp) -> bool {
+    gfp.gfp_zone().is_err() || gfp.gfp_migratetype().is_err()
 }
 
 /// A range in the layout's window or just past it: in whole memory blocks
@@ -60,10 +91,18 @@ fn hot_range(layout: &Layout, at: u8, len: u8, device: bool) -> (Pfn, u64) {
     (Pfn::new(start.min(g.max_pfn().get() - nr)), nr)
 }
 
-fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
-    // 5.13: the last era with the hole check (and the first here with
-    // migratetypes, so steals and fallbacks are fuzzed too).
-    let options = Options::for_era(buddy::Era::V5_13);
+fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mechanisms: u8) {
+    // The eras that had the hole check: 2.6.9, 2.6.23 and 5.13 (the last,
+    // with migratetypes, so steals and fallbacks are fuzzed too).
+    let eras = [buddy::Era::V2_6_9, buddy::Era::V2_6_23, buddy::Era::V5_13];
+    let options = Options {
+        mechanisms: buddy::Mechanisms {
+            pageblock: mechanisms & 1 == 0,
+            watermarks: mechanisms & 2 == 0,
+            page_prep: mechanisms & 4 == 0,
+        },
+        ..Options::for_era(eras[usize::from(era) % eras.len()])
+    };
     let mut alloc = match Allocator::<M, KernelHoleCheck>::new(model, layout, options) {
         Ok(a) => a,
         Err(AllocError::TooManyZones) => return,
@@ -108,13 +147,19 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
                     continue;
                 };
                 match op {
-                    Op::Alloc(o) => {
+                    Op::Alloc(o, g) => {
                         let max = cpu.allocator().model().geometry().max_order().get();
                         let order = Order::new(o % (max + 1));
-                        if let Ok(pfn) = cpu.alloc_pages(order, Gfp::MOVABLE) {
-                            reference
-                                .record_model(cpu.allocator().model(), pfn, order)
-                                .expect("fresh block");
+                        let gfp = gfp_of(g);
+                        match cpu.alloc_pages(order, gfp) {
+                            Ok(pfn) => {
+                                assert!(!invalid(gfp), "{gfp} served");
+                                reference
+                                    .record_model(cpu.allocator().model(), pfn, order)
+                                    .expect("fresh block");
+                            }
+                            Err(AllocError::Gfp(_)) => assert!(invalid(gfp), "{gfp} refused"),
+                            Err(_) => {}
                         }
                     }
                     Op::Free(i) => {
@@ -133,21 +178,28 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op]) {
                             );
                         }
                     }
-                    Op::BulkList(n) => {
+                    Op::BulkList(n, g) => {
                         let mut out = Vec::new();
-                        cpu.alloc_bulk_list(usize::from(n), Gfp::MOVABLE, &mut out)
-                            .expect("small bulk");
+                        let gfp = gfp_of(g);
+                        if let Err(e) = cpu.alloc_bulk_list(usize::from(n), gfp, &mut out) {
+                            assert!(invalid(gfp) && out.is_empty(), "{gfp}: {e}");
+                        }
                         for pfn in out {
                             reference
                                 .record_model(cpu.allocator().model(), pfn, Order::ZERO)
                                 .expect("fresh page");
                         }
                     }
-                    Op::BulkArray(n) => {
+                    Op::BulkArray(n, g) => {
                         let mut slots = vec![None; usize::from(n)];
-                        let got = cpu
-                            .alloc_bulk_array(Gfp::MOVABLE, &mut slots)
-                            .expect("small bulk");
+                        let gfp = gfp_of(g);
+                        let got = match cpu.alloc_bulk_array(gfp, &mut slots) {
+                            Ok(got) => got,
+                            Err(e) => {
+                                assert!(invalid(gfp), "{gfp}: {e}");
+                                0
+                            }
+                        };
                         assert_eq!(got, slots.iter().take_while(|s| s.is_some()).count());
                         for pfn in slots.into_iter().flatten() {
                             reference
@@ -171,29 +223,33 @@ fuzz_target!(|input: Input| {
     match input.model % 5 {
         0 => {
             if let Some(m) = common::built(Flat::new(&layout), &layout, true) {
-                run(m, &layout, &input.ops)
+                run(m, &layout, &input.ops, input.era, input.mechanisms)
             }
         }
         1 => {
             // The classic table refuses geometries whose table is too big.
             if let Ok(m) = SparseClassic::new(&layout) {
-                run(m, &layout, &input.ops)
+                run(m, &layout, &input.ops, input.era, input.mechanisms)
             }
         }
         2 => {
             if let Some(m) = common::built(SparseExtreme::new(&layout), &layout, false) {
-                run(m, &layout, &input.ops)
+                run(m, &layout, &input.ops, input.era, input.mechanisms)
             }
         }
         3 => run(
             VmemmapTable::new(&layout).expect("builds"),
             &layout,
             &input.ops,
+            input.era,
+            input.mechanisms,
         ),
         _ => run(
             VmemmapProbe::new(&layout).expect("builds"),
             &layout,
             &input.ops,
+            input.era,
+            input.mechanisms,
         ),
     }
 });

@@ -35,8 +35,14 @@ struct Input {
     ops: Vec<Op>,
 }
 
-fn zone_type(raw: u8) -> ZoneType {
-    ZoneType::ALL[usize::from(raw) % ZoneType::ALL.len()]
+/// A GFP mask asking for at most zone type `raw` (`gfp_zone`'s inverse).
+fn zone_gfp(raw: u8) -> Gfp {
+    match ZoneType::ALL[usize::from(raw) % ZoneType::ALL.len()] {
+        ZoneType::Dma => Gfp::KERNEL | Gfp::DMA,
+        ZoneType::Dma32 => Gfp::KERNEL | Gfp::DMA32,
+        ZoneType::Normal => Gfp::KERNEL,
+        ZoneType::Movable => Gfp::HIGHUSER_MOVABLE,
+    }
 }
 
 fn run<V: Variant>(model: SparseExtreme, layout: &Layout, ops: &[Op]) {
@@ -59,9 +65,10 @@ fn run<V: Variant>(model: SparseExtreme, layout: &Layout, ops: &[Op]) {
                 let Ok(node) = NodeId::try_new(u64::from(node)) else {
                     continue;
                 };
-                let gfp = Gfp {
-                    highest_zone: zone_type(zone),
-                    thisnode,
+                let gfp = if thisnode {
+                    zone_gfp(zone).thisnode()
+                } else {
+                    zone_gfp(zone)
                 };
                 if let Ok(pfn) = alloc.alloc_pages(order, gfp, node, None) {
                     alloc
@@ -84,7 +91,7 @@ fn run<V: Variant>(model: SparseExtreme, layout: &Layout, ops: &[Op]) {
                 cpu.set_cpuset(Some(NodeMask::of(
                     (0..8).filter(|b| mask & (1 << b) != 0).map(NodeId::new),
                 )));
-                if let Ok(pfn) = cpu.alloc(Gfp::MOVABLE) {
+                if let Ok(pfn) = cpu.alloc(Gfp::HIGHUSER_MOVABLE) {
                     cpu.free(pfn).expect("freeing what was just allocated");
                 }
             }
@@ -98,9 +105,9 @@ fn run<V: Variant>(model: SparseExtreme, layout: &Layout, ops: &[Op]) {
                 if let Some(node) = alloc.nodes().first().map(|n| n.id) {
                     let mut cpu = alloc.cpu_on(node).expect("a listed node");
                     let mut out = Vec::new();
-                    let _ = cpu.alloc_bulk_list(usize::from(n), Gfp::MOVABLE, &mut out);
+                    let _ = cpu.alloc_bulk_list(usize::from(n), Gfp::HIGHUSER_MOVABLE, &mut out);
                     let mut array = vec![None; usize::from(slots % 5000)];
-                    let _ = cpu.alloc_bulk_array(Gfp::MOVABLE, &mut array);
+                    let _ = cpu.alloc_bulk_array(Gfp::HIGHUSER_MOVABLE, &mut array);
                     for pfn in out.into_iter().chain(array.into_iter().flatten()) {
                         cpu.free(pfn).expect("freeing what bulk allocated");
                     }
