@@ -373,7 +373,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// Allocates a block of `order`: through the per-CPU lists when the era
     /// allows the order there ([`PerCpu::pcp_allowed_order`]), else on the
     /// zone path, walking the zonelist with the watermark checks.
-    #[inline]
+    #[inline(always)]
     pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, AllocError> {
         let alloc = self.alloc;
         alloc.check_order(order)?;
@@ -412,7 +412,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// on every free — and a batch is drained when the lists reach `high`;
     /// other orders, isolated pageblocks and a failed pcp trylock go to the
     /// zone.
-    #[inline]
+    #[inline(always)]
     pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         let (block, zid) = self.alloc.claim_for_free(pfn, order)?;
         let z = zid.index();

@@ -256,8 +256,14 @@ pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<()
     let spec = layout_spec.unwrap_or(name.default_layout());
     let layout = load_layout(if spec == "host" { None } else { Some(spec) })?;
     let machine = Machine::describe();
+    let models = match (name, args.model) {
+        (Experiment::HoleDensity, _) | (Experiment::PfnValid | Experiment::Breakdown, None) => {
+            "models: each".to_string()
+        }
+        _ => format!("model {model}"),
+    };
     println!(
-        "pfnlab bench {name} | model {model} | era {} | layout {}",
+        "pfnlab bench {name} | {models} | era {} | layout {}",
         args.era.unwrap_or(name.default_era()),
         layout.source()
     );
