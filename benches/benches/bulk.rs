@@ -1,9 +1,10 @@
 //! `bulk` experiment: list and array bulk allocation per size, and the
-//! single-page baseline, per page (like `page_bench04_bulk`).
+//! single-page baseline, per page (like `page_bench04_bulk`), in the
+//! 5.13 era.
 
 mod common;
 
-use buddy::{Allocator, Kernel, Options};
+use buddy::{Allocator, Era, Kernel, Options};
 use criterion::{Throughput, criterion_group, criterion_main};
 use pfnlab::experiments::bulk::SIZES;
 use pfnlab::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
@@ -15,7 +16,7 @@ fn bulk(c: &mut criterion::Criterion<common::TscCycles>) {
     let alloc = Allocator::<_, Kernel>::new(
         VmemmapTable::new(&layout).unwrap(),
         &layout,
-        Options::default(),
+        Options::for_era(Era::V5_13), // the seed's era, as `bench bulk`
     )
     .unwrap();
     let mut cpu = alloc.cpu_on(NodeId::ZERO).expect("node 0");

@@ -76,6 +76,8 @@ impl Gfp {
     pub const ACCOUNT: Gfp = Gfp(1 << 22);
     /// `__GFP_ZEROTAGS`.
     pub const ZEROTAGS: Gfp = Gfp(1 << 23);
+    /// `__GFP_NO_OBJ_EXT` (6.10+): no slab object extension vector.
+    pub const NO_OBJ_EXT: Gfp = Gfp(1 << 24);
 
     /// `__GFP_RECLAIM`: direct and kswapd reclaim.
     pub const RECLAIM: Gfp = Gfp(Gfp::DIRECT_RECLAIM.0 | Gfp::KSWAPD_RECLAIM.0);
@@ -255,7 +257,13 @@ const NAMES: &[(&str, Gfp)] = &[
     ("__GFP_DIRECT_RECLAIM", Gfp::DIRECT_RECLAIM),
     ("__GFP_KSWAPD_RECLAIM", Gfp::KSWAPD_RECLAIM),
     ("__GFP_ZEROTAGS", Gfp::ZEROTAGS),
+    ("__GFP_NO_OBJ_EXT", Gfp::NO_OBJ_EXT),
 ];
+
+/// Names the kernel's table also lists but which [`Gfp`]'s `Display`
+/// never prints first (the `GFP_` name of the same bit wins): accepted
+/// when parsing trace output.
+const ALIASES: &[(&str, Gfp)] = &[("__GFP_DMA", Gfp::DMA), ("__GFP_DMA32", Gfp::DMA32)];
 
 impl fmt::Display for Gfp {
     /// `show_gfp_flags`'s form: names joined by `|`, a hex remainder for
@@ -300,7 +308,7 @@ impl FromStr for Gfp {
         let mut bits = 0u32;
         for part in s.split('|') {
             let part = part.trim();
-            if let Some(&(_, g)) = NAMES.iter().find(|(name, _)| *name == part) {
+            if let Some(&(_, g)) = NAMES.iter().chain(ALIASES).find(|(name, _)| *name == part) {
                 bits |= g.0;
             } else if let Some(hex) = part.strip_prefix("0x") {
                 bits |= u32::from_str_radix(hex, 16)
@@ -442,6 +450,11 @@ mod tests {
             assert_eq!(g.to_string().parse::<Gfp>(), Ok(g), "{g}");
         }
         assert!("GFP_KERNEL|__GFP_BOGUS".parse::<Gfp>().is_err());
+        assert_eq!("__GFP_DMA".parse::<Gfp>(), Ok(Gfp::DMA));
+        assert_eq!(
+            "__GFP_DMA32|__GFP_NO_OBJ_EXT".parse::<Gfp>(),
+            Ok(Gfp::DMA32 | Gfp::NO_OBJ_EXT)
+        );
         assert_eq!(Gfp::from_bits(1 << 30), None);
     }
 
