@@ -65,6 +65,8 @@ pub const SAMPLES: usize = 4096;
 #[derive(Default)]
 struct Tally {
     counts: [AtomicU64; 6],
+    /// `pfn_valid` calls that answered "hole".
+    holes: AtomicU64,
     samples: Mutex<[Vec<u64>; 6]>,
 }
 
@@ -99,11 +101,17 @@ impl<M: MemoryModel> Counted<M> {
         }
     }
 
+    /// `pfn_valid` calls so far that answered "hole".
+    pub fn hole_hits(&self) -> u64 {
+        self.tally.holes.load(Relaxed)
+    }
+
     /// Forgets every count and sample (after a warm-up).
     pub fn reset(&self) {
         for c in &self.tally.counts {
             c.store(0, Relaxed);
         }
+        self.tally.holes.store(0, Relaxed);
         if let Ok(mut s) = self.tally.samples.lock() {
             s.iter_mut().for_each(Vec::clear);
         }
@@ -260,7 +268,11 @@ unsafe impl<M: MemoryModel> MemoryModel for Counted<M> {
 
     fn pfn_valid(&self, pfn: Pfn) -> bool {
         self.count(ModelOp::PfnValid, pfn.get());
-        self.inner.pfn_valid(pfn)
+        let valid = self.inner.pfn_valid(pfn);
+        if !valid {
+            self.tally.holes.fetch_add(1, Relaxed);
+        }
+        valid
     }
 
     unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Page {

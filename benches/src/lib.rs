@@ -27,6 +27,7 @@ pub mod report;
 // The counter reads (`rdtsc`/`rdtscp` with `lfence`; aarch64 `mrs cntvct_el0`).
 #[allow(unsafe_code)]
 pub mod timing;
+pub mod trace;
 // `pfn_to_page_unchecked` on pfns checked valid beforehand, as the kernel's
 // callers do after one `pfn_valid`.
 #[allow(unsafe_code)]

@@ -13,7 +13,13 @@ use pfnlab::models::ModelKind;
 use pfnlab::picture::layout_svg;
 use pfnlab::report::{JsonOut, Report};
 use pfnlab::timing::Plan;
+use pfnlab::trace::format::TraceReader;
+use pfnlab::trace::record::{RecordOptions, record_to};
+use pfnlab::trace::replay::{
+    ReplayOptions, replay_layout, replay_models, replay_rows, replay_table,
+};
 use pfnlab::{CliError, compare, experiments};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// pfnlab: what pfn_valid and pfn_to_page cost under each memory model,
 /// and what that does to a buddy allocator's hot path. With no command it
@@ -61,6 +67,48 @@ enum Command {
     },
     /// Run one of the experiments (see `pfnlab bench --help`).
     Bench(experiments::BenchArgs),
+    /// Record the running kernel's page allocations (root; see `trace record --help`).
+    #[command(subcommand)]
+    Trace(TraceCommand),
+    /// Replay a kernel trace (text or a pfnlab recording) through every model.
+    Replay {
+        /// The trace: the kernel's text (trace_pipe or the trace file) or a
+        /// recording from `pfnlab trace record`.
+        file: PathBuf,
+        /// Models, comma-separated (default: every model).
+        #[arg(long, value_parser = ModelKind::parse, value_delimiter = ',')]
+        model: Vec<ModelKind>,
+        /// The kernel era the allocator models (default 6.18).
+        #[arg(long, value_parser = buddy::Era::parse)]
+        era: Option<buddy::Era>,
+        /// Write every number to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Check every operation: blocks inside RAM, valid, never overlapping.
+        #[arg(long)]
+        verify: bool,
+        /// Count and skip malformed lines instead of stopping at the first.
+        #[arg(long)]
+        skip_bad: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Record kmem:mm_page_alloc, _zone_locked, mm_page_free, _batched and
+    /// mm_page_pcpu_drain in a private tracing instance while COMMAND runs
+    /// (or for --seconds), with the host's layout.
+    Record {
+        /// The recording (zstd-compressed when the name ends in .zst).
+        #[arg(long, default_value = "pfnlab-trace.zst")]
+        out: PathBuf,
+        /// Without a command: how long to record.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// The command to record, after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
@@ -141,7 +189,120 @@ fn run(cli: Cli) -> Result<(), CliError> {
             )
         }
         Some(Command::Bench(args)) => experiments::run(&args, cli.layout.as_deref(), plan),
+        Some(Command::Trace(TraceCommand::Record {
+            out,
+            seconds,
+            command,
+        })) => trace_record(&out, seconds, command),
+        Some(Command::Replay {
+            file,
+            model,
+            era,
+            json,
+            verify,
+            skip_bad,
+        }) => {
+            let options = ReplayOptions {
+                era: era.unwrap_or_default(),
+                verify,
+                skip_bad,
+            };
+            replay(
+                &file,
+                cli.layout.as_deref(),
+                model,
+                options,
+                json.as_deref(),
+            )
+        }
     }
+}
+
+fn trace_record(out: &std::path::Path, seconds: f64, command: Vec<String>) -> Result<(), CliError> {
+    static STOP: AtomicBool = AtomicBool::new(false);
+    // Ctrl-C ends the recording (and kills the command); the instance is
+    // removed on the way out either way.
+    let _ = ctrlc::set_handler(|| STOP.store(true, Ordering::Relaxed));
+    let options = RecordOptions { command, seconds };
+    eprintln!("recording page allocations (Ctrl-C stops)...");
+    let rec = record_to(&options, out, &STOP).map_err(CliError)?;
+    let lost: u64 = rec.header.lost_events.iter().sum();
+    println!(
+        "{} events in {:.2} s on {} CPUs written to {}; lost events per CPU: {:?}{}",
+        rec.events.len(),
+        rec.header.seconds,
+        rec.header.cpus,
+        out.display(),
+        rec.header.lost_events,
+        if lost > 0 {
+            " (the ring buffers overran: raise their size or record less)"
+        } else {
+            ""
+        }
+    );
+    match rec.status {
+        Some(s) if !s.success() => Err(CliError(format!("the recorded command failed: {s}"))),
+        _ => Ok(()),
+    }
+}
+
+fn replay(
+    file: &std::path::Path,
+    layout_spec: Option<&str>,
+    models: Vec<ModelKind>,
+    options: ReplayOptions,
+    json: Option<&std::path::Path>,
+) -> Result<(), CliError> {
+    let out = json.map(JsonOut::create).transpose()?;
+    let first =
+        TraceReader::open(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
+    let layout = replay_layout(layout_spec, first.header())?;
+    drop(first);
+    let kinds = if models.is_empty() {
+        ModelKind::ALL.to_vec()
+    } else {
+        models
+    };
+    let machine = Machine::describe();
+    println!(
+        "pfnlab replay {} | era {} | layout {}",
+        file.display(),
+        options.era,
+        layout.source()
+    );
+    println!("machine: {}\n", machine.summary());
+    let bar = if io::stderr().is_terminal() {
+        ProgressBar::new_spinner()
+    } else {
+        ProgressBar::hidden()
+    };
+    let open = || TraceReader::open(file);
+    let results = replay_models(&open, &layout, &kinds, options, &|kind, n| {
+        bar.set_message(format!("{}: {n} events", kind.name()));
+        bar.tick();
+    })
+    .map_err(|e| CliError(format!("{}: {e}", file.display())))?;
+    bar.finish_and_clear();
+    print!("{}", replay_table(&results));
+    if let Some(out) = out {
+        out.write(&Report {
+            experiment: "replay".into(),
+            machine,
+            layout: layout.source().into(),
+            results: replay_rows(&results, options),
+        })?;
+    }
+    let wrong: u64 = results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .map(|r| r.verify_failures)
+        .sum();
+    if wrong > 0 {
+        return Err(CliError(format!(
+            "--verify: {wrong} operations were wrong (see above)"
+        )));
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {

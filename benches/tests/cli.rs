@@ -427,3 +427,156 @@ fn a_vmemmap_reservation_over_the_address_space_limit_is_refused() {
     );
     assert!(out.stdout.is_empty(), "no answer was printed");
 }
+
+fn trace_data(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn replay_prints_every_model_and_writes_json() {
+    let s = Scratch::new("replay");
+    let json = s.path("replay.json");
+    let text = trace_data("ls-gzip.trace.txt");
+    let out = pfnlab(&[
+        "replay",
+        &text,
+        "--layout",
+        "preset:x86-pci-hole",
+        "--model",
+        "flat,vmemmap-probe",
+        "--verify",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in ["flat", "vmemmap-probe", "Mevents/s", "events: ", "paired"] {
+        assert!(stdout.contains(needle), "{needle}: {stdout}");
+    }
+    let rows = check_schema(&json, "replay");
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r["variant"], "replay");
+        positive(&r["events_per_second"], "events_per_second");
+        assert_eq!(r["allocator"]["conserved"], true, "{r}");
+        assert_eq!(r["verify_failures"], 0, "{r}");
+    }
+    // A missing trace and a text trace asked for its recorded layout.
+    assert_refused(
+        &["replay", "/nonexistent/trace"],
+        "cannot open /nonexistent/trace",
+    );
+    assert_refused(
+        &["replay", &text, "--layout", "recorded"],
+        "carries no layout",
+    );
+    let bad = s.path("bad.txt");
+    std::fs::write(&bad, "a-1 [000] ..... 1.0: mm_page_free: page=1 pfn=0x10\n").unwrap();
+    assert_refused(&["replay", bad.to_str().unwrap()], "line 1: no order");
+}
+
+#[test]
+fn trace_record_leaves_nothing_behind() {
+    let s = Scratch::new("record");
+    let out_path = s.path("r.trace.zst");
+    let out = pfnlab(&[
+        "trace",
+        "record",
+        "--out",
+        out_path.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "head -c 4M /dev/urandom | gzip -1 > /dev/null",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let root = nix_is_root();
+    if !root {
+        assert_eq!(out.status.code(), Some(2));
+        assert!(err.contains("needs root"), "{err}");
+        assert!(!out_path.exists());
+        return;
+    }
+    if err.contains("no tracefs") || err.contains("trace event") {
+        // A kernel without tracefs or the kmem events: refused, one line.
+        eprintln!("skipped: {err}");
+        assert_eq!(out.status.code(), Some(2));
+        return;
+    }
+    assert!(out.status.success(), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("lost events per CPU"), "{stdout}");
+    let instances = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("pfnlab-"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(instances, 0, "the tracing instance was removed");
+    let replayed = pfnlab(&[
+        "replay",
+        out_path.to_str().unwrap(),
+        "--model",
+        "vmemmap-table",
+        "--layout",
+        "preset:x86-pci-hole",
+    ]);
+    assert!(
+        replayed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replayed.stderr)
+    );
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|u| u.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn ctrl_c_ends_a_recording_and_removes_its_instance() {
+    if !nix_is_root() || !Path::new("/sys/kernel/tracing").is_dir() {
+        eprintln!("skipped: needs root and tracefs");
+        return;
+    }
+    let s = Scratch::new("ctrlc");
+    let out_path = s.path("c.trace");
+    let child = Command::new(env!("CARGO_BIN_EXE_pfnlab"))
+        .args(["trace", "record", "--seconds", "60", "--out", out_path.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the instance exists, then interrupt.
+    let instance = format!("/sys/kernel/tracing/instances/pfnlab-{}", child.id());
+    let start = std::time::Instant::now();
+    while !Path::new(&instance).exists() && start.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(start.elapsed().as_secs() < 30, "Ctrl-C ended the 60 s recording early");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!Path::new(&instance).exists(), "the instance was removed");
+    assert!(out_path.exists(), "what was recorded is written");
+}

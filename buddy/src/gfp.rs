@@ -109,7 +109,7 @@ impl Gfp {
     pub const TRANSHUGE: Gfp = Gfp(Gfp::TRANSHUGE_LIGHT.0 | Gfp::DIRECT_RECLAIM.0);
 
     /// Every bit pfnlab knows (`__GFP_BITS_MASK` less the debugging bits).
-    pub const KNOWN: Gfp = Gfp((1 << 24) - 1 - (1 << 9));
+    pub const KNOWN: Gfp = Gfp((1 << 25) - 1 - (1 << 9));
 
     /// The raw mask.
     pub const fn bits(self) -> u32 {

@@ -217,6 +217,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 pcp.fold(&mut area.stats);
             }
             pcp.lists[pindex].push_back::<V>(area.rmqueue(&alloc.model, order, mt)?);
+            area.stats.pcp_refill_blocks += 1;
             Some(())
         };
         match alloc.options.lock_policy {
@@ -269,6 +270,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             }
             pcp.count -= order.nr_pages();
             area.free_one(&alloc.model, block);
+            area.stats.pcp_drain_blocks += 1;
             Some(order.nr_pages())
         };
         let mut freed = 0;

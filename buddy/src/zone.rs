@@ -84,6 +84,12 @@ pub struct ZoneStats {
     pub pcp_refills: u64,
     /// `free_pcppages_bulk` calls (pcp drains).
     pub pcp_drains: u64,
+    /// Blocks moved from the zone to per-CPU lists by refills (one
+    /// `mm_page_alloc_zone_locked` event with `percpu_refill=1` each in
+    /// the kernel).
+    pub pcp_refill_blocks: u64,
+    /// Blocks moved back by drains (one `mm_page_pcpu_drain` event each).
+    pub pcp_drain_blocks: u64,
     /// `pfn_valid` calls made by the hole check.
     pub hole_checks: u64,
     /// Allocations served from another migratetype's lists
@@ -108,6 +114,8 @@ impl std::ops::AddAssign for ZoneStats {
         self.splits += other.splits;
         self.pcp_refills += other.pcp_refills;
         self.pcp_drains += other.pcp_drains;
+        self.pcp_refill_blocks += other.pcp_refill_blocks;
+        self.pcp_drain_blocks += other.pcp_drain_blocks;
         self.hole_checks += other.hole_checks;
         self.hole_hits += other.hole_hits;
         self.fallbacks += other.fallbacks;

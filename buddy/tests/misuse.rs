@@ -380,6 +380,8 @@ fn stats_total_adds_every_counter_of_every_zone() {
         sum.splits += s.splits;
         sum.pcp_refills += s.pcp_refills;
         sum.pcp_drains += s.pcp_drains;
+        sum.pcp_refill_blocks += s.pcp_refill_blocks;
+        sum.pcp_drain_blocks += s.pcp_drain_blocks;
         sum.hole_checks += s.hole_checks;
         sum.hole_hits += s.hole_hits;
         sum.fallbacks += s.fallbacks;
@@ -388,6 +390,7 @@ fn stats_total_adds_every_counter_of_every_zone() {
     }
     assert_eq!(alloc.stats_total(), sum);
     assert!(sum.merges > 0 && sum.splits > 0 && sum.hole_checks > 0 && sum.pcp_drains > 0);
+    assert!(sum.pcp_refill_blocks >= sum.pcp_refills && sum.pcp_drain_blocks >= sum.pcp_drains);
 }
 
 /// The largest block is the geometry's `MAX_PAGE_ORDER`: a whole 512 MiB

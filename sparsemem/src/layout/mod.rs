@@ -379,6 +379,42 @@ impl Layout {
         presets::build(name)
     }
 
+    /// The layout as a layout file (the TOML format [`Layout::from_toml`]
+    /// reads), the geometry by name when it is a preset's and spelled out
+    /// in full otherwise, so that reading it back gives the same layout.
+    pub fn to_toml(&self) -> String {
+        use std::fmt::Write as _;
+        let g = &self.geometry;
+        let limits = g.zone_limits();
+        let named = Geometry::by_name(g.name()).is_ok_and(|n| n == *g);
+        let mut out = if named {
+            format!("# {}\ngeometry = \"{}\"\n", self.source, g.name())
+        } else {
+            format!(
+                "# {}\ngeometry = {{ page_shift = {}, section_size_bits = {}, max_physmem_bits = {}, max_page_order = {}, pageblock_order = {}, zone_dma_bytes = {:#x}, zone_dma32_bytes = {:#x} }}\n",
+                self.source,
+                g.page_shift(),
+                g.section_size_bits(),
+                g.max_physmem_bits(),
+                g.max_order().get(),
+                g.pageblock_order().get(),
+                limits.dma.unwrap_or(0),
+                limits.dma32.unwrap_or(0),
+            )
+        };
+        for r in &self.ranges {
+            let _ = write!(
+                out,
+                "\n[[range]]\nstart = {:#x}\nend = {:#x}\nkind = \"{}\"\nnode = {}\n",
+                r.start.get(),
+                r.end.get(),
+                r.kind,
+                r.node
+            );
+        }
+        out
+    }
+
     /// The geometry.
     pub fn geometry(&self) -> &Geometry {
         &self.geometry

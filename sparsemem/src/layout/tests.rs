@@ -502,3 +502,29 @@ fn arm64_iomem_samples_load_with_the_page_size_geometry() {
         );
     }
 }
+
+#[test]
+fn to_toml_reads_back_as_the_same_layout() {
+    for name in [
+        "x86-pci-hole",
+        "zone-device",
+        "ia64-holes",
+        "numa-fake-64",
+        "arm64-64k-nomap",
+    ] {
+        let Ok(layout) = Layout::preset(name) else {
+            continue;
+        };
+        let back = Layout::from_toml(&layout.to_toml()).unwrap();
+        assert_eq!(back.geometry(), layout.geometry(), "{name}");
+        assert_eq!(back.ranges(), layout.ranges(), "{name}");
+    }
+    // A custom geometry is spelled out in full.
+    let custom = Layout::from_toml(
+        "geometry = { page_shift = 12, section_size_bits = 28, max_physmem_bits = 40, zone_dma32_bytes = 0 }\n[[range]]\nstart = 0\nend = 0x40000000\nkind = \"ram\"\n",
+    )
+    .unwrap();
+    let back = Layout::from_toml(&custom.to_toml()).unwrap();
+    assert_eq!(back.geometry(), custom.geometry());
+    assert_eq!(back.ranges(), custom.ranges());
+}

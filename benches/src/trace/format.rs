@@ -1,0 +1,336 @@
+//! Reading traces: the kernel's text or pfnlab's recording format, both
+//! streamed, with the events put back in timestamp order.
+//!
+//! **The recording format, version 1.** Optionally compressed as one zstd
+//! stream (recognised by its magic number, written when the file name ends
+//! in `.zst`). Inside:
+//! 1. the line `pfnlab-trace 1`;
+//! 2. one line of JSON, the [`Header`]: kernel version, page size, CPU
+//!    count, the host's layout as a layout file (TOML), the command
+//!    recorded, the seconds it ran and the events lost per CPU;
+//! 3. the events, [`RECORD_BYTES`] each, little-endian: timestamp in ns
+//!    (u64), pfn (u64; all ones for a failed allocation), GFP mask (u32),
+//!    CPU (u16), event code (u8, [`EventKind::code`]), order (u8),
+//!    migratetype (i8), flags (u8; bit 0 `percpu_refill`).
+//!
+//! A file that is neither is read as the kernel's text.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::Path;
+
+use buddy::Gfp;
+use serde::{Deserialize, Serialize};
+
+use super::text::{Line, parse_line};
+use super::{Event, EventKind, TraceError};
+
+/// The first line of a recording.
+pub const MAGIC: &str = "pfnlab-trace 1";
+/// The format's version.
+pub const VERSION: u32 = 1;
+/// Bytes per event record.
+pub const RECORD_BYTES: usize = 26;
+/// zstd's frame magic, little-endian.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// How far out of order events may arrive and still be sorted back (the
+/// kernel's merged `trace` and `trace_pipe` output is in order; a text
+/// trace pasted together from per-CPU pipes is not, and is refused).
+pub const REORDER_WINDOW: usize = 4096;
+
+/// What a recording says about where it was made.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Header {
+    /// `uname -r` of the recording kernel.
+    pub kernel: String,
+    /// The host's page size in bytes.
+    pub page_size: u64,
+    /// Online CPUs when recorded.
+    pub cpus: u32,
+    /// The host's memory layout as a layout file (TOML), if it could be
+    /// read.
+    pub layout: Option<String>,
+    /// The command recorded, or `None` for a timed recording.
+    pub command: Option<String>,
+    /// How long the recording ran.
+    pub seconds: f64,
+    /// Events the kernel dropped, per CPU (its ring buffers' overruns).
+    pub lost_events: Vec<u64>,
+}
+
+/// Writes `events` (in timestamp order) as a recording; zstd-compressed
+/// when `path` ends in `.zst`.
+pub fn write_recording(path: &Path, header: &Header, events: &[Event]) -> io::Result<()> {
+    let file = io::BufWriter::new(File::create(path)?);
+    let compressed = path.extension().is_some_and(|e| e == "zst");
+    let mut out: Box<dyn Write> = if compressed {
+        Box::new(zstd::Encoder::new(file, 9)?.auto_finish())
+    } else {
+        Box::new(file)
+    };
+    writeln!(out, "{MAGIC}")?;
+    serde_json::to_writer(&mut out, header)?;
+    writeln!(out)?;
+    for e in events {
+        out.write_all(&encode(e))?;
+    }
+    out.flush()
+}
+
+fn encode(e: &Event) -> [u8; RECORD_BYTES] {
+    let mut r = [0u8; RECORD_BYTES];
+    r[0..8].copy_from_slice(&e.ts_ns.to_le_bytes());
+    r[8..16].copy_from_slice(&e.pfn.unwrap_or(u64::MAX).to_le_bytes());
+    r[16..20].copy_from_slice(&e.gfp.bits().to_le_bytes());
+    r[20..22].copy_from_slice(&e.cpu.to_le_bytes());
+    r[22] = e.kind.code();
+    r[23] = e.order;
+    r[24] = e.migratetype.to_le_bytes()[0];
+    r[25] = u8::from(e.percpu_refill);
+    r
+}
+
+fn decode(r: &[u8; RECORD_BYTES], line: u64) -> Result<Event, TraceError> {
+    let u64_at = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&r[i..i + 8]);
+        u64::from_le_bytes(b)
+    };
+    let gfp = u32::from_le_bytes([r[16], r[17], r[18], r[19]]);
+    let kind = EventKind::from_code(r[22])
+        .ok_or_else(|| TraceError::at(line, format!("unknown event code {}", r[22])))?;
+    if r[25] > 1 {
+        return Err(TraceError::at(line, format!("unknown flags {:#x}", r[25])));
+    }
+    let pfn = u64_at(8);
+    Ok(Event {
+        line,
+        ts_ns: u64_at(0),
+        cpu: u16::from_le_bytes([r[20], r[21]]),
+        kind,
+        pfn: (pfn != u64::MAX).then_some(pfn),
+        order: r[23],
+        migratetype: i8::from_le_bytes([r[24]]),
+        gfp: Gfp::from_bits(gfp)
+            .ok_or_else(|| TraceError::at(line, format!("unknown GFP bits {gfp:#x}")))?,
+        percpu_refill: r[25] == 1,
+    })
+}
+
+/// Counts a reader keeps besides the events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReadCounts {
+    /// Lines of other events, skipped.
+    pub unknown_events: u64,
+    /// Malformed lines skipped (only with `skip_bad`).
+    pub bad_lines: u64,
+}
+
+enum Source {
+    Text {
+        input: Box<dyn BufRead>,
+        line: u64,
+        buf: String,
+    },
+    Recording {
+        input: Box<dyn BufRead>,
+        record: u64,
+    },
+}
+
+/// A streamed trace: events in timestamp order (sorted back within
+/// [`REORDER_WINDOW`] events), parse errors with their line.
+pub struct TraceReader {
+    source: Source,
+    header: Option<Header>,
+    skip_bad: bool,
+    counts: ReadCounts,
+    /// Events read ahead, sorted by (timestamp, line): in-order input
+    /// appends at the back, so sorting costs nothing for it.
+    pending: VecDeque<Event>,
+    last_ts: u64,
+    done: bool,
+}
+
+impl TraceReader {
+    /// Opens `path`: a recording (compressed or not) or the kernel's text.
+    pub fn open(path: &Path) -> Result<TraceReader, TraceError> {
+        let file = File::open(path)
+            .map_err(|e| TraceError::file(format!("cannot open {}: {e}", path.display())))?;
+        TraceReader::from_reader(Box::new(BufReader::with_capacity(1 << 16, file)))
+    }
+
+    /// Reads a trace from `input`.
+    pub fn from_reader(mut input: Box<dyn BufRead>) -> Result<TraceReader, TraceError> {
+        let head = input.fill_buf().map_err(io_error)?;
+        if head.is_empty() {
+            return Err(TraceError::file("the trace is empty"));
+        }
+        if head.starts_with(&ZSTD_MAGIC) {
+            let decoder = zstd::Decoder::with_buffer(input).map_err(io_error)?;
+            let mut inner: Box<dyn BufRead> = Box::new(BufReader::with_capacity(1 << 16, decoder));
+            if !inner
+                .fill_buf()
+                .map_err(io_error)?
+                .starts_with(MAGIC.as_bytes())
+            {
+                return Err(TraceError::file(
+                    "a zstd file that is not a pfnlab recording",
+                ));
+            }
+            return TraceReader::recording(inner);
+        }
+        if head.starts_with(MAGIC.as_bytes()) {
+            return TraceReader::recording(input);
+        }
+        Ok(TraceReader::new(
+            Source::Text {
+                input,
+                line: 0,
+                buf: String::new(),
+            },
+            None,
+        ))
+    }
+
+    fn new(source: Source, header: Option<Header>) -> TraceReader {
+        TraceReader {
+            source,
+            header,
+            skip_bad: false,
+            counts: ReadCounts::default(),
+            pending: VecDeque::new(),
+            last_ts: 0,
+            done: false,
+        }
+    }
+
+    fn recording(mut input: Box<dyn BufRead>) -> Result<TraceReader, TraceError> {
+        let mut magic = String::new();
+        input.read_line(&mut magic).map_err(io_error)?;
+        if magic.trim_end() != MAGIC {
+            return Err(TraceError::file(format!(
+                "not a version-{VERSION} pfnlab recording (first line `{}`)",
+                magic.trim_end()
+            )));
+        }
+        let mut json = String::new();
+        input.read_line(&mut json).map_err(io_error)?;
+        let header: Header = serde_json::from_str(&json)
+            .map_err(|e| TraceError::file(format!("the recording's header: {e}")))?;
+        Ok(TraceReader::new(
+            Source::Recording { input, record: 0 },
+            Some(header),
+        ))
+    }
+
+    /// Skip malformed lines (counted in [`TraceReader::counts`]) instead of
+    /// failing on the first.
+    pub fn skip_bad(mut self, skip: bool) -> TraceReader {
+        self.skip_bad = skip;
+        self
+    }
+
+    /// The recording's header (`None` for a text trace).
+    pub fn header(&self) -> Option<&Header> {
+        self.header.as_ref()
+    }
+
+    /// What was skipped so far.
+    pub fn counts(&self) -> ReadCounts {
+        self.counts
+    }
+
+    /// The next event in file order, before reordering.
+    fn next_raw(&mut self) -> Option<Result<Event, TraceError>> {
+        match &mut self.source {
+            Source::Text { input, line, buf } => loop {
+                buf.clear();
+                match input.read_line(buf) {
+                    Ok(0) => return None,
+                    Ok(_) => {}
+                    Err(e) => return Some(Err(TraceError::at(*line + 1, e.to_string()))),
+                }
+                *line += 1;
+                match parse_line(buf, *line) {
+                    Ok(Line::Event(e)) => return Some(Ok(e)),
+                    Ok(Line::Other) => self.counts.unknown_events += 1,
+                    Ok(Line::Blank) => {}
+                    Err(_) if self.skip_bad => self.counts.bad_lines += 1,
+                    Err(e) => return Some(Err(e)),
+                }
+            },
+            Source::Recording { input, record } => {
+                let mut r = [0u8; RECORD_BYTES];
+                let mut got = 0;
+                while got < RECORD_BYTES {
+                    match input.read(&mut r[got..]) {
+                        Ok(0) if got == 0 => return None,
+                        Ok(0) => {
+                            return Some(Err(TraceError::at(
+                                *record + 1,
+                                format!(
+                                    "truncated: the file ends {got} bytes into a {RECORD_BYTES}-byte record"
+                                ),
+                            )));
+                        }
+                        Ok(n) => got += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            return Some(Err(TraceError::at(
+                                *record + 1,
+                                format!("cannot read the record ({e}); is the file truncated?"),
+                            )));
+                        }
+                    }
+                }
+                *record += 1;
+                Some(decode(&r, *record))
+            }
+        }
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<Event, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let key = |e: &Event| (e.ts_ns, e.line);
+        while !self.done && self.pending.len() < REORDER_WINDOW {
+            match self.next_raw() {
+                Some(Ok(e)) => {
+                    if self.pending.back().is_none_or(|b| key(b) <= key(&e)) {
+                        self.pending.push_back(e);
+                    } else {
+                        let at = self.pending.partition_point(|p| key(p) <= key(&e));
+                        self.pending.insert(at, e);
+                    }
+                }
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                None => self.done = true,
+            }
+        }
+        let e = self.pending.pop_front()?;
+        if e.ts_ns < self.last_ts {
+            self.done = true;
+            self.pending.clear();
+            return Some(Err(TraceError::at(
+                e.line,
+                format!(
+                    "timestamp {} ns is earlier than one already replayed ({} ns): events more than {REORDER_WINDOW} apart are out of order",
+                    e.ts_ns, self.last_ts
+                ),
+            )));
+        }
+        self.last_ts = e.ts_ns;
+        Some(Ok(e))
+    }
+}
+
+fn io_error(e: io::Error) -> TraceError {
+    TraceError::file(e.to_string())
+}

@@ -1,0 +1,211 @@
+//! The kernel's text form of the events, as `trace_pipe` and the `trace`
+//! file print them:
+//!
+//! ```text
+//!            bash-4127    [001] d..1.   812.404120: mm_page_alloc: page=00000000c9a1f6ce pfn=0x10c4a3 order=0 migratetype=1 gfp_flags=GFP_HIGHUSER_MOVABLE|__GFP_ZERO
+//! ```
+//!
+//! A task name may hold spaces and dashes, and the flags column may be
+//! missing (`options/irq-info` off), so the line is read from its
+//! `[CPU]` column on: the timestamp is the first token ending in `:`
+//! after it, the event name the next. Lines starting with `#` (the
+//! `trace` file's header) and blank lines are skipped.
+
+use buddy::Gfp;
+
+use super::{Event, EventKind, TraceError};
+
+/// What one line holds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// One of the five events.
+    Event(Event),
+    /// Another event (counted and skipped).
+    Other,
+    /// A comment or a blank line.
+    Blank,
+}
+
+/// Parses line `line` (counted from 1) of a text trace.
+pub fn parse_line(text: &str, line: u64) -> Result<Line, TraceError> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() || trimmed.starts_with('#') {
+        return Ok(Line::Blank);
+    }
+    let bad = |what: &str| TraceError::at(line, format!("{what} in `{}`", shorten(trimmed)));
+    let mut tokens = trimmed.split_ascii_whitespace();
+    let cpu = tokens
+        .by_ref()
+        .find_map(|t| {
+            t.strip_prefix('[')?
+                .strip_suffix(']')
+                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .ok_or_else(|| bad("no [CPU] column"))?;
+    let cpu: u16 = cpu.parse().map_err(|_| bad("CPU number too large"))?;
+    let ts = tokens
+        .by_ref()
+        .find(|t| t.ends_with(':'))
+        .ok_or_else(|| bad("no timestamp"))?;
+    let ts_ns = parse_timestamp(ts.trim_end_matches(':')).ok_or_else(|| bad("bad timestamp"))?;
+    let name = tokens.next().ok_or_else(|| bad("no event name"))?;
+    let Some(kind) = name.strip_suffix(':').and_then(EventKind::from_name) else {
+        return if name.ends_with(':') {
+            Ok(Line::Other)
+        } else {
+            Err(bad("no event name"))
+        };
+    };
+    let mut event = Event {
+        line,
+        ts_ns,
+        cpu,
+        kind,
+        pfn: None,
+        order: 0,
+        migratetype: -1,
+        gfp: Gfp::default(),
+        percpu_refill: false,
+    };
+    let (mut page_null, mut pfn, mut order) = (None, None, None);
+    for field in tokens {
+        let (key, value) = field
+            .split_once('=')
+            .ok_or_else(|| bad(&format!("field `{field}` is not key=value")))?;
+        let number = |v: &str| -> Result<u64, TraceError> {
+            let parsed = match v.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => v.parse(),
+            };
+            parsed.map_err(|_| bad(&format!("{key}={v} is not a number")))
+        };
+        match key {
+            "page" => page_null = Some(value == "(null)" || value.bytes().all(|b| b == b'0')),
+            "pfn" => pfn = Some(number(value)?),
+            "order" => {
+                let o = number(value)?;
+                order = Some(u8::try_from(o).map_err(|_| bad(&format!("order {o} too large")))?);
+            }
+            "migratetype" => {
+                let m: i64 = value
+                    .parse()
+                    .map_err(|_| bad(&format!("migratetype={value} is not a number")))?;
+                event.migratetype =
+                    i8::try_from(m).map_err(|_| bad(&format!("migratetype {m} out of range")))?;
+            }
+            "gfp_flags" => {
+                event.gfp = value.parse().map_err(|e: String| TraceError::at(line, e))?;
+            }
+            "percpu_refill" => event.percpu_refill = number(value)? != 0,
+            _ => {}
+        }
+    }
+    event.order = order.ok_or_else(|| bad("no order"))?;
+    let pfn = pfn.ok_or_else(|| bad("no pfn"))?;
+    event.pfn = (page_null != Some(true)).then_some(pfn);
+    if event.pfn.is_none() && kind != EventKind::Alloc {
+        return Err(bad("a NULL page outside mm_page_alloc"));
+    }
+    Ok(Line::Event(event))
+}
+
+/// `SECONDS.FRACTION` (the trace clock's microseconds or nanoseconds) in ns.
+fn parse_timestamp(ts: &str) -> Option<u64> {
+    let (secs, frac) = ts.split_once('.').unwrap_or((ts, ""));
+    if secs.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs: u64 = secs.parse().ok()?;
+    let frac_ns = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32)
+    };
+    secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+}
+
+/// The start of a long line, for error messages.
+fn shorten(s: &str) -> String {
+    match s.char_indices().nth(120) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(s: &str) -> Event {
+        match parse_line(s, 7).unwrap() {
+            Line::Event(e) => e,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_the_kernels_lines() {
+        let e = event(
+            "  kworker/u8:2-61  [001] d..1.   812.404120: mm_page_alloc: page=00000000c9a1f6ce pfn=0x10c4a3 order=0 migratetype=1 gfp_flags=GFP_HIGHUSER_MOVABLE|__GFP_ZERO",
+        );
+        assert_eq!(e.kind, EventKind::Alloc);
+        assert_eq!(
+            (e.cpu, e.ts_ns, e.pfn, e.order, e.migratetype),
+            (1, 812_404_120_000, Some(0x10c4a3), 0, 1)
+        );
+        assert_eq!(e.gfp, Gfp::HIGHUSER_MOVABLE | Gfp::ZERO);
+        // A task name with spaces, no flags column, ns timestamps.
+        let e = event(
+            "Web Content-991 [000] 5.000000001: mm_page_free: page=ffffea0000a1b2c0 pfn=0x286cb order=2",
+        );
+        assert_eq!(
+            (e.kind, e.cpu, e.ts_ns, e.pfn, e.order),
+            (EventKind::Free, 0, 5_000_000_001, Some(0x286cb), 2)
+        );
+        let e = event(
+            "cc1-5 [003] ..... 1.5: mm_page_alloc_zone_locked: page=0000000012345678 pfn=0x100 order=0 migratetype=1 percpu_refill=1",
+        );
+        assert!(e.percpu_refill);
+        let e = event(
+            "a-1 [000] ..... 1.0: mm_page_alloc: page=0000000000000000 pfn=0x0 order=3 migratetype=0 gfp_flags=GFP_KERNEL",
+        );
+        assert_eq!(e.pfn, None, "a failed allocation");
+        assert_eq!(parse_line("# tracer: nop", 1), Ok(Line::Blank));
+        assert_eq!(
+            parse_line("a-1 [000] ..... 1.0: kmalloc: call_site=x ptr=y", 1),
+            Ok(Line::Other)
+        );
+    }
+
+    #[test]
+    fn bad_lines_name_their_line_and_cause() {
+        for (line, why) in [
+            (
+                "a-1 [000] ..... 1.0: mm_page_free: page=ff pfn=0xZZ order=0",
+                "not a number",
+            ),
+            (
+                "a-1 [000] ..... 1.0: mm_page_free: page=ff pfn=0x10",
+                "no order",
+            ),
+            (
+                "a-1 [000] ..... 1.0: mm_page_free: page=ff pfn=0x10 order=300",
+                "too large",
+            ),
+            ("a-1 [000] ..... 1.0: mm_page_al", "no event name"),
+            (
+                "a-1 [000] ..... x.y: mm_page_free: pfn=0x1 order=0",
+                "bad timestamp",
+            ),
+            ("garbage", "no [CPU] column"),
+            (
+                "a-1 [000] ..... 1.0: mm_page_alloc: page=1 pfn=0x1 order=0 gfp_flags=GFP_BOGUS",
+                "unknown gfp flag",
+            ),
+        ] {
+            let e = parse_line(line, 42).unwrap_err();
+            assert_eq!(e.line, 42);
+            assert!(e.to_string().contains(why), "{line}: {e}");
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! Traces: the kernel's text and pfnlab's recordings read back, replayed
+//! on every model and era, and every kind of bad input refused with one
+//! clear line.
+
+use std::io::{BufRead, Cursor, Read};
+use std::path::{Path, PathBuf};
+
+use buddy::{Era, Gfp};
+use pfnlab::models::ModelKind;
+use pfnlab::trace::format::{Header, TraceReader, write_recording};
+use pfnlab::trace::replay::{ReplayOptions, ReplayResult, replay_models};
+use pfnlab::trace::{Event, EventKind, TraceError};
+use sparsemem::Layout;
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// The recording committed as test data (see tests/data/README.md).
+const RECORDING: &str = "gzip-dd.trace.zst";
+/// The kernel's own `trace` file, committed as test data.
+const TEXT: &str = "ls-gzip.trace.txt";
+
+fn read_all(reader: TraceReader) -> Result<Vec<Event>, TraceError> {
+    reader.collect()
+}
+
+fn text_reader(text: &str) -> Result<TraceReader, TraceError> {
+    TraceReader::from_reader(Box::new(Cursor::new(text.as_bytes().to_vec())))
+}
+
+fn replay(
+    path: &Path,
+    layout: &Layout,
+    kinds: &[ModelKind],
+    options: ReplayOptions,
+) -> Vec<ReplayResult> {
+    let open = || TraceReader::open(path);
+    replay_models(&open, layout, kinds, options, &|_, _| {})
+        .expect("the trace reads")
+        .into_iter()
+        .map(|(kind, r)| r.unwrap_or_else(|e| panic!("{}: {e}", kind.name())))
+        .collect()
+}
+
+#[test]
+fn the_kernels_text_reads_in_order_with_every_event() {
+    let events = read_all(TraceReader::open(&data(TEXT)).unwrap()).unwrap();
+    let lines = std::fs::read_to_string(data(TEXT)).unwrap();
+    let expected = lines.lines().filter(|l| l.contains(": mm_page_")).count();
+    assert_eq!(events.len(), expected);
+    assert!(events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == EventKind::Alloc && e.gfp.contains(Gfp::HIGHUSER_MOVABLE))
+    );
+    assert!(events.iter().any(|e| e.kind == EventKind::Free));
+}
+
+#[test]
+fn a_recording_round_trips_compressed_and_not() {
+    let events = read_all(TraceReader::open(&data(TEXT)).unwrap()).unwrap();
+    let header = Header {
+        kernel: "6.18.0-test".into(),
+        page_size: 4096,
+        cpus: 2,
+        layout: Some(Layout::preset("x86-pci-hole").unwrap().to_toml()),
+        command: Some("ls".into()),
+        seconds: 0.5,
+        lost_events: vec![0, 3],
+    };
+    let dir = std::env::temp_dir().join(format!("pfnlab-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["t.trace", "t.trace.zst"] {
+        let path = dir.join(name);
+        write_recording(&path, &header, &events).unwrap();
+        let reader = TraceReader::open(&path).unwrap();
+        assert_eq!(reader.header(), Some(&header));
+        let back = read_all(reader).unwrap();
+        assert_eq!(back.len(), events.len());
+        for (a, b) in back.iter().zip(&events) {
+            assert_eq!(
+                (
+                    a.ts_ns,
+                    a.cpu,
+                    a.kind,
+                    a.pfn,
+                    a.order,
+                    a.migratetype,
+                    a.gfp,
+                    a.percpu_refill
+                ),
+                (
+                    b.ts_ns,
+                    b.cpu,
+                    b.kind,
+                    b.pfn,
+                    b.order,
+                    b.migratetype,
+                    b.gfp,
+                    b.percpu_refill
+                )
+            );
+        }
+    }
+    let layout = Layout::from_toml(header.layout.as_deref().unwrap()).unwrap();
+    let preset = Layout::preset("x86-pci-hole").unwrap();
+    assert_eq!(layout.ranges(), preset.ranges());
+    assert_eq!(layout.geometry(), preset.geometry());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_recording_replays_on_every_model_and_era() {
+    let path = data(RECORDING);
+    let reader = TraceReader::open(&path).unwrap();
+    let header = reader.header().cloned().expect("a recording has a header");
+    assert!(header.layout.is_some() && header.cpus >= 1);
+    let events = read_all(reader).unwrap();
+    let allocs = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Alloc && e.pfn.is_some())
+        .count() as u64;
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    for era in Era::ALL {
+        let options = ReplayOptions {
+            era,
+            verify: true,
+            skip_bad: false,
+        };
+        let results = replay(&path, &layout, ModelKind::ALL, options);
+        let first = &results[0];
+        for r in &results {
+            assert_eq!(r.events.events, events.len() as u64, "{} {era}", r.model);
+            assert_eq!(
+                r.events.allocs + r.events.alloc_failures.values().sum::<u64>(),
+                allocs
+            );
+            assert!(r.allocator.conserved, "{} {era}: pages lost", r.model);
+            assert_eq!(
+                r.verify_failures, 0,
+                "{} {era}: {:?}",
+                r.model, r.first_verify_failure
+            );
+            // Every model runs the same allocator: the same decisions.
+            assert_eq!(r.events, first.events, "{} {era}", r.model);
+            assert_eq!(
+                r.allocator.merges, first.allocator.merges,
+                "{} {era}",
+                r.model
+            );
+            assert!(r.model_ops.calls["page_to_pfn"] > 0);
+        }
+        // The pageblock lookup on every free exists from 2.6.24 on.
+        let pageblock = first.model_ops.calls["get_pfnblock_migratetype"];
+        assert_eq!(pageblock > 0, era.has_migratetypes(), "{era}");
+    }
+}
+
+#[test]
+fn the_recorded_layout_is_the_default() {
+    let path = data(RECORDING);
+    let reader = TraceReader::open(&path).unwrap();
+    let layout = pfnlab::trace::replay::replay_layout(None, reader.header()).unwrap();
+    assert!(layout.source().contains("recorded"), "{}", layout.source());
+    let results = replay(
+        &path,
+        &layout,
+        &[ModelKind::VmemmapTable],
+        ReplayOptions::default(),
+    );
+    assert!(results[0].allocator.conserved);
+    // A text trace carries no layout.
+    let text = TraceReader::open(&data(TEXT)).unwrap();
+    let e = pfnlab::trace::replay::replay_layout(Some("recorded"), text.header()).unwrap_err();
+    assert!(e.to_string().contains("carries no layout"), "{e}");
+}
+
+#[test]
+fn a_layout_too_small_counts_failures_and_loses_nothing() {
+    let path = data(RECORDING);
+    let layout =
+        Layout::from_toml("[[range]]\nstart = 0x1000000\nend = 0x1400000\nkind = \"ram\"\n")
+            .unwrap();
+    let r = &replay(&path, &layout, &[ModelKind::Flat], ReplayOptions::default())[0];
+    assert!(
+        r.events
+            .alloc_failures
+            .get("no memory")
+            .copied()
+            .unwrap_or(0)
+            > 0,
+        "{:?}",
+        r.events
+    );
+    assert!(r.allocator.conserved);
+}
+
+#[test]
+fn bad_input_is_one_clear_line() {
+    // Empty.
+    let e = text_reader("").err().expect("an empty trace");
+    assert_eq!(e.to_string(), "the trace is empty");
+    // A line cut in half.
+    let good = "a-1 [000] ..... 1.000001: mm_page_alloc: page=00000000aa pfn=0x1000 order=0 migratetype=1 gfp_flags=GFP_KERNEL\n";
+    let cut = format!("{good}a-1 [000] ..... 1.000002: mm_page_free: page=00000000aa pfn=0x10");
+    let e = read_all(text_reader(&cut).unwrap()).unwrap_err();
+    assert_eq!(e.line, 2);
+    assert!(e.to_string().contains("no order"), "{e}");
+    // ... counted and skipped with --skip-bad.
+    let mut reader = text_reader(&cut).unwrap().skip_bad(true);
+    assert_eq!(reader.by_ref().count(), 1);
+    assert_eq!(reader.counts().bad_lines, 1);
+    // A pfn that is not a number.
+    let e = read_all(text_reader(&good.replace("0x1000", "0xg00")).unwrap()).unwrap_err();
+    assert!(
+        e.to_string().contains("line 1: pfn=0xg00 is not a number"),
+        "{e}"
+    );
+    // Timestamps that go back further than the reorder window.
+    let mut text = String::new();
+    for i in 0..5000u64 {
+        text.push_str(&format!(
+            "a-1 [001] ..... 2.{:06}: mm_page_free: page=00000000aa pfn={:#x} order=0\n",
+            i + 10,
+            0x1000 + i
+        ));
+    }
+    text.push_str("a-1 [000] ..... 1.000000: mm_page_free: page=00000000aa pfn=0x1 order=0\n");
+    let e = read_all(text_reader(&text).unwrap()).unwrap_err();
+    assert_eq!(e.line, 5001);
+    assert!(e.to_string().contains("out of order"), "{e}");
+    // Slightly out of order: sorted back.
+    let swapped = "a-1 [001] ..... 1.5: mm_page_free: page=00000000aa pfn=0x2 order=0\na-1 [000] ..... 1.4: mm_page_free: page=00000000aa pfn=0x1 order=0\n";
+    let events = read_all(text_reader(swapped).unwrap()).unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.pfn).collect::<Vec<_>>(),
+        [Some(1), Some(2)]
+    );
+    // Other events are counted, not errors.
+    let mut reader = text_reader("a-1 [000] ..... 1.0: kmalloc: call_site=x\n").unwrap();
+    assert_eq!(reader.by_ref().count(), 0);
+    assert_eq!(reader.counts().unknown_events, 1);
+}
+
+#[test]
+fn a_truncated_recording_is_refused() {
+    let bytes = std::fs::read(data(RECORDING)).unwrap();
+    let cut = bytes[..bytes.len() / 2].to_vec();
+    let reader = TraceReader::from_reader(Box::new(Cursor::new(cut))).unwrap();
+    let e = read_all(reader).unwrap_err();
+    assert!(e.to_string().contains("truncated"), "{e}");
+    // An uncompressed recording cut inside a record.
+    let mut plain = b"pfnlab-trace 1\n".to_vec();
+    let header = Header {
+        kernel: String::new(),
+        page_size: 4096,
+        cpus: 1,
+        layout: None,
+        command: None,
+        seconds: 0.0,
+        lost_events: vec![0],
+    };
+    plain.extend(serde_json::to_vec(&header).unwrap());
+    plain.extend(b"\n0123456789");
+    let e = read_all(TraceReader::from_reader(Box::new(Cursor::new(plain))).unwrap()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "line 1: truncated: the file ends 10 bytes into a 26-byte record"
+    );
+}
+
+#[test]
+fn an_order_above_max_page_order_is_a_counted_refusal() {
+    let text = "a-1 [000] ..... 1.0: mm_page_alloc: page=00000000aa pfn=0x1000 order=11 migratetype=1 gfp_flags=GFP_KERNEL\n";
+    let dir = std::env::temp_dir().join(format!("pfnlab-order-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("order.txt");
+    std::fs::write(&path, text).unwrap();
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    let r = &replay(
+        &path,
+        &layout,
+        &[ModelKind::SparseExtreme],
+        ReplayOptions::default(),
+    )[0];
+    assert_eq!(
+        r.events.alloc_failures.get("order above MAX_PAGE_ORDER"),
+        Some(&1)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A source of endless trace lines, made as they are read.
+struct Endless {
+    line: Vec<u8>,
+    pos: usize,
+    n: u64,
+}
+
+impl Read for Endless {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.fill_buf()?.len().min(buf.len());
+        buf[..n].copy_from_slice(&self.line[self.pos..self.pos + n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Endless {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.pos == self.line.len() {
+            self.n += 1;
+            let (kind, extra) = if self.n % 2 == 1 {
+                ("mm_page_alloc", " migratetype=1 gfp_flags=GFP_KERNEL")
+            } else {
+                ("mm_page_free", "")
+            };
+            self.line = format!(
+                "a-1 [000] ..... {}.{:06}: {kind}: page=00000000aa pfn={:#x} order=0{extra}\n",
+                self.n / 1_000_000,
+                self.n % 1_000_000,
+                0x1000 + (self.n - 1) / 2 % 4096
+            )
+            .into_bytes();
+            self.pos = 0;
+        }
+        Ok(&self.line[self.pos..])
+    }
+
+    fn consume(&mut self, amt: usize) {
+        self.pos += amt;
+    }
+}
+
+#[test]
+fn reading_streams_a_trace_larger_than_memory() {
+    let source = Endless {
+        line: Vec::new(),
+        pos: 0,
+        n: 0,
+    };
+    let reader = TraceReader::from_reader(Box::new(source)).unwrap();
+    let events: Vec<Event> = reader.take(100_000).map(Result::unwrap).collect();
+    assert_eq!(events.len(), 100_000);
+    assert!(events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+}
