@@ -14,6 +14,7 @@ use pfnlab::picture::layout_svg;
 use pfnlab::report::{JsonOut, Report};
 use pfnlab::timing::Plan;
 use pfnlab::trace::format::TraceReader;
+use pfnlab::trace::format::convert;
 use pfnlab::trace::record::{RecordOptions, record_to};
 use pfnlab::trace::replay::{
     ReplayOptions, replay_layout, replay_models, replay_rows, replay_table,
@@ -90,6 +91,11 @@ enum Command {
         /// Count and skip malformed lines instead of stopping at the first.
         #[arg(long)]
         skip_bad: bool,
+        /// Also time the trace's own pfn stream through each model's
+        /// pfn_valid + pfn_to_page + a descriptor read (the real locality;
+        /// meaningful on the recorded or host layout).
+        #[arg(long)]
+        exact: bool,
     },
 }
 
@@ -108,6 +114,20 @@ enum TraceCommand {
         /// The command to record, after `--`.
         #[arg(last = true)]
         command: Vec<String>,
+    },
+    /// Convert a kernel text trace into a (compressed) recording, streamed:
+    /// about 3 bytes per event instead of 135, and read 10x faster.
+    Convert {
+        /// The kernel's text (trace_pipe or the trace file).
+        input: PathBuf,
+        /// The recording (zstd-compressed when the name ends in .zst).
+        output: PathBuf,
+        /// Store this layout with it (`host`, `preset:NAME` or a file).
+        #[arg(long = "with-layout")]
+        with_layout: Option<String>,
+        /// Count and skip malformed lines instead of stopping at the first.
+        #[arg(long)]
+        skip_bad: bool,
     },
 }
 
@@ -194,6 +214,19 @@ fn run(cli: Cli) -> Result<(), CliError> {
             seconds,
             command,
         })) => trace_record(&out, seconds, command),
+        Some(Command::Trace(TraceCommand::Convert {
+            input,
+            output,
+            with_layout,
+            skip_bad,
+        })) => {
+            let layout = with_layout
+                .map(|spec| load_layout(if spec == "host" { None } else { Some(&spec) }))
+                .transpose()?;
+            let n = convert(&input, &output, layout.as_ref(), skip_bad).map_err(CliError)?;
+            println!("{n} events written to {}", output.display());
+            Ok(())
+        }
         Some(Command::Replay {
             file,
             model,
@@ -201,11 +234,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
             json,
             verify,
             skip_bad,
+            exact,
         }) => {
             let options = ReplayOptions {
                 era: era.unwrap_or_default(),
                 verify,
                 skip_bad,
+                exact,
             };
             replay(
                 &file,

@@ -557,7 +557,14 @@ fn ctrl_c_ends_a_recording_and_removes_its_instance() {
     let s = Scratch::new("ctrlc");
     let out_path = s.path("c.trace");
     let child = Command::new(env!("CARGO_BIN_EXE_pfnlab"))
-        .args(["trace", "record", "--seconds", "60", "--out", out_path.to_str().unwrap()])
+        .args([
+            "trace",
+            "record",
+            "--seconds",
+            "60",
+            "--out",
+            out_path.to_str().unwrap(),
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -575,8 +582,15 @@ fn ctrl_c_ends_a_recording_and_removes_its_instance() {
         .unwrap();
     assert!(killed.success());
     let out = child.wait_with_output().unwrap();
-    assert!(start.elapsed().as_secs() < 30, "Ctrl-C ended the 60 s recording early");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        start.elapsed().as_secs() < 30,
+        "Ctrl-C ended the 60 s recording early"
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!Path::new(&instance).exists(), "the instance was removed");
     assert!(out_path.exists(), "what was recorded is written");
 }

@@ -129,7 +129,7 @@ fn the_recording_replays_on_every_model_and_era() {
         let options = ReplayOptions {
             era,
             verify: true,
-            skip_bad: false,
+            ..ReplayOptions::default()
         };
         let results = replay(&path, &layout, ModelKind::ALL, options);
         let first = &results[0];
@@ -347,4 +347,64 @@ fn reading_streams_a_trace_larger_than_memory() {
     let events: Vec<Event> = reader.take(100_000).map(Result::unwrap).collect();
     assert_eq!(events.len(), 100_000);
     assert!(events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+}
+
+#[test]
+fn exact_times_the_traces_own_pfns_on_the_recorded_layout() {
+    let path = data(RECORDING);
+    let reader = TraceReader::open(&path).unwrap();
+    let layout = pfnlab::trace::replay::replay_layout(Some("recorded"), reader.header()).unwrap();
+    let options = ReplayOptions {
+        exact: true,
+        ..ReplayOptions::default()
+    };
+    let results = replay(
+        &path,
+        &layout,
+        &[ModelKind::Flat, ModelKind::VmemmapProbe],
+        options,
+    );
+    for r in &results {
+        let x = r.exact.as_ref().expect("--exact ran");
+        assert!(
+            x.pfns > 0 && x.valid == x.pfns,
+            "{}: the host's pfns are valid on its own layout",
+            r.model
+        );
+        assert!(x.ns_per_pfn > 0.0);
+        // Batched frees follow their page's mm_page_free on 6.x kernels.
+        assert!(r.events.batched_paired > 0);
+    }
+}
+
+#[test]
+fn convert_streams_text_into_a_recording() {
+    let dir = std::env::temp_dir().join(format!("pfnlab-convert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("c.trace.zst");
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    let n = pfnlab::trace::format::convert(&data(TEXT), &out, Some(&layout), false).unwrap();
+    let text = read_all(TraceReader::open(&data(TEXT)).unwrap()).unwrap();
+    let reader = TraceReader::open(&out).unwrap();
+    assert!(reader.header().unwrap().layout.is_some());
+    let back = read_all(reader).unwrap();
+    assert_eq!(n, text.len() as u64);
+    assert_eq!(back.len(), text.len());
+    assert!(
+        back.iter()
+            .zip(&text)
+            .all(|(a, b)| (a.ts_ns, a.pfn, a.kind) == (b.ts_ns, b.pfn, b.kind))
+    );
+    // A bad line: an error naming it, and no partial output left.
+    let bad = dir.join("bad.txt");
+    std::fs::write(
+        &bad,
+        "a-1 [000] ..... 1.0: mm_page_free: page=1 pfn=0x10 order=x\n",
+    )
+    .unwrap();
+    let bad_out = dir.join("bad.trace");
+    let e = pfnlab::trace::format::convert(&bad, &bad_out, None, false).unwrap_err();
+    assert!(e.contains("line 1: order=x is not a number"), "{e}");
+    assert!(!bad_out.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

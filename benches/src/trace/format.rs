@@ -23,7 +23,7 @@ use std::path::Path;
 use buddy::Gfp;
 use serde::{Deserialize, Serialize};
 
-use super::text::{Line, parse_line};
+use super::text::{GfpCache, Line, parse_bytes};
 use super::{Event, EventKind, TraceError};
 
 /// The first line of a recording.
@@ -62,20 +62,44 @@ pub struct Header {
 /// Writes `events` (in timestamp order) as a recording; zstd-compressed
 /// when `path` ends in `.zst`.
 pub fn write_recording(path: &Path, header: &Header, events: &[Event]) -> io::Result<()> {
-    let file = io::BufWriter::new(File::create(path)?);
-    let compressed = path.extension().is_some_and(|e| e == "zst");
-    let mut out: Box<dyn Write> = if compressed {
-        Box::new(zstd::Encoder::new(file, 9)?.auto_finish())
-    } else {
-        Box::new(file)
-    };
-    writeln!(out, "{MAGIC}")?;
-    serde_json::to_writer(&mut out, header)?;
-    writeln!(out)?;
+    let mut w = RecordingWriter::create(path, header)?;
     for e in events {
-        out.write_all(&encode(e))?;
+        w.write(e)?;
     }
-    out.flush()
+    w.finish()
+}
+
+/// A recording written event by event (in timestamp order).
+pub struct RecordingWriter {
+    out: Box<dyn Write>,
+}
+
+impl RecordingWriter {
+    /// Creates `path` and writes the magic line and `header`;
+    /// zstd-compressed when `path` ends in `.zst`.
+    pub fn create(path: &Path, header: &Header) -> io::Result<RecordingWriter> {
+        let file = io::BufWriter::new(File::create(path)?);
+        let compressed = path.extension().is_some_and(|e| e == "zst");
+        let mut out: Box<dyn Write> = if compressed {
+            Box::new(zstd::Encoder::new(file, 9)?.auto_finish())
+        } else {
+            Box::new(file)
+        };
+        writeln!(out, "{MAGIC}")?;
+        serde_json::to_writer(&mut out, header)?;
+        writeln!(out)?;
+        Ok(RecordingWriter { out })
+    }
+
+    /// Appends one event.
+    pub fn write(&mut self, e: &Event) -> io::Result<()> {
+        self.out.write_all(&encode(e))
+    }
+
+    /// Flushes and closes the file (the zstd stream's end included).
+    pub fn finish(mut self) -> io::Result<()> {
+        self.out.flush()
+    }
 }
 
 fn encode(e: &Event) -> [u8; RECORD_BYTES] {
@@ -131,7 +155,8 @@ enum Source {
     Text {
         input: Box<dyn BufRead>,
         line: u64,
-        buf: String,
+        buf: Vec<u8>,
+        gfp: GfpCache,
     },
     Recording {
         input: Box<dyn BufRead>,
@@ -188,7 +213,8 @@ impl TraceReader {
             Source::Text {
                 input,
                 line: 0,
-                buf: String::new(),
+                buf: Vec::new(),
+                gfp: GfpCache::default(),
             },
             None,
         ))
@@ -245,15 +271,20 @@ impl TraceReader {
     /// The next event in file order, before reordering.
     fn next_raw(&mut self) -> Option<Result<Event, TraceError>> {
         match &mut self.source {
-            Source::Text { input, line, buf } => loop {
+            Source::Text {
+                input,
+                line,
+                buf,
+                gfp,
+            } => loop {
                 buf.clear();
-                match input.read_line(buf) {
+                match input.read_until(b'\n', buf) {
                     Ok(0) => return None,
                     Ok(_) => {}
                     Err(e) => return Some(Err(TraceError::at(*line + 1, e.to_string()))),
                 }
                 *line += 1;
-                match parse_line(buf, *line) {
+                match parse_bytes(buf, *line, gfp) {
                     Ok(Line::Event(e)) => return Some(Ok(e)),
                     Ok(Line::Other) => self.counts.unknown_events += 1,
                     Ok(Line::Blank) => {}
@@ -333,4 +364,46 @@ impl Iterator for TraceReader {
 
 fn io_error(e: io::Error) -> TraceError {
     TraceError::file(e.to_string())
+}
+
+/// Converts the text trace at `input` into a recording at `output`,
+/// streamed, with `layout` in its header; returns the events written. A
+/// failure removes the partial output.
+pub fn convert(
+    input: &Path,
+    output: &Path,
+    layout: Option<&sparsemem::Layout>,
+    skip_bad: bool,
+) -> Result<u64, String> {
+    let name = |e: TraceError| format!("{}: {e}", input.display());
+    let reader = TraceReader::open(input).map_err(name)?.skip_bad(skip_bad);
+    if reader.header().is_some() {
+        return Err(format!("{} is a recording already", input.display()));
+    }
+    let header = Header {
+        kernel: String::new(),
+        page_size: layout.map_or(4096, |l| 1 << l.geometry().page_shift()),
+        cpus: 0,
+        layout: layout.map(sparsemem::Layout::to_toml),
+        command: Some(format!("converted from {}", input.display())),
+        seconds: 0.0,
+        lost_events: Vec::new(),
+    };
+    let written = (|| {
+        let mut w = RecordingWriter::create(output, &header)
+            .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+        let mut n = 0;
+        for e in reader {
+            w.write(&e.map_err(name)?)
+                .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+            n += 1;
+        }
+        w.finish()
+            .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+        Ok(n)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(output);
+    }
+    written
 }

@@ -31,7 +31,7 @@ use crate::commands::load_layout;
 use crate::counting::{Counted, ModelOp};
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
 use crate::report::Row;
-use crate::timing::{Measurement, Stat, tsc_hz, tsc_start, tsc_stop};
+use crate::timing::{Measurement, Stat, measure, tsc_hz, tsc_start, tsc_stop};
 use serde_json::{Value, json};
 
 /// How to replay (default: the 6.18 era, no checks, stop at a bad line).
@@ -43,8 +43,75 @@ pub struct ReplayOptions {
     pub verify: bool,
     /// Skip malformed lines instead of stopping at the first.
     pub skip_bad: bool,
+    /// Also time the trace's own pfns through each model's lookups
+    /// ([`ExactResult`]).
+    pub exact: bool,
 }
 
+/// Pfns `--exact` keeps from a trace (the first this many allocations and
+/// frees): 128 MiB of pfns, whatever the trace's size.
+pub const EXACT_MAX_PFNS: usize = 16 << 20;
+
+/// The trace's own pfn stream — every allocated and freed block's pfn, in
+/// trace order — through the model: `pfn_valid`, then `pfn_to_page` and a
+/// read of the descriptor's flags for a valid pfn, as the kernel's paths do
+/// for the pfns they are handed. The pfns are the recording host's, so
+/// this is meaningful on the recorded (or host) layout.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExactResult {
+    /// Pfns timed.
+    pub pfns: u64,
+    /// Of those, valid on the layout.
+    pub valid: u64,
+    /// Median ns per pfn over the trials.
+    pub ns_per_pfn: f64,
+    /// Median TSC cycles per pfn.
+    pub cycles_per_pfn: f64,
+}
+
+/// The pfns of the allocations and frees of the trace `open` reads, up to
+/// [`EXACT_MAX_PFNS`].
+pub fn trace_pfns(open: OpenTrace<'_>, skip_bad: bool) -> Result<Vec<Pfn>, TraceError> {
+    let mut pfns = Vec::new();
+    for event in open()?.skip_bad(skip_bad) {
+        let event = event?;
+        if matches!(event.kind, EventKind::Alloc | EventKind::Free)
+            && let Some(p) = event.pfn
+        {
+            pfns.push(Pfn::new(p));
+            if pfns.len() == EXACT_MAX_PFNS {
+                break;
+            }
+        }
+    }
+    Ok(pfns)
+}
+
+/// One pass of the exact stream: valid pfns' descriptors read.
+#[inline(never)]
+fn exact_pass<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
+    let mut acc = 0;
+    for &p in pfns {
+        if let Some(page) = model.pfn_to_page(p) {
+            acc ^= page.flags();
+        }
+    }
+    acc
+}
+
+fn exact<M: MemoryModel>(model: &M, pfns: &[Pfn], trials: usize) -> ExactResult {
+    let valid = pfns.iter().filter(|&&p| model.pfn_valid(p)).count() as u64;
+    let m = measure(trials, || {
+        std::hint::black_box(exact_pass(model, pfns));
+        pfns.len() as u64
+    });
+    ExactResult {
+        pfns: pfns.len() as u64,
+        valid,
+        ns_per_pfn: m.ns_per_op.median,
+        cycles_per_pfn: m.cycles_per_op.median,
+    }
+}
 
 /// Counts of what the replay did with the trace's events.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -146,6 +213,8 @@ pub struct ReplayResult {
     pub verify_failures: u64,
     /// The first failure `--verify` found.
     pub first_verify_failure: Option<String>,
+    /// With `--exact`: the trace's own pfn stream through the model.
+    pub exact: Option<ExactResult>,
 }
 
 /// Each model's replay, or why it could not run on the layout.
@@ -164,6 +233,8 @@ pub struct Replay<'a> {
     pub options: ReplayOptions,
     /// Called with the events done so far, now and then.
     pub progress: &'a dyn Fn(u64),
+    /// With `--exact`: the trace's pfns ([`trace_pfns`]).
+    pub exact_pfns: Option<&'a [Pfn]>,
 }
 
 impl ModelVisitor for Replay<'_> {
@@ -190,6 +261,9 @@ impl ModelVisitor for Replay<'_> {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
+        let exact = self
+            .exact_pfns
+            .map(|pfns| exact(counted.model().inner(), pfns, 5));
         let model = counted.model();
         let ops = model.ops();
         let mut calls = BTreeMap::new();
@@ -214,6 +288,7 @@ impl ModelVisitor for Replay<'_> {
             model_ops,
             verify_failures: timed.verify_failures,
             first_verify_failure: timed.first_verify_failure,
+            exact,
         }))
     }
 }
@@ -283,7 +358,7 @@ impl<'a, M: MemoryModel> State<'a, M> {
         self.blocks.insert(start, end);
     }
 
-    fn free(&mut self, cpu: u16, trace_pfn: u64, pfn: Pfn, order: Order) -> Result<(), AllocError> {
+    fn free(&mut self, cpu: u16, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         if self.verify && self.blocks.remove(&pfn.get()).is_none() {
             self.fail_verify(format!("free of {pfn}/{order}, which is not held"));
         }
@@ -293,7 +368,6 @@ impl<'a, M: MemoryModel> State<'a, M> {
         self.free_cycles += tsc_stop() - t0;
         freed?;
         self.events.frees += 1;
-        self.freed.insert(trace_pfn);
         Ok(())
     }
 
@@ -307,7 +381,7 @@ impl<'a, M: MemoryModel> State<'a, M> {
                 };
                 if let Some((pfn, order)) = self.held.remove(&trace_pfn) {
                     self.events.untraced_frees += 1;
-                    self.free(e.cpu, trace_pfn, pfn, order)?;
+                    self.free(e.cpu, pfn, order)?;
                     self.events.frees -= 1;
                 }
                 self.freed.remove(&trace_pfn);
@@ -335,6 +409,7 @@ impl<'a, M: MemoryModel> State<'a, M> {
             }
             EventKind::Free => {
                 let trace_pfn = e.pfn.unwrap_or(u64::MAX);
+                self.freed.insert(trace_pfn);
                 match self.held.get(&trace_pfn) {
                     None => self.events.unknown_frees += 1,
                     Some(&(_, order)) if order.get() != e.order => {
@@ -342,7 +417,7 @@ impl<'a, M: MemoryModel> State<'a, M> {
                     }
                     Some(&(pfn, order)) => {
                         self.held.remove(&trace_pfn);
-                        self.free(e.cpu, trace_pfn, pfn, order)?;
+                        self.free(e.cpu, pfn, order)?;
                     }
                 }
             }
@@ -487,7 +562,10 @@ pub fn replay_layout(spec: Option<&str>, header: Option<&Header>) -> Result<Layo
         })?;
         let layout = Layout::from_toml(text)
             .map_err(|e| CliError(format!("the recording's layout: {e}")))?;
-        let source = format!("recorded ({})", header.map_or("", |h| h.kernel.as_str()));
+        let source = match header.map(|h| h.kernel.as_str()) {
+            Some(k) if !k.is_empty() => format!("recorded (kernel {k})"),
+            _ => "recorded".to_owned(),
+        };
         Layout::new(*layout.geometry(), layout.ranges().to_vec(), source)
             .map_err(|e| CliError(format!("the recording's layout: {e}")))
     };
@@ -510,12 +588,18 @@ pub fn replay_models(
     options: ReplayOptions,
     progress: &dyn Fn(ModelKind, u64),
 ) -> Result<ModelResults, TraceError> {
+    let pfns = if options.exact {
+        Some(trace_pfns(open, options.skip_bad)?)
+    } else {
+        None
+    };
     let mut out = Vec::new();
     for &kind in kinds {
         let visitor = Replay {
             open,
             options,
             progress: &|n| progress(kind, n),
+            exact_pfns: pfns.as_deref(),
         };
         match with_model(kind, layout, visitor) {
             Ok(Ok(result)) => out.push((kind, Ok(result))),
@@ -608,6 +692,19 @@ pub fn replay_table(results: &[(ModelKind, Result<ReplayResult, String>)]) -> St
                     "{}: allocations refused: {:?}",
                     kind.name(),
                     r.events.alloc_failures
+                );
+            }
+            if let Ok(r) = r
+                && let Some(x) = &r.exact
+            {
+                let _ = writeln!(
+                    t,
+                    "{}: --exact: the trace's {} pfns ({} valid here) through pfn_valid + pfn_to_page + a flags read: {:.2} ns ({:.1} TSC cycles) per pfn",
+                    kind.name(),
+                    x.pfns,
+                    x.valid,
+                    x.ns_per_pfn,
+                    x.cycles_per_pfn
                 );
             }
             if let Ok(r) = r
