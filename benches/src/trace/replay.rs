@@ -257,6 +257,8 @@ impl ModelVisitor for Replay<'_> {
             layout,
             alloc_options,
         )?;
+        // Count the replay's calls only, not the allocator's construction.
+        counted.model().reset();
         let pass = match run(&counted, layout, self.open, self.options, &|_| {}) {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
