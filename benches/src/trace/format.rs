@@ -277,14 +277,41 @@ impl TraceReader {
                 buf,
                 gfp,
             } => loop {
-                buf.clear();
-                match input.read_until(b'\n', buf) {
-                    Ok(0) => return None,
-                    Ok(_) => {}
+                // A whole line straight from the reader's buffer when it
+                // holds one (no copy); a line across buffer refills is
+                // gathered in `buf`.
+                let chunk = match input.fill_buf() {
+                    Ok(c) => c,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => return Some(Err(TraceError::at(*line + 1, e.to_string()))),
-                }
-                *line += 1;
-                match parse_bytes(buf, *line, gfp) {
+                };
+                let parsed = if chunk.is_empty() {
+                    if buf.is_empty() {
+                        return None;
+                    }
+                    *line += 1;
+                    let p = parse_bytes(buf, *line, gfp);
+                    buf.clear();
+                    p
+                } else if let Some(nl) = memchr::memchr(b'\n', chunk) {
+                    *line += 1;
+                    let p = if buf.is_empty() {
+                        parse_bytes(&chunk[..nl], *line, gfp)
+                    } else {
+                        buf.extend_from_slice(&chunk[..nl]);
+                        let p = parse_bytes(buf, *line, gfp);
+                        buf.clear();
+                        p
+                    };
+                    input.consume(nl + 1);
+                    p
+                } else {
+                    let n = chunk.len();
+                    buf.extend_from_slice(chunk);
+                    input.consume(n);
+                    continue;
+                };
+                match parsed {
                     Ok(Line::Event(e)) => return Some(Ok(e)),
                     Ok(Line::Other) => self.counts.unknown_events += 1,
                     Ok(Line::Blank) => {}

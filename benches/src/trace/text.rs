@@ -33,18 +33,29 @@ pub fn parse_line(text: &str, line: u64) -> Result<Line, TraceError> {
 
 /// The GFP masks met so far by their text: a trace repeats a few dozen
 /// masks millions of times, and parsing one is dozens of name compares.
+/// A short list kept most-recent-first (a hash of the 20–60-byte text
+/// would cost more than the few compares a workload's handful of masks
+/// needs).
 #[derive(Default)]
-pub struct GfpCache(std::collections::HashMap<Box<str>, Gfp>);
+pub struct GfpCache(Vec<(Box<[u8]>, Gfp)>);
+
+/// Masks the cache keeps.
+const GFP_CACHE: usize = 64;
 
 impl GfpCache {
-    fn parse(&mut self, text: &str) -> Result<Gfp, String> {
-        if let Some(&g) = self.0.get(text) {
+    fn parse(&mut self, text: &[u8]) -> Result<Gfp, String> {
+        if let Some(i) = self.0.iter().position(|(t, _)| **t == *text) {
+            let g = self.0[i].1;
+            if i > 0 {
+                self.0.swap(i, i - 1);
+            }
             return Ok(g);
         }
-        let g: Gfp = text.parse()?;
-        if self.0.len() < 4096 {
-            self.0.insert(text.into(), g);
+        let g: Gfp = String::from_utf8_lossy(text).parse()?;
+        if self.0.len() == GFP_CACHE {
+            self.0.pop();
         }
+        self.0.push((text.into(), g));
         Ok(g)
     }
 }
@@ -137,7 +148,9 @@ fn general(text: &str, line: u64, cache: &mut GfpCache) -> Result<Line, TraceErr
                     i8::try_from(m).map_err(|_| bad(&format!("migratetype {m} out of range")))?;
             }
             "gfp_flags" => {
-                event.gfp = cache.parse(value).map_err(|e| TraceError::at(line, e))?;
+                event.gfp = cache
+                    .parse(value.as_bytes())
+                    .map_err(|e| TraceError::at(line, e))?;
             }
             "percpu_refill" => event.percpu_refill = number(value)? != 0,
             _ => {}
@@ -202,7 +215,7 @@ fn fast_event(b: &[u8], line: u64, cache: &mut GfpCache) -> Option<Event> {
                     None => i8::try_from(parse_dec(value)?).ok()?,
                 };
             }
-            b"gfp_flags" => event.gfp = cache.parse(std::str::from_utf8(value).ok()?).ok()?,
+            b"gfp_flags" => event.gfp = cache.parse(value).ok()?,
             b"percpu_refill" => event.percpu_refill = parse_dec(value)? != 0,
             _ => return None,
         }
