@@ -270,18 +270,41 @@ pub fn page_test_rounds<M: MemoryModel, V: Variant>(
     rounds: u64,
     held: &mut Vec<Pfn>,
 ) -> u64 {
+    page_test_rounds_with(alloc, node, rounds, held, Gfp::HIGHUSER_MOVABLE, false)
+}
+
+/// [`page_test_rounds`] with the request's GFP mask and, with `zap`, the
+/// per-page memory-model touchpoints of 2.6.20's unmap path before each
+/// free: `vm_normal_page`'s `pfn_valid` and `pfn_to_page` (a read of the
+/// descriptor's flags) for the pfn in the PTE being zapped.
+#[inline(never)]
+pub fn page_test_rounds_with<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    node: NodeId,
+    rounds: u64,
+    held: &mut Vec<Pfn>,
+    gfp: Gfp,
+    zap: bool,
+) -> u64 {
+    let model = alloc.model();
+    let mut acc = 0u64;
     for _ in 0..rounds {
         for _ in 0..PAGE_TEST_BATCH {
             held.push(
                 alloc
-                    .alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, node, None)
+                    .alloc_pages(Order::ZERO, gfp, node, None)
                     .expect("memory"),
             );
         }
         for pfn in held.drain(..) {
+            if zap {
+                // vm_normal_page: `if (!pfn_valid(pfn)) ...; return pfn_to_page(pfn)`.
+                acc ^= model.pfn_to_page(pfn).map_or(0, |p| p.flags());
+            }
             alloc.free_pages(pfn, Order::ZERO).expect("free");
         }
     }
+    std::hint::black_box(acc);
     rounds * PAGE_TEST_BATCH as u64
 }
 

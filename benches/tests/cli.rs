@@ -228,11 +228,29 @@ fn every_experiment_runs_in_quick_mode() {
                     .collect();
                 assert_eq!(fractions.len(), 6, "{fractions:?}");
             }
-            "pfn-valid" => assert!(
-                rows.iter()
-                    .any(|r| r["variant"] == "kernel-fixup-faulting-write"),
-                "the kernel's fixup beside the probe"
-            ),
+            "pfn-valid" => {
+                assert!(
+                    rows.iter()
+                        .any(|r| r["variant"] == "kernel-fixup-faulting-write"),
+                    "the kernel's fixup beside the probe"
+                );
+                for w in [
+                    "page_test+2.6.20",
+                    "page_test+2.6.20+clear_page",
+                    "page_test-6.18",
+                ] {
+                    assert!(rows.iter().any(|r| r["variant"] == w), "{w}");
+                }
+                let seeded = rows
+                    .iter()
+                    .find(|r| r["ratio_to_seed"].is_number())
+                    .expect("the seed's figures beside pfnlab's");
+                assert_eq!(
+                    seeded["seed"]["pages_per_second"]["sparse-extreme"],
+                    1_042_187.0
+                );
+                positive(&seeded["ratio_to_seed"], "ratio_to_seed");
+            }
             "cpuset" => assert!(
                 rows.iter()
                     .any(|r| r["check_share"].as_f64().unwrap() > 0.0)

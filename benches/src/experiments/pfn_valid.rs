@@ -3,8 +3,7 @@
 //! of one call (valid, hole, random mix, sequential) and an allocation
 //! workload like AIM9 `page_test` with the hole check on every merge.
 
-use buddy::AllocError;
-use buddy::KernelHoleCheck;
+use buddy::{AllocError, Era, Gfp, Kernel, KernelHoleCheck};
 use serde_json::json;
 use sparsemem::{Layout, Pfn};
 use vmemmap::VmemmapOptions;
@@ -17,7 +16,7 @@ use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{
     PAGE_TEST_BATCH, XorShift, count_valid, count_valid_sequential, hole_pfns, page_test_rounds,
-    valid_pfns,
+    page_test_rounds_with, valid_pfns,
 };
 
 struct Visitor {
@@ -40,6 +39,16 @@ pub struct PfnValidResults {
     /// AIM9 `page_test`-like: 512 zone-path allocations then 512 frees, per
     /// page, with the `HOLES_IN_ZONE` check.
     pub page_test: Measurement,
+    /// The same with 2.6.20's per-page touchpoints on the unmap path
+    /// (`vm_normal_page`: `pfn_valid` + `pfn_to_page`) before each free.
+    pub page_test_2620: Measurement,
+    /// The same again with every page backed by a real frame and cleared
+    /// on allocation (`__GFP_ZERO`: the `clear_page` the seed's AIM9 run
+    /// paid), or why it could not run on the layout.
+    pub page_test_clear: Result<Measurement, String>,
+    /// Today's path (6.18, no hole check): `get_pfnblock_migratetype` on
+    /// every free, through the section's usage map under SPARSEMEM.
+    pub page_test_618: Measurement,
 }
 
 impl PfnValidResults {
@@ -52,11 +61,6 @@ impl PfnValidResults {
             ("sequential", &self.sequential),
             ("page_test", &self.page_test),
         ]
-    }
-
-    /// Pages a second through `page_test`, the seed's unit.
-    pub fn pages_per_second(&self) -> f64 {
-        1e9 / self.page_test.ns_per_op.median
     }
 }
 
@@ -103,12 +107,36 @@ impl ModelVisitor for Visitor {
         let page_test = measure(plan.trials, || {
             page_test_rounds(&alloc, node, rounds, &mut held)
         });
+        let gfp = Gfp::HIGHUSER_MOVABLE;
+        let page_test_2620 = measure(plan.trials, || {
+            page_test_rounds_with(&alloc, node, rounds, &mut held, gfp, true)
+        });
+        drop(alloc);
+        let framed = buddy::Options {
+            frames: true,
+            ..self.alloc_options
+        };
+        let page_test_clear = build_allocator::<M, KernelHoleCheck>(layout, options, framed)
+            .map(|alloc| {
+                measure(plan.trials, || {
+                    page_test_rounds_with(&alloc, node, rounds, &mut held, gfp | Gfp::ZERO, true)
+                })
+            })
+            .map_err(|e| e.to_string());
+        let today = buddy::Options::for_era(Era::V6_18);
+        let alloc = build_allocator::<M, Kernel>(layout, options, today)?;
+        let page_test_618 = measure(plan.trials, || {
+            page_test_rounds(&alloc, node, rounds, &mut held)
+        });
         Ok(PfnValidResults {
             valid,
             hole,
             random,
             sequential,
             page_test,
+            page_test_2620,
+            page_test_clear,
+            page_test_618,
         })
     }
 }
@@ -124,6 +152,46 @@ fn models(ctx: &Ctx) -> Vec<ModelKind> {
         .collect()
 }
 
+/// The seed's AIM9 `page_test` pages per second: SPARSEMEM_EXTREME
+/// without VMEMMAP (table-based `pfn_valid`, `pfn_to_page` and
+/// `page_to_pfn`), and VMEMMAP with the fault probe.
+pub const SEED_PAGE_TEST: [(&str, f64); 2] = [
+    ("sparse-extreme", 1_042_187.0),
+    ("vmemmap-probe", 1_076_976.0),
+];
+
+/// The page_test variants, in table order: name and what it adds.
+const PAGE_TESTS: [(&str, &str); 4] = [
+    (
+        "page_test",
+        "2.6.23 zone path, HOLES_IN_ZONE check per merge step",
+    ),
+    (
+        "page_test+2.6.20",
+        "+ vm_normal_page's pfn_valid + pfn_to_page per page",
+    ),
+    (
+        "page_test+2.6.20+clear_page",
+        "+ a real frame cleared per page (__GFP_ZERO)",
+    ),
+    (
+        "page_test-6.18",
+        "today: no hole check, get_pfnblock_migratetype per free",
+    ),
+];
+
+fn page_tests(r: &PfnValidResults) -> [(&'static str, Result<&Measurement, &str>); 4] {
+    [
+        (PAGE_TESTS[0].0, Ok(&r.page_test)),
+        (PAGE_TESTS[1].0, Ok(&r.page_test_2620)),
+        (
+            PAGE_TESTS[2].0,
+            r.page_test_clear.as_ref().map_err(String::as_str),
+        ),
+        (PAGE_TESTS[3].0, Ok(&r.page_test_618)),
+    ]
+}
+
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     let layouts = match ctx.layout_spec {
         Some(_) => vec![ctx.layout.clone()],
@@ -131,21 +199,24 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     };
     let mut rows = Vec::new();
     let mut table = format!(
-        "median ns per op ({}); page_test: zone-path alloc of 512 pages then free, hole check on\n",
+        "median ns per op ({}); page_test: zone-path alloc of 512 pages then free, per page\n",
         crate::timing::COUNTER_UNIT
     );
     for layout in &layouts {
         table += &format!(
-            "\nlayout {}\n{:<21} {:>15} {:>15} {:>15} {:>15} {:>15} {:>12}\n",
+            "\nlayout {}\n{:<21} {:>15} {:>15} {:>15} {:>15}\n",
             layout.source(),
             "model",
             "valid",
             "hole",
             "random",
             "sequential",
-            "page_test/page",
-            "pages/s"
         );
+        let mut page_table = format!(
+            "{:<21} {:>17} {:>17} {:>17} {:>17}\n",
+            "page_test per page", PAGE_TESTS[0].0, PAGE_TESTS[1].0, "+clear_page", PAGE_TESTS[3].0
+        );
+        let mut aim9: Vec<(ModelKind, f64)> = Vec::new();
         for kind in models(ctx) {
             let visitor = Visitor {
                 plan: ctx.plan,
@@ -160,17 +231,24 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
                     continue;
                 }
             };
-            let [valid, hole, random, sequential, page_test] =
-                results.workloads().map(|(_, m)| cell(m));
+            let [valid, hole, random, sequential, _] = results.workloads().map(|(_, m)| cell(m));
             table += &format!(
-                "{:<21} {:>15} {:>15} {:>15} {:>15} {:>15} {:>12.0}\n",
+                "{:<21} {:>15} {:>15} {:>15} {:>15}\n",
                 kind.name(),
                 valid,
                 hole,
                 random,
                 sequential,
-                page_test,
-                results.pages_per_second()
+            );
+            let cells =
+                page_tests(&results).map(|(_, m)| m.map_or_else(|_| "n/a".to_string(), cell));
+            page_table += &format!(
+                "{:<21} {:>17} {:>17} {:>17} {:>17}\n",
+                kind.name(),
+                cells[0],
+                cells[1],
+                cells[2],
+                cells[3]
             );
             let row = |workload: &str, m: &Measurement| {
                 Row::new(
@@ -180,9 +258,50 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
                     m.clone(),
                 )
             };
-            let [lookups @ .., (page_test, m)] = results.workloads();
+            let [lookups @ .., _] = results.workloads();
             rows.extend(lookups.into_iter().map(|(w, m)| row(w, m)));
-            rows.push(row(page_test, m).with("pages_per_second", results.pages_per_second()));
+            for (name, m) in page_tests(&results) {
+                if let Ok(m) = m {
+                    rows.push(row(name, m).with("pages_per_second", 1e9 / m.ns_per_op.median));
+                }
+            }
+            if let Ok(m) = &results.page_test_clear {
+                aim9.push((kind, 1e9 / m.ns_per_op.median));
+            }
+        }
+        table += "\n";
+        table += &page_table;
+        for (name, what) in PAGE_TESTS {
+            table += &format!("  {name}: {what}\n");
+        }
+        let pps = |k: ModelKind| aim9.iter().find(|(m, _)| *m == k).map(|(_, p)| *p);
+        if let (Some(extreme), Some(probe)) =
+            (pps(ModelKind::SparseExtreme), pps(ModelKind::VmemmapProbe))
+        {
+            let seed_ratio = SEED_PAGE_TEST[1].1 / SEED_PAGE_TEST[0].1;
+            let ours = probe / extreme;
+            table += &format!(
+                "page_test as AIM9 saw it (2.6.20 touchpoints + clear_page): vmemmap-probe / sparse-extreme = {ours:.3} pages/s; seed (2006) {:.0} / {:.0} = {seed_ratio:.3}; pfnlab / seed = {:.3}\n",
+                SEED_PAGE_TEST[1].1,
+                SEED_PAGE_TEST[0].1,
+                ours / seed_ratio
+            );
+            if let Some(r) = rows
+                .iter_mut()
+                .rev()
+                .find(|r| r.variant == PAGE_TESTS[2].0 && r.model == ModelKind::VmemmapProbe.name())
+            {
+                r.extra.insert(
+                    "seed".into(),
+                    json!({
+                        "pages_per_second": {"sparse-extreme": SEED_PAGE_TEST[0].1, "vmemmap-probe": SEED_PAGE_TEST[1].1},
+                        "ratio_probe_to_extreme": seed_ratio,
+                    }),
+                );
+                r.extra.insert("ratio_probe_to_extreme".into(), json!(ours));
+                r.extra
+                    .insert("ratio_to_seed".into(), json!(ours / seed_ratio));
+            }
         }
     }
     let fixup = measure_kernel_fixup(ctx.plan)?;
@@ -190,7 +309,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     table += &fixup.text();
     rows.extend(fixup.rows());
     table += "The probe's hole column is a user-space signal round trip; a kernel fault on a vmemmap hole pays the fixup above instead.\n";
-    table += "\nSeed (2006): AIM9 page_test 1,042,187 (EXTREME+VMEMMAP table) vs 1,076,976 (VMEMMAP + probe); \
+    table += "\nSeed (2006): AIM9 page_test 1,042,187 (SPARSEMEM_EXTREME without VMEMMAP: table-based pfn_valid, pfn_to_page and page_to_pfn; pfnlab's sparse-extreme) vs 1,076,976 (VMEMMAP + probe); \
               reaim max 804,000 / 804,844 / 811,181 - \"within noise\".\n";
     let layout_names: Vec<&str> = layouts.iter().map(|l| l.source()).collect();
     Ok(Outcome {
