@@ -31,7 +31,7 @@ use crate::commands::load_layout;
 use crate::counting::{Counted, ModelOp};
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
 use crate::report::Row;
-use crate::timing::{Measurement, Stat, measure, tsc_hz, tsc_start, tsc_stop};
+use crate::timing::{Measurement, Stat, measure, tsc_hz, tsc_now};
 use serde_json::{Value, json};
 
 /// How to replay (default: the 6.18 era, no checks, stop at a bad line).
@@ -365,9 +365,9 @@ impl<'a, M: MemoryModel> State<'a, M> {
             self.fail_verify(format!("free of {pfn}/{order}, which is not held"));
         }
         let handle = self.cpu(cpu)?;
-        let t0 = tsc_start();
+        let t0 = tsc_now();
         let freed = handle.free_pages(pfn, order);
-        self.free_cycles += tsc_stop() - t0;
+        self.free_cycles += tsc_now() - t0;
         freed?;
         self.events.frees += 1;
         Ok(())
@@ -389,9 +389,9 @@ impl<'a, M: MemoryModel> State<'a, M> {
                 self.freed.remove(&trace_pfn);
                 let order = Order::new(e.order);
                 let handle = self.cpu(e.cpu)?;
-                let t0 = tsc_start();
+                let t0 = tsc_now();
                 let got = handle.alloc_pages(order, e.gfp);
-                self.alloc_cycles += tsc_stop() - t0;
+                self.alloc_cycles += tsc_now() - t0;
                 match got {
                     Ok(pfn) => {
                         self.events.allocs += 1;
@@ -722,7 +722,7 @@ pub fn replay_table(results: &[(ModelKind, Result<ReplayResult, String>)]) -> St
             }
         }
     }
-    t.push_str("ns/alloc and ns/free time the allocator call alone (serialised TSC reads around it); Mevents/s and ns/event include reading and parsing. Model calls come from a second, counting pass. refilled/drained: blocks the replay's per-CPU refills took from the zone and its drains gave back (in brackets the trace's percpu_refill and mm_page_pcpu_drain events, which count the same); frag: fragmentation_index at pageblock_order in thousandths (-1000: a block is free); cons: free + held == managed.\n");
+    t.push_str("ns/alloc and ns/free time the allocator call alone (unserialised TSC reads around it, a few ns of their own included); Mevents/s and ns/event include reading and parsing. Model calls come from a second, counting pass. refilled/drained: blocks the replay's per-CPU refills took from the zone and its drains gave back (in brackets the trace's percpu_refill and mm_page_pcpu_drain events, which count the same); frag: fragmentation_index at pageblock_order in thousandths (-1000: a block is free); cons: free + held == managed.\n");
     t
 }
 
