@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
+use std::sync::mpsc;
 
 use buddy::Gfp;
 use serde::{Deserialize, Serialize};
@@ -151,17 +152,119 @@ pub struct ReadCounts {
     pub bad_lines: u64,
 }
 
+/// An input the reader may hand to its parsing thread.
+pub type Input = Box<dyn BufRead + Send>;
+
 enum Source {
+    /// The kernel's text, parsed on a thread of its own (started on the
+    /// first read) while the caller replays: parsing text costs more than
+    /// replaying it, so the two overlap on two CPUs.
     Text {
-        input: Box<dyn BufRead>,
-        line: u64,
-        buf: Vec<u8>,
-        gfp: GfpCache,
+        lines: Option<TextLines>,
+        rx: Option<mpsc::Receiver<Batch>>,
+        batch: std::vec::IntoIter<Event>,
     },
     Recording {
-        input: Box<dyn BufRead>,
+        input: Input,
         record: u64,
     },
+}
+
+/// What the parsing thread sends.
+enum Batch {
+    Events(Vec<Event>),
+    Error(TraceError),
+    Done(ReadCounts),
+}
+
+/// Events per message from the parsing thread.
+const BATCH: usize = 1024;
+
+/// Text lines in file order, parsed.
+struct TextLines {
+    input: Input,
+    line: u64,
+    buf: Vec<u8>,
+    gfp: GfpCache,
+    skip_bad: bool,
+    counts: ReadCounts,
+}
+
+impl TextLines {
+    fn next_event(&mut self) -> Option<Result<Event, TraceError>> {
+        loop {
+            // A whole line straight from the reader's buffer when it holds
+            // one (no copy); a line across buffer refills is gathered in
+            // `buf`.
+            let chunk = match self.input.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Some(Err(TraceError::at(self.line + 1, e.to_string()))),
+            };
+            let parsed = if chunk.is_empty() {
+                if self.buf.is_empty() {
+                    return None;
+                }
+                self.line += 1;
+                let p = parse_bytes(&self.buf, self.line, &mut self.gfp);
+                self.buf.clear();
+                p
+            } else if let Some(nl) = memchr::memchr(b'\n', chunk) {
+                self.line += 1;
+                let p = if self.buf.is_empty() {
+                    parse_bytes(&chunk[..nl], self.line, &mut self.gfp)
+                } else {
+                    self.buf.extend_from_slice(&chunk[..nl]);
+                    let p = parse_bytes(&self.buf, self.line, &mut self.gfp);
+                    self.buf.clear();
+                    p
+                };
+                self.input.consume(nl + 1);
+                p
+            } else {
+                let n = chunk.len();
+                self.buf.extend_from_slice(chunk);
+                self.input.consume(n);
+                continue;
+            };
+            match parsed {
+                Ok(Line::Event(e)) => return Some(Ok(e)),
+                Ok(Line::Other) => self.counts.unknown_events += 1,
+                Ok(Line::Blank) => {}
+                Err(_) if self.skip_bad => self.counts.bad_lines += 1,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    /// The parsing thread: batches of events until the end, an error, or
+    /// the reader going away.
+    fn run(mut self, tx: mpsc::SyncSender<Batch>) {
+        loop {
+            let mut events = Vec::with_capacity(BATCH);
+            let mut last = None;
+            while events.len() < BATCH {
+                match self.next_event() {
+                    Some(Ok(e)) => events.push(e),
+                    Some(Err(e)) => {
+                        last = Some(Batch::Error(e));
+                        break;
+                    }
+                    None => {
+                        last = Some(Batch::Done(self.counts));
+                        break;
+                    }
+                }
+            }
+            if tx.send(Batch::Events(events)).is_err() {
+                return;
+            }
+            if let Some(last) = last {
+                let _ = tx.send(last);
+                return;
+            }
+        }
+    }
 }
 
 /// A streamed trace: events in timestamp order (sorted back within
@@ -187,14 +290,14 @@ impl TraceReader {
     }
 
     /// Reads a trace from `input`.
-    pub fn from_reader(mut input: Box<dyn BufRead>) -> Result<TraceReader, TraceError> {
+    pub fn from_reader(mut input: Input) -> Result<TraceReader, TraceError> {
         let head = input.fill_buf().map_err(io_error)?;
         if head.is_empty() {
             return Err(TraceError::file("the trace is empty"));
         }
         if head.starts_with(&ZSTD_MAGIC) {
             let decoder = zstd::Decoder::with_buffer(input).map_err(io_error)?;
-            let mut inner: Box<dyn BufRead> = Box::new(BufReader::with_capacity(1 << 16, decoder));
+            let mut inner: Input = Box::new(BufReader::with_capacity(1 << 16, decoder));
             if !inner
                 .fill_buf()
                 .map_err(io_error)?
@@ -211,10 +314,16 @@ impl TraceReader {
         }
         Ok(TraceReader::new(
             Source::Text {
-                input,
-                line: 0,
-                buf: Vec::new(),
-                gfp: GfpCache::default(),
+                lines: Some(TextLines {
+                    input,
+                    line: 0,
+                    buf: Vec::new(),
+                    gfp: GfpCache::default(),
+                    skip_bad: false,
+                    counts: ReadCounts::default(),
+                }),
+                rx: None,
+                batch: Vec::new().into_iter(),
             },
             None,
         ))
@@ -232,7 +341,7 @@ impl TraceReader {
         }
     }
 
-    fn recording(mut input: Box<dyn BufRead>) -> Result<TraceReader, TraceError> {
+    fn recording(mut input: Input) -> Result<TraceReader, TraceError> {
         let mut magic = String::new();
         input.read_line(&mut magic).map_err(io_error)?;
         if magic.trim_end() != MAGIC {
@@ -271,52 +380,28 @@ impl TraceReader {
     /// The next event in file order, before reordering.
     fn next_raw(&mut self) -> Option<Result<Event, TraceError>> {
         match &mut self.source {
-            Source::Text {
-                input,
-                line,
-                buf,
-                gfp,
-            } => loop {
-                // A whole line straight from the reader's buffer when it
-                // holds one (no copy); a line across buffer refills is
-                // gathered in `buf`.
-                let chunk = match input.fill_buf() {
-                    Ok(c) => c,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Some(Err(TraceError::at(*line + 1, e.to_string()))),
-                };
-                let parsed = if chunk.is_empty() {
-                    if buf.is_empty() {
+            Source::Text { lines, rx, batch } => loop {
+                if let Some(e) = batch.next() {
+                    return Some(Ok(e));
+                }
+                if let Some(mut text) = lines.take() {
+                    text.skip_bad = self.skip_bad;
+                    let (tx, receiver) = mpsc::sync_channel(4);
+                    std::thread::spawn(move || text.run(tx));
+                    *rx = Some(receiver);
+                }
+                match rx.as_ref()?.recv() {
+                    Ok(Batch::Events(v)) => *batch = v.into_iter(),
+                    Ok(Batch::Error(e)) => {
+                        *rx = None;
+                        return Some(Err(e));
+                    }
+                    Ok(Batch::Done(counts)) => {
+                        self.counts = counts;
+                        *rx = None;
                         return None;
                     }
-                    *line += 1;
-                    let p = parse_bytes(buf, *line, gfp);
-                    buf.clear();
-                    p
-                } else if let Some(nl) = memchr::memchr(b'\n', chunk) {
-                    *line += 1;
-                    let p = if buf.is_empty() {
-                        parse_bytes(&chunk[..nl], *line, gfp)
-                    } else {
-                        buf.extend_from_slice(&chunk[..nl]);
-                        let p = parse_bytes(buf, *line, gfp);
-                        buf.clear();
-                        p
-                    };
-                    input.consume(nl + 1);
-                    p
-                } else {
-                    let n = chunk.len();
-                    buf.extend_from_slice(chunk);
-                    input.consume(n);
-                    continue;
-                };
-                match parsed {
-                    Ok(Line::Event(e)) => return Some(Ok(e)),
-                    Ok(Line::Other) => self.counts.unknown_events += 1,
-                    Ok(Line::Blank) => {}
-                    Err(_) if self.skip_bad => self.counts.bad_lines += 1,
-                    Err(e) => return Some(Err(e)),
+                    Err(_) => return None,
                 }
             },
             Source::Recording { input, record } => {
