@@ -196,7 +196,14 @@ fn every_experiment_runs_in_quick_mode() {
         );
         let rows = check_schema(&json, exp);
         match exp {
-            "bulk" => assert_eq!(rows.len(), 1 + 2 * 9),
+            "bulk" => {
+                assert_eq!(rows.len(), 1 + 2 * 9);
+                for r in rows.iter().filter(|r| r["params"]["bulk"] == 128) {
+                    positive(&r["ratio_to_seed"], "ratio_to_seed");
+                    assert!(r["seed"]["cycles_per_page"].is_number(), "{r}");
+                    assert!(r["seed_gain_from_1"].is_number(), "{r}");
+                }
+            }
             "flags" => assert_eq!(rows.len(), 6),
             "lock" => assert!(rows.iter().all(|r| r["small_p99_ns"].as_f64().is_some())),
             "peers" => {

@@ -20,6 +20,15 @@ use crate::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
 pub const SIZES: [usize; 9] = [1, 2, 3, 4, 8, 16, 32, 64, 128];
 /// The seed's kernel figures: (size, array cycles, list cycles) per page.
 const SEED: [(usize, u32, u32); 2] = [(1, 202, 206), (128, 110, 133)];
+/// The seed's single-page alloc+put, in cycles.
+const SEED_SINGLE: f64 = 199.0;
+
+/// `seed` and `ratio_to_seed` (pfnlab's cycles over the seed's) on a row.
+fn with_seed(row: Row, seed_cycles: f64) -> Row {
+    let ours = row.measurement.cycles_per_op.median;
+    row.with("seed", json!({ "cycles_per_page": seed_cycles }))
+        .with("ratio_to_seed", ours / seed_cycles)
+}
 
 struct Visitor {
     plan: Plan,
@@ -71,11 +80,9 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         alloc_options: ctx.options(),
     })?;
     let model = ctx.model.name();
-    let mut rows = vec![Row::new(
-        "single",
-        model,
-        json!({"bulk": 1}),
-        single.clone(),
+    let mut rows = vec![with_seed(
+        Row::new("single", model, json!({"bulk": 1}), single.clone()),
+        SEED_SINGLE,
     )];
     let mut table = format!(
         "single alloc+free (pcp): {} per page   [seed kernel: 199 cycles]\n\n\
@@ -98,8 +105,45 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
             cell(&a),
             seed
         );
-        rows.push(Row::new("list", model, json!({"bulk": size}), l));
-        rows.push(Row::new("array", model, json!({"bulk": size}), a));
+        let mut list = Row::new("list", model, json!({"bulk": size}), l);
+        let mut array = Row::new("array", model, json!({"bulk": size}), a);
+        if let Some(&(_, seed_array, seed_list)) = SEED.iter().find(|s| s.0 == size) {
+            list = with_seed(list, f64::from(seed_list));
+            array = with_seed(array, f64::from(seed_array));
+        }
+        rows.push(list);
+        rows.push(array);
+    }
+    // The gain from 1 to 128 pages per call, beside the seed's.
+    let cycles = |variant: &str, size: usize| {
+        rows.iter()
+            .find(|r| r.variant == variant && r.params["bulk"] == size)
+            .map(|r| r.measurement.cycles_per_op.median)
+    };
+    let gains: Vec<(&str, f64, f64, u32, u32)> = [
+        ("list", SEED[0].2, SEED[1].2),
+        ("array", SEED[0].1, SEED[1].1),
+    ]
+    .into_iter()
+    .filter_map(|(variant, seed_1, seed_128)| {
+        let (one, many) = (cycles(variant, 1)?, cycles(variant, 128)?);
+        let seed = 1.0 - f64::from(seed_128) / f64::from(seed_1);
+        Some((variant, 1.0 - many / one, seed, seed_1, seed_128))
+    })
+    .collect();
+    for (variant, ours, seed, seed_1, seed_128) in gains {
+        table += &format!(
+            "{variant}: 1 -> 128 pages per call saves {:.0} % per page; the seed's kernel saved {:.0} % ({seed_1} -> {seed_128} cycles)\n",
+            ours * 100.0,
+            seed * 100.0
+        );
+        if let Some(r) = rows
+            .iter_mut()
+            .find(|r| r.variant == variant && r.params["bulk"] == 128)
+        {
+            r.extra.insert("gain_from_1".into(), json!(ours));
+            r.extra.insert("seed_gain_from_1".into(), json!(seed));
+        }
     }
     table += &format!(
         "\nCycles are {}, as the kernel's time_bench (get_cycles) reports them.\n",
