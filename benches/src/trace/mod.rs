@@ -108,6 +108,24 @@ pub struct Event {
     pub percpu_refill: bool,
 }
 
+impl Event {
+    /// An event with no block yet: no pfn, order 0, no migratetype or GFP
+    /// mask, no refill.
+    pub fn new(line: u64, ts_ns: u64, cpu: u16, kind: EventKind) -> Event {
+        Event {
+            line,
+            ts_ns,
+            cpu,
+            kind,
+            pfn: None,
+            order: 0,
+            migratetype: -1,
+            gfp: Gfp::default(),
+            percpu_refill: false,
+        }
+    }
+}
+
 /// A trace that cannot be read: where, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceError {

@@ -154,8 +154,7 @@ pub struct AllocatorCounts {
     pub merges: u64,
     /// Block splits.
     pub splits: u64,
-    /// Per-CPU refills (`rmqueue_bulk`), to set beside the trace's
-    /// `percpu_refill` events.
+    /// Per-CPU refills (`rmqueue_bulk` calls).
     pub pcp_refills: u64,
     /// Per-CPU drains (`free_pcppages_bulk`).
     pub pcp_drains: u64,

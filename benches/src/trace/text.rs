@@ -110,17 +110,7 @@ fn general(text: &str, line: u64, cache: &mut GfpCache) -> Result<Line, TraceErr
             Err(bad("no event name"))
         };
     };
-    let mut event = Event {
-        line,
-        ts_ns,
-        cpu,
-        kind,
-        pfn: None,
-        order: 0,
-        migratetype: -1,
-        gfp: Gfp::default(),
-        percpu_refill: false,
-    };
+    let mut event = Event::new(line, ts_ns, cpu, kind);
     let (mut page_null, mut pfn, mut order) = (None, None, None);
     for field in tokens {
         let (key, value) = field
@@ -183,17 +173,7 @@ fn fast_event(b: &[u8], line: u64, cache: &mut GfpCache) -> Option<Event> {
     let rest = &b[at + 2..];
     let name_end = memchr::memchr(b':', rest)?;
     let kind = EventKind::from_name(std::str::from_utf8(&rest[..name_end]).ok()?)?;
-    let mut event = Event {
-        line,
-        ts_ns,
-        cpu: u16::try_from(cpu).ok()?,
-        kind,
-        pfn: None,
-        order: 0,
-        migratetype: -1,
-        gfp: Gfp::default(),
-        percpu_refill: false,
-    };
+    let mut event = Event::new(line, ts_ns, u16::try_from(cpu).ok()?, kind);
     let (mut page_null, mut pfn, mut order) = (false, None, None);
     let mut fields = rest[name_end + 1..].trim_ascii_end();
     while !fields.is_empty() {
