@@ -238,3 +238,25 @@ pub fn free_all_and_check<M: MemoryModel, V: Variant>(
 
 /// The GFP used by the tests: any zone.
 pub const GFP: Gfp = Gfp::HIGHUSER_MOVABLE;
+
+/// A `Kernel` allocator over SPARSEMEM_EXTREME on one x86_64 RAM range
+/// `[start, end)` (bytes), in `era`.
+pub fn ram_allocator(
+    start: u64,
+    end: u64,
+    era: crate::Era,
+) -> Allocator<sparsemem::SparseExtreme, crate::Kernel> {
+    let layout = Layout::new(
+        sparsemem::Geometry::X86_64,
+        vec![sparsemem::MemRange::new(
+            start,
+            end,
+            sparsemem::RangeKind::Ram,
+            0,
+        )],
+        "one RAM range",
+    )
+    .expect("a valid range");
+    let model = sparsemem::SparseExtreme::new(&layout).expect("the model builds");
+    Allocator::new(model, &layout, crate::Options::for_era(era)).expect("the allocator builds")
+}

@@ -2,24 +2,12 @@
 //! pageblock lookup on free, and stealing from the fallback lists.
 
 use buddy::testing::{Reference, check_structure};
-use buddy::{Allocator, Era, Gfp, Kernel, Options};
-use sparsemem::{
-    Geometry, Layout, MemRange, MemoryModel, Migratetype, NodeId, Order, Pfn, RangeKind,
-    SparseExtreme,
-};
+use buddy::{Allocator, Era, Gfp, Kernel};
+use sparsemem::{MemoryModel, Migratetype, NodeId, Order, Pfn, SparseExtreme};
 
+/// 64 MiB of DMA32 RAM.
 fn allocator(era: Era) -> Allocator<SparseExtreme, Kernel> {
-    let layout = Layout::new(
-        Geometry::X86_64,
-        vec![MemRange::new(16 << 20, 80 << 20, RangeKind::Ram, 0)],
-        "64 MiB of DMA32",
-    )
-    .unwrap();
-    let options = Options {
-        era,
-        ..Options::default()
-    };
-    Allocator::new(SparseExtreme::new(&layout).unwrap(), &layout, options).unwrap()
+    buddy::testing::ram_allocator(16 << 20, 80 << 20, era)
 }
 
 /// An Unmovable request on memory that is all Movable claims a whole
@@ -160,18 +148,8 @@ fn per_cpu_lists_keep_migratetypes_apart() {
 /// as it is: nothing falls back or is claimed.
 #[test]
 fn small_memory_disables_grouping_by_mobility() {
-    let layout = Layout::new(
-        Geometry::X86_64,
-        vec![MemRange::new(16 << 20, 24 << 20, RangeKind::Ram, 0)],
-        "8 MiB: under 5 pageblocks of 2 MiB",
-    )
-    .unwrap();
-    let alloc = Allocator::<_, Kernel>::new(
-        SparseExtreme::new(&layout).unwrap(),
-        &layout,
-        Options::default(),
-    )
-    .unwrap();
+    // 8 MiB: under 5 pageblocks of 2 MiB.
+    let alloc = buddy::testing::ram_allocator(16 << 20, 24 << 20, Era::default());
     let p = alloc
         .alloc_pages(Order::ZERO, Gfp::KERNEL, NodeId::ZERO, None)
         .unwrap();

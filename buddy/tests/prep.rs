@@ -3,25 +3,12 @@
 //! checks (a refused free changes nothing), and `buddy_merge_likely`.
 
 use buddy::testing::{Reference, check_structure};
-use buddy::{AllocError, Allocator, Era, Gfp, Kernel, Options};
-use sparsemem::{
-    Geometry, Layout, MemRange, MemoryModel, NodeId, Order, PageFlag, Pfn, RangeKind,
-    SparseExtreme, TAIL_MAPPING, UserFlag,
-};
+use buddy::{AllocError, Allocator, Era, Gfp, Kernel};
+use sparsemem::{MemoryModel, NodeId, Order, PageFlag, Pfn, SparseExtreme, TAIL_MAPPING, UserFlag};
 
+/// 64 MiB of DMA32 RAM.
 fn allocator(era: Era) -> Allocator<SparseExtreme, Kernel> {
-    let layout = Layout::new(
-        Geometry::X86_64,
-        vec![MemRange::new(16 << 20, 80 << 20, RangeKind::Ram, 0)],
-        "64 MiB of DMA32",
-    )
-    .unwrap();
-    Allocator::new(
-        SparseExtreme::new(&layout).unwrap(),
-        &layout,
-        Options::for_era(era),
-    )
-    .unwrap()
+    buddy::testing::ram_allocator(16 << 20, 80 << 20, era)
 }
 
 /// A compound allocation writes the head and every tail; freeing it checks
