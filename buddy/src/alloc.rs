@@ -34,6 +34,7 @@ use crate::error::AllocError;
 use crate::frames::Frames;
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
 use crate::list::OwnedBlock;
+use crate::lock::ZoneLockKind;
 use crate::node::{Node, NodeMask, build_nodes};
 use crate::variant::Variant;
 use crate::zone::{ClaimError, Zone, ZoneId, ZoneStats, ZoneType, claim_for_free};
@@ -64,6 +65,11 @@ pub struct Options {
     pub cpus: Option<u32>,
     /// Which of the era's mechanisms run (default: all).
     pub mechanisms: Mechanisms,
+    /// The zone lock's kind (default: the unfair byte lock in every era;
+    /// uncontended, the ticket and queued locks the kernel moved to in
+    /// 2.6.25 and 4.2 cost the same one locked operation, so only the lock
+    /// experiment, which contends for it, chooses).
+    pub zone_lock: ZoneLockKind,
     /// Back the layout's memory with real frames ([`Frames`]), so
     /// [`Allocator::page_address`] answers and `__GFP_ZERO` clears pages
     /// (default: off; pfnlab then touches only `struct page`s).
@@ -209,6 +215,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             return Err(AllocError::TooManyZones);
         }
         let mut path = Path::new(options.era, options.mechanisms);
+        path.zone_lock = options.zone_lock;
         // `build_all_zonelists`: with less memory than one pageblock per
         // migratetype, grouping by mobility is pointless and turned off
         // (`page_group_by_mobility_disabled`).
@@ -331,12 +338,18 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// `__GFP_COMP`, `prep_compound_page`; returns the pfn handed out.
     #[inline(always)]
     pub(crate) fn prep_new_page(&self, block: OwnedBlock, gfp: Gfp) -> Pfn {
+        self.prep_block(&block, gfp)
+    }
+
+    /// [`Allocator::prep_new_page`] keeping the token.
+    #[inline(always)]
+    pub(crate) fn prep_block(&self, block: &OwnedBlock, gfp: Gfp) -> Pfn {
         if gfp.contains(Gfp::ZERO)
             && let Some(frames) = &self.frames
         {
-            frames.clear_block(&block);
+            frames.clear_block(block);
         }
-        block.prep_new_page(gfp.contains(Gfp::COMP) && self.path.page_prep)
+        block.prep(gfp.contains(Gfp::COMP) && self.path.page_prep)
     }
 
     /// The zones, by id.
@@ -608,7 +621,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// The claim of [`Allocator::claim_for_free`].
     #[inline(always)]
-    fn claim(&self, pfn: Pfn, order: Order) -> Result<(OwnedBlock, ZoneId), AllocError> {
+    pub(crate) fn claim(&self, pfn: Pfn, order: Order) -> Result<(OwnedBlock, ZoneId), AllocError> {
         self.check_order(order)?;
         claim_for_free(&self.model, &self.zones, pfn, order).map_err(|e| match e {
             ClaimError::OutsideZone

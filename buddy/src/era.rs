@@ -185,6 +185,8 @@ pub(crate) struct Path {
     pub(crate) merge_likely: bool,
     pub(crate) pcp_high_orders: bool,
     pub(crate) pcp_lock: bool,
+    /// The zone lock's kind ([`Options::zone_lock`](crate::Options::zone_lock)).
+    pub(crate) zone_lock: crate::ZoneLockKind,
 }
 
 impl Path {
@@ -197,6 +199,7 @@ impl Path {
             merge_likely: era.has_buddy_merge_likely() && m.page_prep,
             pcp_high_orders: era.pcp_high_orders(),
             pcp_lock: era.pcp_lock(),
+            zone_lock: crate::ZoneLockKind::Unfair,
         }
     }
 }
@@ -226,9 +229,10 @@ mod tests {
 
     #[test]
     fn variants_exist_only_in_their_eras() {
-        use crate::{Bitmap, Kernel, KernelHoleCheck, NoBitmapAtomic};
+        use crate::{Bitmap, Kernel, KernelHoleCheck, NoBitmapAtomic, Up};
         for e in Era::ALL {
             assert!(e.check_variant::<Kernel>().is_ok());
+            assert_eq!(e.check_variant::<Up>().is_ok(), e == Era::V2_6_9);
             assert_eq!(e.check_variant::<Bitmap>().is_ok(), e == Era::V2_6_9);
             assert_eq!(
                 e.check_variant::<NoBitmapAtomic>().is_ok(),

@@ -41,6 +41,9 @@ pub enum AllocError {
         /// Pages asked for.
         requested: usize,
     },
+    /// A [`crate::PageChain`] of another allocator handed to a per-CPU
+    /// handle's bulk list calls.
+    ForeignChain,
     /// An order above `MAX_PAGE_ORDER`.
     Order(OrderTooLarge),
     /// `bad_page`: a page of the block being freed is still mapped, has a
@@ -102,6 +105,8 @@ pub enum AllocError {
         /// The node asked for.
         node: NodeId,
     },
+    /// The allocator has no zone with this id.
+    UnknownZone(crate::ZoneId),
     /// The pfn is device memory (ZONE_DEVICE): it never enters the buddy,
     /// so it cannot be freed, onlined or offlined.
     DeviceMemory {
@@ -139,6 +144,9 @@ impl fmt::Display for AllocError {
                     crate::MAX_BULK
                 )
             }
+            AllocError::ForeignChain => f.write_str(
+                "the page chain belongs to another allocator than this per-CPU handle's",
+            ),
             AllocError::Order(e) => write!(f, "{e}"),
             AllocError::EraMismatch(why) => f.write_str(why),
             AllocError::Gfp(e) => write!(f, "{e}"),
@@ -172,6 +180,9 @@ impl fmt::Display for AllocError {
             AllocError::Build(e) => write!(f, "cannot build the memory model: {e}"),
             AllocError::UnknownNode { node } => {
                 write!(f, "node {node} has no memory in this allocator")
+            }
+            AllocError::UnknownZone(zid) => {
+                write!(f, "zone {} does not exist in this allocator", zid.index())
             }
             AllocError::NotOffline { pfn } => {
                 write!(

@@ -67,11 +67,15 @@ pub use error::AllocError;
 pub use frames::{Frames, MAX_FRAMES_BYTES};
 pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;
+pub use list::PageChain;
+pub use lock::ZoneLockKind;
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
-pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Variant};
+pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant};
 pub use watermark::{
     LOWMEM_RESERVE_RATIO, Watermarks, lowmem_reserve, min_free_kbytes, setup_per_zone_wmarks,
     stat_threshold, zone_highsize,
 };
-pub use zone::{PCP_HIGH_BATCHES, Zone, ZoneId, ZoneStats, ZoneType, zone_batchsize};
+pub use zone::{
+    PCP_HIGH_BATCHES, Zone, ZoneId, ZoneStats, ZoneType, zone_batchsize, zone_batchsize_for,
+};

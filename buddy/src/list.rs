@@ -24,6 +24,7 @@
 
 use sparsemem::{MemoryModel, Order, Page, PageFlag, Pfn, TAIL_MAPPING};
 
+use crate::alloc::Allocator;
 use crate::variant::Variant;
 
 /// A doubly linked list of pages through their `lru` links.
@@ -250,8 +251,11 @@ impl OwnedBlock {
     /// tail gets `compound_head`, `TAIL_MAPPING` and a cleared `private`,
     /// the first tail the order (the folio's): the memmap writes a THP
     /// costs. Returns the head pfn the caller now owns.
+    ///
+    /// The token is kept: a holder that goes on owning the block (a
+    /// [`PageChain`]) still needs it; the others drop it.
     #[inline(always)]
-    pub(crate) fn prep_new_page(self, compound: bool) -> Pfn {
+    pub(crate) fn prep(&self, compound: bool) -> Pfn {
         let page = self.page();
         // SAFETY: the token owns the block and its head is on no list, so the
         // allocator's fields are this holder's to write.
@@ -384,28 +388,30 @@ impl PcpList {
     /// Lists `block` at the head (a freed page is hot). Every block on one
     /// list has the same order (the list's, `pindex_to_order`).
     #[inline(always)]
-    pub(crate) fn push_front<V: Variant>(&mut self, block: OwnedBlock) {
+    pub(crate) fn push_front(&mut self, block: OwnedBlock) {
         // SAFETY: the token owns the block, which is on no list: marking and
         // linking it are the owner's writes, and it stays live while listed.
+        // The mark is a plain store in every variant: the 2004 patch did
+        // not route it through the flag operations it changed.
         unsafe {
-            V::set(block.page(), PageFlag::Pcp);
+            block.page().set_nonatomic(PageFlag::Pcp);
             self.list.push_front(block.as_ptr());
         }
     }
 
     /// Lists `block` at the tail (a refill, in the order taken).
     #[inline(always)]
-    pub(crate) fn push_back<V: Variant>(&mut self, block: OwnedBlock) {
+    pub(crate) fn push_back(&mut self, block: OwnedBlock) {
         // SAFETY: as for `push_front`.
         unsafe {
-            V::set(block.page(), PageFlag::Pcp);
+            block.page().set_nonatomic(PageFlag::Pcp);
             self.list.push_back(block.as_ptr());
         }
     }
 
     /// Takes the head block (the hottest); `order` is the list's.
     #[inline(always)]
-    pub(crate) fn pop_front<M: MemoryModel, V: Variant>(
+    pub(crate) fn pop_front<M: MemoryModel>(
         &mut self,
         model: &M,
         order: Order,
@@ -413,19 +419,19 @@ impl PcpList {
         let page = self.list.pop_front()?;
         // SAFETY: only owned blocks of `model` of the list's order are ever
         // listed here.
-        Some(unsafe { Self::unmark::<M, V>(model, page, order) })
+        Some(unsafe { Self::unmark(model, page, order) })
     }
 
     /// Takes the tail block (the coldest, for `free_pcppages_bulk`).
     #[inline(always)]
-    pub(crate) fn pop_back<M: MemoryModel, V: Variant>(
+    pub(crate) fn pop_back<M: MemoryModel>(
         &mut self,
         model: &M,
         order: Order,
     ) -> Option<OwnedBlock> {
         let page = self.list.pop_back()?;
         // SAFETY: as for `pop_front`.
-        Some(unsafe { Self::unmark::<M, V>(model, page, order) })
+        Some(unsafe { Self::unmark(model, page, order) })
     }
 
     /// Clears the pcp mark of a page just unlinked and wraps it again.
@@ -434,19 +440,120 @@ impl PcpList {
     /// `page` was listed here (so it came from an [`OwnedBlock`] of `order`
     /// of `model`) and has just been unlinked.
     #[inline(always)]
-    unsafe fn unmark<M: MemoryModel, V: Variant>(
-        model: &M,
-        page: *const Page,
-        order: Order,
-    ) -> OwnedBlock {
+    unsafe fn unmark<M: MemoryModel>(model: &M, page: *const Page, order: Order) -> OwnedBlock {
         // SAFETY: the page was an owned block's head, live while listed.
         let pr = unsafe { &*page };
-        // SAFETY: unlinked, so this holder owns it again.
-        unsafe { V::clear(pr, PageFlag::Pcp) };
+        // SAFETY: unlinked, so this holder owns it again (a plain store, as
+        // in `push_front`).
+        unsafe { pr.clear_nonatomic(PageFlag::Pcp) };
         let pfn = model.page_to_pfn(pr);
         // SAFETY: the invariants held when it was listed and nothing but this
         // list touched it since.
         unsafe { OwnedBlock::new(page, pfn, order) }
+    }
+}
+
+/// Allocated order-0 pages threaded through their `lru` links: the
+/// `struct list_head` that `alloc_pages_bulk_list` fills
+/// ([`PerCpu::alloc_bulk_list`](crate::PerCpu::alloc_bulk_list)) and a
+/// caller frees by walking it
+/// ([`PerCpu::free_bulk_list`](crate::PerCpu::free_bulk_list)).
+///
+/// Adding a page writes its own descriptor's links (and the previous
+/// tail's); walking is one dependent load per page, `page->lru.next`, and
+/// a pfn is `page_to_pfn` of the descriptor reached, as in the kernel.
+///
+/// Where pfnlab differs: while a page is on the chain its reference count
+/// is held at zero (the chain owns it), so a stray
+/// [`free_pages`](crate::Allocator::free_pages) of its pfn is refused as
+/// [`NotAllocated`](crate::AllocError::NotAllocated) instead of freeing a
+/// page whose links the chain still follows. The kernel trusts its caller;
+/// the cost is one plain store per page on a line the list writes anyway.
+/// [`PageChain::pop_front`] gives a page back as an ordinary allocated page,
+/// and dropping a chain frees what is left on it, so no page is lost.
+pub struct PageChain<'a, M: MemoryModel, V: Variant> {
+    alloc: &'a Allocator<M, V>,
+    list: PageList,
+}
+
+impl<'a, M: MemoryModel, V: Variant> PageChain<'a, M, V> {
+    /// An empty chain (`LIST_HEAD(list)`) for pages of `alloc`.
+    pub fn new(alloc: &'a Allocator<M, V>) -> PageChain<'a, M, V> {
+        PageChain {
+            alloc,
+            list: PageList::default(),
+        }
+    }
+
+    /// The allocator whose pages the chain holds.
+    pub fn allocator(&self) -> &'a Allocator<M, V> {
+        self.alloc
+    }
+
+    /// Pages on the chain.
+    pub fn len(&self) -> usize {
+        self.list.len() as usize
+    }
+
+    /// Whether the chain is empty.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The pages' pfns, first to last (`list_for_each_entry` and
+    /// `page_to_pfn`).
+    pub fn iter(&self) -> impl Iterator<Item = Pfn> + '_ {
+        // SAFETY: every listed page is a live descriptor of `alloc`'s model
+        // (`push`), borrowed with the chain.
+        self.list
+            .iter()
+            .map(|p| self.alloc.model.page_to_pfn(unsafe { &*p }))
+    }
+
+    /// Takes the first page off the chain; it is the caller's ordinary
+    /// allocated page from then on (free it with `free_pages`).
+    pub fn pop_front(&mut self) -> Option<Pfn> {
+        let page = self.list.pop_front()?;
+        // SAFETY: listed pages are live descriptors (`push`).
+        let page = unsafe { &*page };
+        // SAFETY: the chain owned the page (count held at zero); giving the
+        // count back makes the pfn's holder its owner, as after an
+        // ordinary allocation.
+        unsafe { page.set_refcount(1) };
+        Some(self.alloc.model.page_to_pfn(page))
+    }
+
+    /// Lists an order-0 block of `self.alloc` just prepared for the
+    /// caller; the token proves no one else owns it.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, block: OwnedBlock) {
+        debug_assert_eq!(block.order(), Order::ZERO);
+        // SAFETY: the token owns the block and no list links it: holding its
+        // count at zero keeps every claim off it while it is listed, and
+        // linking it writes only its links and the old tail's. The page is
+        // `self.alloc`'s (the caller's), live as long as the chain's borrow.
+        unsafe {
+            block.page().set_refcount(0);
+            self.list.push_back(block.as_ptr());
+        }
+    }
+}
+
+impl<M: MemoryModel, V: Variant> Drop for PageChain<'_, M, V> {
+    fn drop(&mut self) {
+        while let Some(pfn) = self.pop_front() {
+            // Cannot fail: the page was allocated and is held by no one else.
+            let freed = self.alloc.free_pages(pfn, Order::ZERO);
+            debug_assert!(freed.is_ok(), "{freed:?}");
+        }
+    }
+}
+
+impl<M: MemoryModel, V: Variant> std::fmt::Debug for PageChain<'_, M, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageChain")
+            .field("len", &self.len())
+            .finish_non_exhaustive()
     }
 }
 

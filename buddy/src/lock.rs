@@ -2,22 +2,95 @@
 //!
 //! The experiments measure lock hold times and waiters, so the zone lock is
 //! a spinning lock like the kernel's, not a sleeping mutex: a waiter burns
-//! its CPU until the holder releases. Test-and-test-and-set with
-//! `spin_loop` hints; every acquisition is counted.
+//! its CPU until the holder releases. Three kinds, as the kernel's
+//! `spinlock_t` was over the eras ([`ZoneLockKind`]): the unfair byte lock
+//! (test-and-test-and-set), the ticket lock and the queued (MCS) lock.
+//! Every acquisition is counted.
 //!
 //! # Safety
 //! The lock hands out `&mut T` through a guard; exclusivity comes from the
-//! `locked` flag: `Acquire` on the successful swap pairs with the `Release`
-//! store in the guard's drop, so everything the previous holder wrote is
-//! visible to the next.
+//! kind's protocol, each an `Acquire` on taking the lock paired with a
+//! `Release` on giving it up, so everything the previous holder wrote is
+//! visible to the next:
+//! - unfair: the `locked` flag, swapped false → true, stored false;
+//! - ticket: `owner` reaching the ticket drawn from `next`, then bumped;
+//! - queued: the holder is the thread whose queue node the tail swap
+//!   linked behind none, or whose predecessor cleared its node's `waiting`
+//!   flag. Queue nodes are per-thread (thread-local, as the kernel's are
+//!   per-CPU) and outlive every use: a thread cannot exit while it waits
+//!   or holds, and its successor reads the node only until it is handed
+//!   the lock.
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+/// Which spinning lock the zone lock is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ZoneLockKind {
+    /// The byte lock of 2.6.23 and before (`lock decb`, spin while held):
+    /// whoever's atomic lands first after a release takes it, so a waiter
+    /// may lose to a CPU that just arrived, or to the releaser itself.
+    #[default]
+    Unfair,
+    /// The ticket lock (2.6.25–4.1): waiters are served in arrival order.
+    Ticket,
+    /// A queued lock (MCS, the core of `qspinlock` since 4.2): each waiter
+    /// spins on its own queue node, served in arrival order.
+    Queued,
+}
+
+impl ZoneLockKind {
+    /// Every kind.
+    pub const ALL: [ZoneLockKind; 3] = [
+        ZoneLockKind::Unfair,
+        ZoneLockKind::Ticket,
+        ZoneLockKind::Queued,
+    ];
+
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZoneLockKind::Unfair => "unfair",
+            ZoneLockKind::Ticket => "ticket",
+            ZoneLockKind::Queued => "mcs",
+        }
+    }
+}
+
+/// A queued lock's per-thread node.
+struct McsNode {
+    next: AtomicPtr<McsNode>,
+    waiting: AtomicBool,
+}
+
+/// Queue nodes a thread can hold at once (nested zone locks never exceed
+/// two: hot-remove holds one zone while it looks at another).
+const MCS_NODES: usize = 4;
+
+thread_local! {
+    static MCS: [McsNode; MCS_NODES] = const {
+        [const {
+            McsNode {
+                next: AtomicPtr::new(std::ptr::null_mut()),
+                waiting: AtomicBool::new(false),
+            }
+        }; MCS_NODES]
+    };
+    /// Which of this thread's nodes are queued or holding (bit per node).
+    static MCS_USED: Cell<u8> = const { Cell::new(0) };
+}
 
 /// A spinning lock around `T`.
 pub struct SpinLock<T> {
+    kind: ZoneLockKind,
+    /// Unfair: held.
     locked: AtomicBool,
+    /// Ticket: the next ticket to draw and the ticket being served.
+    next: AtomicU32,
+    owner: AtomicU32,
+    /// Queued: the last waiter's node (null when free).
+    tail: AtomicPtr<McsNode>,
     acquisitions: AtomicU64,
     value: UnsafeCell<T>,
 }
@@ -27,10 +100,14 @@ pub struct SpinLock<T> {
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
-    /// An unlocked lock.
-    pub fn new(value: T) -> SpinLock<T> {
+    /// An unlocked lock of `kind`.
+    pub fn with_kind(value: T, kind: ZoneLockKind) -> SpinLock<T> {
         SpinLock {
+            kind,
             locked: AtomicBool::new(false),
+            next: AtomicU32::new(0),
+            owner: AtomicU32::new(0),
+            tail: AtomicPtr::new(std::ptr::null_mut()),
             acquisitions: AtomicU64::new(0),
             value: UnsafeCell::new(value),
         }
@@ -39,6 +116,24 @@ impl<T> SpinLock<T> {
     /// `spin_lock`.
     #[inline]
     pub fn lock(&self) -> SpinGuard<'_, T> {
+        let node = match self.kind {
+            ZoneLockKind::Unfair => {
+                self.lock_unfair();
+                std::ptr::null()
+            }
+            ZoneLockKind::Ticket => {
+                self.lock_ticket();
+                std::ptr::null()
+            }
+            ZoneLockKind::Queued => self.lock_queued(),
+        };
+        // Relaxed: a statistic, read after the threads are joined.
+        self.acquisitions.fetch_add(1, Ordering::Relaxed);
+        SpinGuard { lock: self, node }
+    }
+
+    #[inline(always)]
+    fn lock_unfair(&self) {
         while self
             .locked
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -48,9 +143,99 @@ impl<T> SpinLock<T> {
                 std::hint::spin_loop();
             }
         }
-        // Relaxed: a statistic, read after the threads are joined.
-        self.acquisitions.fetch_add(1, Ordering::Relaxed);
-        SpinGuard { lock: self }
+    }
+
+    #[inline(always)]
+    fn lock_ticket(&self) {
+        // Relaxed: drawing a ticket orders nothing; the Acquire load of
+        // `owner` does.
+        let ticket = self.next.fetch_add(1, Ordering::Relaxed);
+        while self.owner.load(Ordering::Acquire) != ticket {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Queues this thread's next free node and spins on it; returns it.
+    #[inline(never)]
+    fn lock_queued(&self) -> *const McsNode {
+        let index = MCS_USED.with(|used| {
+            let bits = used.get();
+            let i = bits.trailing_ones() as usize;
+            assert!(
+                i < MCS_NODES,
+                "more than {MCS_NODES} zone locks held at once"
+            );
+            used.set(bits | 1 << i);
+            i
+        });
+        let node: *const McsNode = MCS.with(|nodes| &nodes[index] as *const McsNode);
+        // SAFETY: the node is this thread's, marked used for this lock only,
+        // and lives as long as the thread (module contract).
+        let n = unsafe { &*node };
+        n.next.store(std::ptr::null_mut(), Ordering::Relaxed);
+        n.waiting.store(true, Ordering::Relaxed);
+        // AcqRel: Acquire to see the predecessor's node initialised (and the
+        // previous holder's writes when the queue was empty), Release to
+        // publish this node before a successor links to it.
+        let prev = self.tail.swap(node.cast_mut(), Ordering::AcqRel);
+        if !prev.is_null() {
+            // SAFETY: `prev` is a queued node: its thread spins in `lock` or
+            // holds the lock, so the node lives until it hands the lock on,
+            // which it cannot do before it sees this link.
+            unsafe { &*prev }
+                .next
+                .store(node.cast_mut(), Ordering::Release);
+            // Acquire: pairs with the predecessor's Release hand-off.
+            while n.waiting.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+        }
+        node
+    }
+
+    /// Hands the lock to the queued successor, or empties the queue.
+    #[inline(never)]
+    fn unlock_queued(&self, node: *const McsNode) {
+        // SAFETY: `node` is this thread's node, taken in `lock_queued`.
+        let n = unsafe { &*node };
+        let mut next = n.next.load(Ordering::Acquire);
+        if next.is_null() {
+            // Release: the next holder (who finds the queue empty) sees our
+            // writes through its AcqRel swap of `tail`.
+            if self
+                .tail
+                .compare_exchange(
+                    node.cast_mut(),
+                    std::ptr::null_mut(),
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                Self::release_node(node);
+                return;
+            }
+            // A successor swapped the tail and is about to link itself.
+            loop {
+                next = n.next.load(Ordering::Acquire);
+                if !next.is_null() {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        // SAFETY: `next` is the successor's node, live while it waits.
+        // Release: the successor's Acquire spin sees every write we made.
+        unsafe { &*next }.waiting.store(false, Ordering::Release);
+        Self::release_node(node);
+    }
+
+    /// Marks this thread's `node` free for its next lock.
+    fn release_node(node: *const McsNode) {
+        let index = MCS.with(|nodes| nodes.iter().position(|n| std::ptr::eq(n, node)));
+        if let Some(i) = index {
+            MCS_USED.with(|used| used.set(used.get() & !(1 << i)));
+        }
     }
 
     /// Exclusive access without locking (we own the lock uniquely).
@@ -67,6 +252,8 @@ impl<T> SpinLock<T> {
 /// Holds a [`SpinLock`]; unlocks on drop.
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// The queued lock's node of this holder (null for the other kinds).
+    node: *const McsNode,
 }
 
 impl<T> Deref for SpinGuard<'_, T> {
@@ -86,8 +273,19 @@ impl<T> DerefMut for SpinGuard<'_, T> {
 
 impl<T> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
-        // Release: pairs with the Acquire in `lock`.
-        self.lock.locked.store(false, Ordering::Release);
+        match self.lock.kind {
+            // Release: pairs with the Acquire in `lock`.
+            ZoneLockKind::Unfair => self.lock.locked.store(false, Ordering::Release),
+            ZoneLockKind::Ticket => {
+                // Only the holder writes `owner`.
+                let served = self.lock.owner.load(Ordering::Relaxed);
+                // Release: pairs with the next holder's Acquire load.
+                self.lock
+                    .owner
+                    .store(served.wrapping_add(1), Ordering::Release);
+            }
+            ZoneLockKind::Queued => self.lock.unlock_queued(self.node),
+        }
     }
 }
 
@@ -122,18 +320,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn excludes_and_counts() {
-        let lock = SpinLock::new(0u64);
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    for _ in 0..10_000 {
-                        *lock.lock() += 1;
-                    }
-                });
-            }
-        });
-        assert_eq!(*lock.lock(), 40_000);
-        assert_eq!(lock.acquisitions(), 40_001);
+    fn every_kind_excludes_and_counts() {
+        for kind in ZoneLockKind::ALL {
+            let lock = SpinLock::with_kind(0u64, kind);
+            let rounds = if cfg!(miri) { 50 } else { 10_000 };
+            std::thread::scope(|s| {
+                for _ in 0..4 {
+                    s.spawn(|| {
+                        for _ in 0..rounds {
+                            *lock.lock() += 1;
+                        }
+                    });
+                }
+            });
+            assert_eq!(*lock.lock(), 4 * rounds, "{kind:?}");
+            assert_eq!(lock.acquisitions(), 4 * rounds + 1, "{kind:?}");
+        }
+    }
+
+    /// Queued locks held at once (hot-remove's nesting), released in
+    /// either order: each holder keeps its own node.
+    #[test]
+    fn queued_locks_nest_and_release_in_any_order() {
+        let locks: Vec<_> = (0..3u8)
+            .map(|i| SpinLock::with_kind(i, ZoneLockKind::Queued))
+            .collect();
+        let (g0, g1) = (locks[0].lock(), locks[1].lock());
+        drop(g0);
+        let g2 = locks[2].lock();
+        assert_eq!(*g1 + *g2, 3);
+        drop(g1);
+        drop(g2);
+        let all: Vec<_> = locks.iter().map(SpinLock::lock).collect();
+        assert_eq!(all.iter().map(|g| **g).sum::<u8>(), 3);
     }
 }

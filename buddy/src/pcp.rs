@@ -45,7 +45,7 @@ use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, Node
 use crate::alloc::{Allocator, LockPolicy, MAX_BULK};
 use crate::error::AllocError;
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
-use crate::list::{OwnedBlock, PcpList};
+use crate::list::{OwnedBlock, PageChain, PcpList};
 use crate::lock::TryLock;
 use crate::node::NodeMask;
 use crate::variant::Variant;
@@ -216,7 +216,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 area.stats.pcp_refills += 1;
                 pcp.fold(&mut area.stats);
             }
-            pcp.lists[pindex].push_back::<V>(area.rmqueue(&alloc.model, order, mt)?);
+            pcp.lists[pindex].push_back(area.rmqueue(&alloc.model, order, mt)?);
             area.stats.pcp_refill_blocks += 1;
             Some(())
         };
@@ -264,7 +264,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 .map(|k| (pcp.next_drain + k) % NR_PCP_LISTS)
                 .find(|&k| !pcp.lists[k].is_empty())?;
             let order = pindex_to_order(k, pageblock_order);
-            let block = pcp.lists[k].pop_back::<M, V>(&alloc.model, order)?;
+            let block = pcp.lists[k].pop_back(&alloc.model, order)?;
             if pcp.lists[k].is_empty() {
                 pcp.next_drain = (k + 1) % NR_PCP_LISTS;
             }
@@ -325,7 +325,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             self.rmqueue_bulk(zid, order, batch, mt, pindex);
         }
         let pcp = &mut self.pcp[z];
-        let block = pcp.lists[pindex].pop_front::<M, V>(&self.alloc.model, order)?;
+        let block = pcp.lists[pindex].pop_front(&self.alloc.model, order)?;
         pcp.count -= order.nr_pages();
         pcp.pending_allocs[order.index()] += 1;
         Some(block)
@@ -363,6 +363,28 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             return Some(pfn);
         }
         self.alloc.rmqueue_buddy(zid, order, ac.migratetype, ac.gfp)
+    }
+
+    /// `buffered_rmqueue` for a zone the caller's own zonelist walk chose:
+    /// a block of `order` from zone `zid` through this CPU's list (order 0)
+    /// or the zone's free lists, with no watermark or cpuset check — those
+    /// are the walk's. `Ok(None)` when the zone has no such block; an error
+    /// for a GFP mask that cannot be served, a bad order, or a zone id
+    /// this allocator does not have. The cpuset experiment builds the
+    /// 2.6.18, 2.6.19 and today's `get_page_from_freelist` walks on it.
+    pub fn buffered_rmqueue(
+        &mut self,
+        zid: ZoneId,
+        order: Order,
+        gfp: Gfp,
+    ) -> Result<Option<Pfn>, AllocError> {
+        let alloc = self.alloc;
+        alloc.check_order(order)?;
+        if zid.index() >= alloc.zones.len() {
+            return Err(AllocError::UnknownZone(zid));
+        }
+        let ac = alloc.prepare_alloc_pages(gfp)?;
+        Ok(self.rmqueue(zid, &ac, order))
     }
 
     /// Allocates one page (order 0) through the per-CPU lists, with the
@@ -437,7 +459,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         }
         let pindex = Self::order_to_pindex(self.pcp_migratetype(mt), order);
         let pcp = &mut self.pcp[z];
-        pcp.lists[pindex].push_front::<V>(block);
+        pcp.lists[pindex].push_front(block);
         pcp.count += order.nr_pages();
         pcp.pending_frees[order.index()] += 1;
         if pcp.count >= u64::from(zone.high) {
@@ -484,15 +506,17 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     }
 
     /// `__alloc_pages_bulk`: up to `want` pages from one zone's per-CPU
-    /// list, each given to `put`, under one pcp lock (6.x). When no zone
-    /// passes its watermark, the trylock fails, or the zone runs dry before
-    /// the first page, it allocates one page the ordinary way and returns,
-    /// as the kernel does. Returns how many pages `put` got.
+    /// list, each given to `put` with its token (`put` says whether it
+    /// kept the page), under one pcp
+    /// lock (6.x). When no zone passes its watermark, the trylock fails, or
+    /// the zone runs dry before the first page, it allocates one page the
+    /// ordinary way and returns, as the kernel does. Returns how many pages
+    /// `put` got.
     fn alloc_bulk(
         &mut self,
         gfp: Gfp,
         want: usize,
-        mut put: impl FnMut(Pfn),
+        mut put: impl FnMut(Pfn, Option<OwnedBlock>) -> bool,
     ) -> Result<usize, AllocError> {
         if want > MAX_BULK {
             return Err(AllocError::BulkTooLarge { requested: want });
@@ -509,8 +533,8 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             while got < want {
                 match self.__rmqueue_pcplist(zid, ac.migratetype, Order::ZERO) {
                     Some(block) => {
-                        put(self.alloc.prep_new_page(block, gfp.without(Gfp::COMP)));
-                        got += 1;
+                        let pfn = self.alloc.prep_block(&block, gfp.without(Gfp::COMP));
+                        got += usize::from(put(pfn, Some(block)));
                     }
                     None => break,
                 }
@@ -522,21 +546,66 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         if got == 0
             && let Ok(pfn) = self.alloc(gfp)
         {
-            put(pfn);
-            got = 1;
+            got = usize::from(put(pfn, None));
         }
         Ok(got)
     }
 
-    /// `alloc_pages_bulk_list`: appends up to `nr_pages` order-0 pages to
-    /// `out`; returns how many were added.
+    /// `alloc_pages_bulk_list`: threads up to `nr_pages` order-0 pages onto
+    /// `list` through their `lru` links; returns how many were added. The
+    /// chain must be one of this CPU's allocator
+    /// ([`AllocError::ForeignChain`] otherwise).
     pub fn alloc_bulk_list(
+        &mut self,
+        nr_pages: usize,
+        gfp: Gfp,
+        list: &mut PageChain<'a, M, V>,
+    ) -> Result<usize, AllocError> {
+        if !std::ptr::eq(list.allocator(), self.alloc) {
+            return Err(AllocError::ForeignChain);
+        }
+        let alloc = self.alloc;
+        self.alloc_bulk(gfp, nr_pages, |pfn, block| {
+            // The one page of the fallback comes as a pfn: claim it back. A
+            // claim fails only if another thread freed the pfn meanwhile (a
+            // misuse); the page is then that thread's doing, not listed.
+            match block.map_or_else(|| alloc.claim(pfn, Order::ZERO).map(|(b, _)| b), Ok) {
+                Ok(block) => {
+                    list.push(block);
+                    true
+                }
+                Err(_) => false,
+            }
+        })
+    }
+
+    /// Frees every page of `list` by walking it (`list_for_each_entry_safe`
+    /// and `__free_page` on each, the free path of [`PerCpu::free`]);
+    /// returns how many were freed.
+    pub fn free_bulk_list(&mut self, list: &mut PageChain<'a, M, V>) -> Result<usize, AllocError> {
+        if !std::ptr::eq(list.allocator(), self.alloc) {
+            return Err(AllocError::ForeignChain);
+        }
+        let mut freed = 0;
+        while let Some(pfn) = list.pop_front() {
+            self.free(pfn)?;
+            freed += 1;
+        }
+        Ok(freed)
+    }
+
+    /// `alloc_pages_bulk` into a vector: appends up to `nr_pages` order-0
+    /// pages' pfns to `out`; returns how many were added.
+    pub fn alloc_bulk_vec(
         &mut self,
         nr_pages: usize,
         gfp: Gfp,
         out: &mut Vec<Pfn>,
     ) -> Result<usize, AllocError> {
-        self.alloc_bulk(gfp, nr_pages, |pfn| out.push(pfn))
+        self.alloc_bulk(gfp, nr_pages, |pfn, _| {
+            out.push(pfn);
+            true
+        })
     }
 
     /// `alloc_pages_bulk_array`: fills the empty slots of `slots`; returns
@@ -555,10 +624,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         }
         let empty = slots.iter().filter(|s| s.is_none()).count();
         let mut free_slots = slots.iter_mut().filter(|s| s.is_none());
-        self.alloc_bulk(gfp, empty, |pfn| {
+        self.alloc_bulk(gfp, empty, |pfn, _| {
             if let Some(slot) = free_slots.next() {
                 *slot = Some(pfn);
             }
+            true
         })?;
         Ok(slots.iter().take_while(|s| s.is_some()).count())
     }

@@ -11,12 +11,19 @@
 //!   bitmap.
 //! - **Flag operations.** Atomic RMW (`SetPageBuddy`, a `lock or`) or
 //!   non-atomic load + store (`__SetPageBuddy`), correct here because the
-//!   zone lock is held.
+//!   zone lock is held. Only the operations the 2004 patch changed go
+//!   through the variant: the buddy marking (`PageBuddy`, once
+//!   `PG_private`) in `__free_pages_bulk`, `expand` and `__rmqueue`. The
+//!   per-CPU list marks are plain stores in every variant.
+//! - **SMP or UP.** A uniprocessor kernel compiles `set_bit` without the
+//!   `lock` prefix ([`Up`]): the "atomic" operations are then unlocked
+//!   read-modify-writes, and so are the `PG_referenced` touches that stay
+//!   atomic on SMP ([`Variant::set_bit`]).
 //! - **Hole check.** `pfn_valid(buddy_pfn)` before looking at the buddy on
 //!   every merge step (the old `CONFIG_HOLES_IN_ZONE`). This is where the
 //!   memory model meets the allocator.
 
-use sparsemem::{Page, PageFlag};
+use sparsemem::{Page, PageFlag, UserFlag};
 
 /// A set of compile-time choices. Implemented by [`Config`].
 pub trait Variant: Send + Sync + 'static {
@@ -26,16 +33,19 @@ pub trait Variant: Send + Sync + 'static {
     const BITMAP: bool;
     /// `pfn_valid` on the buddy before every merge step.
     const HOLE_CHECK: bool;
+    /// A multiprocessor build (`true`): atomic flag operations carry the
+    /// `lock` prefix. `false` models `CONFIG_SMP=n`, where they do not.
+    const SMP: bool = true;
 
     /// A short name, e.g. `nobitmap-atomic+holecheck`.
     fn name() -> String {
         format!(
             "{}-{}{}",
             if Self::BITMAP { "bitmap" } else { "nobitmap" },
-            if Self::ATOMIC_FLAGS {
-                "atomic"
-            } else {
-                "nonatomic"
+            match (Self::ATOMIC_FLAGS, Self::SMP) {
+                (true, true) => "atomic",
+                (true, false) => "up",
+                (false, _) => "nonatomic",
             },
             if Self::HOLE_CHECK { "+holecheck" } else { "" }
         )
@@ -48,10 +58,12 @@ pub trait Variant: Send + Sync + 'static {
     /// page (under the zone lock, or as the holder of an owned block).
     #[inline(always)]
     unsafe fn set(page: &Page, flag: PageFlag) {
-        // SAFETY: the caller's contract covers both forms.
+        // SAFETY: the caller's contract covers every form.
         unsafe {
-            if Self::ATOMIC_FLAGS {
+            if Self::ATOMIC_FLAGS && Self::SMP {
                 page.set(flag)
+            } else if Self::ATOMIC_FLAGS {
+                page.set_unlocked(flag)
             } else {
                 page.set_nonatomic(flag)
             }
@@ -64,13 +76,46 @@ pub trait Variant: Send + Sync + 'static {
     /// As for [`Variant::set`].
     #[inline(always)]
     unsafe fn clear(page: &Page, flag: PageFlag) {
-        // SAFETY: the caller's contract covers both forms.
+        // SAFETY: the caller's contract covers every form.
         unsafe {
-            if Self::ATOMIC_FLAGS {
+            if Self::ATOMIC_FLAGS && Self::SMP {
                 page.clear(flag)
+            } else if Self::ATOMIC_FLAGS {
+                page.clear_unlocked(flag)
             } else {
                 page.clear_nonatomic(flag)
             }
+        }
+    }
+
+    /// `set_bit` on a flag outside the buddy's (`SetPageReferenced` from
+    /// `mark_page_accessed`): atomic in every SMP variant, because the 2004
+    /// patch did not touch it, and unlocked on [`Up`].
+    ///
+    /// # Safety
+    /// On a UP variant, the [`Variant::set`] contract; none on SMP.
+    #[inline(always)]
+    unsafe fn set_bit(page: &Page, flag: UserFlag) {
+        if Self::SMP {
+            page.set_user(flag);
+        } else {
+            // SAFETY: the caller excludes other writers on a UP variant.
+            unsafe { page.set_unlocked(flag.into()) }
+        }
+    }
+
+    /// `clear_bit` on a flag outside the buddy's; see
+    /// [`Variant::set_bit`].
+    ///
+    /// # Safety
+    /// As for [`Variant::set_bit`].
+    #[inline(always)]
+    unsafe fn clear_bit(page: &Page, flag: UserFlag) {
+        if Self::SMP {
+            page.clear_user(flag);
+        } else {
+            // SAFETY: the caller excludes other writers on a UP variant.
+            unsafe { page.clear_unlocked(flag.into()) }
         }
     }
 }
@@ -94,3 +139,54 @@ pub type KernelHoleCheck = Config<false, false, true>;
 pub type NoBitmapAtomic = Config<true, false, false>;
 /// The 2.6.9 bitmap buddy.
 pub type Bitmap = Config<false, true, false>;
+
+/// The no-bitmap buddy built for one CPU (`CONFIG_SMP=n`): its atomic flag
+/// operations are unlocked read-modify-writes, which is why the 2004
+/// patch's seed saw no difference on UP. Only the flags change: pfnlab's
+/// zone lock is still a locked compare-and-swap, where a UP kernel's
+/// `spin_lock` only disables preemption.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Up;
+
+impl Variant for Up {
+    const ATOMIC_FLAGS: bool = true;
+    const BITMAP: bool = false;
+    const HOLE_CHECK: bool = false;
+    const SMP: bool = false;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sparsemem::Page;
+
+    /// Every form of the flag operations changes its one bit and nothing
+    /// else; the names say which form a variant uses.
+    #[test]
+    fn flag_operations_of_every_variant() {
+        fn check<V: Variant>(name: &str) {
+            assert_eq!(V::name(), name);
+            let page = Page::default();
+            // SAFETY: a local descriptor no other thread sees.
+            unsafe {
+                V::set(&page, PageFlag::Dirty);
+                V::set(&page, PageFlag::Buddy);
+                assert!(page.test(PageFlag::Buddy) && page.test(PageFlag::Dirty));
+                V::clear(&page, PageFlag::Buddy);
+                assert!(!page.test(PageFlag::Buddy) && page.test(PageFlag::Dirty));
+                V::set_bit(&page, UserFlag::Referenced);
+                assert!(page.test(PageFlag::Referenced));
+                V::clear_bit(&page, UserFlag::Referenced);
+                assert!(page.test(PageFlag::Dirty) && !page.test(PageFlag::Referenced));
+                V::clear(&page, PageFlag::Dirty);
+                assert_eq!(page.flags(), 0, "no other bit was touched");
+            }
+        }
+        check::<Kernel>("nobitmap-nonatomic");
+        check::<NoBitmapAtomic>("nobitmap-atomic");
+        check::<Bitmap>("bitmap-nonatomic");
+        check::<KernelHoleCheck>("nobitmap-nonatomic+holecheck");
+        check::<Up>("nobitmap-up");
+        const { assert!(!Up::SMP && Kernel::SMP) };
+    }
+}

@@ -205,7 +205,10 @@ impl<V: Variant> Zone<V> {
             start,
             end,
             managed: 0,
-            free: SpinLock::new(FreeArea::new(id.get(), [start, end], max_order, path)),
+            free: SpinLock::with_kind(
+                FreeArea::new(id.get(), [start, end], max_order, path),
+                path.zone_lock,
+            ),
             batch: 1,
             high: PCP_HIGH_BATCHES,
             watermarks: Watermarks::default(),
@@ -327,6 +330,15 @@ impl<V: Variant> Zone<V> {
         free - ((1i64 << order.get()) - 1) > min + reserve
     }
 
+    /// `zone_watermark_ok(z, order, mark, classzone_idx, 0)`: whether the
+    /// zone keeps more than `mark` free pages above the reserve it holds
+    /// for requests whose highest zone is `highest`, after an `order`
+    /// block. For walks built outside the allocator
+    /// ([`PerCpu::buffered_rmqueue`](crate::PerCpu::buffered_rmqueue)).
+    pub fn zone_watermark_ok(&self, order: Order, mark: u64, highest: ZoneType) -> bool {
+        self.watermark_ok(order, mark, highest, AllocFlags::FAST)
+    }
+
     /// The mark `flags` test in this zone (`wmark_pages`), `None` for
     /// `ALLOC_NO_WATERMARKS`.
     #[inline(always)]
@@ -342,7 +354,9 @@ impl<V: Variant> Zone<V> {
     /// 6.7 auto-tuning between `high_min` and `high_max` is not modelled:
     /// `high` stays at `high_min`, its starting value).
     pub(crate) fn set_pcp_sizes(&mut self, batch: Option<u32>, era: Era, nr_split_cpus: u32) {
-        self.batch = batch.unwrap_or_else(|| zone_batchsize(self.managed)).max(1);
+        self.batch = batch
+            .unwrap_or_else(|| zone_batchsize_for(self.managed, era))
+            .max(1);
         self.high = if era.pcp_high_from_watermark() {
             zone_highsize(self.watermarks.low, self.batch, nr_split_cpus)
         } else {
@@ -546,7 +560,18 @@ pub(crate) fn check_blocks<M: MemoryModel, V: Variant>(
 /// pages, a quarter of that, rounded down to `2^n - 1` (63 for zones of
 /// 1 GiB and up).
 pub fn zone_batchsize(managed_pages: u64) -> u32 {
-    let batch = (managed_pages >> 10).min(256) / 4;
+    zone_batchsize_capped(managed_pages, 256)
+}
+
+/// `zone_batchsize` as of `era`: the 2.6 kernels capped the batch at
+/// 512 KiB of pages where later ones allow 1 MiB, so a large zone's batch
+/// is 31 in 2.6.9 and 2.6.23 (`high` 186) and 63 from 5.13.
+pub fn zone_batchsize_for(managed_pages: u64, era: Era) -> u32 {
+    zone_batchsize_capped(managed_pages, if era < Era::V5_13 { 128 } else { 256 })
+}
+
+fn zone_batchsize_capped(managed_pages: u64, cap_pages: u64) -> u32 {
+    let batch = (managed_pages >> 10).min(cap_pages) / 4;
     let batch = batch.max(1);
     let b = batch + batch / 2;
     ((1u64 << (63 - b.leading_zeros())) - 1).max(1) as u32
@@ -1094,5 +1119,16 @@ mod tests {
         // 96 MiB: batch 6, and 6 + 6 / 2 = 9 rounds down to 8, so 7 (the
         // half is what lifts it past a power of two).
         assert_eq!(zone_batchsize(24 << 10), 7, "96 MiB zone");
+        assert_eq!(
+            zone_batchsize_for(1 << 18, Era::V2_6_23),
+            31,
+            "2.6: 512 KiB cap"
+        );
+        assert_eq!(zone_batchsize_for(1 << 18, Era::V5_13), 63);
+        assert_eq!(
+            zone_batchsize_for(1 << 15, Era::V2_6_9),
+            7,
+            "below both caps"
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! variants, on layouts with holes (the hole check on).
 
 use buddy::testing::{GFP, Reference, check_conservation, free_all_and_check, snapshot};
-use buddy::{AllocError, Allocator, Config, Era, Mechanisms, Options, Variant};
+use buddy::{AllocError, Allocator, Config, Era, Mechanisms, Options, PageChain, Variant};
 use proptest::prelude::*;
 use sparsemem::reference::Semantics;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout, expect_build};
@@ -96,15 +96,28 @@ fn run<M: MemoryModel, V: Variant>(
                 }
             }
             Op::BulkList(n) => {
-                let mut out = Vec::new();
+                // Threaded through the pages: either walked and freed at
+                // once (even n), or taken off one by one and held.
+                let mut list = PageChain::new(&alloc);
                 let got = cpu
-                    .alloc_bulk_list(n, GFP, &mut out)
+                    .alloc_bulk_list(n, GFP, &mut list)
                     .map_err(|e| e.to_string())?;
-                if got != out.len() {
-                    return Err(format!("bulk list returned {got}, list has {}", out.len()));
+                let pfns: Vec<_> = list.iter().collect();
+                if got != pfns.len() || got != list.len() {
+                    return Err(format!("bulk list returned {got}, list has {}", pfns.len()));
                 }
-                for pfn in out {
-                    reference.record(layout, pfn, Order::ZERO)?;
+                if n % 2 == 0 {
+                    let freed = cpu.free_bulk_list(&mut list).map_err(|e| e.to_string())?;
+                    if freed != got || !list.is_empty() {
+                        return Err(format!("freed {freed} of {got} listed pages"));
+                    }
+                } else {
+                    for pfn in pfns {
+                        if list.pop_front() != Some(pfn) {
+                            return Err(format!("the list does not give back {pfn} in order"));
+                        }
+                        reference.record(layout, pfn, Order::ZERO)?;
+                    }
                 }
             }
             Op::BulkArray(n, pre) => {
@@ -173,6 +186,7 @@ proptest! {
         run_models::<Config<false, false, true>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
         run_models::<Config<false, false, false>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
         run_models::<Config<true, false, false>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
+        run_models::<buddy::Up>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
     }
 
     #[test]

@@ -63,7 +63,7 @@ fn gfp_zero_clears_what_the_last_holder_wrote() {
     let p = cpu.alloc(Gfp::KERNEL).unwrap();
     fill(&alloc, p, Order::ZERO, 0x11);
     cpu.free(p).unwrap();
-    cpu.alloc_bulk_list(4, Gfp::KERNEL | Gfp::ZERO, &mut out)
+    cpu.alloc_bulk_vec(4, Gfp::KERNEL | Gfp::ZERO, &mut out)
         .unwrap();
     assert!(
         out.iter().all(|&q| all(&alloc, q, Order::ZERO, 0)),

@@ -89,7 +89,7 @@ fn misuse_is_refused_and_changes_nothing() {
     ));
     let mut list = Vec::new();
     assert!(matches!(
-        cpu.alloc_bulk_list(usize::MAX, Gfp::KERNEL, &mut list),
+        cpu.alloc_bulk_vec(usize::MAX, Gfp::KERNEL, &mut list),
         Err(AllocError::BulkTooLarge { .. })
     ));
     assert!(list.is_empty() && slots.iter().all(Option::is_none));

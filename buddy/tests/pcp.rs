@@ -154,13 +154,13 @@ fn bulk_takes_max_bulk_exactly_and_refuses_one_more_unchanged() {
     let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
     let mut out = Vec::new();
     assert_eq!(
-        cpu.alloc_bulk_list(MAX_BULK, Gfp::DMA32, &mut out).unwrap(),
+        cpu.alloc_bulk_vec(MAX_BULK, Gfp::DMA32, &mut out).unwrap(),
         MAX_BULK
     );
     assert_eq!(out.len(), MAX_BULK);
     let (free, on_list) = (alloc.free_pages_total(), cpu.total_count());
     assert!(matches!(
-        cpu.alloc_bulk_list(MAX_BULK + 1, Gfp::DMA32, &mut out),
+        cpu.alloc_bulk_vec(MAX_BULK + 1, Gfp::DMA32, &mut out),
         Err(AllocError::BulkTooLarge { requested }) if requested == MAX_BULK + 1
     ));
     let mut slots = vec![None; MAX_BULK + 1];
@@ -194,17 +194,13 @@ fn bulk_serves_the_preferred_zone_then_falls_back() {
     let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
     let dma32_pages = alloc.zone(DMA32).unwrap().managed_pages() as usize;
     let mut out = Vec::new();
-    cpu.alloc_bulk_list(1000, Gfp::DMA32, &mut out).unwrap();
+    cpu.alloc_bulk_vec(1000, Gfp::DMA32, &mut out).unwrap();
     assert!(
         out.iter().all(|p| p.get() >= DMA32_FIRST_PFN),
         "the preferred zone (the highest the GFP allows) serves the bulk"
     );
     let mut rest = Vec::new();
-    while cpu
-        .alloc_bulk_list(MAX_BULK, Gfp::DMA32, &mut rest)
-        .unwrap()
-        > 0
-    {}
+    while cpu.alloc_bulk_vec(MAX_BULK, Gfp::DMA32, &mut rest).unwrap() > 0 {}
     let total = out.len() + rest.len();
     assert!(
         (total as u64) < alloc.managed_pages_total(),
@@ -214,8 +210,8 @@ fn bulk_serves_the_preferred_zone_then_falls_back() {
     // ordinary way per call (`__alloc_pages`'s slow path): with
     // __GFP_MEMALLOC that reaches the reserve.
     let past = Gfp::DMA32 | Gfp::MEMALLOC;
-    assert_eq!(cpu.alloc_bulk_list(MAX_BULK, past, &mut rest).unwrap(), 1);
-    while cpu.alloc_bulk_list(MAX_BULK, past, &mut rest).unwrap() > 0 {}
+    assert_eq!(cpu.alloc_bulk_vec(MAX_BULK, past, &mut rest).unwrap(), 1);
+    while cpu.alloc_bulk_vec(MAX_BULK, past, &mut rest).unwrap() > 0 {}
     let total = out.len() + rest.len();
     assert_eq!(
         total as u64,
@@ -226,7 +222,7 @@ fn bulk_serves_the_preferred_zone_then_falls_back() {
     cpu.set_cpuset(Some(NodeMask::empty()));
     let mut none = Vec::new();
     assert_eq!(
-        cpu.alloc_bulk_list(4, Gfp::DMA32, &mut none).unwrap(),
+        cpu.alloc_bulk_vec(4, Gfp::DMA32, &mut none).unwrap(),
         0,
         "no allowed zone"
     );
@@ -410,4 +406,56 @@ fn high_orders_have_their_own_lists_from_5_14() {
         assert_eq!(alloc.stats_total().allocs[9], 1);
         assert_eq!(alloc.stats_total().frees[2], 1);
     }
+}
+
+/// `alloc_pages_bulk_list` threads the pages through their `lru` links;
+/// walking the chain frees them. While listed, a page is the chain's: a
+/// stray free of its pfn is refused and changes nothing; a chain of another
+/// allocator is refused; a page taken off is an ordinary allocated page;
+/// dropping a chain gives back what is left on it.
+#[test]
+fn a_bulk_list_owns_its_pages_until_they_are_taken_off_or_freed() {
+    use buddy::PageChain;
+    let other = allocator(LockPolicy::PerBatch);
+    let alloc = allocator(LockPolicy::PerBatch);
+    let managed = alloc.free_pages_total();
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let mut list = PageChain::new(&alloc);
+    assert_eq!(cpu.alloc_bulk_list(40, Gfp::DMA32, &mut list).unwrap(), 40);
+    let pfns: Vec<Pfn> = list.iter().collect();
+    assert_eq!((pfns.len(), list.len()), (40, 40));
+    let distinct: std::collections::BTreeSet<_> = pfns.iter().collect();
+    assert_eq!(distinct.len(), 40, "no page listed twice");
+
+    let stray = pfns[7];
+    assert!(
+        matches!(cpu.free(stray), Err(AllocError::NotAllocated { pfn }) if pfn == stray),
+        "a listed page is the chain's"
+    );
+    assert!(matches!(
+        alloc.free_pages(stray, Order::ZERO),
+        Err(AllocError::NotAllocated { pfn }) if pfn == stray
+    ));
+    assert_eq!(list.iter().collect::<Vec<_>>(), pfns, "the chain is intact");
+
+    let mut foreign = PageChain::new(&other);
+    assert!(matches!(
+        cpu.alloc_bulk_list(4, Gfp::DMA32, &mut foreign),
+        Err(AllocError::ForeignChain)
+    ));
+    assert!(matches!(
+        cpu.free_bulk_list(&mut foreign),
+        Err(AllocError::ForeignChain)
+    ));
+
+    let first = list.pop_front().unwrap();
+    assert_eq!(first, pfns[0]);
+    cpu.free(first).expect("taken off, it is an ordinary page");
+    assert_eq!(cpu.free_bulk_list(&mut list).unwrap(), 39);
+    assert!(list.is_empty());
+
+    assert_eq!(cpu.alloc_bulk_list(16, Gfp::DMA32, &mut list).unwrap(), 16);
+    drop(list);
+    drop(cpu);
+    assert_eq!(alloc.free_pages_total(), managed, "nothing is lost");
 }

@@ -152,7 +152,7 @@ fn invalid_gfp_masks_are_refused() {
         assert!(matches!(cpu.alloc(gfp), Err(AllocError::Gfp(_))));
         let mut out = Vec::new();
         assert!(matches!(
-            cpu.alloc_bulk_list(8, gfp, &mut out),
+            cpu.alloc_bulk_vec(8, gfp, &mut out),
             Err(AllocError::Gfp(_))
         ));
         assert!(out.is_empty());

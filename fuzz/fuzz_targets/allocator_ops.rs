@@ -181,7 +181,7 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mechanism
                     Op::BulkList(n, g) => {
                         let mut out = Vec::new();
                         let gfp = gfp_of(g);
-                        if let Err(e) = cpu.alloc_bulk_list(usize::from(n), gfp, &mut out) {
+                        if let Err(e) = cpu.alloc_bulk_vec(usize::from(n), gfp, &mut out) {
                             assert!(invalid(gfp) && out.is_empty(), "{gfp}: {e}");
                         }
                         for pfn in out {

@@ -105,7 +105,7 @@ fn run<V: Variant>(model: SparseExtreme, layout: &Layout, ops: &[Op]) {
                 if let Some(node) = alloc.nodes().first().map(|n| n.id) {
                     let mut cpu = alloc.cpu_on(node).expect("a listed node");
                     let mut out = Vec::new();
-                    let _ = cpu.alloc_bulk_list(usize::from(n), Gfp::HIGHUSER_MOVABLE, &mut out);
+                    let _ = cpu.alloc_bulk_vec(usize::from(n), Gfp::HIGHUSER_MOVABLE, &mut out);
                     let mut array = vec![None; usize::from(slots % 5000)];
                     let _ = cpu.alloc_bulk_array(Gfp::HIGHUSER_MOVABLE, &mut array);
                     for pfn in out.into_iter().chain(array.into_iter().flatten()) {

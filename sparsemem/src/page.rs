@@ -286,6 +286,62 @@ impl Page {
         self.flags.store(v & !flag.mask(), Relaxed);
     }
 
+    /// `set_bit` as a uniprocessor kernel compiles it: one read-modify-write
+    /// instruction on the flags word with no `lock` prefix (`orq` on
+    /// x86_64; elsewhere, and under Miri, a load and a store). It is atomic
+    /// against interrupts on its own CPU, which is all a UP kernel needs,
+    /// and not against another CPU. Works for owner and user flags alike.
+    ///
+    /// # Safety
+    /// As for [`Page::set_nonatomic`]: the caller excludes every other
+    /// writer of the flags word, or a concurrent write would be lost.
+    #[inline(always)]
+    pub unsafe fn set_unlocked(&self, flag: PageFlag) {
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        // SAFETY: the address is the flags word's, aligned and live for
+        // `&self`; the instruction reads and writes only those 8 bytes, and
+        // an aligned `or` is single-copy atomic for a concurrent reader, so
+        // it behaves as the relaxed load and store of `set_nonatomic`. The
+        // caller excludes other writers.
+        unsafe {
+            std::arch::asm!(
+                "or qword ptr [{word}], {mask}",
+                word = in(reg) self.flags.as_ptr(),
+                mask = in(reg) flag.mask(),
+                options(nostack),
+            );
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+        // SAFETY: the caller's contract is `set_nonatomic`'s.
+        unsafe {
+            self.set_nonatomic(flag)
+        }
+    }
+
+    /// `clear_bit` as a uniprocessor kernel compiles it (`andq`, no
+    /// `lock`); see [`Page::set_unlocked`].
+    ///
+    /// # Safety
+    /// As for [`Page::set_unlocked`].
+    #[inline(always)]
+    pub unsafe fn clear_unlocked(&self, flag: PageFlag) {
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        // SAFETY: as for `set_unlocked`.
+        unsafe {
+            std::arch::asm!(
+                "and qword ptr [{word}], {mask}",
+                word = in(reg) self.flags.as_ptr(),
+                mask = in(reg) !flag.mask(),
+                options(nostack),
+            );
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+        // SAFETY: the caller's contract is `clear_nonatomic`'s.
+        unsafe {
+            self.clear_nonatomic(flag)
+        }
+    }
+
     /// The whole flags word.
     #[inline(always)]
     pub fn flags(&self) -> u64 {
