@@ -264,6 +264,39 @@ pub fn measure(trials: usize, mut run: impl FnMut() -> u64) -> Measurement {
     }
 }
 
+/// [`measure`] for several variants at once, their trials interleaved
+/// (one trial of each in turn, after one warm-up run of each), so that the
+/// machine's drift over a run falls on every variant alike rather than on
+/// whichever ran last.
+pub fn measure_interleaved(
+    trials: usize,
+    runs: &mut [&mut dyn FnMut() -> u64],
+) -> Vec<Measurement> {
+    for run in runs.iter_mut() {
+        std::hint::black_box(run());
+    }
+    let mut ns = vec![Vec::with_capacity(trials); runs.len()];
+    let mut cycles = vec![Vec::with_capacity(trials); runs.len()];
+    for _ in 0..trials.max(1) {
+        for (i, run) in runs.iter_mut().enumerate() {
+            let t0 = Instant::now();
+            let c0 = tsc_start();
+            let ops = run().max(1) as f64;
+            let c1 = tsc_stop();
+            let dt = t0.elapsed();
+            ns[i].push(dt.as_nanos() as f64 / ops);
+            cycles[i].push((c1 - c0) as f64 / ops);
+        }
+    }
+    ns.into_iter()
+        .zip(cycles)
+        .map(|(ns, cycles)| Measurement {
+            ns_per_op: Stat::of(ns),
+            cycles_per_op: Stat::of(cycles),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

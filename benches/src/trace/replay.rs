@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
-use buddy::{AllocError, Allocator, Era, Kernel, Options, PerCpu};
+use buddy::{AllocError, Allocator, Era, Kernel, Options, PerCpu, Variant};
 use serde::Serialize;
 use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn};
 use vmemmap::VmemmapOptions;
@@ -294,6 +294,38 @@ impl ModelVisitor for Replay<'_> {
     }
 }
 
+/// What [`replay_through`] measured.
+#[derive(Clone, Debug)]
+pub struct TimedReplay {
+    /// Wall time of the whole replay.
+    pub elapsed_ns: f64,
+    /// Time inside the allocator's allocation calls.
+    pub alloc_ns: f64,
+    /// Time inside its free calls.
+    pub free_ns: f64,
+    /// What was replayed.
+    pub events: EventCounts,
+}
+
+/// Replays the trace `open` reads through `alloc`, an allocator of any
+/// variant the caller built (the flags experiment replays one trace through
+/// each of its buddies): the timed pass of [`Replay`] without the counting
+/// pass.
+pub fn replay_through<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    layout: &Layout,
+    open: OpenTrace<'_>,
+    options: ReplayOptions,
+) -> Result<TimedReplay, TraceError> {
+    let pass = run(alloc, layout, open, options, &|_| {})?;
+    Ok(TimedReplay {
+        elapsed_ns: pass.elapsed_ns,
+        alloc_ns: pass.alloc_ns,
+        free_ns: pass.free_ns,
+        events: pass.events,
+    })
+}
+
 /// One pass's results.
 struct Pass {
     model: String,
@@ -307,11 +339,11 @@ struct Pass {
 }
 
 /// The replay's state over one allocator.
-struct State<'a, M: MemoryModel> {
-    alloc: &'a Allocator<M, Kernel>,
+struct State<'a, M: MemoryModel, V: Variant> {
+    alloc: &'a Allocator<M, V>,
     layout: &'a Layout,
     node: NodeId,
-    cpus: Vec<Option<PerCpu<'a, M, Kernel>>>,
+    cpus: Vec<Option<PerCpu<'a, M, V>>>,
     /// Trace pfn → the replay's block.
     held: HashMap<u64, (Pfn, Order)>,
     /// Trace pfns freed by `mm_page_free` and not yet batched.
@@ -326,8 +358,8 @@ struct State<'a, M: MemoryModel> {
     free_cycles: u64,
 }
 
-impl<'a, M: MemoryModel> State<'a, M> {
-    fn cpu(&mut self, cpu: u16) -> Result<&mut PerCpu<'a, M, Kernel>, AllocError> {
+impl<'a, M: MemoryModel, V: Variant> State<'a, M, V> {
+    fn cpu(&mut self, cpu: u16) -> Result<&mut PerCpu<'a, M, V>, AllocError> {
         let i = usize::from(cpu);
         if self.cpus.len() <= i {
             self.cpus.resize_with(i + 1, || None);
@@ -449,8 +481,8 @@ fn failure_kind(e: &AllocError) -> String {
     }
 }
 
-fn run<M: MemoryModel>(
-    alloc: &Allocator<M, Kernel>,
+fn run<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
     layout: &Layout,
     open: OpenTrace<'_>,
     options: ReplayOptions,
