@@ -23,7 +23,7 @@ fn bulk(c: &mut criterion::Criterion<common::TscCycles>) {
     let mut g = c.benchmark_group("bulk");
     g.throughput(Throughput::Elements(256));
     g.bench_function("single", |b| b.iter(|| pcp_pairs(&mut cpu, 256)));
-    let mut list = Vec::with_capacity(128);
+    let mut list = buddy::PageChain::new(&alloc);
     let mut slots = vec![None; 128];
     for size in SIZES {
         let rounds = (256 / size as u64).max(1);

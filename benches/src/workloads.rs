@@ -11,7 +11,7 @@
 
 use std::hint::black_box;
 
-use buddy::{Allocator, Gfp, PerCpu, Variant};
+use buddy::{Allocator, Gfp, PageChain, PerCpu, Variant};
 use sparsemem::reference::{Reference, Semantics};
 use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn, UserFlag};
 
@@ -216,13 +216,15 @@ pub fn bursts<M: MemoryModel, V: Variant>(
     acc
 }
 
-/// `rounds` × (one bulk list allocation of `size`, then freeing it).
+/// `rounds` × (one bulk list allocation of `size`, threaded through the
+/// pages' `lru` links, then freeing it by walking the list), as the 2021
+/// series' test module did.
 #[inline(never)]
-pub fn bulk_lists<M: MemoryModel, V: Variant>(
-    cpu: &mut PerCpu<'_, M, V>,
+pub fn bulk_lists<'a, M: MemoryModel, V: Variant>(
+    cpu: &mut PerCpu<'a, M, V>,
     rounds: u64,
     size: usize,
-    list: &mut Vec<Pfn>,
+    list: &mut PageChain<'a, M, V>,
 ) -> u64 {
     let mut acc = 0;
     for _ in 0..rounds {
@@ -230,9 +232,7 @@ pub fn bulk_lists<M: MemoryModel, V: Variant>(
             .alloc_bulk_list(size, Gfp::HIGHUSER_MOVABLE, list)
             .expect("bulk size");
         acc += got as u64;
-        for pfn in list.drain(..) {
-            cpu.free(pfn).expect("free");
-        }
+        cpu.free_bulk_list(list).expect("free");
     }
     acc
 }
@@ -308,31 +308,78 @@ pub fn page_test_rounds_with<M: MemoryModel, V: Variant>(
     rounds * PAGE_TEST_BATCH as u64
 }
 
-/// One iteration of the flags experiment: allocate `nr_pages` order-0
-/// pages, touch each page's flags (`SetPageReferenced` and
-/// `ClearPageReferenced`, atomic in every variant as in the kernel: the
-/// 2004 patch made only the buddy-marking operations non-atomic), free them.
+/// `FREE_PTE_NR`: the pages an SMP 2.6.9 `mmu_gather` collects while
+/// `munmap` zaps PTEs before `tlb_finish_mmu` frees them; a UP kernel's
+/// gather is in fast mode and frees each page as it is unmapped.
+pub const FREE_PTE_NR: usize = 506;
+
+/// One iteration of the flags experiment, the seed's program as the kernel
+/// served it: `nr_pages` anonymous faults, then one `munmap`.
+///
+/// - Each fault (`do_anonymous_page`) allocates an order-0
+///   `GFP_HIGHUSER_MOVABLE | __GFP_ZERO` page (`clear_page` on its real
+///   frame when the allocator has frames), the program's store lands in
+///   it, and `mark_page_accessed` sets `PG_referenced`.
+/// - `munmap` clears `PG_referenced` as it zaps each PTE
+///   (`page_remove_rmap`'s young-bit transfer) and releases the pages
+///   through the gather: batches of [`FREE_PTE_NR`] on SMP, one by one on UP.
+///
+/// The `PG_referenced` operations go through [`Variant::set_bit`]: atomic
+/// in every SMP variant (the 2004 patch left them alone), unlocked on UP.
 #[inline(never)]
 pub fn flags_iteration<M: MemoryModel, V: Variant>(
     cpu: &mut PerCpu<'_, M, V>,
     nr_pages: usize,
     held: &mut Vec<Pfn>,
 ) -> u64 {
+    let alloc = cpu.allocator();
+    let model = alloc.model();
     for _ in 0..nr_pages {
-        held.push(cpu.alloc(Gfp::HIGHUSER_MOVABLE).expect("memory"));
-    }
-    let model = cpu.allocator().model();
-    for &pfn in held.iter() {
+        let pfn = cpu
+            .alloc(Gfp::HIGHUSER_MOVABLE | Gfp::ZERO)
+            .expect("memory");
+        if let Some(frame) = alloc.page_address(pfn) {
+            // SAFETY: the frame is this iteration's page, allocated just now
+            // and not freed until below; only this thread writes it.
+            unsafe { std::ptr::write_volatile(frame.as_ptr(), 1) };
+        }
         if let Some(page) = model.pfn_to_page(pfn) {
-            page.set_user(UserFlag::Referenced);
-            page.clear_user(UserFlag::Referenced);
+            // SAFETY: the page is held by this thread, the only writer of
+            // its flags outside the allocator (the UP contract).
+            unsafe { V::set_bit(page, UserFlag::Referenced) };
+        }
+        held.push(pfn);
+    }
+    let gather = if V::SMP { FREE_PTE_NR } else { 1 };
+    let n = held.len() as u64;
+    for batch in held.chunks(gather) {
+        for &pfn in batch {
+            if let Some(page) = model.pfn_to_page(pfn) {
+                // SAFETY: as above.
+                unsafe { V::clear_bit(page, UserFlag::Referenced) };
+            }
+        }
+        for &pfn in batch {
+            cpu.free(pfn).expect("free");
         }
     }
-    let n = held.len() as u64;
-    for pfn in held.drain(..) {
-        cpu.free(pfn).expect("free");
-    }
+    held.clear();
     n
+}
+
+/// `rounds` marking set + clear pairs on `page`'s flags word with the
+/// variant's operations (`PG_referenced`, so no allocator state changes):
+/// the cost of the operation the flags experiment's variants differ in.
+#[inline(never)]
+pub fn mark_pairs<V: Variant>(page: &sparsemem::Page, rounds: u64) {
+    for _ in 0..rounds {
+        // SAFETY: the caller holds `page` (allocated, not yet freed) and no
+        // other thread writes its flags while this runs.
+        unsafe {
+            V::set(std::hint::black_box(page), sparsemem::PageFlag::Referenced);
+            V::clear(page, sparsemem::PageFlag::Referenced);
+        }
+    }
 }
 
 /// A frame allocator as the peer workloads see it: one order-0 frame out,
@@ -494,6 +541,67 @@ pub fn kernel_fixup_writes(
         }
     }
     Ok(n)
+}
+
+/// Cache lines of a 4 KiB page.
+const PAGE_LINES: u64 = 64;
+
+/// The lock experiment's job, one process's life as a kernel build's
+/// page allocator sees it: `pages` order-0 `GFP_HIGHUSER | __GFP_ZERO`
+/// faults through `cpu` (each `clear_page`d on its real frame), after each
+/// the process writes a number of the page's cache lines drawn uniformly
+/// from 0 to 64 (mean 32) by `rng`; one order-1 `GFP_KERNEL` request on the
+/// zone path (an 8 KiB kernel stack, `fork`), its latency in TSC cycles
+/// pushed to `small`; then everything freed, the pages through `cpu`, the
+/// stack on the zone path. Returns the pages allocated.
+pub fn lock_job<M: MemoryModel, V: Variant>(
+    cpu: &mut PerCpu<'_, M, V>,
+    pages: usize,
+    rng: &mut u64,
+    held: &mut Vec<Pfn>,
+    small: &mut Vec<u64>,
+) -> u64 {
+    let alloc = cpu.allocator();
+    for _ in 0..pages {
+        let pfn = cpu
+            .alloc(Gfp::HIGHUSER | Gfp::ZERO)
+            .expect("the job fits in memory");
+        if let Some(frame) = alloc.page_address(pfn) {
+            write_lines(frame, xorshift(rng) % (PAGE_LINES + 1));
+        }
+        held.push(pfn);
+    }
+    let t0 = crate::timing::tsc_now();
+    let stack = cpu.alloc_pages(Order::new(1), Gfp::KERNEL);
+    small.push(crate::timing::tsc_now() - t0);
+    for pfn in held.drain(..) {
+        cpu.free(pfn).expect("free");
+    }
+    if let Ok(stack) = stack {
+        cpu.free_pages(stack, Order::new(1)).expect("free");
+    }
+    pages as u64
+}
+
+/// The process's writes to a page it just faulted: `lines` of its first
+/// cache lines (at most the page's 64).
+pub fn write_lines(frame: std::ptr::NonNull<u8>, lines: u64) {
+    let bytes = (lines.min(PAGE_LINES) * 64) as usize;
+    // SAFETY: `frame` is the start of a 4 KiB frame the caller allocated
+    // and has not freed, written by this thread only; `bytes` stays inside
+    // it.
+    unsafe { std::ptr::write_bytes(frame.as_ptr(), 0x5a, bytes) };
+}
+
+/// xorshift64: the lock experiment's stated, seeded work distribution.
+#[inline(always)]
+pub fn xorshift(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    x
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::{Ctx, Outcome, cell};
 use crate::CliError;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
-use crate::timing::{Measurement, Plan, measure};
+use crate::timing::{Measurement, Plan, measure, measure_interleaved};
 use crate::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
 
 /// Bulk sizes, as in the seed.
@@ -53,20 +53,30 @@ impl ModelVisitor for Visitor {
             std::hint::black_box(pcp_pairs(&mut cpu, pairs));
             pairs
         });
-        let mut list = Vec::with_capacity(128);
+        let mut list = buddy::PageChain::new(&alloc);
         let mut slots = vec![None; 128];
         let per_size = SIZES
             .iter()
             .map(|&size| {
                 let rounds = plan.iters(2_000_000, 20_000) / size as u64;
-                let l = measure(plan.trials, || {
-                    std::hint::black_box(bulk_lists(&mut cpu, rounds, size, &mut list));
-                    rounds * size as u64
-                });
-                let a = measure(plan.trials, || {
-                    std::hint::black_box(bulk_arrays(&mut cpu, rounds, &mut slots[..size]));
-                    rounds * size as u64
-                });
+                let pages = rounds * size as u64;
+                // List and array trials interleaved: the machine's drift
+                // falls on both alike.
+                let cpu = std::cell::RefCell::new(&mut cpu);
+                let mut l = || {
+                    std::hint::black_box(bulk_lists(*cpu.borrow_mut(), rounds, size, &mut list));
+                    pages
+                };
+                let mut a = || {
+                    std::hint::black_box(bulk_arrays(
+                        *cpu.borrow_mut(),
+                        rounds,
+                        &mut slots[..size],
+                    ));
+                    pages
+                };
+                let mut m = measure_interleaved(plan.trials, &mut [&mut l, &mut a]).into_iter();
+                let (l, a) = (m.next().expect("two"), m.next().expect("two"));
                 (size, l, a)
             })
             .collect();
@@ -120,6 +130,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
             .find(|r| r.variant == variant && r.params["bulk"] == size)
             .map(|r| r.measurement.cycles_per_op.median)
     };
+    let at_128 = (cycles("list", 128), cycles("array", 128));
     let gains: Vec<(&str, f64, f64, u32, u32)> = [
         ("list", SEED[0].2, SEED[1].2),
         ("array", SEED[0].1, SEED[1].1),
@@ -143,6 +154,27 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         {
             r.extra.insert("gain_from_1".into(), json!(ours));
             r.extra.insert("seed_gain_from_1".into(), json!(seed));
+        }
+    }
+    // What threading the pages through their lru links costs over the
+    // array, per page at 128, beside the seed's gap.
+    if let (Some(list), Some(array)) = at_128 {
+        let seed_gap = f64::from(SEED[1].2) - f64::from(SEED[1].1);
+        table += &format!(
+            "list - array at 128: {:+.0} cycles per page; the seed's kernel {:+.0} ({} - {}): the list's link writes on allocation and its walk (one dependent load per page) on free\n",
+            list - array,
+            seed_gap,
+            SEED[1].2,
+            SEED[1].1
+        );
+        if let Some(r) = rows
+            .iter_mut()
+            .find(|r| r.variant == "list" && r.params["bulk"] == 128)
+        {
+            r.extra
+                .insert("cycles_over_array".into(), json!(list - array));
+            r.extra
+                .insert("seed_cycles_over_array".into(), json!(seed_gap));
         }
     }
     table += &format!(

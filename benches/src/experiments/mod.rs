@@ -10,6 +10,7 @@ pub mod flags;
 pub mod hole_density;
 pub mod kernel_fixup;
 mod lock;
+pub mod lock_sim;
 pub mod peers;
 mod pfn_valid;
 
@@ -174,18 +175,25 @@ pub struct BenchArgs {
     /// Write the results as JSON to this file.
     #[cfg_attr(feature = "cli", arg(long))]
     pub json: Option<PathBuf>,
-    /// Threads (lock: total threads; flags: the multi-threaded run).
+    /// Threads (lock: one per CPU, pinned, default the machine's CPUs;
+    /// flags: the multi-threaded run).
     #[cfg_attr(feature = "cli", arg(long))]
     pub threads: Option<usize>,
-    /// Iterations (flags: allocate/touch/free rounds, default 1000).
+    /// Iterations (flags: allocate/touch/free rounds, default 1000; lock:
+    /// jobs per thread, default 400).
     #[cfg_attr(feature = "cli", arg(long))]
     pub iterations: Option<u64>,
-    /// Per-CPU batch for the lock experiment's batch threads (default 256).
+    /// Per-CPU batch for the lock experiment (default: the era's formula,
+    /// 31 in 2.6.23).
     #[cfg_attr(feature = "cli", arg(long))]
     pub batch: Option<u32>,
     /// Nodes in the cpuset experiment's cpuset (default 43 of 64).
     #[cfg_attr(feature = "cli", arg(long))]
     pub allowed: Option<u16>,
+    /// flags: the recording of the seed program to replay (default
+    /// `benches/data/seed-flags.trace.zst` in the source tree).
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub trace: Option<PathBuf>,
     /// Kernel era whose mechanisms the allocator models (default: the
     /// experiment's seed's era).
     #[cfg_attr(feature = "cli", arg(long, value_parser = buddy::Era::parse))]
