@@ -48,6 +48,18 @@ pub struct LockConfig {
 }
 
 impl LockConfig {
+    /// The allocator options of this configuration in `era`: real frames,
+    /// the era's batch unless `batch` overrides it.
+    pub fn options(self, era: Era, batch: Option<u32>) -> Options {
+        Options {
+            lock_policy: self.policy,
+            zone_lock: self.kind,
+            pcp_batch: batch,
+            frames: true,
+            ..Options::for_era(era)
+        }
+    }
+
     /// Every configuration, per-batch first.
     pub fn all() -> Vec<LockConfig> {
         [LockPolicy::PerBatch, LockPolicy::PerPage]
@@ -360,13 +372,7 @@ struct Visitor {
 
 impl Visitor {
     fn options(&self, config: LockConfig) -> Options {
-        Options {
-            lock_policy: config.policy,
-            zone_lock: config.kind,
-            pcp_batch: self.batch,
-            frames: true,
-            ..Options::for_era(self.era)
-        }
+        config.options(self.era, self.batch)
     }
 
     /// One CPU's run of the jobs through both policies, a job of each in
@@ -546,9 +552,11 @@ impl<'a, M: MemoryModel> Probe<'a, M> {
     }
 }
 
-/// The job set on `threads` pinned threads of `alloc`; returns the pages
-/// and whether every thread was pinned.
-fn job_set<M: MemoryModel>(
+/// The job set on `threads` threads of `alloc`, thread `t` pinned to CPU
+/// `t` (`pinned` is cleared if the kernel refuses), each running `jobs`
+/// [`lock_job`]s of `pages` pages; the order-1 requests' latencies (ns)
+/// are appended to `small`. Returns the pages allocated.
+pub fn job_set<M: MemoryModel>(
     alloc: &Allocator<M, Kernel>,
     node: NodeId,
     threads: usize,

@@ -9,7 +9,7 @@ pub mod cpuset;
 pub mod flags;
 pub mod hole_density;
 pub mod kernel_fixup;
-mod lock;
+pub mod lock;
 pub mod lock_sim;
 pub mod peers;
 mod pfn_valid;
