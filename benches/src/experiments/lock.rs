@@ -125,6 +125,8 @@ pub struct LockRun {
 /// What the lock experiment measured.
 #[derive(Clone, Debug)]
 pub struct LockResults {
+    /// The kernel era the allocator modelled.
+    pub era: Era,
     /// Threads (one per CPU).
     pub threads: usize,
     /// Whether every thread was pinned to its CPU.
@@ -203,6 +205,7 @@ impl LockResults {
                         "policy": policy_name(r.config.policy),
                         "lock": r.config.kind.name(),
                         "threads": self.threads,
+                        "era": self.era.name(),
                         "pinned": self.pinned,
                         "jobs": self.jobs,
                         "pages": self.pages,
@@ -247,7 +250,7 @@ impl LockResults {
     /// The printed table.
     pub fn render(&self) -> String {
         let mut t = format!(
-            "{} pinned threads ({}), {} jobs each of {} order-0 __GFP_ZERO faults (0-64 lines written, uniform) + one order-1 zone-path request; era 2.6.23\n\n\
+            "{} pinned threads ({}), {} jobs each of {} order-0 __GFP_ZERO faults (0-64 lines written, uniform) + one order-1 request; era {}\n\n\
              {:<18} {:>16} {:>12} {:>10} {:>10} {:>12}\n",
             self.threads,
             if self.pinned {
@@ -257,6 +260,7 @@ impl LockResults {
             },
             self.jobs,
             self.pages,
+            self.era,
             "policy/lock",
             "ns (cycles)/page",
             "job set ms",
@@ -718,6 +722,7 @@ impl ModelVisitor for Visitor {
             })
             .collect();
         Ok(LockResults {
+            era: self.era,
             threads,
             pinned: pinned.load(std::sync::atomic::Ordering::Relaxed),
             jobs,
