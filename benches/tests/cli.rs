@@ -315,6 +315,11 @@ fn every_experiment_runs_in_quick_mode() {
                 assert_eq!(walk("6.18-nodemask")["mutex_per_alloc"], 0.0);
                 assert_eq!(walk("unrestricted")["cpuset_checks_per_alloc"], 0.0);
                 positive(&walk("2.6.19-zlc")["zones_skipped_per_alloc"], "zlc skips");
+                // The same walks with the job's tasks faulting at once.
+                for r in &rows {
+                    positive(&r["tasks_ns_per_page"], "tasks_ns_per_page");
+                    positive(&r["contention"], "contention");
+                }
             }
             "breakdown" => {
                 assert_eq!(rows.len(), 2 * 5, "two paths, five steps");

@@ -515,6 +515,13 @@ pub struct CpusetResults {
     /// ([`host_fault`]): the system time around each allocation that the
     /// seed's 32 s mostly were.
     pub host_fault: Measurement,
+    /// Tasks of the job faulting at once in the contended runs (this
+    /// machine's CPUs).
+    pub tasks: usize,
+    /// Per walk, ns per page with `tasks` tasks faulting at once (wall
+    /// time over all their pages): `callback_mutex` and the zone locks
+    /// contended.
+    pub contended: Vec<(CpusetWalk, Measurement)>,
 }
 
 /// This host's cost per page of what surrounds an allocation in the
@@ -581,6 +588,19 @@ impl CpusetResults {
         SEED_SYSTEM_SECONDS.0 * self.slowdown(walk)
     }
 
+    fn contended_ns(&self, walk: CpusetWalk) -> f64 {
+        self.contended
+            .iter()
+            .find(|(w, _)| *w == walk)
+            .map_or(f64::NAN, |(_, m)| m.ns_per_op.median)
+    }
+
+    /// With `tasks` tasks at once: a walk's cost per page of one task
+    /// (wall time per page times the tasks) over the same walk's with one.
+    pub fn contention(&self, walk: CpusetWalk) -> f64 {
+        self.contended_ns(walk) * self.tasks as f64 / self.ns(walk)
+    }
+
     /// The JSON rows, with the seed's figures beside them.
     pub fn rows(&self, model: &str) -> Vec<Row> {
         self.runs
@@ -602,6 +622,9 @@ impl CpusetResults {
                 .with("system_ns_per_page", self.system_ns(*walk))
                 .with("host_fault_ns_per_page", self.fault_ns())
                 .with("slowdown", self.slowdown(*walk))
+                .with("tasks", self.tasks)
+                .with("tasks_ns_per_page", self.contended_ns(*walk))
+                .with("contention", self.contention(*walk))
                 .with("system_seconds_at_seed_scale", self.system_seconds(*walk));
                 if *walk == CpusetWalk::V2_6_18 {
                     row = row
@@ -671,7 +694,8 @@ impl CpusetResults {
              system ns: this host's anonymous fault, store and unmap per page ({}), with its allocation replaced by the walk's.\n\
              2.6.18 / unrestricted = {:.2}x system time; at the seed's scale {:.0} s -> {:.0} s. Seed: {:.0} s -> {:.0} s ({:.2}x).\n\
              __cpuset_zone_allowed beyond a table lookup: {:.0} % of the 2.6.18 allocation, {:.0} % of its system time. \
-             Seed: {:.0} readprofile ticks at HZ={:.0} = {:.1} s of the {:.0} s, {:.0} % (its \"50.47\" is readprofile's load, ticks over function size, not a percentage).\n",
+             Seed: {:.0} readprofile ticks at HZ={:.0} = {:.1} s of the {:.0} s, {:.0} % (its \"50.47\" is readprofile's load, ticks over function size, not a percentage).\n\n\
+             With {} tasks faulting at once (wall ns per page over all their pages; per task, over one task alone):\n",
             cell(&self.host_fault),
             self.slowdown(CpusetWalk::V2_6_18),
             SEED_SYSTEM_SECONDS.0,
@@ -685,20 +709,30 @@ impl CpusetResults {
             SEED_HZ,
             seed_check_seconds(),
             SEED_SYSTEM_SECONDS.1,
-            seed_check_share() * 100.0
+            seed_check_share() * 100.0,
+            self.tasks
         );
+        for (walk, m) in &self.contended {
+            table += &format!(
+                "  {:<14} {:>18} per page, {:.2}x per task\n",
+                walk.name(),
+                cell(m),
+                self.contention(*walk)
+            );
+        }
         table
     }
 }
 
 /// Measures the cpuset experiment with model `kind` on `layout`: a cpuset
 /// of the last `allowed` nodes, `alloc_options` for everything but the
-/// era, which each walk sets.
+/// era, which each walk sets; the contended runs with `tasks` tasks.
 pub fn measure_cpuset(
     kind: ModelKind,
     layout: &Layout,
     plan: Plan,
     allowed: u16,
+    tasks: usize,
     alloc_options: Options,
 ) -> Result<CpusetResults, AllocError> {
     with_model(
@@ -707,6 +741,7 @@ pub fn measure_cpuset(
         Visitor {
             plan,
             allowed,
+            tasks,
             alloc_options,
         },
     )
@@ -715,6 +750,7 @@ pub fn measure_cpuset(
 struct Visitor {
     plan: Plan,
     allowed: u16,
+    tasks: usize,
     alloc_options: Options,
 }
 
@@ -795,11 +831,28 @@ impl ModelVisitor for Visitor {
         drop(walkers);
         let rounds = self.plan.iters(40, 2);
         let host = crate::timing::measure(self.plan.trials, || host_fault(rounds));
+        let tasks = self.tasks.max(1);
+        let mut contended = Vec::new();
+        for (walk, alloc) in CpusetWalk::ALL.into_iter().zip(&allocs) {
+            let ns: Vec<f64> = (0..self.plan.trials.max(1))
+                .map(|_| tasks_ns(walk, alloc, &cpusets, home, tasks, pairs))
+                .collect();
+            let ghz = crate::timing::tsc_hz() as f64 / 1e9;
+            contended.push((
+                walk,
+                Measurement {
+                    cycles_per_op: crate::timing::Stat::of(ns.iter().map(|n| n * ghz).collect()),
+                    ns_per_op: crate::timing::Stat::of(ns),
+                },
+            ));
+        }
         Ok(CpusetResults {
             nodes: nodes.len(),
             allowed: self.allowed,
             pairs,
             host_fault: host,
+            tasks,
+            contended,
             runs: CpusetWalk::ALL
                 .into_iter()
                 .zip(measured)
@@ -808,6 +861,43 @@ impl ModelVisitor for Visitor {
                 .collect(),
         })
     }
+}
+
+/// `tasks` tasks of the job, each on its own thread with its own per-CPU
+/// handle and walk over the shared allocator and cpusets, faulting and
+/// freeing `pairs` pages at once; returns wall ns per page over all
+/// their pages (the fill before the start is not timed).
+fn tasks_ns<M: MemoryModel>(
+    walk: CpusetWalk,
+    alloc: &Allocator<M, Kernel>,
+    cpusets: &Cpusets,
+    home: NodeId,
+    tasks: usize,
+    pairs: u64,
+) -> f64 {
+    let barrier = std::sync::Barrier::new(tasks);
+    let elapsed = Mutex::new(Duration::ZERO);
+    std::thread::scope(|s| {
+        for t in 0..tasks {
+            let (barrier, elapsed) = (&barrier, &elapsed);
+            s.spawn(move || {
+                // Every task joins both barriers, even one whose walk could
+                // not be set up, so none waits for ever.
+                let mut walker = Walker::new(walk, alloc, cpusets, home).ok();
+                barrier.wait();
+                let start = Instant::now();
+                if let Some(w) = walker.as_mut() {
+                    w.pairs(pairs);
+                }
+                barrier.wait();
+                if t == 0 {
+                    *elapsed.lock().unwrap_or_else(|e| e.into_inner()) = start.elapsed();
+                }
+            });
+        }
+    });
+    let elapsed = *elapsed.lock().unwrap_or_else(|e| e.into_inner());
+    elapsed.as_nanos() as f64 / (tasks as u64 * pairs).max(1) as f64
 }
 
 fn diff(a: WalkCounts, b: WalkCounts) -> WalkCounts {
@@ -824,11 +914,13 @@ fn diff(a: WalkCounts, b: WalkCounts) -> WalkCounts {
 
 pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     let allowed = ctx.args.allowed.unwrap_or(43);
+    let tasks = ctx.args.threads.unwrap_or(ctx.machine.cores.max(2));
     let results = ctx.named(measure_cpuset(
         ctx.model,
         &ctx.layout,
         ctx.plan,
         allowed,
+        tasks,
         ctx.options(),
     ))?;
     Ok(Outcome {
