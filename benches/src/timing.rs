@@ -215,6 +215,19 @@ pub struct Measurement {
     pub cycles_per_op: Stat,
 }
 
+impl Measurement {
+    /// A measurement from per-trial ns per operation that a workload timed
+    /// itself (a replay's allocator calls, a job set's wall time between
+    /// barriers); the cycles are the same trials at the TSC rate.
+    pub fn from_ns(ns: Vec<f64>) -> Measurement {
+        let ghz = tsc_hz() as f64 / 1e9;
+        Measurement {
+            cycles_per_op: Stat::of(ns.iter().map(|n| n * ghz).collect()),
+            ns_per_op: Stat::of(ns),
+        }
+    }
+}
+
 /// How many trials and how long each should be.
 #[derive(Clone, Copy, Debug)]
 pub struct Plan {

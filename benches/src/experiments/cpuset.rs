@@ -837,14 +837,7 @@ impl ModelVisitor for Visitor {
             let ns: Vec<f64> = (0..self.plan.trials.max(1))
                 .map(|_| tasks_ns(walk, alloc, &cpusets, home, tasks, pairs))
                 .collect();
-            let ghz = crate::timing::tsc_hz() as f64 / 1e9;
-            contended.push((
-                walk,
-                Measurement {
-                    cycles_per_op: crate::timing::Stat::of(ns.iter().map(|n| n * ghz).collect()),
-                    ns_per_op: crate::timing::Stat::of(ns),
-                },
-            ));
+            contended.push((walk, Measurement::from_ns(ns)));
         }
         Ok(CpusetResults {
             nodes: nodes.len(),

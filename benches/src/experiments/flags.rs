@@ -27,7 +27,7 @@ use super::{Ctx, Outcome, cell};
 use crate::CliError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::report::Row;
-use crate::timing::{Measurement, Plan, Stat, measure, measure_interleaved, tsc_hz};
+use crate::timing::{Measurement, Plan, measure, measure_interleaved};
 use crate::trace::format::TraceReader;
 use crate::trace::replay::{ReplayOptions, replay_through};
 use crate::workloads::{flags_iteration, mark_pairs};
@@ -570,16 +570,12 @@ impl Visitor<'_> {
                 }
             }
         }
-        let ghz = tsc_hz() as f64 / 1e9;
         for ((variant, _), ns) in runs.iter().zip(ns) {
             results.runs.push(FlagsRun {
                 workload: FlagsWorkload::Replay,
                 variant: *variant,
                 threads: 1,
-                per_page: Measurement {
-                    cycles_per_op: Stat::of(ns.iter().map(|n| n * ghz).collect()),
-                    ns_per_op: Stat::of(ns),
-                },
+                per_page: Measurement::from_ns(ns),
             });
         }
         Ok(())
