@@ -385,12 +385,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// `node_zonelist` is.
     #[inline(always)]
     pub(crate) fn zonelist_at(&self, index: usize, gfp: Gfp) -> &[ZoneId] {
-        let n = &self.nodes[index];
-        if gfp.contains(Gfp::THISNODE) {
-            &n.zonelist_thisnode
-        } else {
-            &n.zonelist
-        }
+        self.nodes[index].zonelist(gfp)
     }
 
     /// The zonelist for an allocation from `node`.
@@ -623,7 +618,15 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     #[inline(always)]
     pub(crate) fn claim(&self, pfn: Pfn, order: Order) -> Result<(OwnedBlock, ZoneId), AllocError> {
         self.check_order(order)?;
-        claim_for_free(&self.model, &self.zones, pfn, order).map_err(|e| match e {
+        claim_for_free(&self.model, &self.zones, pfn, order)
+            .map_err(|e| self.claim_refused(pfn, order, e))
+    }
+
+    /// What a refused claim tells the caller.
+    #[cold]
+    #[inline(never)]
+    fn claim_refused(&self, pfn: Pfn, order: Order, e: ClaimError) -> AllocError {
+        match e {
             ClaimError::OutsideZone
                 if self
                     .model
@@ -639,7 +642,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 allocated,
             },
             ClaimError::NotAllocated(zid) => self.classify_bad_free(pfn, zid),
-        })
+        }
     }
 
     /// Why a free was refused: already free, or never allocated.

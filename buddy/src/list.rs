@@ -186,7 +186,8 @@ impl PageList {
 ///   [`MemoryModel::pfn_to_page_ptr`] of the model the allocator owns, so it
 ///   is live while the allocator is borrowed and carries provenance over its
 ///   section;
-/// - `pfn` is its pfn, aligned to `order`, and the block lies in one zone;
+/// - `pfn` is its pfn, aligned to `order`, and the block lies in one zone
+///   (a pfn is below 2^56 with every geometry's physical address bits);
 /// - no free list or per-CPU list links the head, and no other token names
 ///   the same block.
 ///
@@ -194,8 +195,10 @@ impl PageList {
 #[derive(Debug)]
 pub(crate) struct OwnedBlock {
     page: *const Page,
-    pfn: Pfn,
-    order: Order,
+    /// The pfn above the low byte, the order in it: two words, so the
+    /// token travels in two registers into the functions the hot paths keep
+    /// out of line.
+    pfn_order: u64,
 }
 
 impl OwnedBlock {
@@ -205,20 +208,23 @@ impl OwnedBlock {
     /// The invariants of [`OwnedBlock`] hold for `(page, pfn, order)`.
     #[inline(always)]
     pub(crate) unsafe fn new(page: *const Page, pfn: Pfn, order: Order) -> OwnedBlock {
-        debug_assert!(pfn.get().is_multiple_of(order.nr_pages()));
-        OwnedBlock { page, pfn, order }
+        debug_assert!(pfn.get().is_multiple_of(order.nr_pages()) && pfn.get() >> 56 == 0);
+        OwnedBlock {
+            page,
+            pfn_order: pfn.get() << 8 | u64::from(order.get()),
+        }
     }
 
     /// The head's pfn.
     #[inline(always)]
     pub(crate) fn pfn(&self) -> Pfn {
-        self.pfn
+        Pfn::new(self.pfn_order >> 8)
     }
 
     /// The block's order.
     #[inline(always)]
     pub(crate) fn order(&self) -> Order {
-        self.order
+        Order::saturating(self.pfn_order as u8)
     }
 
     /// The head's descriptor pointer (with its section provenance).
@@ -260,13 +266,13 @@ impl OwnedBlock {
         // SAFETY: the token owns the block and its head is on no list, so the
         // allocator's fields are this holder's to write.
         unsafe {
-            page.set_private(u64::from(self.order.get()));
+            page.set_private(u64::from(self.order().get()));
             page.set_refcount(1);
         }
-        if compound && self.order > Order::ZERO {
+        if compound && self.order() > Order::ZERO {
             self.prep_compound_page();
         }
-        self.pfn
+        self.pfn()
     }
 
     #[inline(never)]
@@ -274,14 +280,14 @@ impl OwnedBlock {
         // SAFETY: the token owns the block: every page of it is on no list
         // and written by no one else.
         unsafe { self.page().set_nonatomic(PageFlag::Head) };
-        for i in 1..self.order.nr_pages() {
+        for i in 1..self.order().nr_pages() {
             let tail = self.tail(i);
             tail.set_mapping(TAIL_MAPPING);
             // SAFETY: as above.
             unsafe {
                 tail.set_compound_head(Some(self.page));
                 tail.set_private(if i == 1 {
-                    u64::from(self.order.get())
+                    u64::from(self.order().get())
                 } else {
                     0
                 });
@@ -303,11 +309,12 @@ impl OwnedBlock {
         let head = self.page();
         let compound = head.test(PageFlag::Head);
         if let Some(reason) = page_bad_reason(head) {
-            return Err((self.pfn, reason));
+            return Err((self.pfn(), reason));
         }
-        if self.order > Order::ZERO {
-            self.check_tails(compound)?;
-            for i in 1..self.order.nr_pages() {
+        if self.order() > Order::ZERO {
+            // SAFETY: this token's own parts.
+            unsafe { check_tails(self.page, self.pfn(), self.order(), compound) }?;
+            for i in 1..self.order().nr_pages() {
                 let tail = self.tail(i);
                 if compound {
                     tail.set_mapping(0);
@@ -324,28 +331,6 @@ impl OwnedBlock {
         Ok(())
     }
 
-    #[inline(never)]
-    fn check_tails(&self, compound: bool) -> Result<(), (Pfn, &'static str)> {
-        for i in 1..self.order.nr_pages() {
-            let tail = self.tail(i);
-            let pfn = Pfn::new(self.pfn.get() + i);
-            if compound {
-                if tail.mapping() != TAIL_MAPPING {
-                    return Err((pfn, "corrupted mapping in tail page"));
-                }
-                if tail.compound_head() != Some(self.page) {
-                    return Err((pfn, "compound_head not consistent"));
-                }
-                if tail.mapcount() != 0 {
-                    return Err((pfn, "nonzero mapcount"));
-                }
-            } else if let Some(reason) = page_bad_reason(tail) {
-                return Err((pfn, reason));
-            }
-        }
-        Ok(())
-    }
-
     /// Gives a claimed block back to its holder unchanged (a refused free):
     /// the reference the claim froze is restored.
     pub(crate) fn unclaim(self) {
@@ -353,6 +338,41 @@ impl OwnedBlock {
         // froze makes it the caller's allocated block again.
         unsafe { self.page().set_refcount(1) };
     }
+}
+
+/// The tail checks of [`OwnedBlock::free_pages_prepare`] for the block
+/// headed by `head` (its parts passed by value, so the hot path keeps the
+/// token in registers).
+///
+/// # Safety
+/// `(head, head_pfn, order)` are the parts of an [`OwnedBlock`] the
+/// caller holds.
+#[inline(never)]
+unsafe fn check_tails(
+    head: *const Page,
+    head_pfn: Pfn,
+    order: Order,
+    compound: bool,
+) -> Result<(), (Pfn, &'static str)> {
+    for i in 1..order.nr_pages() {
+        // SAFETY: as in `OwnedBlock::tail`, for the token the caller holds.
+        let tail = unsafe { &*page_offset(head.cast_mut(), i as i64) };
+        let pfn = Pfn::new(head_pfn.get() + i);
+        if compound {
+            if tail.mapping() != TAIL_MAPPING {
+                return Err((pfn, "corrupted mapping in tail page"));
+            }
+            if tail.compound_head() != Some(head) {
+                return Err((pfn, "compound_head not consistent"));
+            }
+            if tail.mapcount() != 0 {
+                return Err((pfn, "nonzero mapcount"));
+            }
+        } else if let Some(reason) = page_bad_reason(tail) {
+            return Err((pfn, reason));
+        }
+    }
+    Ok(())
 }
 
 /// `page_bad_reason` for a page being freed: why it cannot be, if it

@@ -8,6 +8,7 @@
 
 use sparsemem::{MAX_NUMNODES, NodeId};
 
+use crate::gfp::Gfp;
 use crate::zone::{ZoneId, ZoneType};
 
 /// Words in a [`NodeMask`]: one bit per possible node.
@@ -62,6 +63,19 @@ pub struct Node {
     pub zonelist: Vec<ZoneId>,
     /// This node's zones only, highest first (`ZONELIST_NOFALLBACK`).
     pub zonelist_thisnode: Vec<ZoneId>,
+}
+
+impl Node {
+    /// `node_zonelist`: the fallback list, or with `__GFP_THISNODE` the
+    /// node's own zones.
+    #[inline(always)]
+    pub(crate) fn zonelist(&self, gfp: Gfp) -> &[ZoneId] {
+        if gfp.contains(Gfp::THISNODE) {
+            &self.zonelist_thisnode
+        } else {
+            &self.zonelist
+        }
+    }
 }
 
 /// Builds every node's zonelists from `(zone id, node, type)` triples;

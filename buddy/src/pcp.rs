@@ -47,7 +47,7 @@ use crate::error::AllocError;
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
 use crate::list::{OwnedBlock, PageChain, PcpList};
 use crate::lock::TryLock;
-use crate::node::NodeMask;
+use crate::node::{Node, NodeMask};
 use crate::variant::Variant;
 use crate::zone::{FreeArea, ZoneId, ZoneStats};
 
@@ -70,6 +70,11 @@ struct Pcp {
     /// `pcp->count`: pages on the lists (a block of order `o` counts
     /// `2^o`).
     count: u64,
+    /// `pcp->high` and `pcp->batch`: the zone's, copied when the handle is
+    /// made (they change only with `&mut` on the allocator, when no handle
+    /// exists), so the hot path reads its own line as the kernel's does.
+    high: u64,
+    batch: u32,
     /// The list `free_pcppages_bulk` takes from next.
     next_drain: usize,
     /// Allocations and frees per order not yet folded into the zone's
@@ -84,131 +89,41 @@ struct Pcp {
 }
 
 impl Pcp {
-    /// Adds the pending counts to a zone's statistics (zone lock held).
-    fn fold(&mut self, stats: &mut ZoneStats) {
-        for o in 0..NR_PAGE_ORDERS {
-            stats.allocs[o] += std::mem::take(&mut self.pending_allocs[o]);
-            stats.frees[o] += std::mem::take(&mut self.pending_frees[o]);
-        }
-    }
-}
-
-/// `pindex_to_order`.
-#[inline(always)]
-fn pindex_to_order(pindex: usize, pageblock_order: Order) -> Order {
-    if pindex < NR_LOWORDER_PCP_LISTS {
-        Order::new((pindex / MIGRATE_PCPTYPES) as u8)
-    } else {
-        pageblock_order
-    }
-}
-
-/// One CPU's per-CPU lists; see the module documentation.
-pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
-    alloc: &'a Allocator<M, V>,
-    /// The node's index in the allocator's nodes (its zonelists).
-    node_index: usize,
-    /// Per zone.
-    pcp: Vec<Pcp>,
-    cpuset: Option<NodeMask>,
-}
-
-impl<M: MemoryModel, V: Variant> Allocator<M, V> {
-    /// A per-CPU handle for a CPU of `node`, for one thread: its per-CPU
-    /// lists for every zone, allocating along `node`'s zonelist. A node with
-    /// no memory in this allocator is [`AllocError::UnknownNode`].
-    pub fn cpu_on(&self, node: NodeId) -> Result<PerCpu<'_, M, V>, AllocError> {
-        Ok(PerCpu {
-            alloc: self,
-            node_index: self.node_index(node)?,
-            pcp: (0..self.zones.len()).map(|_| Pcp::default()).collect(),
-            cpuset: None,
-        })
-    }
-}
-
-impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
-    /// Restricts allocations to the nodes of `mask` (the task's cpuset
-    /// `mems_allowed`), checked per zone as `__cpuset_zone_allowed` does.
-    pub fn set_cpuset(&mut self, mask: Option<NodeMask>) {
-        self.cpuset = mask;
-    }
-
-    /// Pages on this CPU's lists for zone `zid` (`pcp->count`; 0 for an id
-    /// of no zone).
-    pub fn count(&self, zid: ZoneId) -> u64 {
-        self.pcp.get(zid.index()).map_or(0, |p| p.count)
-    }
-
-    /// The node this CPU belongs to.
-    pub fn node(&self) -> NodeId {
-        self.alloc.nodes[self.node_index].id
-    }
-
-    /// Pages on all of this CPU's lists.
-    pub fn total_count(&self) -> u64 {
-        self.pcp.iter().map(|p| p.count).sum()
-    }
-
-    /// The allocator.
-    pub fn allocator(&self) -> &'a Allocator<M, V> {
-        self.alloc
-    }
-
-    /// `pcp_allowed_order`: which orders go through the per-CPU lists in
-    /// this era — order 0 only before 5.14, then every order up to
-    /// `PAGE_ALLOC_COSTLY_ORDER` and `pageblock_order` (a THP).
-    #[inline(always)]
-    pub fn pcp_allowed_order(&self, order: Order) -> bool {
-        order == Order::ZERO
-            || (self.alloc.path.pcp_high_orders
-                && (order.get() <= PAGE_ALLOC_COSTLY_ORDER
-                    || order == self.alloc.model.geometry().pageblock_order()))
-    }
-
-    /// `order_to_pindex` for a migratetype already mapped to a per-CPU one
-    /// ([`PerCpu::pcp_migratetype`]).
-    #[inline(always)]
-    fn order_to_pindex(mt: Migratetype, order: Order) -> usize {
-        if order.get() > PAGE_ALLOC_COSTLY_ORDER {
-            NR_LOWORDER_PCP_LISTS + usize::from(mt == Migratetype::Movable)
-        } else {
-            MIGRATE_PCPTYPES * order.index() + mt.index()
-        }
-    }
-
     /// `__mod_zone_page_state(zone, NR_FREE_PAGES, delta)`: this CPU's
     /// delta, folded into the zone's counter once it passes the zone's
     /// `stat_threshold`.
     #[inline(always)]
-    fn mod_free_pages(&mut self, z: usize, delta: i64) {
-        if !self.alloc.path.watermarks {
+    fn mod_free_pages<M: MemoryModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+        delta: i64,
+    ) {
+        if !alloc.path.watermarks {
             return;
         }
-        let zone = &self.alloc.zones[z];
-        let pcp = &mut self.pcp[z];
-        let x = pcp.stat_diff + delta;
+        let zone = &alloc.zones[zid.index()];
+        let x = self.stat_diff + delta;
         if x.abs() > zone.stat_threshold {
             zone.mod_free_pages(x);
-            pcp.stat_diff = 0;
+            self.stat_diff = 0;
         } else {
-            pcp.stat_diff = x;
+            self.stat_diff = x;
         }
     }
 
     /// `rmqueue_bulk`: moves up to `count` blocks of `order` from the zone
     /// to the list `pindex`; returns how many.
-    fn rmqueue_bulk(
+    fn rmqueue_bulk<M: MemoryModel, V: Variant>(
         &mut self,
+        alloc: &Allocator<M, V>,
         zid: ZoneId,
         order: Order,
         count: u32,
         mt: Migratetype,
         pindex: usize,
     ) -> u32 {
-        let alloc = self.alloc;
         let zone = &alloc.zones[zid.index()];
-        let pcp = &mut self.pcp[zid.index()];
         let mut moved = 0;
         let mut first = true;
         let mut take = |area: &mut FreeArea<V>, pcp: &mut Pcp| {
@@ -223,35 +138,39 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         match alloc.options.lock_policy {
             LockPolicy::PerBatch => {
                 let mut area = zone.free.lock();
-                while moved < count && take(&mut area, pcp).is_some() {
+                while moved < count && take(&mut area, self).is_some() {
                     moved += 1;
                 }
             }
             LockPolicy::PerPage => {
-                while moved < count && take(&mut zone.free.lock(), pcp).is_some() {
+                while moved < count && take(&mut zone.free.lock(), self).is_some() {
                     moved += 1;
                 }
             }
         }
         let pages = u64::from(moved) << order.get();
-        pcp.count += pages;
-        self.mod_free_pages(zid.index(), -(pages as i64));
+        self.count += pages;
+        self.mod_free_pages(alloc, zid, -(pages as i64));
         moved
     }
 
     /// `free_pcppages_bulk`: returns at least `count` pages (or all there
     /// are) of the coldest blocks of this CPU's lists for zone `zid` to the
     /// buddy lists, taking the lists in turn from `pindex`.
-    fn free_pcppages_bulk(&mut self, zid: ZoneId, count: u64, pindex: usize) {
-        let alloc = self.alloc;
+    fn free_pcppages_bulk<M: MemoryModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+        count: u64,
+        pindex: usize,
+    ) {
         let zone = &alloc.zones[zid.index()];
         let pageblock_order = alloc.model.geometry().pageblock_order();
-        let pcp = &mut self.pcp[zid.index()];
-        let count = count.min(pcp.count);
+        let count = count.min(self.count);
         if count == 0 {
             return;
         }
-        pcp.next_drain = pindex;
+        self.next_drain = pindex;
         let mut first = true;
         // One block back to the buddy, its pages; `None` when every list is
         // empty.
@@ -278,32 +197,162 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             LockPolicy::PerBatch => {
                 let mut area = zone.free.lock();
                 while freed < count {
-                    let Some(n) = give(&mut area, pcp) else { break };
+                    let Some(n) = give(&mut area, self) else {
+                        break;
+                    };
                     freed += n;
                 }
             }
             LockPolicy::PerPage => {
                 while freed < count {
-                    let Some(n) = give(&mut zone.free.lock(), pcp) else {
+                    let Some(n) = give(&mut zone.free.lock(), self) else {
                         break;
                     };
                     freed += n;
                 }
             }
         }
-        self.mod_free_pages(zid.index(), freed as i64);
+        self.mod_free_pages(alloc, zid, freed as i64);
     }
 
-    /// `nr_pcp_alloc`: blocks of `order` a refill takes — `batch`, and for
-    /// higher orders `batch >> order`, at least 2 (the 6.7 scaling between
-    /// `high_min` and `high_max` is not modelled).
-    #[inline(always)]
-    fn nr_pcp_alloc(&self, zid: ZoneId, order: Order) -> u32 {
-        let batch = self.alloc.zones[zid.index()].batch;
-        if order == Order::ZERO {
+    /// `free_unref_page_commit`'s drain once the lists reach `high`: a
+    /// `batch` back to the buddy, out of the hot path.
+    #[cold]
+    #[inline(never)]
+    fn drain_batch<M: MemoryModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+        pindex: usize,
+    ) {
+        self.free_pcppages_bulk(alloc, zid, u64::from(self.batch), pindex);
+    }
+
+    /// An empty list's refill, out of the hot path: `rmqueue_bulk` of
+    /// `nr_pcp_alloc` blocks — `batch`, and for higher orders
+    /// `batch >> order`, at least 2 (the 6.7 scaling between `high_min` and
+    /// `high_max` is not modelled).
+    #[cold]
+    #[inline(never)]
+    fn refill<M: MemoryModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+        order: Order,
+        mt: Migratetype,
+        pindex: usize,
+    ) {
+        let batch = self.batch;
+        let count = if order == Order::ZERO {
             batch
         } else {
             (batch >> order.get()).max(2)
+        };
+        self.rmqueue_bulk(alloc, zid, order, count, mt, pindex);
+    }
+
+    /// Adds the pending counts to a zone's statistics (zone lock held).
+    fn fold(&mut self, stats: &mut ZoneStats) {
+        for o in 0..NR_PAGE_ORDERS {
+            stats.allocs[o] += std::mem::take(&mut self.pending_allocs[o]);
+            stats.frees[o] += std::mem::take(&mut self.pending_frees[o]);
+        }
+    }
+}
+
+/// `pindex_to_order`.
+#[inline(always)]
+fn pindex_to_order(pindex: usize, pageblock_order: Order) -> Order {
+    if pindex < NR_LOWORDER_PCP_LISTS {
+        Order::new((pindex / MIGRATE_PCPTYPES) as u8)
+    } else {
+        pageblock_order
+    }
+}
+
+/// One CPU's per-CPU lists; see the module documentation.
+pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
+    alloc: &'a Allocator<M, V>,
+    /// The node's index in the allocator's nodes.
+    node_index: usize,
+    /// The node (its zonelists), as `numa_node_id()` names it.
+    node: &'a Node,
+    /// Per zone.
+    pcp: Vec<Pcp>,
+    cpuset: Option<NodeMask>,
+}
+
+impl<M: MemoryModel, V: Variant> Allocator<M, V> {
+    /// A per-CPU handle for a CPU of `node`, for one thread: its per-CPU
+    /// lists for every zone, allocating along `node`'s zonelist. A node with
+    /// no memory in this allocator is [`AllocError::UnknownNode`].
+    pub fn cpu_on(&self, node: NodeId) -> Result<PerCpu<'_, M, V>, AllocError> {
+        let node_index = self.node_index(node)?;
+        Ok(PerCpu {
+            alloc: self,
+            node_index,
+            node: &self.nodes[node_index],
+            pcp: self
+                .zones
+                .iter()
+                .map(|zone| Pcp {
+                    high: u64::from(zone.high),
+                    batch: zone.batch,
+                    ..Pcp::default()
+                })
+                .collect(),
+            cpuset: None,
+        })
+    }
+}
+
+impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
+    /// Restricts allocations to the nodes of `mask` (the task's cpuset
+    /// `mems_allowed`), checked per zone as `__cpuset_zone_allowed` does.
+    pub fn set_cpuset(&mut self, mask: Option<NodeMask>) {
+        self.cpuset = mask;
+    }
+
+    /// Pages on this CPU's lists for zone `zid` (`pcp->count`; 0 for an id
+    /// of no zone).
+    pub fn count(&self, zid: ZoneId) -> u64 {
+        self.pcp.get(zid.index()).map_or(0, |p| p.count)
+    }
+
+    /// The node this CPU belongs to.
+    pub fn node(&self) -> NodeId {
+        self.node.id
+    }
+
+    /// Pages on all of this CPU's lists.
+    pub fn total_count(&self) -> u64 {
+        self.pcp.iter().map(|p| p.count).sum()
+    }
+
+    /// The allocator.
+    pub fn allocator(&self) -> &'a Allocator<M, V> {
+        self.alloc
+    }
+
+    /// `pcp_allowed_order`: which orders go through the per-CPU lists in
+    /// this era — order 0 only before 5.14, then every order up to
+    /// `PAGE_ALLOC_COSTLY_ORDER` and `pageblock_order` (a THP).
+    #[inline(always)]
+    pub fn pcp_allowed_order(&self, order: Order) -> bool {
+        order == Order::ZERO
+            || (self.alloc.path.pcp_high_orders
+                && (order.get() <= PAGE_ALLOC_COSTLY_ORDER
+                    || order == self.alloc.model.geometry().pageblock_order()))
+    }
+
+    /// `order_to_pindex` for a migratetype below `MIGRATE_PCPTYPES` (a
+    /// request's, or a pageblock's mapped by [`pcp_migratetype`]).
+    #[inline(always)]
+    fn order_to_pindex(mt: Migratetype, order: Order) -> usize {
+        if order.get() > PAGE_ALLOC_COSTLY_ORDER {
+            NR_LOWORDER_PCP_LISTS + usize::from(mt == Migratetype::Movable)
+        } else {
+            MIGRATE_PCPTYPES * order.index() + mt.index()
         }
     }
 
@@ -317,15 +366,16 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         mt: Migratetype,
         order: Order,
     ) -> Option<OwnedBlock> {
-        let z = zid.index();
-        let mt = self.pcp_migratetype(mt);
+        let alloc = self.alloc;
+        // A request's migratetype (`gfp_migratetype`, or Movable for all
+        // without mobility grouping) always has a per-CPU list.
+        debug_assert!(mt.index() < MIGRATE_PCPTYPES);
         let pindex = Self::order_to_pindex(mt, order);
-        if self.pcp[z].lists[pindex].is_empty() {
-            let batch = self.nr_pcp_alloc(zid, order);
-            self.rmqueue_bulk(zid, order, batch, mt, pindex);
+        let pcp = &mut self.pcp[zid.index()];
+        if pcp.lists[pindex].is_empty() {
+            pcp.refill(alloc, zid, order, mt, pindex);
         }
-        let pcp = &mut self.pcp[z];
-        let block = pcp.lists[pindex].pop_front(&self.alloc.model, order)?;
+        let block = pcp.lists[pindex].pop_front(&alloc.model, order)?;
         pcp.count -= order.nr_pages();
         pcp.pending_allocs[order.index()] += 1;
         Some(block)
@@ -356,12 +406,18 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// `rmqueue`: through the per-CPU list when the order may use it, else
     /// (or when that fails) from the zone (`rmqueue_buddy`).
     #[inline(always)]
-    fn rmqueue(&mut self, zid: ZoneId, ac: &AllocContext, order: Order) -> Option<Pfn> {
+    fn rmqueue(&mut self, zid: ZoneId, ac: AllocContext, order: Order) -> Option<Pfn> {
         if self.pcp_allowed_order(order)
             && let Some(pfn) = self.rmqueue_pcplist(zid, ac.migratetype, order, ac.gfp)
         {
             return Some(pfn);
         }
+        self.rmqueue_buddy(zid, ac, order)
+    }
+
+    /// `rmqueue_buddy` kept out of line, so the per-CPU path stays small.
+    #[inline(never)]
+    fn rmqueue_buddy(&self, zid: ZoneId, ac: AllocContext, order: Order) -> Option<Pfn> {
         self.alloc.rmqueue_buddy(zid, order, ac.migratetype, ac.gfp)
     }
 
@@ -384,7 +440,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             return Err(AllocError::UnknownZone(zid));
         }
         let ac = alloc.prepare_alloc_pages(gfp)?;
-        Ok(self.rmqueue(zid, &ac, order))
+        Ok(self.rmqueue(zid, ac, order))
     }
 
     /// Allocates one page (order 0) through the per-CPU lists, with the
@@ -403,22 +459,30 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         alloc.check_order(order)?;
         let ac = alloc.prepare_alloc_pages(gfp)?;
         let flags = alloc.fast_flags();
-        for &zid in alloc.zonelist_at(self.node_index, gfp) {
+        for &zid in self.node.zonelist(gfp) {
             let zone = &alloc.zones[zid.index()];
             let allowed = self.cpuset.as_ref().is_none_or(|m| m.test(zone.node));
             if alloc.zone_usable(zone, order, &ac, flags, allowed)
-                && let Some(pfn) = self.rmqueue(zid, &ac, order)
+                && let Some(pfn) = self.rmqueue(zid, ac, order)
             {
                 return Ok(pfn);
             }
         }
+        self.alloc_pages_slowpath(order, ac)
+    }
+
+    /// `__alloc_pages_slowpath` for this CPU ([`Allocator::alloc_pages_slowpath`]
+    /// with this CPU's cpuset and lists).
+    #[cold]
+    #[inline(never)]
+    fn alloc_pages_slowpath(&mut self, order: Order, ac: AllocContext) -> Result<Pfn, AllocError> {
         let cpuset = self.cpuset.take();
-        let got = alloc.alloc_pages_slowpath(
+        let got = self.alloc.alloc_pages_slowpath(
             order,
             &ac,
             self.node_index,
             |zone| cpuset.as_ref().is_none_or(|m| m.test(zone.node)),
-            |zid| self.rmqueue(zid, &ac, order),
+            |zid| self.rmqueue(zid, ac, order),
         );
         self.cpuset = cpuset;
         got
@@ -438,47 +502,47 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// zone.
     #[inline(always)]
     pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
-        let (block, zid) = self.alloc.claim_for_free(pfn, order)?;
-        let z = zid.index();
         let alloc = self.alloc;
-        let zone = &alloc.zones[z];
+        let (block, zid) = alloc.claim_for_free(pfn, order)?;
         if !self.pcp_allowed_order(order) {
             self.free_one_page(zid, block);
             return Ok(());
         }
+        // `get_pfnblock_migratetype`: the per-free memory-model lookup (the
+        // one list of an era without migratetypes needs none).
         let mt = if alloc.path.migratetypes {
-            // `get_pfnblock_migratetype`: the per-free memory-model lookup.
             alloc.model.get_pfnblock_migratetype(pfn)
         } else {
             Migratetype::Movable
         };
+        let pindex = Self::order_to_pindex(pcp_migratetype(mt), order);
         let locked = alloc.path.pcp_lock;
-        if mt == Migratetype::Isolate || (locked && !self.pcp[z].lock.try_lock()) {
+        let pcp = &mut self.pcp[zid.index()];
+        if mt == Migratetype::Isolate || (locked && !pcp.lock.try_lock()) {
             self.free_one_page(zid, block);
             return Ok(());
         }
-        let pindex = Self::order_to_pindex(self.pcp_migratetype(mt), order);
-        let pcp = &mut self.pcp[z];
         pcp.lists[pindex].push_front(block);
         pcp.count += order.nr_pages();
         pcp.pending_frees[order.index()] += 1;
-        if pcp.count >= u64::from(zone.high) {
-            self.free_pcppages_bulk(zid, u64::from(zone.batch), pindex);
+        if pcp.count >= pcp.high {
+            pcp.drain_batch(alloc, zid, pindex);
         }
         if locked {
-            self.pcp[z].lock.unlock();
+            pcp.lock.unlock();
         }
         Ok(())
     }
 
     /// `free_one_page`: a claimed block straight to the zone's buddy lists.
+    #[inline(never)]
     fn free_one_page(&mut self, zid: ZoneId, block: OwnedBlock) {
         let order = block.order();
         let mut area = self.alloc.zones[zid.index()].free.lock();
         area.free_one(&self.alloc.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);
-        self.mod_free_pages(zid.index(), order.nr_pages() as i64);
+        self.pcp[zid.index()].mod_free_pages(self.alloc, zid, order.nr_pages() as i64);
     }
 
     /// The zone a bulk request of `nr_pages` is served from
@@ -640,21 +704,21 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             let n = self.pcp[z].count;
             if n > 0 {
                 let from = self.pcp[z].next_drain;
-                self.free_pcppages_bulk(ZoneId::new(z as u8), n, from);
+                self.pcp[z].free_pcppages_bulk(self.alloc, ZoneId::new(z as u8), n, from);
             }
         }
     }
+}
 
-    /// The per-CPU list of migratetype `mt`: its own below
-    /// `MIGRATE_PCPTYPES`, Movable for a HighAtomic block (as the kernel
-    /// files it), and the one list of an era without migratetypes.
-    #[inline(always)]
-    fn pcp_migratetype(&self, mt: Migratetype) -> Migratetype {
-        if !self.alloc.path.migratetypes || mt.index() >= MIGRATE_PCPTYPES {
-            Migratetype::Movable
-        } else {
-            mt
-        }
+/// The per-CPU list a freed block of pageblock migratetype `mt` goes on:
+/// its own below `MIGRATE_PCPTYPES`, Movable for a HighAtomic block (as
+/// `free_unref_page` files it; an Isolate block never gets here).
+#[inline(always)]
+fn pcp_migratetype(mt: Migratetype) -> Migratetype {
+    if mt.index() >= MIGRATE_PCPTYPES {
+        Migratetype::Movable
+    } else {
+        mt
     }
 }
 

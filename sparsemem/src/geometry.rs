@@ -403,7 +403,8 @@ impl Geometry {
     /// `MAX_PAGE_ORDER`: the largest buddy order, inclusive.
     #[inline(always)]
     pub const fn max_order(&self) -> Order {
-        Order::new(self.max_page_order)
+        // No check: the type's invariant bounds the field.
+        Order(self.max_page_order)
     }
 
     /// `MAX_ORDER_NR_PAGES`: pages in a max-order block.
@@ -416,7 +417,8 @@ impl Geometry {
     /// for.
     #[inline(always)]
     pub const fn pageblock_order(&self) -> Order {
-        Order::new(self.pageblock_order)
+        // No check: the type's invariant bounds the field.
+        Order(self.pageblock_order)
     }
 
     /// `pageblock_nr_pages`.

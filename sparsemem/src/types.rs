@@ -196,7 +196,7 @@ impl fmt::Display for NodeId {
 /// ([`Geometry::max_order`](crate::Geometry::max_order)).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[repr(transparent)]
-pub struct Order(u8);
+pub struct Order(pub(crate) u8);
 
 /// An order above a geometry's `MAX_PAGE_ORDER` (or above
 /// [`MAX_PAGE_ORDER_LIMIT`] for [`Order::try_new`]).
@@ -237,6 +237,17 @@ impl Order {
             "order above MAX_PAGE_ORDER_LIMIT"
         );
         Order(order)
+    }
+
+    /// An order from a raw value, clamped to [`MAX_PAGE_ORDER_LIMIT`]: for
+    /// a value that was an order when it was stored (no check to fail).
+    #[inline(always)]
+    pub const fn saturating(order: u8) -> Order {
+        Order(if order > MAX_PAGE_ORDER_LIMIT {
+            MAX_PAGE_ORDER_LIMIT
+        } else {
+            order
+        })
     }
 
     /// Builds an order, or says why it cannot.
@@ -301,6 +312,9 @@ mod tests {
         assert_eq!(Order::up_to(Order::LIMIT).count(), NR_PAGE_ORDERS);
         assert_eq!(Order::up_to(Order::new(10)).count(), 11);
         assert_eq!(Order::new(3).nr_pages(), 8);
+        assert_eq!(Order::saturating(3), Order::new(3));
+        assert_eq!(Order::saturating(16), Order::LIMIT);
+        assert_eq!(Order::saturating(200), Order::LIMIT);
     }
 
     #[test]
