@@ -172,14 +172,17 @@ pub fn zone_pairs_gfp<M: MemoryModel, V: Variant>(
 }
 
 /// `n` order-0 alloc+free pairs through the per-CPU list (no split or
-/// merge once the list is warm).
+/// merge once the list is warm), asking for `GFP_HIGHUSER_MOVABLE` as a
+/// caller writes it: a constant at the call site, which the compiler
+/// folds into the inlined path as it folds a peer's `alloc(1)`.
 #[inline(never)]
 pub fn pcp_pairs<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, n: u64) -> u64 {
     pcp_pairs_gfp(cpu, n, Gfp::HIGHUSER_MOVABLE)
 }
 
-/// [`pcp_pairs`] with the request's GFP mask.
-#[inline(never)]
+/// [`pcp_pairs`] with the request's GFP mask (a value the path works out
+/// at run time when the caller's mask is not a constant).
+#[inline(always)]
 pub fn pcp_pairs_gfp<M: MemoryModel, V: Variant>(
     cpu: &mut PerCpu<'_, M, V>,
     n: u64,

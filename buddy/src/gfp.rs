@@ -152,31 +152,23 @@ impl Gfp {
     /// (`GFP_ZONE_BAD`: two zone modifiers at once).
     #[inline(always)]
     pub fn gfp_zone(self) -> Result<ZoneType, GfpError> {
-        const DMA: u32 = Gfp::DMA.0;
-        const HIGHMEM: u32 = Gfp::HIGHMEM.0;
-        const DMA32: u32 = Gfp::DMA32.0;
-        const MOVABLE: u32 = Gfp::MOVABLE.0;
-        match self.0 & 0xf {
-            0 | HIGHMEM | MOVABLE => Ok(ZoneType::Normal),
-            DMA => Ok(ZoneType::Dma),
-            DMA32 => Ok(ZoneType::Dma32),
-            x if x == MOVABLE | DMA => Ok(ZoneType::Dma),
-            x if x == MOVABLE | DMA32 => Ok(ZoneType::Dma32),
-            x if x == MOVABLE | HIGHMEM => Ok(ZoneType::Movable),
-            _ => Err(GfpError::ZoneModifiers(self)),
+        let bits = self.0 & GFP_ZONEMASK;
+        if GFP_ZONE_BAD >> bits & 1 != 0 {
+            return Err(GfpError::ZoneModifiers(self));
         }
+        Ok(ZONE_TYPES[(GFP_ZONE_TABLE >> (bits * GFP_ZONES_SHIFT) & 3) as usize])
     }
 
     /// `gfp_migratetype`: `__GFP_MOVABLE` → Movable, `__GFP_RECLAIMABLE` →
-    /// Reclaimable, neither → Unmovable; both at once is invalid (the
-    /// kernel warns).
+    /// Reclaimable, neither → Unmovable (the two bits shifted down, as the
+    /// kernel reads them); both at once is invalid (the kernel warns).
     #[inline(always)]
     pub fn gfp_migratetype(self) -> Result<Migratetype, GfpError> {
-        match (self.contains(Gfp::MOVABLE), self.contains(Gfp::RECLAIMABLE)) {
-            (false, false) => Ok(Migratetype::Unmovable),
-            (true, false) => Ok(Migratetype::Movable),
-            (false, true) => Ok(Migratetype::Reclaimable),
-            (true, true) => Err(GfpError::MovableAndReclaimable(self)),
+        match (self.0 & GFP_MOVABLE_MASK) >> GFP_MOVABLE_SHIFT {
+            0 => Ok(Migratetype::Unmovable),
+            1 => Ok(Migratetype::Movable),
+            2 => Ok(Migratetype::Reclaimable),
+            _ => Err(GfpError::MovableAndReclaimable(self)),
         }
     }
 
@@ -187,6 +179,55 @@ impl Gfp {
         self.gfp_migratetype().unwrap_or(Migratetype::Unmovable)
     }
 }
+
+/// The zone modifier bits (`GFP_ZONEMASK`).
+const GFP_ZONEMASK: u32 = Gfp::DMA.0 | Gfp::HIGHMEM.0 | Gfp::DMA32.0 | Gfp::MOVABLE.0;
+
+/// Bits per entry of [`GFP_ZONE_TABLE`] (`GFP_ZONES_SHIFT`; 2 on a kernel
+/// with at most four zones, as pfnlab's).
+const GFP_ZONES_SHIFT: u32 = 2;
+
+/// `GFP_ZONE_TABLE`: the zone of each combination of zone modifiers, one
+/// [`GFP_ZONES_SHIFT`]-bit entry per combination (an index into
+/// [`ZONE_TYPES`]). Highmem is ZONE_NORMAL on 64-bit; `__GFP_MOVABLE` alone
+/// stays in Normal and with highmem means ZONE_MOVABLE.
+const GFP_ZONE_TABLE: u64 = {
+    const fn entry(bits: u32, zone: ZoneType) -> u64 {
+        (zone as u64) << (bits * GFP_ZONES_SHIFT)
+    }
+    let (dma, highmem, dma32, movable) = (Gfp::DMA.0, Gfp::HIGHMEM.0, Gfp::DMA32.0, Gfp::MOVABLE.0);
+    entry(0, ZoneType::Normal)
+        | entry(dma, ZoneType::Dma)
+        | entry(highmem, ZoneType::Normal)
+        | entry(dma32, ZoneType::Dma32)
+        | entry(movable, ZoneType::Normal)
+        | entry(movable | dma, ZoneType::Dma)
+        | entry(movable | highmem, ZoneType::Movable)
+        | entry(movable | dma32, ZoneType::Dma32)
+};
+
+/// `GFP_ZONE_BAD`: the combinations with two zone modifiers at once, one
+/// bit each.
+const GFP_ZONE_BAD: u32 = {
+    let (dma, highmem, dma32, movable) = (Gfp::DMA.0, Gfp::HIGHMEM.0, Gfp::DMA32.0, Gfp::MOVABLE.0);
+    1 << (dma | highmem)
+        | 1 << (dma | dma32)
+        | 1 << (dma32 | highmem)
+        | 1 << (dma | dma32 | highmem)
+        | 1 << (movable | highmem | dma)
+        | 1 << (movable | dma | dma32)
+        | 1 << (movable | dma32 | highmem)
+        | 1 << (movable | dma | dma32 | highmem)
+};
+
+/// The zone types by their `GFP_ZONE_TABLE` entry.
+const ZONE_TYPES: [ZoneType; 4] = ZoneType::ALL;
+
+/// `GFP_MOVABLE_MASK` and `GFP_MOVABLE_SHIFT`: the two mobility bits.
+const GFP_MOVABLE_MASK: u32 = Gfp::RECLAIMABLE.0 | Gfp::MOVABLE.0;
+const GFP_MOVABLE_SHIFT: u32 = 3;
+const _: () = assert!(Gfp::MOVABLE.0 >> GFP_MOVABLE_SHIFT == Migratetype::Movable as u32);
+const _: () = assert!(Gfp::RECLAIMABLE.0 >> GFP_MOVABLE_SHIFT == Migratetype::Reclaimable as u32);
 
 impl BitOr for Gfp {
     type Output = Gfp;
@@ -399,6 +440,24 @@ impl AllocContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table lookup against the zone modifiers' meaning spelled out.
+    #[test]
+    fn gfp_zone_table_matches_every_combination() {
+        let (dma, highmem, dma32, movable) = (1, 2, 4, 8);
+        for bits in 0..16u32 {
+            let expected = match bits {
+                0 => Some(ZoneType::Normal),
+                b if b == highmem || b == movable => Some(ZoneType::Normal),
+                b if b == dma || b == movable | dma => Some(ZoneType::Dma),
+                b if b == dma32 || b == movable | dma32 => Some(ZoneType::Dma32),
+                b if b == movable | highmem => Some(ZoneType::Movable),
+                _ => None,
+            };
+            let gfp = Gfp::from_bits(bits | Gfp::KERNEL.bits()).unwrap();
+            assert_eq!(gfp.gfp_zone().ok(), expected, "zone modifiers {bits:#x}");
+        }
+    }
 
     #[test]
     fn compositions_and_zones_are_the_kernels() {

@@ -30,7 +30,9 @@ use crate::variant::Variant;
 /// A doubly linked list of pages through their `lru` links.
 ///
 /// Invariants: `head` is null iff `tail` is null iff `len == 0`; following
-/// `lru_next` from `head` visits exactly `len` pages and ends at `tail`.
+/// `lru_next` from `head` visits exactly `len` pages and ends at `tail`;
+/// following `lru_prev` from `tail` visits them in reverse, so the head's
+/// `lru_prev` and the tail's `lru_next` are null.
 pub struct PageList {
     head: *mut Page,
     tail: *mut Page,
@@ -58,10 +60,10 @@ impl PageList {
         self.len
     }
 
-    /// Whether the list is empty.
+    /// Whether the list is empty (the head, which a pop reads anyway).
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.head.is_null()
     }
 
     /// `list_add`: at the head.
@@ -117,8 +119,22 @@ impl PageList {
         if head.is_null() {
             return None;
         }
-        // SAFETY: `head` is on this list.
-        unsafe { self.unlink(head) };
+        // SAFETY: (1) `head` is on this list, so live and its links the list
+        // owner's (module contract); (2) `next` is null or the next page on
+        // this list, owned the same way. The head's `lru_prev` is already
+        // null, so only `lru_next` is cleared (`list_del` of the first
+        // entry).
+        unsafe {
+            let next = (*head).lru_next();
+            self.head = next;
+            if next.is_null() {
+                self.tail = std::ptr::null_mut();
+            } else {
+                (*next).set_lru_prev(std::ptr::null_mut());
+            }
+            (*head).set_lru_next(std::ptr::null_mut());
+        }
+        self.len -= 1;
         Some(head)
     }
 
