@@ -70,6 +70,11 @@ pub struct Options {
     /// 2.6.25 and 4.2 cost the same one locked operation, so only the lock
     /// experiment, which contends for it, chooses).
     pub zone_lock: ZoneLockKind,
+    /// `vm.percpu_pagelist_high_fraction` (Linux 5.14 on; the 6.18 era
+    /// here): with a value `f` (at least 8), `pcp->high` is a zone's
+    /// managed pages over `f`, split over the node's CPUs, instead of its
+    /// low watermark; 0, the default, keeps the watermark.
+    pub percpu_pagelist_high_fraction: u32,
     /// Back the layout's memory with real frames ([`Frames`]), so
     /// [`Allocator::page_address`] answers and `__GFP_ZERO` clears pages
     /// (default: off; pfnlab then touches only `struct page`s).
@@ -157,6 +162,27 @@ fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(NodeId, ZoneType),
 /// `ZONES_SHIFT` bits of zone number into `page->flags`).
 pub const MAX_ZONES: usize = 255;
 
+/// `percpu_pagelist_high_fraction_sysctl_handler`'s check: 0 or at least
+/// `MIN_PERCPU_PAGELIST_HIGH_FRACTION` (8), and only in an era that has the
+/// sysctl (5.14 on; 2.6's `percpu_pagelist_fraction` set `high` and
+/// `batch` by another rule, which pfnlab does not model).
+fn check_high_fraction(options: &Options) -> Result<(), AllocError> {
+    let fraction = options.percpu_pagelist_high_fraction;
+    if fraction == 0 {
+        return Ok(());
+    }
+    if !options.era.pcp_high_from_watermark() {
+        return Err(AllocError::EraMismatch(format!(
+            "percpu_pagelist_high_fraction arrived in Linux 5.14; era {} sizes pcp->high as 6 × batch",
+            options.era
+        )));
+    }
+    if fraction < crate::watermark::MIN_PERCPU_PAGELIST_HIGH_FRACTION {
+        return Err(AllocError::HighFraction { fraction });
+    }
+    Ok(())
+}
+
 /// Whether `model` could have been built from `layout`: the same geometry,
 /// and every pfn of the layout's memory valid. Validity changes at most per
 /// subsection, so one probe at each end of every subsection-sized piece
@@ -209,6 +235,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             .era
             .check_variant::<V>()
             .map_err(AllocError::EraMismatch)?;
+        check_high_fraction(&options)?;
         check_model(&model, layout)?;
         let parts = zone_parts(layout);
         if parts.len() > MAX_ZONES {
@@ -284,7 +311,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         let page_shift = self.model.geometry().page_shift();
         for (zone, marks) in self.zones.iter_mut().zip(marks) {
             zone.watermarks = marks;
-            zone.set_pcp_sizes(self.options.pcp_batch, self.options.era, split);
+            zone.set_pcp_sizes(&self.options, split);
             zone.stat_threshold = crate::watermark::stat_threshold(zone.managed, page_shift, cpus);
             let free = zone.free.get_mut().free_pages();
             *zone.vm_free.get_mut() = free as i64;

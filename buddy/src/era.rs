@@ -6,7 +6,7 @@
 //! | 2.6.9 | one per order | `6 × batch` (`pageset_set_batch`) | per-order bitmap ([`Bitmap`](crate::Bitmap)) |
 //! | 2.6.23 | one per order | `6 × batch` | no bitmap |
 //! | 5.13 | per order and migratetype, fallback and stealing; a pageblock lookup per free | `6 × batch` (the last release before `zone_highsize`) | no bitmap |
-//! | 6.18 | as 5.13 | `zone_highsize`: the zone's low watermark split over the node's CPUs, at least `4 × batch` | no bitmap |
+//! | 6.18 | as 5.13 | `zone_highsize`: the zone's low watermark (or its managed pages over `percpu_pagelist_high_fraction`) split over the node's CPUs, at least `4 × batch` | no bitmap |
 //!
 //! The per-CPU list shape follows the era too (see [`PerCpu`](crate::PerCpu)):
 //! one order-0 list, one per migratetype (2.6.25 to 5.13), or one per

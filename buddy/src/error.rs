@@ -86,6 +86,12 @@ pub enum AllocError {
     },
     /// More zones than a page's 8-bit zone id can name.
     TooManyZones,
+    /// A `percpu_pagelist_high_fraction` the kernel refuses (below 8, not
+    /// 0).
+    HighFraction {
+        /// The value asked for.
+        fraction: u32,
+    },
     /// The memory model was not built from the layout given with it.
     ModelMismatch {
         /// A pfn the two disagree on, when the geometry matches.
@@ -167,6 +173,11 @@ impl fmt::Display for AllocError {
             AllocError::HolesInBlock { pfn } => write!(
                 f,
                 "pfn {pfn} is a hole inside a MAX_PAGE_ORDER block of managed memory; use a variant with the hole check (HOLES_IN_ZONE, era 5.13 or older)"
+            ),
+            AllocError::HighFraction { fraction } => write!(
+                f,
+                "percpu_pagelist_high_fraction {fraction} is below {}, the least the kernel accepts (0 keeps the default)",
+                crate::watermark::MIN_PERCPU_PAGELIST_HIGH_FRACTION
             ),
             AllocError::TooManyZones => {
                 write!(f, "more than {} zones", crate::alloc::MAX_ZONES)

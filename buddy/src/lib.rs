@@ -73,8 +73,8 @@ pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant};
 pub use watermark::{
-    LOWMEM_RESERVE_RATIO, Watermarks, lowmem_reserve, min_free_kbytes, setup_per_zone_wmarks,
-    stat_threshold, zone_highsize,
+    LOWMEM_RESERVE_RATIO, MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, lowmem_reserve,
+    min_free_kbytes, setup_per_zone_wmarks, stat_threshold, zone_highsize,
 };
 pub use zone::{
     PCP_HIGH_BATCHES, Zone, ZoneId, ZoneStats, ZoneType, zone_batchsize, zone_batchsize_for,

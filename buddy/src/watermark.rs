@@ -104,10 +104,15 @@ pub fn stat_threshold(managed: u64, page_shift: u32, cpus: u32) -> i64 {
     (2 * fls(u64::from(cpus)) * (1 + fls(mem))).min(125)
 }
 
-/// `zone_highsize` with no `percpu_pagelist_high_fraction`: the zone's
-/// low watermark split over `nr_split_cpus`, at least `4 × batch`.
-pub fn zone_highsize(low_wmark: u64, batch: u32, nr_split_cpus: u32) -> u32 {
-    let high = low_wmark / u64::from(nr_split_cpus.max(1));
+/// `MIN_PERCPU_PAGELIST_HIGH_FRACTION`: the least
+/// `percpu_pagelist_high_fraction` the kernel accepts (0 aside).
+pub const MIN_PERCPU_PAGELIST_HIGH_FRACTION: u32 = 8;
+
+/// `zone_highsize`: `total_pages` (the zone's low watermark, or its managed
+/// pages over `percpu_pagelist_high_fraction`) split over
+/// `nr_split_cpus`, at least `4 × batch`.
+pub fn zone_highsize(total_pages: u64, batch: u32, nr_split_cpus: u32) -> u32 {
+    let high = total_pages / u64::from(nr_split_cpus.max(1));
     high.max(u64::from(batch) << 2).min(u64::from(u32::MAX)) as u32
 }
 

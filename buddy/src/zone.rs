@@ -350,15 +350,24 @@ impl<V: Variant> Zone<V> {
     }
 
     /// Sets `batch` (the kernel's `zone_batchsize` unless overridden) and
-    /// `high`: `6 × batch` before Linux 5.14, `zone_highsize` after (the
-    /// 6.7 auto-tuning between `high_min` and `high_max` is not modelled:
-    /// `high` stays at `high_min`, its starting value).
-    pub(crate) fn set_pcp_sizes(&mut self, batch: Option<u32>, era: Era, nr_split_cpus: u32) {
-        self.batch = batch
+    /// `high`: `6 × batch` before Linux 5.14, `zone_highsize` after — of the
+    /// low watermark, or of the managed pages over
+    /// `percpu_pagelist_high_fraction` when that is set (the 6.7
+    /// auto-tuning between `high_min` and `high_max` is not modelled:
+    /// `high` stays at `high_min`, its starting value, which the fraction
+    /// also fixes as `high_max`).
+    pub(crate) fn set_pcp_sizes(&mut self, options: &crate::Options, nr_split_cpus: u32) {
+        let era = options.era;
+        self.batch = options
+            .pcp_batch
             .unwrap_or_else(|| zone_batchsize_for(self.managed, era))
             .max(1);
         self.high = if era.pcp_high_from_watermark() {
-            zone_highsize(self.watermarks.low, self.batch, nr_split_cpus)
+            let total_pages = match options.percpu_pagelist_high_fraction {
+                0 => self.watermarks.low,
+                fraction => self.managed / u64::from(fraction),
+            };
+            zone_highsize(total_pages, self.batch, nr_split_cpus)
         } else {
             PCP_HIGH_BATCHES * self.batch
         };

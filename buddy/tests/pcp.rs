@@ -350,6 +350,57 @@ fn high_follows_the_era() {
     assert_eq!(u64::from(normal(&one_cpu).1), marks.low.max(4 * 63));
 }
 
+/// `percpu_pagelist_high_fraction` sizes `high` from the zone's managed
+/// pages instead of its low watermark, and a free drains at that `high`;
+/// the kernel refuses a fraction below 8, and an era before 5.14 has no
+/// such sysctl. Neither refusal builds anything.
+#[test]
+fn a_high_fraction_sizes_high_from_the_managed_pages() {
+    let layout = sparsemem::Layout::preset("x86-pci-hole").unwrap();
+    let build = |era, fraction| {
+        let options = Options {
+            era,
+            cpus: Some(2),
+            percpu_pagelist_high_fraction: fraction,
+            ..Options::default()
+        };
+        Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, options)
+    };
+    let alloc = build(buddy::Era::V6_18, 8).unwrap();
+    let dma32 = alloc.zone(DMA32).unwrap();
+    let expected = (dma32.managed_pages() / 8 / 2).max(4 * u64::from(dma32.batch()));
+    assert_eq!(u64::from(dma32.high()), expected);
+    let default = build(buddy::Era::V6_18, 0).unwrap();
+    let marks = default.zone(DMA32).unwrap().watermarks();
+    assert_eq!(
+        u64::from(default.zone(DMA32).unwrap().high()),
+        (marks.low / 2).max(4 * u64::from(dma32.batch())),
+        "0 keeps the low watermark"
+    );
+    assert_ne!(dma32.high(), default.zone(DMA32).unwrap().high());
+
+    // A free that brings the list to `high` drains a batch.
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let held: Vec<Pfn> = (0..expected)
+        .map(|_| cpu.alloc(Gfp::DMA32).unwrap())
+        .collect();
+    let mut peak = 0;
+    for pfn in held {
+        cpu.free(pfn).unwrap();
+        peak = peak.max(cpu.count(DMA32));
+    }
+    assert_eq!(peak, expected - 1, "the list never stays at high");
+
+    let e = build(buddy::Era::V6_18, 7).err().unwrap();
+    assert!(
+        matches!(e, AllocError::HighFraction { fraction: 7 }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("below 8"), "{e}");
+    let e = build(buddy::Era::V2_6_23, 8).err().unwrap();
+    assert!(e.to_string().contains("arrived in Linux 5.14"), "{e}");
+}
+
 /// From 5.14 (the 6.18 era here) orders up to `PAGE_ALLOC_COSTLY_ORDER` and
 /// `pageblock_order` have per-CPU lists of their own, refilled with
 /// `batch >> order` blocks (at least 2) and counted in pages; before, only
