@@ -27,13 +27,17 @@ use sparsemem::{MemoryModel, Order, Page, PageFlag, Pfn, TAIL_MAPPING};
 use crate::alloc::Allocator;
 use crate::variant::Variant;
 
-/// A doubly linked list of pages through their `lru` links.
+/// A doubly linked list of pages through their `lru` links, counting its
+/// pages when `COUNTED` (a zone's free list, whose counts are `nr_free`)
+/// and not otherwise (a per-CPU list: the kernel keeps only `pcp->count`
+/// over all of a CPU's lists, and so does [`PerCpu`](crate::PerCpu)).
 ///
-/// Invariants: `head` is null iff `tail` is null iff `len == 0`; following
-/// `lru_next` from `head` visits exactly `len` pages and ends at `tail`;
-/// following `lru_prev` from `tail` visits them in reverse, so the head's
-/// `lru_prev` and the tail's `lru_next` are null.
-pub struct PageList {
+/// Invariants: `head` is null iff `tail` is null iff the list is empty;
+/// following `lru_next` from `head` ends at `tail`, following `lru_prev`
+/// from `tail` visits the same pages in reverse, so the head's `lru_prev`
+/// and the tail's `lru_next` are null; when `COUNTED`, `len` is the number
+/// of pages (else it stays 0).
+pub struct PageList<const COUNTED: bool = true> {
     head: *mut Page,
     tail: *mut Page,
     len: u64,
@@ -41,9 +45,9 @@ pub struct PageList {
 
 // SAFETY: the list is only a set of addresses into a memmap whose pages are
 // all atomics; its owner serialises use (zone lock or a single thread).
-unsafe impl Send for PageList {}
+unsafe impl<const COUNTED: bool> Send for PageList<COUNTED> {}
 
-impl Default for PageList {
+impl<const COUNTED: bool> Default for PageList<COUNTED> {
     fn default() -> Self {
         PageList {
             head: std::ptr::null_mut(),
@@ -53,11 +57,15 @@ impl Default for PageList {
     }
 }
 
-impl PageList {
-    /// Pages on the list.
+impl<const COUNTED: bool> PageList<COUNTED> {
+    /// Pages on the list (walked, for a list that does not count).
     #[inline(always)]
     pub fn len(&self) -> u64 {
-        self.len
+        if COUNTED {
+            self.len
+        } else {
+            self.iter().count() as u64
+        }
     }
 
     /// Whether the list is empty (the head, which a pop reads anyway).
@@ -88,7 +96,9 @@ impl PageList {
             }
         }
         self.head = p;
-        self.len += 1;
+        if COUNTED {
+            self.len += 1;
+        }
     }
 
     /// `list_add_tail`.
@@ -109,7 +119,9 @@ impl PageList {
             }
         }
         self.tail = p;
-        self.len += 1;
+        if COUNTED {
+            self.len += 1;
+        }
     }
 
     /// Removes and returns the head page (the pointer that was pushed).
@@ -134,7 +146,9 @@ impl PageList {
             }
             (*head).set_lru_next(std::ptr::null_mut());
         }
-        self.len -= 1;
+        if COUNTED {
+            self.len -= 1;
+        }
         Some(head)
     }
 
@@ -156,7 +170,7 @@ impl PageList {
     /// `page` is on this list.
     #[inline(always)]
     pub unsafe fn unlink(&mut self, page: *const Page) {
-        debug_assert!(self.len > 0);
+        debug_assert!(!self.is_empty());
         // SAFETY: (1) listed pages are live and their links belong to this
         // list's owner (module contract); (2) `prev` and `next` are null or
         // neighbours on this list, so live and owned the same way.
@@ -176,7 +190,9 @@ impl PageList {
             pr.set_lru_next(std::ptr::null_mut());
             pr.set_lru_prev(std::ptr::null_mut());
         }
-        self.len -= 1;
+        if COUNTED {
+            self.len -= 1;
+        }
     }
 
     /// The listed pointers, head first (for checks and reports; O(len)).
@@ -411,7 +427,7 @@ fn page_bad_reason(page: &Page) -> Option<&'static str> {
 /// [`PageFlag::Pcp`] while listed.
 #[derive(Default)]
 pub(crate) struct PcpList {
-    list: PageList,
+    list: PageList<false>,
 }
 
 impl PcpList {
@@ -617,7 +633,7 @@ mod tests {
     fn push_pop_unlink() {
         let pages: Vec<Page> = (0..4).map(|_| Page::new_zeroed()).collect();
         let p: Vec<*const Page> = (0..4).map(|i| pages.as_ptr().wrapping_add(i)).collect();
-        let mut l = PageList::default();
+        let mut l: PageList = PageList::default();
         // SAFETY: the pages outlive the list and each is listed once.
         unsafe {
             l.push_back(p[1]);
@@ -633,5 +649,73 @@ mod tests {
         // SAFETY: p[1] is listed.
         unsafe { l.unlink(p[1]) };
         assert!(l.is_empty() && l.pop_front().is_none());
+    }
+
+    /// Both list kinds against a `VecDeque` over a seeded sequence of
+    /// operations: the forward walk, the backward links, the null ends
+    /// (which `pop_front` relies on) and the length after every step.
+    #[test]
+    fn counted_and_uncounted_lists_follow_a_deque() {
+        fn check<const C: bool>(steps: usize) {
+            let pages: Vec<Page> = (0..8).map(|_| Page::new_zeroed()).collect();
+            let p = |i: usize| pages.as_ptr().wrapping_add(i);
+            let mut l = PageList::<C>::default();
+            let mut model = std::collections::VecDeque::new();
+            let mut x = 0x9e37_79b9_u32;
+            for _ in 0..steps {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let i = (x >> 8) as usize % 8;
+                let listed = model.contains(&i);
+                match x % 5 {
+                    // SAFETY: `i` is not listed; the pages outlive the list.
+                    0 | 1 if !listed => unsafe { l.push_front(p(i)) },
+                    // SAFETY: as above.
+                    2 if !listed => unsafe { l.push_back(p(i)) },
+                    // SAFETY: `i` is listed.
+                    3 if listed => unsafe { l.unlink(p(i)) },
+                    _ => {
+                        let got = if x % 2 == 0 {
+                            l.pop_front()
+                        } else {
+                            l.pop_back()
+                        };
+                        let want = if x % 2 == 0 {
+                            model.pop_front()
+                        } else {
+                            model.pop_back()
+                        };
+                        assert_eq!(got, want.map(p));
+                        continue;
+                    }
+                }
+                match x % 5 {
+                    0 | 1 => model.push_front(i),
+                    2 => model.push_back(i),
+                    _ => model.retain(|&j| j != i),
+                }
+                let forward: Vec<_> = l.iter().collect();
+                assert_eq!(forward, model.iter().map(|&j| p(j)).collect::<Vec<_>>());
+                assert_eq!(l.len(), model.len() as u64);
+                let mut back = Vec::new();
+                let mut at = l.tail;
+                while !at.is_null() {
+                    back.push(at.cast_const());
+                    // SAFETY: listed pages are live.
+                    at = unsafe { &*at }.lru_prev();
+                }
+                back.reverse();
+                assert_eq!(back, forward, "the backward links");
+                if let (Some(&h), Some(&t)) = (forward.first(), forward.last()) {
+                    // SAFETY: listed pages are live.
+                    let (h, t) = unsafe { (&*h, &*t) };
+                    assert!(h.lru_prev().is_null() && t.lru_next().is_null());
+                }
+            }
+        }
+        let steps = if cfg!(miri) { 300 } else { 5000 };
+        check::<true>(steps);
+        check::<false>(steps);
     }
 }
