@@ -676,12 +676,9 @@ mod tests {
                     // SAFETY: `i` is listed.
                     3 if listed => unsafe { l.unlink(p(i)) },
                     _ => {
-                        let got = if x % 2 == 0 {
-                            l.pop_front()
-                        } else {
-                            l.pop_back()
-                        };
-                        let want = if x % 2 == 0 {
+                        let front = x.is_multiple_of(2);
+                        let got = if front { l.pop_front() } else { l.pop_back() };
+                        let want = if front {
                             model.pop_front()
                         } else {
                             model.pop_back()
