@@ -19,7 +19,11 @@
 //! its request's migratetype. A higher-order refill takes `batch >> order`
 //! blocks, at least two (`nr_pcp_alloc`); the 6.7 auto-tuning of `high`
 //! and of the drain size between `high_min` and `high_max` is not modelled
-//! (`high` stays at `high_min` and a drain frees `batch` pages). In 6.18 a
+//! (`high` stays at `high_min` and a drain frees `batch` pages; with
+//! `percpu_pagelist_high_fraction` set the kernel pins `high_max` to
+//! `high_min` too, so there the two agree). `high` and `batch` are copied
+//! into the handle's `per_cpu_pages` when it is made, as the kernel keeps
+//! them per CPU; they change only with `&mut` on the allocator. In 6.18 a
 //! failed trylock sends the request to the zone; in pfnlab it only fails
 //! in a test, since no interrupt or remote drain shares a handle's lists.
 //! Refill and drain take the zone lock once per batch
