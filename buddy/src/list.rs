@@ -219,7 +219,7 @@ impl<const COUNTED: bool> PageList<COUNTED> {
 ///   is live while the allocator is borrowed and carries provenance over its
 ///   section;
 /// - `pfn` is its pfn, aligned to `order`, and the block lies in one zone
-///   (a pfn is below 2^56 with every geometry's physical address bits);
+///   (a pfn is below 2^58 with every geometry's physical address bits);
 /// - no free list or per-CPU list links the head, and no other token names
 ///   the same block.
 ///
@@ -227,11 +227,16 @@ impl<const COUNTED: bool> PageList<COUNTED> {
 #[derive(Debug)]
 pub(crate) struct OwnedBlock {
     page: *const Page,
-    /// The pfn above the low byte, the order in it: two words, so the
-    /// token travels in two registers into the functions the hot paths keep
-    /// out of line.
+    /// The pfn above the low [`ORDER_BITS`] bits, the order in them: two
+    /// words, so the token travels in two registers into the functions the
+    /// hot paths keep out of line. (Six bits, as a descriptor is 64 bytes:
+    /// a pfn worked out as a memmap offset over 64 comes back out without
+    /// a mask.)
     pfn_order: u64,
 }
+
+/// Bits of [`OwnedBlock::pfn_order`] that hold the order (0..=16).
+const ORDER_BITS: u32 = 6;
 
 impl OwnedBlock {
     /// Wraps a block head.
@@ -240,23 +245,25 @@ impl OwnedBlock {
     /// The invariants of [`OwnedBlock`] hold for `(page, pfn, order)`.
     #[inline(always)]
     pub(crate) unsafe fn new(page: *const Page, pfn: Pfn, order: Order) -> OwnedBlock {
-        debug_assert!(pfn.get().is_multiple_of(order.nr_pages()) && pfn.get() >> 56 == 0);
+        debug_assert!(
+            pfn.get().is_multiple_of(order.nr_pages()) && pfn.get() >> (64 - ORDER_BITS) == 0
+        );
         OwnedBlock {
             page,
-            pfn_order: pfn.get() << 8 | u64::from(order.get()),
+            pfn_order: pfn.get() << ORDER_BITS | u64::from(order.get()),
         }
     }
 
     /// The head's pfn.
     #[inline(always)]
     pub(crate) fn pfn(&self) -> Pfn {
-        Pfn::new(self.pfn_order >> 8)
+        Pfn::new(self.pfn_order >> ORDER_BITS)
     }
 
     /// The block's order.
     #[inline(always)]
     pub(crate) fn order(&self) -> Order {
-        Order::saturating(self.pfn_order as u8)
+        Order::saturating((self.pfn_order & ((1 << ORDER_BITS) - 1)) as u8)
     }
 
     /// The head's descriptor pointer (with its section provenance).

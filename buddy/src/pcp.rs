@@ -464,7 +464,12 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         let ac = alloc.prepare_alloc_pages(gfp)?;
         let flags = alloc.fast_flags();
         for &zid in self.node.zonelist(gfp) {
-            let zone = &alloc.zones[zid.index()];
+            // Every id of a zonelist names a zone; `get` rather than an
+            // index only so that the zone is not looked up when none of
+            // the checks below reads it.
+            let Some(zone) = alloc.zones.get(zid.index()) else {
+                continue;
+            };
             let allowed = self.cpuset.as_ref().is_none_or(|m| m.test(zone.node));
             if alloc.zone_usable(zone, order, &ac, flags, allowed)
                 && let Some(pfn) = self.rmqueue(zid, ac, order)
