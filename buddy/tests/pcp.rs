@@ -312,20 +312,29 @@ fn empty_drains_cost_nothing_and_drop_folds_pending_counts() {
     }
 }
 
+/// An allocator over `preset:x86-pci-hole` for `cpus` CPUs in `era`, with
+/// `percpu_pagelist_high_fraction` set to `fraction`.
+fn x86_allocator(
+    era: buddy::Era,
+    cpus: u32,
+    fraction: u32,
+) -> Result<Allocator<SparseExtreme, Kernel>, AllocError> {
+    let layout = sparsemem::Layout::preset("x86-pci-hole").unwrap();
+    let options = Options {
+        era,
+        cpus: Some(cpus),
+        percpu_pagelist_high_fraction: fraction,
+        ..Options::default()
+    };
+    Allocator::new(SparseExtreme::new(&layout).unwrap(), &layout, options)
+}
+
 /// 6.18 sizes `pcp->high` from the zone's low watermark split over the
 /// node's CPUs (`zone_highsize`), at least four batches; 5.13 and older use
 /// six batches. The watermarks follow `__setup_per_zone_wmarks`.
 #[test]
 fn high_follows_the_era() {
-    let layout = sparsemem::Layout::preset("x86-pci-hole").unwrap();
-    let build = |era, cpus| {
-        let options = Options {
-            era,
-            cpus: Some(cpus),
-            ..Options::default()
-        };
-        Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, options).unwrap()
-    };
+    let build = |era, cpus| x86_allocator(era, cpus, 0).unwrap();
     let old = build(buddy::Era::V5_13, 2);
     let new = build(buddy::Era::V6_18, 2);
     let normal = |a: &Allocator<SparseExtreme, Kernel>| {
@@ -356,16 +365,7 @@ fn high_follows_the_era() {
 /// such sysctl. Neither refusal builds anything.
 #[test]
 fn a_high_fraction_sizes_high_from_the_managed_pages() {
-    let layout = sparsemem::Layout::preset("x86-pci-hole").unwrap();
-    let build = |era, fraction| {
-        let options = Options {
-            era,
-            cpus: Some(2),
-            percpu_pagelist_high_fraction: fraction,
-            ..Options::default()
-        };
-        Allocator::<_, Kernel>::new(SparseExtreme::new(&layout).unwrap(), &layout, options)
-    };
+    let build = |era, fraction| x86_allocator(era, 2, fraction);
     let alloc = build(buddy::Era::V6_18, 8).unwrap();
     let dma32 = alloc.zone(DMA32).unwrap();
     let expected = (dma32.managed_pages() / 8 / 2).max(4 * u64::from(dma32.batch()));
