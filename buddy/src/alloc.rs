@@ -407,17 +407,10 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             .map_err(|_| AllocError::UnknownNode { node })
     }
 
-    /// The zonelist of the node at `index` (the fallback list, or the
-    /// node's own zones with `__GFP_THISNODE`): an array index, as
-    /// `node_zonelist` is.
-    #[inline(always)]
-    pub(crate) fn zonelist_at(&self, index: usize, gfp: Gfp) -> &[ZoneId] {
-        self.nodes[index].zonelist(gfp)
-    }
-
-    /// The zonelist for an allocation from `node`.
+    /// The zonelist for an allocation from `node` (the fallback list, or
+    /// the node's own zones with `__GFP_THISNODE`).
     pub fn zonelist(&self, node: NodeId, gfp: Gfp) -> Result<&[ZoneId], AllocError> {
-        Ok(self.zonelist_at(self.node_index(node)?, gfp))
+        Ok(self.nodes[self.node_index(node)?].zonelist(gfp))
     }
 
     /// `prepare_alloc_pages`: the request's zone limit and migratetype for
@@ -472,13 +465,13 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         &self,
         order: Order,
         ac: &AllocContext,
-        index: usize,
+        node: &Node,
         mut allowed: impl FnMut(&Zone<V>) -> bool,
         mut take: impl FnMut(ZoneId) -> Option<Pfn>,
     ) -> Result<Pfn, AllocError> {
         if self.path.watermarks {
             let flags = AllocFlags::slow(ac.gfp);
-            for &zid in self.zonelist_at(index, ac.gfp) {
+            for &zid in node.zonelist(ac.gfp) {
                 let zone = &self.zones[zid.index()];
                 if self.zone_usable(zone, order, ac, flags, allowed(zone))
                     && let Some(pfn) = take(zid)
@@ -515,10 +508,10 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         node: NodeId,
         allowed: impl FnMut(&Zone<V>) -> bool,
     ) -> Result<Pfn, AllocError> {
-        self.alloc_pages_at(order, gfp, self.node_index(node)?, allowed)
+        self.alloc_pages_at(order, gfp, &self.nodes[self.node_index(node)?], allowed)
     }
 
-    /// [`Allocator::alloc_pages_with`] for the node at `index`:
+    /// [`Allocator::alloc_pages_with`] for `node`:
     /// `__alloc_pages` on the zone path. `get_page_from_freelist` walks the
     /// zonelist with the low watermark; if no zone can serve the request,
     /// the slow path walks it once more with the min watermark.
@@ -527,13 +520,13 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         &self,
         order: Order,
         gfp: Gfp,
-        index: usize,
+        node: &Node,
         mut allowed: impl FnMut(&Zone<V>) -> bool,
     ) -> Result<Pfn, AllocError> {
         self.check_order(order)?;
         let ac = self.prepare_alloc_pages(gfp)?;
         let flags = self.fast_flags();
-        for &zid in self.zonelist_at(index, gfp) {
+        for &zid in node.zonelist(gfp) {
             let zone = &self.zones[zid.index()];
             if self.zone_usable(zone, order, &ac, flags, allowed(zone))
                 && let Some(pfn) = self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
@@ -541,7 +534,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 return Ok(pfn);
             }
         }
-        self.alloc_pages_slowpath(order, &ac, index, allowed, |zid| {
+        self.alloc_pages_slowpath(order, &ac, node, allowed, |zid| {
             self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
         })
     }

@@ -277,8 +277,6 @@ fn pindex_to_order(pindex: usize, pageblock_order: Order) -> Order {
 /// One CPU's per-CPU lists; see the module documentation.
 pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
-    /// The node's index in the allocator's nodes.
-    node_index: usize,
     /// The node (its zonelists), as `numa_node_id()` names it.
     node: &'a Node,
     /// Per zone.
@@ -291,11 +289,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// lists for every zone, allocating along `node`'s zonelist. A node with
     /// no memory in this allocator is [`AllocError::UnknownNode`].
     pub fn cpu_on(&self, node: NodeId) -> Result<PerCpu<'_, M, V>, AllocError> {
-        let node_index = self.node_index(node)?;
         Ok(PerCpu {
             alloc: self,
-            node_index,
-            node: &self.nodes[node_index],
+            node: &self.nodes[self.node_index(node)?],
             pcp: self
                 .zones
                 .iter()
@@ -489,7 +485,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         let got = self.alloc.alloc_pages_slowpath(
             order,
             &ac,
-            self.node_index,
+            self.node,
             |zone| cpuset.as_ref().is_none_or(|m| m.test(zone.node)),
             |zid| self.rmqueue(zid, ac, order),
         );
@@ -560,22 +556,18 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// `nr_pages` on top — one check per call, not per page.
     fn bulk_zone(&self, ac: &AllocContext, nr_pages: usize) -> Option<ZoneId> {
         let alloc = self.alloc;
-        alloc
-            .zonelist_at(self.node_index, ac.gfp)
-            .iter()
-            .copied()
-            .find(|&zid| {
-                let zone = &alloc.zones[zid.index()];
-                zone.kind <= ac.highest_zone
-                    && self.cpuset.as_ref().is_none_or(|m| m.test(zone.node))
-                    && (!alloc.path.watermarks
-                        || zone.watermark_ok(
-                            Order::ZERO,
-                            zone.watermarks.low + nr_pages as u64,
-                            ac.highest_zone,
-                            AllocFlags::FAST,
-                        ))
-            })
+        self.node.zonelist(ac.gfp).iter().copied().find(|&zid| {
+            let zone = &alloc.zones[zid.index()];
+            zone.kind <= ac.highest_zone
+                && self.cpuset.as_ref().is_none_or(|m| m.test(zone.node))
+                && (!alloc.path.watermarks
+                    || zone.watermark_ok(
+                        Order::ZERO,
+                        zone.watermarks.low + nr_pages as u64,
+                        ac.highest_zone,
+                        AllocFlags::FAST,
+                    ))
+        })
     }
 
     /// `__alloc_pages_bulk`: up to `want` pages from one zone's per-CPU
