@@ -6,8 +6,20 @@
 //! `pfn ^ (1 << order)`, per-CPU lists refilled and drained in batches
 //! under a spinning zone lock, bulk allocation, zonelists with fallback, a
 //! cpuset node filter, and memory hotplug. It allocates *simulated*
-//! physical pages: it only ever touches `struct page`s in the memory
-//! model's memmap, never frame contents.
+//! physical pages: it touches `struct page`s in the memory model's memmap,
+//! and frame contents only with [`Options::frames`] (real frames, cleared
+//! for `__GFP_ZERO`).
+//!
+//! What the kernel does and pfnlab does not model: reclaim, compaction
+//! and kswapd (below its watermark an ordinary request fails with
+//! [`AllocError::NoMemory`]); the HIGHATOMIC reserve
+//! (`reserve_highatomic_pageblock`: the migratetype and its free lists
+//! exist, but no pageblock is ever reserved); the 6.7 auto-tuning of
+//! `pcp->high` between `high_min` and `high_max` and the `free_high`
+//! heuristics (`high` stays at `high_min`, a drain frees `batch`); and the
+//! per-call work that does not touch the memory model (`local_lock` with
+//! interrupts disabled, memory-cgroup charging, memory-policy lookups, the
+//! `page_owner`/KASAN hooks).
 //!
 //! [`Allocator`] is generic over the memory model (`M: MemoryModel`) and
 //! over a compile-time [`Variant`] (bitmap or no-bitmap buddy, atomic or
