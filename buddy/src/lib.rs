@@ -69,6 +69,9 @@ pub mod testing;
 #[allow(unsafe_code)]
 mod variant;
 mod watermark;
+// pageblock_pfn_to_page, zone->contiguous, and the memmap and compaction
+// walkers over a zone.
+mod walk;
 // The buddy algorithm: merges and splits reach pages as `page + offset`.
 #[allow(unsafe_code)]
 mod zone;
@@ -84,6 +87,7 @@ pub use lock::ZoneLockKind;
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant};
+pub use walk::{__pageblock_pfn_to_page, pageblock_pfn_to_page};
 pub use watermark::{
     LOWMEM_RESERVE_RATIO, MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, lowmem_reserve,
     min_free_kbytes, setup_per_zone_wmarks, stat_threshold, zone_highsize,
