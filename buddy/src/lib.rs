@@ -58,6 +58,9 @@ mod hotplug;
 // page's links.
 #[allow(unsafe_code)]
 mod list;
+// memmap_init writes the descriptors of a model it holds by `&mut`.
+#[allow(unsafe_code)]
+mod memmap_init;
 // The zone lock hands out `&mut` to the free area through an `UnsafeCell`.
 #[allow(unsafe_code)]
 mod lock;
@@ -84,6 +87,7 @@ pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;
 pub use list::PageChain;
 pub use lock::ZoneLockKind;
+pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant};
