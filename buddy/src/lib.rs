@@ -44,6 +44,7 @@
 #![deny(unsafe_code)]
 
 mod alloc;
+mod compaction;
 mod era;
 mod error;
 // The fallback lists: moving free blocks between migratetype lists.
@@ -80,6 +81,9 @@ mod walk;
 mod zone;
 
 pub use alloc::{Allocator, LockPolicy, MAX_BULK, MAX_ZONES, Options};
+pub use compaction::{
+    COMPACT_CLUSTER_MAX, CompactControl, CompactCounts, CompactError, CompactState, compact_zone,
+};
 pub use era::{Era, Mechanisms};
 pub use error::AllocError;
 pub use frames::{Frames, MAX_FRAMES_BYTES};
