@@ -24,6 +24,7 @@ pub mod models;
 pub mod peer_crates;
 pub mod picture;
 pub mod report;
+pub mod spread;
 // The counter reads (`rdtsc`/`rdtscp` with `lfence`; aarch64 `mrs cntvct_el0`).
 #[allow(unsafe_code)]
 pub mod timing;
