@@ -3,30 +3,11 @@
 use std::fmt::Write as _;
 use std::io::{BufRead, Write};
 
-use sparsemem::{Layout, LayoutSpec, MemoryModel, Pfn};
+use sparsemem::{Layout, MemoryModel, Pfn};
 
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
 use crate::{CliError, human_bytes};
 use vmemmap::VmemmapOptions;
-
-/// The fallback when the host's memory map cannot be read.
-pub const FALLBACK_PRESET: &str = "x86-pci-hole";
-
-/// Loads `spec`; `None` means `host`, falling back to
-/// `preset:x86-pci-hole` ([`Layout::from_host_or_preset`]) with a one-line
-/// notice on stderr.
-pub fn load_layout(spec: Option<&str>) -> Result<Layout, CliError> {
-    match spec {
-        Some(s) => Ok(LayoutSpec::parse(s).load()?),
-        None => {
-            let (layout, why) = Layout::from_host_or_preset(FALLBACK_PRESET)?;
-            if let Some(e) = why {
-                eprintln!("notice: {e}; using preset:{FALLBACK_PRESET}");
-            }
-            Ok(layout)
-        }
-    }
-}
 
 /// Parses a pfn written exactly in decimal digits or `0x` and hex digits
 /// (surrounding white space allowed; no sign, no separators: `u64`'s own

@@ -15,6 +15,7 @@ pub mod experiments;
 pub mod floor;
 /// The default comparison (`pfnlab` with no command).
 pub use experiments::compare;
+pub mod layout_spec;
 pub mod machine;
 pub mod models;
 // The peer crates: frame-alloc's pool mapping and unsafe free, and

@@ -4,10 +4,13 @@ use std::io::{self, BufWriter, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod cli;
+
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use pfnlab::commands::{PfnSource, layout_report, load_layout, memmap_by_model, query};
+use pfnlab::commands::{PfnSource, layout_report, memmap_by_model, query};
 use pfnlab::experiments::kernel_fixup::measure_kernel_fixup;
+use pfnlab::layout_spec::{LayoutSpec, Loaded};
 use pfnlab::machine::Machine;
 use pfnlab::models::ModelKind;
 use pfnlab::picture::layout_svg;
@@ -19,7 +22,7 @@ use pfnlab::trace::record::{RecordOptions, record_to};
 use pfnlab::trace::replay::{
     ReplayOptions, replay_layout, replay_models, replay_rows, replay_table,
 };
-use pfnlab::{CliError, compare, experiments};
+use pfnlab::{CliError, compare};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// pfnlab: what pfn_valid and pfn_to_page cost under each memory model,
@@ -32,8 +35,8 @@ struct Cli {
     command: Option<Command>,
     /// Layout for the default comparison: `host`, `preset:NAME` or a TOML
     /// file (default: host, falling back to preset:x86-pci-hole).
-    #[arg(long, global = true)]
-    layout: Option<String>,
+    #[arg(long, global = true, value_parser = cli::parse_layout)]
+    layout: Option<LayoutSpec>,
     /// Default comparison: write every number, with its trials and the
     /// machine, to this file.
     #[arg(long)]
@@ -67,7 +70,7 @@ enum Command {
         pfns: Vec<String>,
     },
     /// Run one of the experiments (see `pfnlab bench --help`).
-    Bench(experiments::BenchArgs),
+    Bench(cli::bench::BenchArgs),
     /// Record the running kernel's page allocations (root; see `trace record --help`).
     #[command(subcommand)]
     Trace(TraceCommand),
@@ -123,8 +126,8 @@ enum TraceCommand {
         /// The recording (zstd-compressed when the name ends in .zst).
         output: PathBuf,
         /// Store this layout with it (`host`, `preset:NAME` or a file).
-        #[arg(long = "with-layout")]
-        with_layout: Option<String>,
+        #[arg(long = "with-layout", value_parser = cli::parse_layout)]
+        with_layout: Option<LayoutSpec>,
         /// Count and skip malformed lines instead of stopping at the first.
         #[arg(long)]
         skip_bad: bool,
@@ -136,7 +139,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         None => {
             let out = cli.json.as_deref().map(JsonOut::create).transpose()?;
-            let layout = load_layout(cli.layout.as_deref())?;
+            let layout = load_layout(cli.layout.as_ref())?;
             let machine = Machine::describe();
             println!(
                 "pfnlab default comparison on {} ({}), kernel era {}",
@@ -159,7 +162,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 era,
                 ..buddy::Options::default()
             };
+            let bar = cli::Bar(bar);
             let (results, refused) = compare::run(&layout, plan, options, &bar);
+            let bar = bar.0;
             bar.set_message("kernel fault fixup");
             let fixup = measure_kernel_fixup(plan)?;
             bar.finish_and_clear();
@@ -178,7 +183,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
         Some(Command::Layout { svg }) => {
-            let layout = load_layout(cli.layout.as_deref())?;
+            let layout = load_layout(cli.layout.as_ref())?;
             print!("{}", layout_report(&layout));
             if let Some(path) = svg {
                 let picture = layout_svg(&layout, &memmap_by_model(&layout))?;
@@ -193,7 +198,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             json,
             pfns,
         }) => {
-            let layout = load_layout(cli.layout.as_deref())?;
+            let layout = load_layout(cli.layout.as_ref())?;
             let stdin = io::stdin();
             let source = if pfns.is_empty() {
                 PfnSource::Lines(Box::new(stdin.lock()))
@@ -208,7 +213,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 BufWriter::new(io::stdout().lock()),
             )
         }
-        Some(Command::Bench(args)) => experiments::run(&args, cli.layout.as_deref(), plan),
+        Some(Command::Bench(args)) => cli::bench::run(args, cli.layout, plan),
         Some(Command::Trace(TraceCommand::Record {
             out,
             seconds,
@@ -221,7 +226,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             skip_bad,
         })) => {
             let layout = with_layout
-                .map(|spec| load_layout(if spec == "host" { None } else { Some(&spec) }))
+                .map(|spec| load_layout(Some(&spec)))
                 .transpose()?;
             let n = convert(&input, &output, layout.as_ref(), skip_bad).map_err(CliError)?;
             println!("{n} events written to {}", output.display());
@@ -242,13 +247,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 skip_bad,
                 exact,
             };
-            replay(
-                &file,
-                cli.layout.as_deref(),
-                model,
-                options,
-                json.as_deref(),
-            )
+            replay(&file, cli.layout.as_ref(), model, options, json.as_deref())
         }
     }
 }
@@ -283,7 +282,7 @@ fn trace_record(out: &std::path::Path, seconds: f64, command: Vec<String>) -> Re
 
 fn replay(
     file: &std::path::Path,
-    layout_spec: Option<&str>,
+    layout_spec: Option<&LayoutSpec>,
     models: Vec<ModelKind>,
     options: ReplayOptions,
     json: Option<&std::path::Path>,
@@ -291,7 +290,7 @@ fn replay(
     let out = json.map(JsonOut::create).transpose()?;
     let first =
         TraceReader::open(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
-    let layout = replay_layout(layout_spec, first.header())?;
+    let layout = loaded(replay_layout(layout_spec, first.header())?);
     drop(first);
     let kinds = if models.is_empty() {
         ModelKind::ALL.to_vec()
@@ -338,6 +337,20 @@ fn replay(
         )));
     }
     Ok(())
+}
+
+/// Loads `spec` (default `host`), saying on stderr when `host` fell back
+/// to the preset.
+fn load_layout(spec: Option<&LayoutSpec>) -> Result<sparsemem::Layout, CliError> {
+    Ok(loaded(spec.unwrap_or(&LayoutSpec::Host).load()?))
+}
+
+/// The layout of `l`, the fallback said on stderr.
+fn loaded(l: Loaded) -> sparsemem::Layout {
+    if let Some(why) = &l.fallback {
+        cli::fallback_notice(why);
+    }
+    l.layout
 }
 
 fn main() -> ExitCode {

@@ -98,6 +98,13 @@ impl ModelKind {
     }
 }
 
+/// A model is reported by its name (`vmemmap`, `sparse-extreme`, …).
+impl serde::Serialize for ModelKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl fmt::Display for ModelKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -52,9 +52,43 @@ impl Row {
     }
 }
 
-/// A whole report: `{"experiment", "machine", "layout", "results"}`.
+/// A row that carries one measurement, for the runner's checks.
+pub trait Measured {
+    /// The row's measurement.
+    fn measurement(&self) -> &Measurement;
+    /// What the row is, for an error message (`list / vmemmap`).
+    fn label(&self) -> String;
+}
+
+impl Measured for Row {
+    fn measurement(&self) -> &Measurement {
+        &self.measurement
+    }
+
+    fn label(&self) -> String {
+        format!("{} / {}", self.variant, self.model)
+    }
+}
+
+/// Every number must be finite and positive before it is reported.
+pub fn check_positive<R: Measured>(rows: &[R]) -> Result<(), CliError> {
+    for r in rows {
+        let m = r.measurement();
+        let all = m.ns_per_op.trials.iter().chain(&m.cycles_per_op.trials);
+        if all.into_iter().any(|v| !v.is_finite() || *v <= 0.0) {
+            return Err(CliError(format!(
+                "{}: a measurement is not a positive number",
+                r.label()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A whole report: `{"experiment", "machine", "layout", "results"}`, its
+/// rows an experiment's own typed rows or the untyped [`Row`].
 #[derive(Clone, Debug, Serialize)]
-pub struct Report {
+pub struct Report<R = Row> {
     /// The experiment name (`compare`, `bulk`, …).
     pub experiment: String,
     /// Where it ran.
@@ -62,7 +96,7 @@ pub struct Report {
     /// The layout spec it ran on.
     pub layout: String,
     /// The results.
-    pub results: Vec<Row>,
+    pub results: Vec<R>,
 }
 
 /// A `--json` destination, checked before any measuring starts and written
@@ -96,7 +130,7 @@ impl JsonOut {
     }
 
     /// Writes the report and moves it into place.
-    pub fn write(self, report: &Report) -> Result<(), CliError> {
+    pub fn write<R: Serialize>(self, report: &Report<R>) -> Result<(), CliError> {
         let mut f = std::fs::File::create(&self.tmp)?;
         serde_json::to_writer_pretty(&mut f, report).map_err(|e| CliError(e.to_string()))?;
         f.write_all(b"\n")?;

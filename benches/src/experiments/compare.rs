@@ -13,6 +13,7 @@ use vmemmap::VmemmapOptions;
 
 use buddy::{AllocError, Allocator, Kernel, KernelHoleCheck, Options, Variant};
 
+use super::Progress;
 use super::kernel_fixup::KernelFixup;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
 use crate::report::{Row, fmt_ns};
@@ -142,30 +143,6 @@ impl ModelVisitor for CompareVisitor<'_> {
             memmap,
             model_share,
         })
-    }
-}
-
-/// Where a long run reports how far it got: the `pfnlab` binary shows an
-/// indicatif bar (feature `cli`); `()` shows nothing.
-pub trait Progress {
-    /// The step now running (`"sparse: pfn_valid"`).
-    fn stage(&self, what: String);
-    /// One model done.
-    fn advance(&self);
-}
-
-impl Progress for () {
-    fn stage(&self, _: String) {}
-    fn advance(&self) {}
-}
-
-#[cfg(feature = "cli")]
-impl Progress for indicatif::ProgressBar {
-    fn stage(&self, what: String) {
-        self.set_message(what);
-    }
-    fn advance(&self) {
-        self.inc(1);
     }
 }
 

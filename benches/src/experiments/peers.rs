@@ -16,7 +16,8 @@ use serde_json::json;
 use sparsemem::{Layout, MemRange, RangeKind};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, cell};
+use super::legacy::{Outcome, legacy_experiment};
+use super::{Ctx, Knobs, cell};
 use crate::CliError;
 use crate::floor::FloorBuddy;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
@@ -390,7 +391,13 @@ pub fn render(results: &PeersResults) -> String {
     table
 }
 
-pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
+legacy_experiment!(
+    /// Other buddy allocators beside pfnlab's.
+    Peers = Peers,
+    run
+);
+
+fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, CliError> {
     let results = measure_peers(ctx)?;
     Ok(Outcome {
         rows: rows(&results, ctx.model.name()),
