@@ -45,6 +45,8 @@ pub enum LoadError {
     Layout(LayoutError),
     /// `recorded` outside a replay, or on a trace without a layout.
     NotRecorded,
+    /// The layout a recording carries is refused.
+    Recorded(LayoutError),
 }
 
 impl fmt::Display for LoadError {
@@ -54,6 +56,7 @@ impl fmt::Display for LoadError {
             LoadError::NotRecorded => f.write_str(
                 "--layout recorded: this trace carries no layout (only pfnlab recordings do)",
             ),
+            LoadError::Recorded(e) => write!(f, "the recording's layout: {e}"),
         }
     }
 }
@@ -61,7 +64,7 @@ impl fmt::Display for LoadError {
 impl std::error::Error for LoadError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            LoadError::Layout(e) => Some(e),
+            LoadError::Layout(e) | LoadError::Recorded(e) => Some(e),
             LoadError::NotRecorded => None,
         }
     }

@@ -136,17 +136,6 @@ impl fmt::Display for UnknownModel {
 
 impl std::error::Error for UnknownModel {}
 
-#[cfg(feature = "cli")]
-impl clap::ValueEnum for ModelKind {
-    fn value_variants<'a>() -> &'a [Self] {
-        ModelKind::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(self.name()))
-    }
-}
-
 /// A model type the lab can build from a layout.
 pub trait Buildable: MemoryModel + Sized + 'static {
     /// Builds the model (`options` only matter to vmemmap models).

@@ -25,8 +25,8 @@ use vmemmap::VmemmapOptions;
 
 use super::legacy::{Outcome, legacy_experiment};
 use super::{Ctx, Knobs, cell};
-use crate::CliError;
 use crate::counting::{Counted, ModelOp, ModelOps};
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
 use crate::report::{Row, fmt_ns};
 use crate::timing::{Measurement, Plan, measure};
@@ -293,7 +293,7 @@ legacy_experiment!(
     run
 );
 
-fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, CliError> {
+fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, RunError> {
     let kinds: Vec<ModelKind> = if ctx.model_chosen {
         vec![ctx.model]
     } else {

@@ -10,7 +10,7 @@ use sparsemem::Layout;
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Experiment, ExperimentId, cell};
-use crate::CliError;
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator};
 use crate::report::Measured;
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
@@ -252,7 +252,7 @@ impl Experiment for Bulk {
     type Results = BulkResults;
     type Row = BulkRow;
 
-    fn measure(ctx: &Ctx, _: &()) -> Result<BulkResults, CliError> {
+    fn measure(ctx: &Ctx, _: &()) -> Result<BulkResults, RunError> {
         ctx.visit(Visitor {
             plan: ctx.plan,
             alloc_options: ctx.options(),

@@ -46,7 +46,7 @@ use vmemmap::VmemmapOptions;
 
 use super::legacy::{Outcome, legacy_experiment};
 use super::{Ctx, Knobs, cell};
-use crate::CliError;
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure_interleaved};
@@ -912,7 +912,7 @@ legacy_experiment!(
     run
 );
 
-fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, CliError> {
+fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, RunError> {
     let allowed = knobs.allowed.unwrap_or(43);
     let tasks = knobs.threads.unwrap_or(ctx.machine.cores.max(2));
     let results = ctx.named(measure_cpuset(

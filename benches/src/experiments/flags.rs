@@ -25,7 +25,7 @@ use vmemmap::VmemmapOptions;
 
 use super::legacy::{Outcome, legacy_experiment};
 use super::{Ctx, Knobs, cell};
-use crate::CliError;
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
@@ -614,7 +614,7 @@ legacy_experiment!(
     run
 );
 
-fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, CliError> {
+fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, RunError> {
     let iterations = knobs.iterations.unwrap_or(ctx.plan.iters(1000, 5));
     let threads = knobs.threads.unwrap_or(2);
     let trace = knobs.trace.clone().unwrap_or_else(default_trace);

@@ -21,7 +21,7 @@ use vmemmap::VmemmapOptions;
 
 use super::legacy::{Outcome, legacy_experiment};
 use super::{Ctx, Knobs, cell};
-use crate::CliError;
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
@@ -219,7 +219,7 @@ legacy_experiment!(
     run
 );
 
-fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, CliError> {
+fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, RunError> {
     let results = measure_hole_density(ctx.plan, *ctx.layout.geometry(), ctx.options());
     Ok(Outcome {
         rows: rows(&results),

@@ -37,7 +37,7 @@ pub struct Outcome {
 }
 
 /// Declares the unit type `$name` as the experiment `$id`, run by
-/// `$run(ctx, knobs) -> Result<Outcome, CliError>`.
+/// `$run(ctx, knobs) -> Result<Outcome, RunError>`.
 macro_rules! legacy_experiment {
     ($(#[$doc:meta])* $name:ident = $id:ident, $run:path) => {
         $(#[$doc])*
@@ -52,7 +52,7 @@ macro_rules! legacy_experiment {
             fn measure(
                 ctx: &$crate::experiments::Ctx,
                 knobs: &Self::Params,
-            ) -> Result<Self::Results, $crate::CliError> {
+            ) -> Result<Self::Results, $crate::error::RunError> {
                 $run(ctx, knobs)
             }
 

@@ -25,7 +25,7 @@ use vmemmap::VmemmapOptions;
 use super::legacy::{Outcome, legacy_experiment};
 use super::lock_sim::{SimParams, SimResult, simulate};
 use super::{Ctx, Knobs, cell};
-use crate::CliError;
+use crate::error::RunError;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure_interleaved, tsc_hz, tsc_now};
@@ -729,7 +729,7 @@ legacy_experiment!(
     run
 );
 
-fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, CliError> {
+fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, RunError> {
     let threads = knobs.threads.unwrap_or(ctx.machine.cores.max(1));
     let visitor = Visitor {
         plan: ctx.plan,

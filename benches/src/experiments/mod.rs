@@ -50,7 +50,7 @@ use sparsemem::{Layout, LayoutError};
 
 pub use legacy::Knobs;
 
-use crate::CliError;
+use crate::error::RunError;
 use crate::layout_spec::LayoutSpec;
 use crate::machine::Machine;
 use crate::models::{ModelKind, ModelVisitor, with_model_options};
@@ -69,7 +69,7 @@ pub trait Experiment {
     type Row: Serialize + Measured;
 
     /// Measures, on the layout, model and era the runner chose.
-    fn measure(ctx: &Ctx, params: &Self::Params) -> Result<Self::Results, CliError>;
+    fn measure(ctx: &Ctx, params: &Self::Params) -> Result<Self::Results, RunError>;
 
     /// The results as the JSON report's rows.
     fn rows(ctx: &Ctx, results: &Self::Results) -> Vec<Self::Row>;
@@ -290,7 +290,7 @@ impl Ctx<'_> {
 
     /// Runs `visitor` with the chosen model on the layout; a model that
     /// cannot be built is an error naming it.
-    pub fn visit<V: ModelVisitor>(&self, visitor: V) -> Result<V::Output, CliError> {
+    pub fn visit<V: ModelVisitor>(&self, visitor: V) -> Result<V::Output, RunError> {
         self.named(with_model_options(
             self.model,
             &self.layout,
@@ -300,8 +300,11 @@ impl Ctx<'_> {
     }
 
     /// An experiment's result, its error naming the model.
-    pub fn named<T>(&self, result: Result<T, buddy::AllocError>) -> Result<T, CliError> {
-        result.map_err(|e| CliError(format!("{}: {e}", self.model)))
+    pub fn named<T>(&self, result: Result<T, buddy::AllocError>) -> Result<T, RunError> {
+        result.map_err(|source| RunError::Model {
+            model: self.model,
+            source,
+        })
     }
 }
 
@@ -316,7 +319,7 @@ pub struct Prepared<'a, E> {
 
 impl<'a, E: Experiment> Prepared<'a, E> {
     /// Prepares `E` as `setup` asks, reporting progress to `progress`.
-    pub fn new(setup: &Setup, progress: &'a dyn Progress) -> Result<Self, CliError> {
+    pub fn new(setup: &Setup, progress: &'a dyn Progress) -> Result<Self, RunError> {
         let id = E::ID;
         let out = setup.json.as_deref().map(JsonOut::create).transpose()?;
         let loaded = setup
@@ -366,7 +369,7 @@ impl<'a, E: Experiment> Prepared<'a, E> {
 
     /// Measures, checks every number, writes the report if asked, and
     /// returns the table to print.
-    pub fn run(self, params: &E::Params) -> Result<String, CliError> {
+    pub fn run(self, params: &E::Params) -> Result<String, RunError> {
         let ctx = &self.ctx;
         let results = E::measure(ctx, params)?;
         let rows = E::rows(ctx, &results);

@@ -11,7 +11,7 @@ use vmemmap::VmemmapOptions;
 use super::kernel_fixup::measure_kernel_fixup;
 use super::legacy::{Outcome, legacy_experiment};
 use super::{Ctx, Knobs, cell};
-use crate::CliError;
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
@@ -199,7 +199,7 @@ legacy_experiment!(
     run
 );
 
-fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, CliError> {
+fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, RunError> {
     let layouts = match ctx.layout_spec {
         Some(_) => vec![ctx.layout.clone()],
         None => vec![ctx.layout.clone(), Layout::preset("ia64-holes")?],

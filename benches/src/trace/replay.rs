@@ -26,7 +26,6 @@ use vmemmap::VmemmapOptions;
 
 use super::format::{Header, ReadCounts, TraceReader};
 use super::{Event, EventKind, TraceError};
-use crate::CliError;
 use crate::counting::{Counted, ModelOp};
 use crate::layout_spec::{LayoutSpec, LoadError, Loaded};
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
@@ -588,19 +587,18 @@ pub fn fragmentation_index(free_blocks: &[u64], order: Order) -> i64 {
 pub fn replay_layout(
     spec: Option<&LayoutSpec>,
     header: Option<&Header>,
-) -> Result<Loaded, CliError> {
-    let recorded = || -> Result<Loaded, CliError> {
+) -> Result<Loaded, LoadError> {
+    let recorded = || -> Result<Loaded, LoadError> {
         let text = header
             .and_then(|h| h.layout.as_deref())
             .ok_or(LoadError::NotRecorded)?;
-        let layout = Layout::from_toml(text)
-            .map_err(|e| CliError(format!("the recording's layout: {e}")))?;
+        let layout = Layout::from_toml(text).map_err(LoadError::Recorded)?;
         let source = match header.map(|h| h.kernel.as_str()) {
             Some(k) if !k.is_empty() => format!("recorded (kernel {k})"),
             _ => "recorded".to_owned(),
         };
         let layout = Layout::new(*layout.geometry(), layout.ranges().to_vec(), source)
-            .map_err(|e| CliError(format!("the recording's layout: {e}")))?;
+            .map_err(LoadError::Recorded)?;
         Ok(Loaded {
             layout,
             fallback: None,
@@ -608,9 +606,9 @@ pub fn replay_layout(
     };
     match spec {
         Some(LayoutSpec::Recorded) => recorded(),
-        Some(other) => Ok(other.load()?),
+        Some(other) => other.load(),
         None if header.is_some_and(|h| h.layout.is_some()) => recorded(),
-        None => Ok(LayoutSpec::Host.load()?),
+        None => LayoutSpec::Host.load(),
     }
 }
 
