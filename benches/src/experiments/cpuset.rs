@@ -44,8 +44,9 @@ use serde_json::json;
 use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, cell};
-use crate::CliError;
+use super::legacy::{Outcome, legacy_experiment};
+use super::{Ctx, Knobs, cell};
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure_interleaved};
@@ -73,7 +74,7 @@ pub fn seed_slowdown() -> f64 {
 }
 
 /// A cpuset: its nodes, whether it is mem_exclusive, its parent.
-struct Cpuset {
+struct CpusetNode {
     mems_allowed: NodeMask,
     mem_exclusive: bool,
     parent: Option<usize>,
@@ -83,7 +84,7 @@ struct Cpuset {
 /// them: root (every node, exclusive) → the job (the allowed nodes,
 /// exclusive) → the task's cpuset (the same nodes, not exclusive).
 pub struct Cpusets {
-    sets: Vec<Cpuset>,
+    sets: Vec<CpusetNode>,
     task_cpuset: usize,
     task_mems_allowed: NodeMask,
     callback_mutex: Mutex<()>,
@@ -93,17 +94,17 @@ impl Cpusets {
     /// The hierarchy over `nodes` with the task confined to `allowed`.
     pub fn new(nodes: &[NodeId], allowed: &NodeMask) -> Cpusets {
         let sets = vec![
-            Cpuset {
+            CpusetNode {
                 mems_allowed: NodeMask::of(nodes.iter().copied()),
                 mem_exclusive: true,
                 parent: None,
             },
-            Cpuset {
+            CpusetNode {
                 mems_allowed: allowed.clone(),
                 mem_exclusive: true,
                 parent: Some(0),
             },
-            Cpuset {
+            CpusetNode {
                 mems_allowed: allowed.clone(),
                 mem_exclusive: false,
                 parent: Some(1),
@@ -826,7 +827,7 @@ impl ModelVisitor for Visitor {
                 let after = w.borrow().counts;
                 *c = diff(after, before);
             }
-            measure_interleaved(self.plan.trials, &mut refs)
+            measure_interleaved(self.plan.trials, &mut refs, |f| f())
         };
         drop(walkers);
         let rounds = self.plan.iters(40, 2);
@@ -905,9 +906,15 @@ fn diff(a: WalkCounts, b: WalkCounts) -> WalkCounts {
     }
 }
 
-pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let allowed = ctx.args.allowed.unwrap_or(43);
-    let tasks = ctx.args.threads.unwrap_or(ctx.machine.cores.max(2));
+legacy_experiment!(
+    /// cpuset checks in the zonelist walk under fake NUMA (2006).
+    Cpuset = Cpuset,
+    run
+);
+
+fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, RunError> {
+    let allowed = knobs.allowed.unwrap_or(43);
+    let tasks = knobs.threads.unwrap_or(ctx.machine.cores.max(2));
     let results = ctx.named(measure_cpuset(
         ctx.model,
         &ctx.layout,
