@@ -36,8 +36,9 @@ use crate::gfp::{AllocContext, AllocFlags, Gfp};
 use crate::list::OwnedBlock;
 use crate::lock::ZoneLockKind;
 use crate::node::{Node, NodeMask, build_nodes};
+use crate::types::{MAX_ZONES, ZoneId, ZoneStats, ZoneType};
 use crate::variant::Variant;
-use crate::zone::{ClaimError, Zone, ZoneId, ZoneStats, ZoneType, claim_for_free};
+use crate::zone::{ClaimError, Zone, claim_for_free};
 use sparsemem::ZoneLimits;
 
 /// How the zone lock is taken around a per-CPU batch.
@@ -90,11 +91,6 @@ impl Options {
         }
     }
 }
-
-/// Largest number of pages one bulk request may ask for: pfnlab's bound
-/// (the kernel bounds a request by the caller's array or list, not by a
-/// constant), so a bulk request can never ask for an unbounded batch.
-pub const MAX_BULK: usize = 4096;
 
 /// A zoned buddy allocator over model `M`, variant `V`.
 pub struct Allocator<M, V> {
@@ -157,10 +153,6 @@ fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(NodeId, ZoneType),
     }
     parts
 }
-
-/// Zones a page's 8-bit zone id can name (ids 0 to 254; the kernel packs
-/// `ZONES_SHIFT` bits of zone number into `page->flags`).
-pub const MAX_ZONES: usize = 255;
 
 /// `percpu_pagelist_high_fraction_sysctl_handler`'s check: 0 or at least
 /// `MIN_PERCPU_PAGELIST_HIGH_FRACTION` (8), and only in an era that has the

@@ -180,7 +180,7 @@ impl fmt::Display for AllocError {
                 crate::watermark::MIN_PERCPU_PAGELIST_HIGH_FRACTION
             ),
             AllocError::TooManyZones => {
-                write!(f, "more than {} zones", crate::alloc::MAX_ZONES)
+                write!(f, "more than {} zones", crate::types::MAX_ZONES)
             }
             AllocError::ModelMismatch { why, .. } => {
                 write!(f, "the memory model does not match the layout: {why}")

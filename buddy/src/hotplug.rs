@@ -21,10 +21,11 @@ use std::fmt;
 
 use sparsemem::{Granule, HotplugError, MemoryModel, NodeId, PageFlag, Pfn};
 
-use crate::alloc::{Allocator, MAX_ZONES};
+use crate::alloc::Allocator;
 use crate::error::AllocError;
+use crate::types::{MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
-use crate::zone::{Zone, ZoneId, ZoneType, check_blocks};
+use crate::zone::{Zone, check_blocks};
 
 /// How a memory block is onlined: what is written to its sysfs `state`
 /// (`mmop_type`).

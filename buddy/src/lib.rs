@@ -65,6 +65,7 @@ mod node;
 mod pcp;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod types;
 // Flag operations are the `Page` owners' `unsafe fn`s.
 #[allow(unsafe_code)]
 mod variant;
@@ -73,7 +74,7 @@ mod watermark;
 #[allow(unsafe_code)]
 mod zone;
 
-pub use alloc::{Allocator, LockPolicy, MAX_BULK, MAX_ZONES, Options};
+pub use alloc::{Allocator, LockPolicy, Options};
 pub use era::{Era, Mechanisms};
 pub use error::AllocError;
 pub use frames::{Frames, MAX_FRAMES_BYTES};
@@ -83,11 +84,10 @@ pub use list::PageChain;
 pub use lock::ZoneLockKind;
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
+pub use types::{MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant};
 pub use watermark::{
     LOWMEM_RESERVE_RATIO, MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, lowmem_reserve,
     min_free_kbytes, setup_per_zone_wmarks, stat_threshold, zone_highsize,
 };
-pub use zone::{
-    PCP_HIGH_BATCHES, Zone, ZoneId, ZoneStats, ZoneType, zone_batchsize, zone_batchsize_for,
-};
+pub use zone::{PCP_HIGH_BATCHES, Zone, zone_batchsize, zone_batchsize_for};

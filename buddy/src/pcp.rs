@@ -46,14 +46,15 @@
 
 use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
 
-use crate::alloc::{Allocator, LockPolicy, MAX_BULK};
+use crate::alloc::{Allocator, LockPolicy};
 use crate::error::AllocError;
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
 use crate::list::{OwnedBlock, PageChain, PcpList};
 use crate::lock::TryLock;
 use crate::node::{Node, NodeMask};
+use crate::types::{MAX_BULK, ZoneId, ZoneStats};
 use crate::variant::Variant;
-use crate::zone::{FreeArea, ZoneId, ZoneStats};
+use crate::zone::FreeArea;
 
 /// `PAGE_ALLOC_COSTLY_ORDER`: the highest order of the low-order per-CPU
 /// lists (6.x).
