@@ -44,6 +44,7 @@
 #![deny(unsafe_code)]
 
 mod alloc;
+mod chain;
 mod era;
 mod error;
 // The fallback lists: moving free blocks between migratetype lists.
@@ -75,12 +76,12 @@ mod watermark;
 mod zone;
 
 pub use alloc::{Allocator, LockPolicy, Options};
+pub use chain::PageChain;
 pub use era::{Era, Mechanisms};
 pub use error::AllocError;
 pub use frames::{Frames, MAX_FRAMES_BYTES};
 pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;
-pub use list::PageChain;
 pub use lock::ZoneLockKind;
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;

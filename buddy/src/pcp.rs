@@ -47,9 +47,10 @@
 use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
 
 use crate::alloc::{Allocator, LockPolicy};
+use crate::chain::PageChain;
 use crate::error::AllocError;
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
-use crate::list::{OwnedBlock, PageChain, PcpList};
+use crate::list::{OwnedBlock, PcpList};
 use crate::lock::TryLock;
 use crate::node::{Node, NodeMask};
 use crate::types::{MAX_BULK, ZoneId, ZoneStats};
