@@ -47,9 +47,6 @@ mod alloc;
 mod chain;
 mod era;
 mod error;
-// The fallback lists: moving free blocks between migratetype lists.
-#[allow(unsafe_code)]
-mod fallback;
 // Real frames: a mapping written by the allocator for blocks it owns.
 #[allow(unsafe_code)]
 mod frames;
@@ -71,7 +68,8 @@ mod types;
 #[allow(unsafe_code)]
 mod variant;
 mod watermark;
-// The buddy algorithm: merges and splits reach pages as `page + offset`.
+// Zones and the buddy algorithm: merges and splits reach pages as
+// `page + offset`; a zone takes and gives back its pages' descriptors.
 #[allow(unsafe_code)]
 mod zone;
 
