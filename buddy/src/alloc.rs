@@ -303,7 +303,12 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         let page_shift = self.model.geometry().page_shift();
         for (zone, marks) in self.zones.iter_mut().zip(marks) {
             zone.watermarks = marks;
-            zone.set_pcp_sizes(&self.options, split);
+            zone.set_pcp_sizes(
+                self.options.era,
+                self.options.pcp_batch,
+                self.options.percpu_pagelist_high_fraction,
+                split,
+            );
             zone.stat_threshold = crate::watermark::stat_threshold(zone.managed, page_shift, cpus);
             let free = zone.free.get_mut().free_pages();
             *zone.vm_free.get_mut() = free as i64;

@@ -235,21 +235,26 @@ impl<V: Variant> Zone<V> {
         })
     }
 
-    /// Sets `batch` (the kernel's `zone_batchsize` unless overridden) and
-    /// `high`: `6 × batch` before Linux 5.14, `zone_highsize` after — of the
-    /// low watermark, or of the managed pages over
-    /// `percpu_pagelist_high_fraction` when that is set (the 6.7
-    /// auto-tuning between `high_min` and `high_max` is not modelled:
-    /// `high` stays at `high_min`, its starting value, which the fraction
-    /// also fixes as `high_max`).
-    pub(crate) fn set_pcp_sizes(&mut self, options: &crate::Options, nr_split_cpus: u32) {
-        let era = options.era;
-        self.batch = options
-            .pcp_batch
+    /// Sets `batch` (the kernel's `zone_batchsize` for `era` unless
+    /// `batch_override` gives it) and `high`: `6 × batch` before Linux
+    /// 5.14, `zone_highsize` after — of the low watermark, or of the
+    /// managed pages over `high_fraction` (`percpu_pagelist_high_fraction`)
+    /// when that is not 0 — split over `nr_split_cpus` (the 6.7 auto-tuning
+    /// between `high_min` and `high_max` is not modelled: `high` stays at
+    /// `high_min`, its starting value, which the fraction also fixes as
+    /// `high_max`).
+    pub(crate) fn set_pcp_sizes(
+        &mut self,
+        era: Era,
+        batch_override: Option<u32>,
+        high_fraction: u32,
+        nr_split_cpus: u32,
+    ) {
+        self.batch = batch_override
             .unwrap_or_else(|| zone_batchsize_for(self.managed, era))
             .max(1);
         self.high = if era.pcp_high_from_watermark() {
-            let total_pages = match options.percpu_pagelist_high_fraction {
+            let total_pages = match high_fraction {
                 0 => self.watermarks.low,
                 fraction => self.managed / u64::from(fraction),
             };
