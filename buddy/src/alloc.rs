@@ -19,7 +19,7 @@
 //! path's flags (the min watermark; part of the reserve for `__GFP_HIGH`
 //! and non-blocking requests; no watermark for `__GFP_MEMALLOC`). pfnlab
 //! has no kswapd, direct reclaim or compaction: a request that fails both
-//! passes is refused with [`AllocError::NoMemory`]. Watermarks exist in
+//! passes is refused with [`RequestError::NoMemory`]. Watermarks exist in
 //! every era (2.6.9 had `pages_min/low/high`); pfnlab uses today's
 //! formulas for all of them.
 
@@ -30,9 +30,9 @@ use sparsemem::{
 };
 
 use crate::era::{Era, Mechanisms, Path};
-use crate::error::AllocError;
+use crate::error::{FreeError, InitError, RequestError};
 use crate::frames::Frames;
-use crate::gfp::{AllocContext, AllocFlags, Gfp};
+use crate::gfp::{AllocContext, AllocFlags, Gfp, GfpError};
 use crate::list::OwnedBlock;
 use crate::lock::ZoneLockKind;
 use crate::node::{Node, NodeMask, build_nodes};
@@ -158,19 +158,19 @@ fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(NodeId, ZoneType),
 /// `MIN_PERCPU_PAGELIST_HIGH_FRACTION` (8), and only in an era that has the
 /// sysctl (5.14 on; 2.6's `percpu_pagelist_fraction` set `high` and
 /// `batch` by another rule, which pfnlab does not model).
-fn check_high_fraction(options: &Options) -> Result<(), AllocError> {
+fn check_high_fraction(options: &Options) -> Result<(), InitError> {
     let fraction = options.percpu_pagelist_high_fraction;
     if fraction == 0 {
         return Ok(());
     }
     if !options.era.pcp_high_from_watermark() {
-        return Err(AllocError::EraMismatch(format!(
+        return Err(InitError::EraMismatch(format!(
             "percpu_pagelist_high_fraction arrived in Linux 5.14; era {} sizes pcp->high as 6 × batch",
             options.era
         )));
     }
     if fraction < crate::watermark::MIN_PERCPU_PAGELIST_HIGH_FRACTION {
-        return Err(AllocError::HighFraction { fraction });
+        return Err(InitError::HighFraction { fraction });
     }
     Ok(())
 }
@@ -179,9 +179,9 @@ fn check_high_fraction(options: &Options) -> Result<(), AllocError> {
 /// and every pfn of the layout's memory valid. Validity changes at most per
 /// subsection, so one probe at each end of every subsection-sized piece
 /// decides it.
-fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), AllocError> {
+fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), InitError> {
     if model.geometry() != layout.geometry() {
-        return Err(AllocError::ModelMismatch {
+        return Err(InitError::ModelMismatch {
             pfn: None,
             why: format!(
                 "the model was built for geometry {}, the layout uses {}",
@@ -199,7 +199,7 @@ fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), AllocEr
                 .into_iter()
                 .find(|&p| !model.pfn_valid(Pfn::new(p)))
             {
-                return Err(AllocError::ModelMismatch {
+                return Err(InitError::ModelMismatch {
                     pfn: Some(Pfn::new(bad)),
                     why: format!(
                         "pfn {bad:#x} is memory in the layout but not valid in the {} model",
@@ -217,21 +217,21 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// Builds nodes and zones for `layout` over `model` and frees all
     /// memory into them. The model must have been built from this layout:
     /// the same geometry and every pfn of its memory valid, or
-    /// [`AllocError::ModelMismatch`] says what differs.
+    /// [`InitError::ModelMismatch`] says what differs.
     ///
     /// The variant must have existed in the options' era
     /// ([`Era::check_variant`]), or the answer is
-    /// [`AllocError::EraMismatch`].
-    pub fn new(model: M, layout: &Layout, options: Options) -> Result<Self, AllocError> {
+    /// [`InitError::EraMismatch`].
+    pub fn new(model: M, layout: &Layout, options: Options) -> Result<Self, InitError> {
         options
             .era
             .check_variant::<V>()
-            .map_err(AllocError::EraMismatch)?;
+            .map_err(InitError::EraMismatch)?;
         check_high_fraction(&options)?;
         check_model(&model, layout)?;
         let parts = zone_parts(layout);
         if parts.len() > MAX_ZONES {
-            return Err(AllocError::TooManyZones);
+            return Err(InitError::TooManyZones);
         }
         let mut path = Path::new(options.era, options.mechanisms);
         path.zone_lock = options.zone_lock;
@@ -397,24 +397,24 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     /// The index of `node` in [`Allocator::nodes`], or
-    /// [`AllocError::UnknownNode`] when no zone has memory on it.
-    pub(crate) fn node_index(&self, node: NodeId) -> Result<usize, AllocError> {
+    /// [`RequestError::UnknownNode`] when no zone has memory on it.
+    pub(crate) fn node_index(&self, node: NodeId) -> Result<usize, RequestError> {
         self.nodes
             .binary_search_by_key(&node, |n| n.id)
-            .map_err(|_| AllocError::UnknownNode { node })
+            .map_err(|_| RequestError::UnknownNode { node })
     }
 
     /// The zonelist for an allocation from `node` (the fallback list, or
     /// the node's own zones with `__GFP_THISNODE`).
-    pub fn zonelist(&self, node: NodeId, gfp: Gfp) -> Result<&[ZoneId], AllocError> {
+    pub fn zonelist(&self, node: NodeId, gfp: Gfp) -> Result<&[ZoneId], RequestError> {
         Ok(self.nodes[self.node_index(node)?].zonelist(gfp))
     }
 
     /// `prepare_alloc_pages`: the request's zone limit and migratetype for
     /// this era, or why the mask is invalid.
     #[inline(always)]
-    pub(crate) fn prepare_alloc_pages(&self, gfp: Gfp) -> Result<AllocContext, AllocError> {
-        AllocContext::new(gfp, self.path.mobility).map_err(AllocError::Gfp)
+    pub(crate) fn prepare_alloc_pages(&self, gfp: Gfp) -> Result<AllocContext, GfpError> {
+        AllocContext::new(gfp, self.path.mobility)
     }
 
     /// Whether `get_page_from_freelist` may take from `zone` for a
@@ -454,7 +454,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// more zonelist walk with `gfp_to_alloc_flags` (the min watermark,
     /// less for `__GFP_HIGH` and non-blocking requests, none for
     /// `__GFP_MEMALLOC`). A request that fails it is
-    /// [`AllocError::NoMemory`]. `take` takes a block from a zone that
+    /// [`RequestError::NoMemory`]. `take` takes a block from a zone that
     /// passed.
     #[cold]
     #[inline(never)]
@@ -465,7 +465,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         node: &Node,
         mut allowed: impl FnMut(&Zone<V>) -> bool,
         mut take: impl FnMut(ZoneId) -> Option<Pfn>,
-    ) -> Result<Pfn, AllocError> {
+    ) -> Result<Pfn, RequestError> {
         if self.path.watermarks {
             let flags = AllocFlags::slow(ac.gfp);
             for &zid in node.zonelist(ac.gfp) {
@@ -477,7 +477,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 }
             }
         }
-        Err(AllocError::NoMemory { order })
+        Err(RequestError::NoMemory { order })
     }
 
     /// `__alloc_pages` on the zone path (no per-CPU list): walks the
@@ -488,7 +488,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         gfp: Gfp,
         node: NodeId,
         mask: Option<&NodeMask>,
-    ) -> Result<Pfn, AllocError> {
+    ) -> Result<Pfn, RequestError> {
         self.alloc_pages_with(order, gfp, node, |zone| {
             mask.is_none_or(|m| m.test(zone.node))
         })
@@ -504,7 +504,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         gfp: Gfp,
         node: NodeId,
         allowed: impl FnMut(&Zone<V>) -> bool,
-    ) -> Result<Pfn, AllocError> {
+    ) -> Result<Pfn, RequestError> {
         self.alloc_pages_at(order, gfp, &self.nodes[self.node_index(node)?], allowed)
     }
 
@@ -519,7 +519,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         gfp: Gfp,
         node: &Node,
         mut allowed: impl FnMut(&Zone<V>) -> bool,
-    ) -> Result<Pfn, AllocError> {
+    ) -> Result<Pfn, RequestError> {
         self.check_order(order)?;
         let ac = self.prepare_alloc_pages(gfp)?;
         let flags = self.fast_flags();
@@ -541,7 +541,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// memory (`GFP_HIGHUSER_MOVABLE`), with the low watermark. Ids of no
     /// zone are skipped.
     #[inline]
-    pub fn alloc_pages_from(&self, order: Order, zonelist: &[ZoneId]) -> Result<Pfn, AllocError> {
+    pub fn alloc_pages_from(&self, order: Order, zonelist: &[ZoneId]) -> Result<Pfn, RequestError> {
         for &zid in zonelist {
             let Some(zone) = self.zones.get(zid.index()) else {
                 continue;
@@ -558,7 +558,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 return Ok(pfn);
             }
         }
-        Err(AllocError::NoMemory { order })
+        Err(RequestError::NoMemory { order })
     }
 
     /// One block from one zone, under its lock, prepared for its caller
@@ -585,19 +585,19 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// Refuses an order above the geometry's `MAX_PAGE_ORDER` (the
     /// kernel's `WARN_ON_ONCE(order > MAX_PAGE_ORDER)` in `__alloc_pages`).
     #[inline(always)]
-    pub(crate) fn check_order(&self, order: Order) -> Result<(), AllocError> {
+    pub(crate) fn check_order(&self, order: Order) -> Result<(), OrderTooLarge> {
         let max = self.model.geometry().max_order();
         if order > max {
-            return Err(AllocError::Order(OrderTooLarge {
+            return Err(OrderTooLarge {
                 order: u64::from(order.get()),
                 max: max.get(),
-            }));
+            });
         }
         Ok(())
     }
 
     /// `__free_pages` on the zone path, after the misuse checks.
-    pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
+    pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
         let (block, zid) = self.claim_for_free(pfn, order)?;
         let zone = &self.zones[zid.index()];
         let mut area = zone.free.lock();
@@ -612,28 +612,28 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// Checks that `pfn` heads an allocated block of `order`, claims it so
     /// no other free can, and prepares it (`free_pages_prepare`: a page
-    /// still mapped or locked is [`AllocError::BadPage`]); nothing changes
+    /// still mapped or locked is [`FreeError::BadPage`]); nothing changes
     /// on error.
     #[inline(always)]
     pub(crate) fn claim_for_free(
         &self,
         pfn: Pfn,
         order: Order,
-    ) -> Result<(OwnedBlock, ZoneId), AllocError> {
+    ) -> Result<(OwnedBlock, ZoneId), FreeError> {
         let (block, zid) = self.claim(pfn, order)?;
         if !self.path.page_prep {
             return Ok((block, zid));
         }
         if let Err((pfn, reason)) = block.free_pages_prepare() {
             block.unclaim();
-            return Err(AllocError::BadPage { pfn, reason });
+            return Err(FreeError::BadPage { pfn, reason });
         }
         Ok((block, zid))
     }
 
     /// The claim of [`Allocator::claim_for_free`].
     #[inline(always)]
-    pub(crate) fn claim(&self, pfn: Pfn, order: Order) -> Result<(OwnedBlock, ZoneId), AllocError> {
+    pub(crate) fn claim(&self, pfn: Pfn, order: Order) -> Result<(OwnedBlock, ZoneId), FreeError> {
         self.check_order(order)?;
         claim_for_free(&self.model, &self.zones, pfn, order)
             .map_err(|e| self.claim_refused(pfn, order, e))
@@ -642,7 +642,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// What a refused claim tells the caller.
     #[cold]
     #[inline(never)]
-    fn claim_refused(&self, pfn: Pfn, order: Order, e: ClaimError) -> AllocError {
+    fn claim_refused(&self, pfn: Pfn, order: Order, e: ClaimError) -> FreeError {
         match e {
             ClaimError::OutsideZone
                 if self
@@ -650,10 +650,10 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                     .pfn_to_page(pfn)
                     .is_some_and(|p| p.is_zone_device()) =>
             {
-                AllocError::DeviceMemory { pfn }
+                FreeError::DeviceMemory { pfn }
             }
-            ClaimError::OutsideZone => AllocError::OutsideZone { pfn },
-            ClaimError::WrongOrder { allocated } => AllocError::WrongOrder {
+            ClaimError::OutsideZone => FreeError::OutsideZone { pfn },
+            ClaimError::WrongOrder { allocated } => FreeError::WrongOrder {
                 pfn,
                 freed: order,
                 allocated,
@@ -664,19 +664,19 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// Why a free was refused: already free, or never allocated.
     #[cold]
-    fn classify_bad_free(&self, pfn: Pfn, zid: ZoneId) -> AllocError {
+    fn classify_bad_free(&self, pfn: Pfn, zid: ZoneId) -> FreeError {
         let marked_free = self
             .model
             .pfn_to_page(pfn)
             .is_some_and(|page| page.test(PageFlag::Pcp) || page.test(PageFlag::Buddy));
         if marked_free {
-            return AllocError::DoubleFree { pfn };
+            return FreeError::DoubleFree { pfn };
         }
         let _guard = self.zones[zid.index()].free.lock();
         if self.free_block_containing(zid, pfn).is_some() {
-            AllocError::DoubleFree { pfn }
+            FreeError::DoubleFree { pfn }
         } else {
-            AllocError::NotAllocated { pfn }
+            FreeError::NotAllocated { pfn }
         }
     }
 

@@ -24,7 +24,7 @@ use crate::variant::Variant;
 /// Where pfnlab differs: while a page is on the chain its reference count
 /// is held at zero (the chain owns it), so a stray
 /// [`free_pages`](crate::Allocator::free_pages) of its pfn is refused as
-/// [`NotAllocated`](crate::AllocError::NotAllocated) instead of freeing a
+/// [`NotAllocated`](crate::FreeError::NotAllocated) instead of freeing a
 /// page whose links the chain still follows. The kernel trusts its caller;
 /// the cost is one plain store per page on a line the list writes anyway.
 /// [`PageChain::pop_front`] gives a page back as an ordinary allocated page,

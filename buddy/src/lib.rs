@@ -12,7 +12,7 @@
 //!
 //! What the kernel does and pfnlab does not model: reclaim, compaction
 //! and kswapd (below its watermark an ordinary request fails with
-//! [`AllocError::NoMemory`]); the HIGHATOMIC reserve
+//! [`RequestError::NoMemory`]); the HIGHATOMIC reserve
 //! (`reserve_highatomic_pageblock`: the migratetype and its free lists
 //! exist, but no pageblock is ever reserved); the 6.7 auto-tuning of
 //! `pcp->high` between `high_min` and `high_max` and the `free_high`
@@ -76,8 +76,8 @@ mod zone;
 pub use alloc::{Allocator, LockPolicy, Options};
 pub use chain::PageChain;
 pub use era::{Era, Mechanisms};
-pub use error::AllocError;
-pub use frames::{Frames, MAX_FRAMES_BYTES};
+pub use error::{AllocError, FreeError, InitError, MemHotplugError, RangeError, RequestError};
+pub use frames::{Frames, FramesError, MAX_FRAMES_BYTES};
 pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;
 pub use lock::ZoneLockKind;

@@ -48,7 +48,7 @@ use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, Node
 
 use crate::alloc::{Allocator, LockPolicy};
 use crate::chain::PageChain;
-use crate::error::AllocError;
+use crate::error::{FreeError, RequestError};
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
 use crate::list::{OwnedBlock, PcpList};
 use crate::lock::TryLock;
@@ -289,8 +289,8 @@ pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// A per-CPU handle for a CPU of `node`, for one thread: its per-CPU
     /// lists for every zone, allocating along `node`'s zonelist. A node with
-    /// no memory in this allocator is [`AllocError::UnknownNode`].
-    pub fn cpu_on(&self, node: NodeId) -> Result<PerCpu<'_, M, V>, AllocError> {
+    /// no memory in this allocator is [`RequestError::UnknownNode`].
+    pub fn cpu_on(&self, node: NodeId) -> Result<PerCpu<'_, M, V>, RequestError> {
         Ok(PerCpu {
             alloc: self,
             node: &self.nodes[self.node_index(node)?],
@@ -435,11 +435,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         zid: ZoneId,
         order: Order,
         gfp: Gfp,
-    ) -> Result<Option<Pfn>, AllocError> {
+    ) -> Result<Option<Pfn>, RequestError> {
         let alloc = self.alloc;
         alloc.check_order(order)?;
         if zid.index() >= alloc.zones.len() {
-            return Err(AllocError::UnknownZone(zid));
+            return Err(RequestError::UnknownZone(zid));
         }
         let ac = alloc.prepare_alloc_pages(gfp)?;
         Ok(self.rmqueue(zid, ac, order))
@@ -448,7 +448,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// Allocates one page (order 0) through the per-CPU lists, with the
     /// watermark check `get_page_from_freelist` makes on every call.
     #[inline]
-    pub fn alloc(&mut self, gfp: Gfp) -> Result<Pfn, AllocError> {
+    pub fn alloc(&mut self, gfp: Gfp) -> Result<Pfn, RequestError> {
         self.alloc_pages(Order::ZERO, gfp)
     }
 
@@ -456,7 +456,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// allows the order there ([`PerCpu::pcp_allowed_order`]), else on the
     /// zone path, walking the zonelist with the watermark checks.
     #[inline(always)]
-    pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, AllocError> {
+    pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, RequestError> {
         let alloc = self.alloc;
         alloc.check_order(order)?;
         let ac = alloc.prepare_alloc_pages(gfp)?;
@@ -482,7 +482,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// with this CPU's cpuset and lists).
     #[cold]
     #[inline(never)]
-    fn alloc_pages_slowpath(&mut self, order: Order, ac: AllocContext) -> Result<Pfn, AllocError> {
+    fn alloc_pages_slowpath(
+        &mut self,
+        order: Order,
+        ac: AllocContext,
+    ) -> Result<Pfn, RequestError> {
         let cpuset = self.cpuset.take();
         let got = self.alloc.alloc_pages_slowpath(
             order,
@@ -497,7 +501,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// Frees one page (order 0); see [`PerCpu::free_pages`].
     #[inline]
-    pub fn free(&mut self, pfn: Pfn) -> Result<(), AllocError> {
+    pub fn free(&mut self, pfn: Pfn) -> Result<(), FreeError> {
         self.free_pages(pfn, Order::ZERO)
     }
 
@@ -508,7 +512,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// other orders, isolated pageblocks and a failed pcp trylock go to the
     /// zone.
     #[inline(always)]
-    pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
+    pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
         let alloc = self.alloc;
         let (block, zid) = alloc.claim_for_free(pfn, order)?;
         if !self.pcp_allowed_order(order) {
@@ -584,9 +588,9 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         gfp: Gfp,
         want: usize,
         mut put: impl FnMut(Pfn, Option<OwnedBlock>) -> bool,
-    ) -> Result<usize, AllocError> {
+    ) -> Result<usize, RequestError> {
         if want > MAX_BULK {
-            return Err(AllocError::BulkTooLarge { requested: want });
+            return Err(RequestError::BulkTooLarge { requested: want });
         }
         if want == 0 {
             return Ok(0);
@@ -621,15 +625,15 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// `alloc_pages_bulk_list`: threads up to `nr_pages` order-0 pages onto
     /// `list` through their `lru` links; returns how many were added. The
     /// chain must be one of this CPU's allocator
-    /// ([`AllocError::ForeignChain`] otherwise).
+    /// ([`RequestError::ForeignChain`] otherwise).
     pub fn alloc_bulk_list(
         &mut self,
         nr_pages: usize,
         gfp: Gfp,
         list: &mut PageChain<'a, M, V>,
-    ) -> Result<usize, AllocError> {
+    ) -> Result<usize, RequestError> {
         if !std::ptr::eq(list.allocator(), self.alloc) {
-            return Err(AllocError::ForeignChain);
+            return Err(RequestError::ForeignChain);
         }
         let alloc = self.alloc;
         self.alloc_bulk(gfp, nr_pages, |pfn, block| {
@@ -648,10 +652,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// Frees every page of `list` by walking it (`list_for_each_entry_safe`
     /// and `__free_page` on each, the free path of [`PerCpu::free`]);
-    /// returns how many were freed.
-    pub fn free_bulk_list(&mut self, list: &mut PageChain<'a, M, V>) -> Result<usize, AllocError> {
+    /// returns how many were freed. The chain must be one of this CPU's
+    /// allocator ([`FreeError::ForeignChain`] otherwise).
+    pub fn free_bulk_list(&mut self, list: &mut PageChain<'a, M, V>) -> Result<usize, FreeError> {
         if !std::ptr::eq(list.allocator(), self.alloc) {
-            return Err(AllocError::ForeignChain);
+            return Err(FreeError::ForeignChain);
         }
         let mut freed = 0;
         while let Some(pfn) = list.pop_front() {
@@ -668,7 +673,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         nr_pages: usize,
         gfp: Gfp,
         out: &mut Vec<Pfn>,
-    ) -> Result<usize, AllocError> {
+    ) -> Result<usize, RequestError> {
         self.alloc_bulk(gfp, nr_pages, |pfn, _| {
             out.push(pfn);
             true
@@ -683,9 +688,9 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         &mut self,
         gfp: Gfp,
         slots: &mut [Option<Pfn>],
-    ) -> Result<usize, AllocError> {
+    ) -> Result<usize, RequestError> {
         if slots.len() > MAX_BULK {
-            return Err(AllocError::BulkTooLarge {
+            return Err(RequestError::BulkTooLarge {
                 requested: slots.len(),
             });
         }

@@ -2,7 +2,7 @@
 //! `get_page_from_freelist`), `lowmem_reserve`, the `NR_FREE_PAGES` counter
 //! with its per-CPU deltas, and invalid GFP masks.
 
-use buddy::{AllocError, Allocator, Gfp, GfpError, Kernel, Options, ZoneType};
+use buddy::{Allocator, Gfp, GfpError, Kernel, Options, RequestError, ZoneType};
 use sparsemem::{Geometry, Layout, MemRange, NodeId, Order, Pfn, RangeKind, SparseExtreme};
 
 const MIB: u64 = 1 << 20;
@@ -27,7 +27,7 @@ fn drain(alloc: &Allocator<SparseExtreme, Kernel>, gfp: Gfp) -> Vec<Pfn> {
     loop {
         match alloc.alloc_pages(Order::ZERO, gfp, NodeId::ZERO, None) {
             Ok(p) => held.push(p),
-            Err(AllocError::NoMemory { .. }) => return held,
+            Err(RequestError::NoMemory { .. }) => return held,
             Err(e) => panic!("{e}"),
         }
     }
@@ -52,7 +52,7 @@ fn each_request_stops_at_its_own_watermark() {
     assert_eq!(zone.free_pages(), atomic_min, "GFP_ATOMIC's reserve");
     assert!(matches!(
         alloc.alloc_pages(Order::new(3), Gfp::ATOMIC, NodeId::ZERO, None),
-        Err(AllocError::NoMemory { .. })
+        Err(RequestError::NoMemory { .. })
     ));
     held.extend(drain(&alloc, Gfp::KERNEL | Gfp::MEMALLOC));
     assert_eq!(zone.free_pages(), 0, "__GFP_MEMALLOC ignores the marks");
@@ -147,13 +147,13 @@ fn invalid_gfp_masks_are_refused() {
         let e = alloc
             .alloc_pages(Order::new(2), gfp, NodeId::ZERO, None)
             .unwrap_err();
-        assert!(matches!(e, AllocError::Gfp(_)), "{e}");
+        assert!(matches!(e, RequestError::Gfp(_)), "{e}");
         let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
-        assert!(matches!(cpu.alloc(gfp), Err(AllocError::Gfp(_))));
+        assert!(matches!(cpu.alloc(gfp), Err(RequestError::Gfp(_))));
         let mut out = Vec::new();
         assert!(matches!(
             cpu.alloc_bulk_vec(8, gfp, &mut out),
-            Err(AllocError::Gfp(_))
+            Err(RequestError::Gfp(_))
         ));
         assert!(out.is_empty());
     }

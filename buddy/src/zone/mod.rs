@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use sparsemem::{MemoryModel, NR_PAGE_ORDERS, NodeId, Order, PageFlag, Pfn};
 
 use crate::era::{Era, Path};
-use crate::error::AllocError;
+use crate::error::RangeError;
 use crate::gfp::{AllocFlags, Wmark};
 use crate::list::{OwnedBlock, page_offset};
 use crate::lock::SpinLock;
@@ -287,17 +287,17 @@ impl<V: Variant> Zone<V> {
         model: &M,
         [first, end]: [Pfn; 2],
         to_tail: bool,
-    ) -> Result<(), AllocError> {
+    ) -> Result<(), RangeError> {
         check_blocks::<M, V>(model, first, end)?;
         for pfn in first.get()..end.get() {
             let pfn = Pfn::new(pfn);
             match model.pfn_to_page(pfn) {
                 Some(page) if page.is_zone_device() => {
-                    return Err(AllocError::DeviceMemory { pfn });
+                    return Err(RangeError::DeviceMemory { pfn });
                 }
                 Some(page) if page.test(PageFlag::Reserved) && self.spans(pfn) => {}
-                Some(_) if self.spans(pfn) => return Err(AllocError::AlreadyManaged { pfn }),
-                _ => return Err(AllocError::OutsideZone { pfn }),
+                Some(_) if self.spans(pfn) => return Err(RangeError::AlreadyManaged { pfn }),
+                _ => return Err(RangeError::OutsideZone { pfn }),
             }
         }
         for pfn in first.get()..end.get() {
@@ -336,13 +336,13 @@ impl<V: Variant> Zone<V> {
         start: Pfn,
         end: Pfn,
         blocks: &[(Pfn, Order)],
-    ) -> Result<(), AllocError> {
+    ) -> Result<(), RangeError> {
         let area = self.free.get_mut();
         if let Some(&(pfn, _)) = blocks
             .iter()
             .find(|&&(h, o)| !area.is_free_block(model, h, o))
         {
-            return Err(AllocError::NotAllocated { pfn });
+            return Err(RangeError::NotFree { pfn });
         }
         let taken: Vec<OwnedBlock> = blocks
             .iter()
@@ -419,7 +419,7 @@ pub(crate) fn check_blocks<M: MemoryModel, V: Variant>(
     model: &M,
     first: Pfn,
     end: Pfn,
-) -> Result<(), AllocError> {
+) -> Result<(), RangeError> {
     if V::HOLE_CHECK {
         return Ok(());
     }
@@ -432,7 +432,7 @@ pub(crate) fn check_blocks<M: MemoryModel, V: Variant>(
             .chain([head + block - 1]);
         for pfn in probes.map(Pfn::new) {
             if !model.pfn_valid(pfn) {
-                return Err(AllocError::HolesInBlock { pfn });
+                return Err(RangeError::HolesInBlock { pfn });
             }
         }
         head += block;
@@ -545,18 +545,18 @@ mod tests {
         let outside = zone
             .give_range(&model, [Pfn::new(0x800), start], false)
             .unwrap_err();
-        assert!(matches!(outside, AllocError::OutsideZone { pfn } if pfn == Pfn::new(0x800)));
+        assert!(matches!(outside, RangeError::OutsideZone { pfn } if pfn == Pfn::new(0x800)));
         assert_eq!(zone.managed_pages(), 0);
         zone.give_range(&model, [start, end], false).unwrap();
         assert_eq!((zone.managed_pages(), zone.free_pages()), (0x1000, 0x1000));
         let again = zone
             .give_range(&model, [start, Pfn::new(0x1200)], false)
             .unwrap_err();
-        assert!(matches!(again, AllocError::AlreadyManaged { pfn } if pfn == start));
+        assert!(matches!(again, RangeError::AlreadyManaged { pfn } if pfn == start));
         let past = zone
             .give_range(&model, [end, Pfn::new(0x2001)], false)
             .unwrap_err();
-        assert!(matches!(past, AllocError::OutsideZone { pfn } if pfn == end));
+        assert!(matches!(past, RangeError::OutsideZone { pfn } if pfn == end));
         assert_eq!(
             (zone.managed_pages(), zone.free_pages()),
             (0x1000, 0x1000),
@@ -574,7 +574,7 @@ mod tests {
             .take_range(&model, pfn, pfn + 8, &[(pfn, Order::new(3))])
             .unwrap_err();
         assert!(
-            matches!(e, AllocError::NotAllocated { pfn: p } if p == pfn),
+            matches!(e, RangeError::NotFree { pfn: p } if p == pfn),
             "{e}"
         );
         assert_eq!((zone.managed_pages(), zone.free_pages()), (0x1000, free));
