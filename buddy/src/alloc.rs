@@ -38,7 +38,7 @@ use crate::lock::ZoneLockKind;
 use crate::node::{Node, NodeMask, build_nodes};
 use crate::types::{MAX_ZONES, ZoneId, ZoneStats, ZoneType};
 use crate::variant::Variant;
-use crate::zone::{ClaimError, Zone, claim_for_free};
+use crate::zone::{ClaimError, FpiFlags, Zone, claim_for_free};
 use sparsemem::ZoneLimits;
 
 /// How the zone lock is taken around a per-CPU batch.
@@ -270,7 +270,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 alloc.path,
             );
             for &(first, end) in ranges {
-                zone.give_range(&alloc.model, [first, end], false)?;
+                zone.give_range(&alloc.model, [first, end], FpiFlags::NONE)?;
             }
             alloc.zones.push(zone);
         }
@@ -310,7 +310,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 split,
             );
             zone.stat_threshold = crate::watermark::stat_threshold(zone.managed, page_shift, cpus);
-            let free = zone.free.get_mut().free_pages();
+            let free = zone.free_area.get_mut().nr_free_pages();
             *zone.vm_free.get_mut() = free as i64;
         }
         for node in &self.nodes {
@@ -494,9 +494,10 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         })
     }
 
-    /// The zone path with a caller-supplied per-zone check, called for
-    /// every zone of the walk that the GFP zone limit allows (how the
-    /// cpuset experiment models `__cpuset_zone_allowed`).
+    /// The zone path with a caller-supplied per-zone check in the place of
+    /// the kernel's `__cpuset_zone_allowed`: `allowed` is asked of every
+    /// zone of the walk (both passes), and a zone it refuses is skipped.
+    /// [`Allocator::alloc_pages`] passes its node mask through it.
     #[inline]
     pub fn alloc_pages_with(
         &self,
@@ -536,31 +537,6 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         })
     }
 
-    /// The zone path over a precomputed list of zone ids, with no per-zone
-    /// check (a zonelist already filtered for the cpuset), for movable
-    /// memory (`GFP_HIGHUSER_MOVABLE`), with the low watermark. Ids of no
-    /// zone are skipped.
-    #[inline]
-    pub fn alloc_pages_from(&self, order: Order, zonelist: &[ZoneId]) -> Result<Pfn, RequestError> {
-        for &zid in zonelist {
-            let Some(zone) = self.zones.get(zid.index()) else {
-                continue;
-            };
-            let mark = zone.watermarks.low;
-            if self.path.watermarks
-                && !zone.watermark_ok(order, mark, ZoneType::Movable, AllocFlags::FAST)
-            {
-                continue;
-            }
-            if let Some(pfn) =
-                self.rmqueue_buddy(zid, order, Migratetype::Movable, Gfp::HIGHUSER_MOVABLE)
-            {
-                return Ok(pfn);
-            }
-        }
-        Err(RequestError::NoMemory { order })
-    }
-
     /// One block from one zone, under its lock, prepared for its caller
     /// as `gfp` asks: `rmqueue_buddy`.
     #[inline(always)]
@@ -572,7 +548,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         gfp: Gfp,
     ) -> Option<Pfn> {
         let zone = self.zones.get(zid.index())?;
-        let mut area = zone.free.lock();
+        let mut area = zone.free_area.lock();
         let block = area.rmqueue(&self.model, order, mt)?;
         area.stats.allocs[order.index()] += 1;
         drop(area);
@@ -600,7 +576,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
         let (block, zid) = self.claim_for_free(pfn, order)?;
         let zone = &self.zones[zid.index()];
-        let mut area = zone.free.lock();
+        let mut area = zone.free_area.lock();
         area.free_one(&self.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);
@@ -672,7 +648,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         if marked_free {
             return FreeError::DoubleFree { pfn };
         }
-        let _guard = self.zones[zid.index()].free.lock();
+        let _guard = self.zones[zid.index()].free_area.lock();
         if self.free_block_containing(zid, pfn).is_some() {
             FreeError::DoubleFree { pfn }
         } else {
@@ -704,7 +680,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         let Some(zone) = self.zone(zid) else {
             return Vec::new();
         };
-        let area = zone.free.lock();
+        let area = zone.free_area.lock();
         Order::up_to(area.max_order())
             .flat_map(|o| {
                 area.block_pfns(&self.model, o)
@@ -717,7 +693,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// Free pages on every zone's free lists (the allocator-wide
     /// `NR_FREE_PAGES`, less what per-CPU lists hold).
     pub fn free_pages_total(&self) -> u64 {
-        self.zones.iter().map(Zone::free_pages).sum()
+        self.zones.iter().map(Zone::nr_free_pages).sum()
     }
 
     /// Pages given to the allocator, over every zone.

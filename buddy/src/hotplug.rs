@@ -26,7 +26,7 @@ use crate::error::{MemHotplugError, RangeError};
 use crate::frames::FramesError;
 use crate::types::{MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
-use crate::zone::{Zone, check_blocks};
+use crate::zone::{FpiFlags, Zone, check_blocks};
 
 /// How a memory block is onlined: what is written to its sysfs `state`
 /// (`mmop_type`).
@@ -219,7 +219,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         self.model.set_online(start, nr_pages, true)?;
         let zone = &mut self.zones[zid];
         zone.grow(start, end);
-        if let Err(e) = zone.give_range(&self.model, [start, end], true) {
+        if let Err(e) = zone.give_range(&self.model, [start, end], FpiFlags::TO_TAIL) {
             self.model.set_online(start, nr_pages, false)?;
             return Err(e.into());
         }

@@ -143,13 +143,13 @@ impl Pcp {
         };
         match alloc.options.lock_policy {
             LockPolicy::PerBatch => {
-                let mut area = zone.free.lock();
+                let mut area = zone.free_area.lock();
                 while moved < count && take(&mut area, self).is_some() {
                     moved += 1;
                 }
             }
             LockPolicy::PerPage => {
-                while moved < count && take(&mut zone.free.lock(), self).is_some() {
+                while moved < count && take(&mut zone.free_area.lock(), self).is_some() {
                     moved += 1;
                 }
             }
@@ -201,7 +201,7 @@ impl Pcp {
         let mut freed = 0;
         match alloc.options.lock_policy {
             LockPolicy::PerBatch => {
-                let mut area = zone.free.lock();
+                let mut area = zone.free_area.lock();
                 while freed < count {
                     let Some(n) = give(&mut area, self) else {
                         break;
@@ -211,7 +211,7 @@ impl Pcp {
             }
             LockPolicy::PerPage => {
                 while freed < count {
-                    let Some(n) = give(&mut zone.free.lock(), self) else {
+                    let Some(n) = give(&mut zone.free_area.lock(), self) else {
                         break;
                     };
                     freed += n;
@@ -549,7 +549,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     #[inline(never)]
     fn free_one_page(&mut self, zid: ZoneId, block: OwnedBlock) {
         let order = block.order();
-        let mut area = self.alloc.zones[zid.index()].free.lock();
+        let mut area = self.alloc.zones[zid.index()].free_area.lock();
         area.free_one(&self.alloc.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);
@@ -741,7 +741,7 @@ impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
                 .chain(&pcp.pending_frees)
                 .any(|&n| n > 0)
             {
-                pcp.fold(&mut zone.free.lock().stats);
+                pcp.fold(&mut zone.free_area.lock().stats);
             }
         }
     }

@@ -484,7 +484,7 @@ fn the_bitmap_buddy_follows_hot_add_online_offline_and_remove() {
         alloc.hot_remove(Pfn::new(3 * SECTION), SECTION).unwrap();
         check_structure(&alloc, &none).unwrap();
         assert_eq!(
-            alloc.zone(zid).unwrap().free_pages(),
+            alloc.zone(zid).unwrap().nr_free_pages(),
             SECTION,
             "{}",
             V::name()

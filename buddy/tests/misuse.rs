@@ -130,7 +130,7 @@ fn exhaustion_is_no_memory_not_a_panic() {
     }
     assert_eq!(
         got.len() as u64 * 8 + cpu.total_count(),
-        16384 - alloc.zones().iter().map(|z| z.free_pages()).sum::<u64>()
+        16384 - alloc.zones().iter().map(|z| z.nr_free_pages()).sum::<u64>()
     );
     assert!(cpu.alloc_pages(Order::new(10), Gfp::KERNEL).is_err());
     for p in got {
@@ -252,7 +252,7 @@ fn totals_sum_the_zones() {
     assert!(zones.len() >= 3, "DMA, DMA32 and Normal");
     assert_eq!(
         alloc.free_pages_total(),
-        zones.iter().map(|z| z.free_pages()).sum::<u64>()
+        zones.iter().map(|z| z.nr_free_pages()).sum::<u64>()
     );
     assert_eq!(
         alloc.managed_pages_total(),

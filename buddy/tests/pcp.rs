@@ -43,7 +43,7 @@ fn refill_moves_one_batch_under_one_lock_or_one_lock_per_page() {
         let alloc = allocator(policy);
         let zone = alloc.zone(DMA32).unwrap();
         assert_eq!((zone.batch(), zone.high()), (BATCH, 6 * BATCH));
-        let free_before = zone.free_pages();
+        let free_before = zone.nr_free_pages();
         let locks_before = zone.lock_acquisitions();
         let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
         let pfn = cpu.alloc(Gfp::DMA32).unwrap();
@@ -59,7 +59,7 @@ fn refill_moves_one_batch_under_one_lock_or_one_lock_per_page() {
             "{policy:?}: one batch, one handed out"
         );
         assert_eq!(
-            zone.free_pages(),
+            zone.nr_free_pages(),
             free_before - u64::from(BATCH),
             "{policy:?}"
         );

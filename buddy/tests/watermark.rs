@@ -44,18 +44,18 @@ fn each_request_stops_at_its_own_watermark() {
     let marks = zone.watermarks();
     assert!(0 < marks.min && marks.min < marks.low && marks.low < marks.high);
     let mut held = drain(&alloc, Gfp::KERNEL);
-    assert_eq!(zone.free_pages(), marks.min, "GFP_KERNEL keeps min free");
+    assert_eq!(zone.nr_free_pages(), marks.min, "GFP_KERNEL keeps min free");
     assert_eq!(zone.nr_free_pages_state(), marks.min);
     held.extend(drain(&alloc, Gfp::ATOMIC));
     let mut atomic_min = marks.min - marks.min / 2;
     atomic_min -= atomic_min / 4;
-    assert_eq!(zone.free_pages(), atomic_min, "GFP_ATOMIC's reserve");
+    assert_eq!(zone.nr_free_pages(), atomic_min, "GFP_ATOMIC's reserve");
     assert!(matches!(
         alloc.alloc_pages(Order::new(3), Gfp::ATOMIC, NodeId::ZERO, None),
         Err(RequestError::NoMemory { .. })
     ));
     held.extend(drain(&alloc, Gfp::KERNEL | Gfp::MEMALLOC));
-    assert_eq!(zone.free_pages(), 0, "__GFP_MEMALLOC ignores the marks");
+    assert_eq!(zone.nr_free_pages(), 0, "__GFP_MEMALLOC ignores the marks");
     assert!(
         drain(&alloc, Gfp::ATOMIC | Gfp::MEMALLOC | Gfp::NOMEMALLOC).is_empty(),
         "__GFP_NOMEMALLOC wins"
@@ -64,7 +64,7 @@ fn each_request_stops_at_its_own_watermark() {
     for p in held {
         alloc.free_pages(p, Order::ZERO).unwrap();
     }
-    assert_eq!(zone.free_pages(), zone.managed_pages());
+    assert_eq!(zone.nr_free_pages(), zone.managed_pages());
     assert_eq!(zone.nr_free_pages_state(), zone.managed_pages());
 }
 
@@ -90,9 +90,9 @@ fn lowmem_reserve_protects_dma32_from_normal_requests() {
     );
     assert_eq!(reserve[ZoneType::Dma32 as usize], 0);
     let mut held = drain(&alloc, Gfp::KERNEL);
-    assert_eq!(normal.free_pages(), normal.watermarks().min);
+    assert_eq!(normal.nr_free_pages(), normal.watermarks().min);
     assert_eq!(
-        dma32.free_pages(),
+        dma32.nr_free_pages(),
         dma32.watermarks().min + reserve[ZoneType::Normal as usize],
         "GFP_KERNEL leaves DMA32 its reserve"
     );
@@ -125,15 +125,15 @@ fn per_cpu_deltas_fold_at_the_threshold() {
         } else {
             held.push(cpu.alloc(Gfp::KERNEL).unwrap());
         }
-        let lag = zone.nr_free_pages_state().abs_diff(zone.free_pages());
+        let lag = zone.nr_free_pages_state().abs_diff(zone.nr_free_pages());
         assert!(lag as i64 <= threshold, "lag {lag} > threshold {threshold}");
     }
     for p in held {
         cpu.free(p).unwrap();
     }
     drop(cpu);
-    assert_eq!(zone.nr_free_pages_state(), zone.free_pages());
-    assert_eq!(zone.free_pages(), zone.managed_pages());
+    assert_eq!(zone.nr_free_pages_state(), zone.nr_free_pages());
+    assert_eq!(zone.nr_free_pages(), zone.managed_pages());
 }
 
 /// Invalid masks are refused on every path before anything changes.

@@ -770,7 +770,7 @@ pub fn fill<M: MemoryModel>(
         let zid = ZoneId::new(i as u8);
         let w = zone.watermarks();
         let target = (w.min + w.low) / 2;
-        while zone.free_pages() > target {
+        while zone.nr_free_pages() > target {
             match cpu.buffered_rmqueue(zid, Order::ZERO, GFP)? {
                 Some(pfn) => held.push(pfn),
                 None => break,

@@ -32,6 +32,27 @@ use crate::list::{OwnedBlock, PageList, page_offset};
 use crate::types::ZoneStats;
 use crate::variant::Variant;
 
+/// `fpi_t`: how `__free_one_page` frees a block (the kernel's
+/// `FPI_NONE`, `FPI_TO_TAIL`; its other flags skip work pfnlab does not
+/// model: page reporting, the trylock of a free from any context).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub(crate) struct FpiFlags(u8);
+
+impl FpiFlags {
+    /// `FPI_NONE`: the merged block goes to the head of its list (unless
+    /// `buddy_merge_likely` sends it to the tail).
+    pub(crate) const NONE: FpiFlags = FpiFlags(0);
+    /// `FPI_TO_TAIL`: the merged block goes to the tail of its list, so it
+    /// is allocated last (memory being onlined).
+    pub(crate) const TO_TAIL: FpiFlags = FpiFlags(1 << 1);
+
+    /// Whether every flag of `other` is set.
+    #[inline(always)]
+    pub(crate) const fn contains(self, other: FpiFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
 /// `change_pageblock_range`: every pageblock of the block of `order` at
 /// `head` (one when the block is smaller) gets migratetype `mt`.
 pub(crate) fn change_pageblock_range<M: MemoryModel>(
@@ -139,7 +160,7 @@ impl<V: Variant> FreeArea<V> {
     }
 
     /// Free pages on the lists.
-    pub fn free_pages(&self) -> u64 {
+    pub fn nr_free_pages(&self) -> u64 {
         self.nr_free().iter().enumerate().map(|(o, n)| n << o).sum()
     }
 
@@ -283,21 +304,21 @@ impl<V: Variant> FreeArea<V> {
     /// putting the result at the head of its list.
     #[inline(always)]
     pub(crate) fn free_one<M: MemoryModel>(&mut self, model: &M, block: OwnedBlock) {
-        self.free_one_to(model, block, false);
+        self.free_one_fpi(model, block, FpiFlags::NONE);
     }
 
-    /// `__free_one_page` with `FPI_TO_TAIL` chosen by the caller.
+    /// `__free_one_page` with the caller's `fpi_flags`.
     ///
     /// The buddy is reached as `page + (buddy_pfn - pfn)` without a
     /// `pfn_to_page`; with the hole check it is first tested with
     /// `pfn_valid`, without it the zone's invariant (every `MAX_PAGE_ORDER`
     /// block holding its memory is wholly valid) makes it readable.
     #[inline(always)]
-    pub(crate) fn free_one_to<M: MemoryModel>(
+    pub(crate) fn free_one_fpi<M: MemoryModel>(
         &mut self,
         model: &M,
         block: OwnedBlock,
-        to_tail: bool,
+        fpi: FpiFlags,
     ) {
         let mut page = block.as_ptr();
         let mut pfn = block.pfn().get();
@@ -349,7 +370,8 @@ impl<V: Variant> FreeArea<V> {
             pfn &= buddy_pfn;
             order += 1;
         }
-        let to_tail = to_tail || self.buddy_merge_likely(model, page, pfn, order);
+        let to_tail =
+            fpi.contains(FpiFlags::TO_TAIL) || self.buddy_merge_likely(model, page, pfn, order);
         // SAFETY: `page` heads the merged free block, owned (the token and
         // the merged buddies, just unlinked) and on no list.
         unsafe { self.add(page, order, mt, to_tail) };

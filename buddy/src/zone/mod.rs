@@ -38,6 +38,7 @@ use crate::types::{MAX_NR_ZONES, ZoneId, ZoneStats, ZoneType};
 use crate::variant::Variant;
 use crate::watermark::{Watermarks, zone_highsize};
 
+pub(crate) use free_area::FpiFlags;
 pub use free_area::FreeArea;
 
 /// One zone (`struct zone`): its span, its free area behind the zone lock,
@@ -52,7 +53,7 @@ pub struct Zone<V> {
     pub(crate) start: Pfn,
     pub(crate) end: Pfn,
     pub(crate) managed: u64,
-    pub(crate) free: SpinLock<FreeArea<V>>,
+    pub(crate) free_area: SpinLock<FreeArea<V>>,
     pub(crate) batch: u32,
     pub(crate) high: u32,
     pub(crate) watermarks: Watermarks,
@@ -91,7 +92,7 @@ impl<V: Variant> Zone<V> {
             start,
             end,
             managed: 0,
-            free: SpinLock::with_kind(
+            free_area: SpinLock::with_kind(
                 FreeArea::new(id.get(), [start, end], max_order, path),
                 path.zone_lock,
             ),
@@ -106,7 +107,7 @@ impl<V: Variant> Zone<V> {
 
     /// `MAX_PAGE_ORDER` of this zone's geometry.
     pub fn max_order(&self) -> Order {
-        self.free.lock().max_order()
+        self.free_area.lock().max_order()
     }
 
     /// First pfn of the span.
@@ -140,24 +141,26 @@ impl<V: Variant> Zone<V> {
         self.high
     }
 
-    /// Free pages on the zone's lists (not counting per-CPU lists).
-    pub fn free_pages(&self) -> u64 {
-        self.free.lock().free_pages()
+    /// Free pages on the zone's lists, counted under the lock (not counting
+    /// per-CPU lists; [`Zone::nr_free_pages_state`] is the lock-free
+    /// counter the watermark checks read).
+    pub fn nr_free_pages(&self) -> u64 {
+        self.free_area.lock().nr_free_pages()
     }
 
     /// `nr_free` per order.
     pub fn nr_free(&self) -> [u64; NR_PAGE_ORDERS] {
-        self.free.lock().nr_free()
+        self.free_area.lock().nr_free()
     }
 
     /// The zone's statistics (taken under its lock).
     pub fn stats(&self) -> ZoneStats {
-        self.free.lock().stats
+        self.free_area.lock().stats
     }
 
     /// Zone-lock acquisitions so far.
     pub fn lock_acquisitions(&self) -> u64 {
-        self.free.acquisitions()
+        self.free_area.acquisitions()
     }
 
     /// The zone's watermarks (`min_wmark_pages` and so on).
@@ -269,15 +272,15 @@ impl<V: Variant> Zone<V> {
         self.start = self.start.min(start);
         self.end = self.end.max(end);
         let (start, end) = (self.start, self.end);
-        self.free.get_mut().resize(start, end);
+        self.free_area.get_mut().resize(start, end);
     }
 
     /// Gives `[first, end)` to the zone, as boot (`memmap_init_zone` +
     /// `memblock_free_all`) and `online_pages` (`memmap_init_range` +
     /// `online_pages_range`) do: each page gets the zone's ids and loses
     /// `PG_reserved`, then the range is freed in the largest aligned blocks,
-    /// to the head of the lists at boot and to the tail when onlining
-    /// (`FPI_TO_TAIL`, so freshly onlined memory is used last). Refused,
+    /// with `fpi`: to the head of the lists at boot and to the tail when
+    /// onlining (`FPI_TO_TAIL`, so freshly onlined memory is used last). Refused,
     /// with nothing changed, unless every pfn is valid, reserved (so not
     /// yet managed), not device memory and inside the span, and — without
     /// the hole check — every `MAX_PAGE_ORDER` block around it is wholly
@@ -286,7 +289,7 @@ impl<V: Variant> Zone<V> {
         &mut self,
         model: &M,
         [first, end]: [Pfn; 2],
-        to_tail: bool,
+        fpi: FpiFlags,
     ) -> Result<(), RangeError> {
         check_blocks::<M, V>(model, first, end)?;
         for pfn in first.get()..end.get() {
@@ -311,14 +314,14 @@ impl<V: Variant> Zone<V> {
                 page.clear(PageFlag::Reserved);
             }
         }
-        let area = self.free.get_mut();
+        let area = self.free_area.get_mut();
         let max_order = area.max_order();
         for_each_aligned_block(first, end, max_order, |pfn, order| {
             // SAFETY: the pages were reserved until just now, so the block
             // is on no list and nobody else holds it; pointer from
             // pfn_to_page_ptr of a pfn checked valid above.
             let block = unsafe { OwnedBlock::new(model.pfn_to_page_ptr(pfn), pfn, order) };
-            area.free_one_to(model, block, to_tail);
+            area.free_one_fpi(model, block, fpi);
         });
         self.managed += end.get() - first.get();
         Ok(())
@@ -337,7 +340,7 @@ impl<V: Variant> Zone<V> {
         end: Pfn,
         blocks: &[(Pfn, Order)],
     ) -> Result<(), RangeError> {
-        let area = self.free.get_mut();
+        let area = self.free_area.get_mut();
         if let Some(&(pfn, _)) = blocks
             .iter()
             .find(|&&(h, o)| !area.is_free_block(model, h, o))
@@ -543,33 +546,37 @@ mod tests {
             Path::new(Era::default(), crate::Mechanisms::ALL),
         );
         let outside = zone
-            .give_range(&model, [Pfn::new(0x800), start], false)
+            .give_range(&model, [Pfn::new(0x800), start], FpiFlags::NONE)
             .unwrap_err();
         assert!(matches!(outside, RangeError::OutsideZone { pfn } if pfn == Pfn::new(0x800)));
         assert_eq!(zone.managed_pages(), 0);
-        zone.give_range(&model, [start, end], false).unwrap();
-        assert_eq!((zone.managed_pages(), zone.free_pages()), (0x1000, 0x1000));
+        zone.give_range(&model, [start, end], FpiFlags::NONE)
+            .unwrap();
+        assert_eq!(
+            (zone.managed_pages(), zone.nr_free_pages()),
+            (0x1000, 0x1000)
+        );
         let again = zone
-            .give_range(&model, [start, Pfn::new(0x1200)], false)
+            .give_range(&model, [start, Pfn::new(0x1200)], FpiFlags::NONE)
             .unwrap_err();
         assert!(matches!(again, RangeError::AlreadyManaged { pfn } if pfn == start));
         let past = zone
-            .give_range(&model, [end, Pfn::new(0x2001)], false)
+            .give_range(&model, [end, Pfn::new(0x2001)], FpiFlags::NONE)
             .unwrap_err();
         assert!(matches!(past, RangeError::OutsideZone { pfn } if pfn == end));
         assert_eq!(
-            (zone.managed_pages(), zone.free_pages()),
+            (zone.managed_pages(), zone.nr_free_pages()),
             (0x1000, 0x1000),
             "unchanged"
         );
 
         // take_range refuses a block that is not free, changing nothing.
         let held = zone
-            .free
+            .free_area
             .get_mut()
             .rmqueue_smallest(&model, Order::new(3), Migratetype::Movable)
             .unwrap();
-        let (pfn, free) = (held.pfn(), zone.free_pages());
+        let (pfn, free) = (held.pfn(), zone.nr_free_pages());
         let e = zone
             .take_range(&model, pfn, pfn + 8, &[(pfn, Order::new(3))])
             .unwrap_err();
@@ -577,14 +584,14 @@ mod tests {
             matches!(e, RangeError::NotFree { pfn: p } if p == pfn),
             "{e}"
         );
-        assert_eq!((zone.managed_pages(), zone.free_pages()), (0x1000, free));
+        assert_eq!((zone.managed_pages(), zone.nr_free_pages()), (0x1000, free));
         assert!(
             model
                 .pfn_to_page(pfn)
                 .is_some_and(|p| !p.test(PageFlag::Reserved))
         );
-        zone.free.get_mut().free_one(&model, held);
-        assert_eq!(zone.free_pages(), 0x1000);
+        zone.free_area.get_mut().free_one(&model, held);
+        assert_eq!(zone.nr_free_pages(), 0x1000);
     }
 
     #[test]
