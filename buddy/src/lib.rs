@@ -52,6 +52,7 @@ mod error;
 mod frames;
 mod gfp;
 mod hotplug;
+mod init;
 // The intrusive lists and the owned-block token: the only writers of a
 // page's links.
 #[allow(unsafe_code)]
