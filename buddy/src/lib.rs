@@ -40,6 +40,29 @@
 //! assert!(cpu.free(page).is_err(), "double free is refused");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Module order
+//!
+//! Bottom to top: a module imports only modules of lower numbers (and,
+//! where an item says "then", those before it in the item), so none
+//! imports a module that imports it back:
+//!
+//! 1. `types` (zone types and ids, statistics, limits), `lock` (the zone
+//!    lock), `variant` (the compile-time variants), `list` (the intrusive
+//!    lists and the owned-block token): nothing of the crate;
+//! 2. `era` (each kernel's mechanisms), `gfp` (GFP masks), `watermark`
+//!    (the kernel's formulas), `frames` (real frames);
+//! 3. `error` (one enum per domain, and their join), `node` (nodes,
+//!    zonelists, node masks);
+//! 4. `zone`: `zone::free_area` (the buddy algorithm), then
+//!    `zone::fallback` and `zone` itself (the zone, its memory, the claim
+//!    of a free);
+//! 5. `alloc` (the allocator and its zone path);
+//! 6. `chain` (a chain of allocated pages), `init` (construction),
+//!    `hotplug`, each over the allocator;
+//! 7. `pcp` (the per-CPU handle), then `pcp::bulk`;
+//! 8. `testing` (feature `testing`: the reference and whole-allocator
+//!    checks).
 
 #![deny(unsafe_code)]
 
