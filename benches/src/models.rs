@@ -173,7 +173,11 @@ pub fn build_allocator<M: Buildable, V: buddy::Variant>(
     options: VmemmapOptions,
     alloc_options: buddy::Options,
 ) -> Result<buddy::Allocator<M, V>, buddy::AllocError> {
-    buddy::Allocator::new(M::build(layout, options)?, layout, alloc_options)
+    Ok(buddy::Allocator::new(
+        M::build(layout, options)?,
+        layout,
+        alloc_options,
+    )?)
 }
 
 /// Work to do with a model type, generic so it is compiled once per model.

@@ -11,7 +11,9 @@ use serde_json::json;
 use sparsemem::{Layout, MemmapBytes};
 use vmemmap::VmemmapOptions;
 
-use buddy::{AllocError, Allocator, Kernel, KernelHoleCheck, Options, Variant};
+use buddy::{
+    AllocError, Allocator, InitError, Kernel, KernelHoleCheck, Options, RangeError, Variant,
+};
 
 use super::Progress;
 use super::kernel_fixup::KernelFixup;
@@ -63,8 +65,8 @@ fn alloc_pairs<M: Buildable, V: Variant>(
     let model = M::build(layout, options)?;
     let alloc = match Allocator::<M, V>::new(model, layout, alloc_options) {
         Ok(a) => a,
-        Err(AllocError::HolesInBlock { .. }) => return Ok(None),
-        Err(e) => return Err(e),
+        Err(InitError::Range(RangeError::HolesInBlock { .. })) => return Ok(None),
+        Err(e) => return Err(e.into()),
     };
     let node = layout.first_node();
     let n = plan.iters(200_000, 2_000);

@@ -38,7 +38,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use buddy::AllocError;
+use buddy::{AllocError, RequestError};
 use buddy::{Allocator, Era, Gfp, Kernel, NodeMask, Options, PerCpu, ZoneId, ZoneType};
 use serde_json::json;
 use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn};
@@ -317,7 +317,7 @@ impl<'a, M: MemoryModel> Walker<'a, M> {
             zlc: Zlc::new(nodes.clone()),
             zonelist,
             nodes,
-            highest: GFP.gfp_zone().map_err(AllocError::Gfp)?,
+            highest: GFP.gfp_zone().map_err(RequestError::Gfp)?,
             cpusets,
             table,
             counts: WalkCounts::default(),
@@ -325,7 +325,7 @@ impl<'a, M: MemoryModel> Walker<'a, M> {
         // The state must serve a request, or the run says so.
         let pfn = walker
             .alloc_page()
-            .ok_or(AllocError::NoMemory { order: Order::ZERO })?;
+            .ok_or(RequestError::NoMemory { order: Order::ZERO })?;
         walker.cpu.free(pfn)?;
         walker.counts = WalkCounts::default();
         Ok(walker)
@@ -333,7 +333,7 @@ impl<'a, M: MemoryModel> Walker<'a, M> {
 
     /// Frees a page [`Walker::alloc_page`] gave (`free_hot_page`).
     pub fn free_page(&mut self, pfn: Pfn) -> Result<(), AllocError> {
-        self.cpu.free(pfn)
+        Ok(self.cpu.free(pfn)?)
     }
 
     /// What the walk did so far.
@@ -771,7 +771,7 @@ pub fn fill<M: MemoryModel>(
         let zid = ZoneId::new(i as u8);
         let w = zone.watermarks();
         let target = (w.min + w.low) / 2;
-        while zone.free_pages() > target {
+        while zone.nr_free_pages() > target {
             match cpu.buffered_rmqueue(zid, Order::ZERO, GFP)? {
                 Some(pfn) => held.push(pfn),
                 None => break,

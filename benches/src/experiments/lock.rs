@@ -17,7 +17,7 @@
 
 use std::sync::Mutex;
 
-use buddy::{AllocError, Allocator, Era, Kernel, LockPolicy, Options, ZoneLockKind};
+use buddy::{AllocError, Allocator, Era, Kernel, LockPolicy, Options, RequestError, ZoneLockKind};
 use serde_json::json;
 use sparsemem::{Layout, MemoryModel, NodeId, Order};
 use vmemmap::VmemmapOptions;
@@ -474,7 +474,7 @@ impl<'a, M: MemoryModel> Probe<'a, M> {
         let start = tsc_now();
         let mut times = Vec::with_capacity(2 * pages as usize);
         for _ in 0..pages {
-            let mut got = Err(AllocError::NoMemory { order: Order::ZERO });
+            let mut got = Err(RequestError::NoMemory { order: Order::ZERO });
             let cpu = &mut self.cpu;
             let (t, locked) = Self::timed(alloc, || {
                 got = cpu.alloc(buddy::Gfp::HIGHUSER | buddy::Gfp::ZERO)

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
-use buddy::{AllocError, Allocator, Era, Kernel, Options, PerCpu, Variant};
+use buddy::{AllocError, Allocator, Era, Kernel, Options, PerCpu, RequestError, Variant};
 use serde::Serialize;
 use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn};
 use vmemmap::VmemmapOptions;
@@ -471,11 +471,11 @@ impl<'a, M: MemoryModel, V: Variant> State<'a, M, V> {
 }
 
 /// Why an allocation failed, as a short key.
-fn failure_kind(e: &AllocError) -> String {
+fn failure_kind(e: &RequestError) -> String {
     match e {
-        AllocError::NoMemory { .. } => "no memory".into(),
-        AllocError::Order(_) => "order above MAX_PAGE_ORDER".into(),
-        AllocError::Gfp(_) => "invalid GFP mask".into(),
+        RequestError::NoMemory { .. } => "no memory".into(),
+        RequestError::Order(_) => "order above MAX_PAGE_ORDER".into(),
+        RequestError::Gfp(_) => "invalid GFP mask".into(),
         other => other.to_string(),
     }
 }
