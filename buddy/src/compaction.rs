@@ -44,9 +44,10 @@ use sparsemem::{MemoryModel, Migratetype, Order, Page, PageFlag, Pfn};
 
 use crate::alloc::Allocator;
 use crate::era::Era;
+use crate::types::ZoneId;
 use crate::variant::Variant;
 use crate::walk::{__pageblock_pfn_to_page, pageblock_pfn_to_page};
-use crate::zone::{Zone, ZoneId};
+use crate::zone::Zone;
 
 /// `COMPACT_CLUSTER_MAX` (`SWAP_CLUSTER_MAX`, include/linux/swap.h): the
 /// migrate scanner's isolation batch.

@@ -13,7 +13,7 @@
 //! path checks them as `zone_watermark_fast` does (see
 //! [`Allocator`](crate::Allocator)).
 
-use crate::zone::ZoneType;
+use crate::types::{MAX_NR_ZONES, ZoneType};
 
 /// `watermark_scale_factor`'s default: 10, in units of 0.01 %.
 pub const WATERMARK_SCALE_FACTOR: u64 = 10;
@@ -68,17 +68,17 @@ pub fn setup_per_zone_wmarks(zones: &[(ZoneType, u64)], page_size: u64) -> Vec<W
 /// `sysctl_lowmem_reserve_ratio`'s defaults per zone type (DMA, DMA32,
 /// Normal, Movable): a zone keeps `1/ratio` of the memory above it back from
 /// requests that could have used that memory.
-pub const LOWMEM_RESERVE_RATIO: [u64; 4] = [256, 256, 32, 0];
+pub const LOWMEM_RESERVE_RATIO: [u64; MAX_NR_ZONES] = [256, 256, 32, 0];
 
 /// `setup_per_zone_lowmem_reserve` for one node's zones, given as
 /// `(type, managed pages)`: each zone's `lowmem_reserve[]`, indexed by the
 /// highest zone type of a request, in the same order.
-pub fn lowmem_reserve(zones: &[(ZoneType, u64)]) -> Vec<[u64; 4]> {
+pub fn lowmem_reserve(zones: &[(ZoneType, u64)]) -> Vec<[u64; MAX_NR_ZONES]> {
     zones
         .iter()
         .map(|&(kind, managed)| {
             let ratio = LOWMEM_RESERVE_RATIO[kind as usize];
-            let mut reserve = [0; 4];
+            let mut reserve = [0; MAX_NR_ZONES];
             if ratio == 0 || managed == 0 {
                 return reserve;
             }
