@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use pfnlab::experiments::{
     Experiment, Knobs, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags,
-    hole_density, lock, peers, pfn_valid,
+    hole_density, lock, peers, pfn_valid, walk,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -130,6 +130,15 @@ pub enum BenchCommand {
         #[command(flatten)]
         model: ModelArg,
     },
+    /// pfn walkers over a span (`for_each_valid_pfn`, the per-pfn loop),
+    /// and compaction, `memmap_init` and `reserve_bootmem_region` before
+    /// and after their published changes (default: every model).
+    Walk {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArg,
+    },
     /// A name that is no experiment.
     #[command(external_subcommand)]
     Unknown(Vec<String>),
@@ -204,6 +213,9 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
         }
         BenchCommand::Breakdown { common, model } => {
             run_one::<breakdown::Breakdown>(&setup(common, model.model), &none)
+        }
+        BenchCommand::Walk { common, model } => {
+            run_one::<walk::Walk>(&setup(common, model.model), &())
         }
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();

@@ -41,6 +41,7 @@ pub mod lock;
 pub mod lock_sim;
 pub mod peers;
 pub mod pfn_valid;
+pub mod walk;
 
 use std::marker::PhantomData;
 use std::path::PathBuf;
@@ -103,11 +104,13 @@ pub enum ExperimentId {
     /// Where the hot path's time goes, mechanism by mechanism, with the
     /// memory model's share.
     Breakdown,
+    /// pfn walkers over a span, and the three published walker changes.
+    Walk,
 }
 
 impl ExperimentId {
     /// Every experiment, in the order `pfnlab bench --help` lists them.
-    pub const ALL: [ExperimentId; 8] = [
+    pub const ALL: [ExperimentId; 9] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
         ExperimentId::PfnValid,
@@ -116,6 +119,7 @@ impl ExperimentId {
         ExperimentId::Peers,
         ExperimentId::HoleDensity,
         ExperimentId::Breakdown,
+        ExperimentId::Walk,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -129,6 +133,7 @@ impl ExperimentId {
             ExperimentId::Peers => "peers",
             ExperimentId::HoleDensity => "hole-density",
             ExperimentId::Breakdown => "breakdown",
+            ExperimentId::Walk => "walk",
         }
     }
 
@@ -155,7 +160,7 @@ impl ExperimentId {
             | ExperimentId::Cpuset
             | ExperimentId::Peers => Era::V2_6_23,
             ExperimentId::Bulk | ExperimentId::HoleDensity => Era::V5_13,
-            ExperimentId::Breakdown => Era::V6_18,
+            ExperimentId::Breakdown | ExperimentId::Walk => Era::V6_18,
         }
     }
 
@@ -169,7 +174,8 @@ impl ExperimentId {
             ExperimentId::Bulk
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
-            | ExperimentId::Breakdown => ModelKind::VmemmapTable,
+            | ExperimentId::Breakdown
+            | ExperimentId::Walk => ModelKind::VmemmapTable,
         }
     }
 
@@ -184,6 +190,7 @@ impl ExperimentId {
             | ExperimentId::HoleDensity
             | ExperimentId::Breakdown => LayoutSpec::Preset("x86-pci-hole".into()),
             ExperimentId::PfnValid => LayoutSpec::Host,
+            ExperimentId::Walk => LayoutSpec::Preset("sparse-52bit".into()),
         }
     }
 
@@ -192,7 +199,7 @@ impl ExperimentId {
     pub fn runs_each_model(self, model_chosen: bool) -> bool {
         match self {
             ExperimentId::HoleDensity => true,
-            ExperimentId::PfnValid | ExperimentId::Breakdown => !model_chosen,
+            ExperimentId::PfnValid | ExperimentId::Breakdown | ExperimentId::Walk => !model_chosen,
             _ => false,
         }
     }
