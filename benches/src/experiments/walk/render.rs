@@ -1,0 +1,166 @@
+//! `bench walk`'s tables: the sweep, models by walker, and the
+//! reproductions with the published figures beside ours.
+
+use buddy::MemmapInitForm;
+
+use super::{Case, WalkResults, WalkRow, Walker};
+use crate::models::ModelKind;
+use crate::report::fmt_ns;
+
+/// The published figures beside the reproductions: `(what, before,
+/// after, unit)`.
+const PUBLISHED: [(&str, f64, f64, &str); 3] = [
+    (
+        "compaction, hugepage workload, zone->contiguous (2016)",
+        899.0,
+        1194.0,
+        "MB/s",
+    ),
+    (
+        "memmap_init skip, Samurai model boot (2017)",
+        109.0,
+        62.0,
+        "s",
+    ),
+    (
+        "memmap_init, arm64 96 GB 64K pages (2018, unmerged)",
+        27_956.0,
+        13_537.0,
+        "us",
+    ),
+];
+
+fn median(rows: &[WalkRow], case: Case) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.variant == case)
+        .map(|r| r.measurement.ns_per_op.median)
+}
+
+fn render_sweep(r: &WalkResults) -> String {
+    let mut out = format!(
+        "Walks over each layout's span: median ns per pfn of span | per valid pfn ({})\n{:<34} {:<15} {:>22} {:>22} {:>22}  {:>10}\n",
+        crate::timing::COUNTER_UNIT,
+        "layout",
+        "model",
+        Walker::ForEachValidPfn.name(),
+        Walker::PerPfn.name(),
+        Walker::BulkSkip.name(),
+        "speedup"
+    );
+    let mut keys: Vec<(String, ModelKind)> = Vec::new();
+    for row in &r.sweep {
+        if !keys.contains(&(row.params.layout.clone(), row.model)) {
+            keys.push((row.params.layout.clone(), row.model));
+        }
+    }
+    for (layout, model) in keys {
+        let of = |w: Walker| {
+            r.sweep.iter().find(|x| {
+                x.params.layout == layout && x.model == model && x.variant == Case::Walk(w)
+            })
+        };
+        out += &format!("{layout:<34} {:<15}", model.name());
+        for w in Walker::ALL {
+            out += &of(w).map_or(format!(" {:>22}", "-"), |x| {
+                let sliced = if x.params.timed_pfns < x.params.span_pfns {
+                    "*"
+                } else {
+                    " "
+                };
+                format!(
+                    " {:>22}",
+                    format!(
+                        "{}{sliced}| {}",
+                        fmt_ns(x.measurement.ns_per_op.median),
+                        fmt_ns(x.ns_per_valid_pfn)
+                    )
+                )
+            });
+        }
+        let speedup = of(Walker::PerPfn)
+            .zip(of(Walker::ForEachValidPfn))
+            .map(|(p, k)| p.measurement.ns_per_op.median / k.measurement.ns_per_op.median);
+        out += &speedup.map_or(String::new(), |s| format!("  {s:>9.1}x"));
+        out += "\n";
+    }
+    for (model, layout, why) in &r.refused {
+        out += &format!("{layout:<34} {:<15} not built: {why}\n", model.name());
+    }
+    out += "* timed over a slice, 64 chunks spread evenly over the span (a per-pfn walk of a huge span, or one that faults per hole pfn); per pfn of the slice stands for per pfn of the span.\n\
+            speedup: per-pfn over for_each_valid_pfn, per pfn of span.\n\n";
+    out
+}
+
+fn render_repro(r: &WalkResults) -> String {
+    let rows = &r.repro;
+    let Some(model) = rows.first().map(|x| x.model) else {
+        return String::new();
+    };
+    let mut out = format!("Published changes reproduced (model {model}), median ns per pfn:\n");
+    for (hinted, per) in [
+        (false, "pfn scanned, whole scan"),
+        (true, "pageblock checked, hinted run"),
+    ] {
+        let off = median(
+            rows,
+            Case::Compaction {
+                contiguous: false,
+                hinted,
+            },
+        );
+        let on = median(
+            rows,
+            Case::Compaction {
+                contiguous: true,
+                hinted,
+            },
+        );
+        if let (Some(off), Some(on)) = (off, on) {
+            let (what, b, a, unit) = PUBLISHED[0];
+            out += &format!(
+                "  compaction scanners, per {per}: contiguous off {} -> on {}: x{:.2}   [{what}: {b} -> {a} {unit}, x{:.2}, whole workload]\n",
+                fmt_ns(off),
+                fmt_ns(on),
+                off / on,
+                a / b
+            );
+        }
+    }
+    let form = |f| median(rows, Case::MemmapInit(f));
+    if let (Some(p), Some(s), Some(m)) = (
+        form(MemmapInitForm::PerPfn),
+        form(MemmapInitForm::SkipToNextRegion),
+        form(MemmapInitForm::MemblockRanges),
+    ) {
+        out += &format!(
+            "  memmap_init over 97 % holes, per pfn of span: per-pfn {} | skip {} (x{:.2}) | memblock ranges {} (x{:.2})\n",
+            fmt_ns(p),
+            fmt_ns(s),
+            p / s,
+            fmt_ns(m),
+            p / m
+        );
+        for (what, b, a, unit) in &PUBLISHED[1..] {
+            out += &format!(
+                "      [{what}: {b} -> {a} {unit}, x{:.2}, whole boot or whole memmap_init]\n",
+                b / a
+            );
+        }
+    }
+    let per_pfn = median(rows, Case::ReserveBootmem(Walker::PerPfn));
+    let walk = median(rows, Case::ReserveBootmem(Walker::ForEachValidPfn));
+    if let (Some(p), Some(w)) = (per_pfn, walk) {
+        out += &format!(
+            "  reserve_bootmem_region over reserved (NOMAP) memory, per pfn: per-pfn {} -> for_each_valid_pfn {}: x{:.0}   [2025: no figure published]\n",
+            fmt_ns(p),
+            fmt_ns(w),
+            p / w
+        );
+    }
+    out += "No migration runs in the compaction rows: the scanners' work only, as /proc/vmstat counts it.\n";
+    out
+}
+
+pub(super) fn render(r: &WalkResults) -> String {
+    render_sweep(r) + &render_repro(r)
+}
