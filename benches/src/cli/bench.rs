@@ -178,7 +178,7 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             run_one::<lock::Lock>(&setup(common, model.model), &knobs)
         }
         BenchCommand::PfnValid { common, model } => {
-            run_one::<pfn_valid::PfnValid>(&setup(common, model.model), &none)
+            run_one::<pfn_valid::PfnValid>(&setup(common, model.model), &())
         }
         BenchCommand::Bulk { common, model } => {
             run_one::<bulk::Bulk>(&setup(common, model.model), &())
@@ -200,10 +200,10 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             run_one::<peers::Peers>(&setup(common, model.model), &none)
         }
         BenchCommand::HoleDensity { common } => {
-            run_one::<hole_density::HoleDensity>(&setup(common, None), &none)
+            run_one::<hole_density::HoleDensity>(&setup(common, None), &())
         }
         BenchCommand::Breakdown { common, model } => {
-            run_one::<breakdown::Breakdown>(&setup(common, model.model), &none)
+            run_one::<breakdown::Breakdown>(&setup(common, model.model), &())
         }
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();

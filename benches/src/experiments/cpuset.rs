@@ -48,7 +48,7 @@ use super::legacy::{Outcome, legacy_experiment};
 use super::{Ctx, Knobs, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
-use crate::report::Row;
+use crate::report::JsonRow;
 use crate::timing::{Measurement, Plan, measure_interleaved};
 
 /// The seed's system time without and with the cpuset, in seconds.
@@ -603,12 +603,12 @@ impl CpusetResults {
     }
 
     /// The JSON rows, with the seed's figures beside them.
-    pub fn rows(&self, model: &str) -> Vec<Row> {
+    pub fn rows(&self, model: &str) -> Vec<JsonRow> {
         self.runs
             .iter()
             .map(|(walk, m, c)| {
                 let per = |v: u64| v as f64 / c.allocs.max(1) as f64;
-                let mut row = Row::new(
+                let mut row = JsonRow::new(
                     walk.name(),
                     model,
                     json!({"nodes": self.nodes, "allowed": self.allowed, "era": walk.era().name()}),

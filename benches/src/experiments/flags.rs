@@ -27,7 +27,7 @@ use super::legacy::{Outcome, legacy_experiment};
 use super::{Ctx, Knobs, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
-use crate::report::Row;
+use crate::report::JsonRow;
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
 use crate::trace::format::TraceReader;
 use crate::trace::replay::{ReplayOptions, replay_through};
@@ -209,12 +209,12 @@ impl FlagsResults {
 
     /// The JSON rows: `seed` and `ratio_to_seed` (pfnlab's ratio to the
     /// bitmap buddy over the seed's) beside the results.
-    pub fn rows(&self, model: &str) -> Vec<Row> {
+    pub fn rows(&self, model: &str) -> Vec<JsonRow> {
         self.runs
             .iter()
             .map(|r| {
                 let ratio = self.ratio_vs_bitmap(r);
-                Row::new(
+                JsonRow::new(
                     format!("{}/{}", r.workload.name(), r.variant.name()),
                     model,
                     json!({

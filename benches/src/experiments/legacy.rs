@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use crate::report::Row;
+use crate::report::JsonRow;
 
 /// The options `pfnlab bench` took for every experiment, each meaningful
 /// to some.
@@ -29,7 +29,7 @@ pub struct Knobs {
 /// What a bridged experiment returns: JSON rows and the text table.
 pub struct Outcome {
     /// Rows for the JSON report.
-    pub rows: Vec<Row>,
+    pub rows: Vec<JsonRow>,
     /// The printed table with the seed's figures.
     pub table: String,
     /// The layout(s) used, for the report.
@@ -47,7 +47,7 @@ macro_rules! legacy_experiment {
             const ID: $crate::experiments::ExperimentId = $crate::experiments::ExperimentId::$id;
             type Params = $crate::experiments::Knobs;
             type Results = $crate::experiments::legacy::Outcome;
-            type Row = $crate::report::Row;
+            type Row = $crate::report::JsonRow;
 
             fn measure(
                 ctx: &$crate::experiments::Ctx,

@@ -27,7 +27,7 @@ use super::lock_sim::{SimParams, SimResult, simulate};
 use super::{Ctx, Knobs, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
-use crate::report::Row;
+use crate::report::JsonRow;
 use crate::timing::{Measurement, Plan, measure_interleaved, tsc_hz, tsc_now};
 use crate::workloads::{lock_job, xorshift};
 
@@ -184,7 +184,7 @@ impl LockResults {
     }
 
     /// The JSON rows.
-    pub fn rows(&self, model: &str) -> Vec<Row> {
+    pub fn rows(&self, model: &str) -> Vec<JsonRow> {
         self.runs
             .iter()
             .map(|r| {
@@ -199,7 +199,7 @@ impl LockResults {
                     .map(|(cpus, m)| (cpus.to_string(), json!(m)))
                     .collect();
                 let modelled_here = Self::model_at(r, self.threads);
-                let mut row = Row::new(
+                let mut row = JsonRow::new(
                     r.config.name(),
                     model,
                     json!({

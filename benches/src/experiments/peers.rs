@@ -21,7 +21,7 @@ use super::{Ctx, Knobs, cell};
 use crate::error::{PeerError, RunError};
 use crate::floor::FloorBuddy;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
-use crate::report::Row;
+use crate::report::JsonRow;
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{
     Frames, SharedFrames, bursts, frame_bursts, frame_pairs, pcp_bursts_threads, pcp_pairs,
@@ -312,14 +312,14 @@ pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, RunError> {
 }
 
 /// The JSON rows: one per (workload, contender), with ratios to pfnlab.
-pub fn rows(results: &PeersResults, model: &str) -> Vec<Row> {
+pub fn rows(results: &PeersResults, model: &str) -> Vec<JsonRow> {
     let mut rows = Vec::new();
     for w in &results.workloads {
         let Some(mine) = w.of(Contender::Pfnlab) else {
             continue;
         };
         for (c, m) in &w.results {
-            let row = Row::new(
+            let row = JsonRow::new(
                 c.name(),
                 if *c == Contender::Pfnlab {
                     model
