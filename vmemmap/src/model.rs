@@ -24,7 +24,8 @@ use std::io;
 use sparsemem::table::{Extreme, HotplugOp, MemoryKind, SectionChange, SectionTable};
 use sparsemem::{
     BuildError, Geometry, HotplugError, Layout, MemmapBytes, MemoryModel, Migratetype, NodeId,
-    PAGE_STRUCT_SIZE, Page, PageFlag, Pfn, RangeKind, SectionNr,
+    PAGE_STRUCT_SIZE, Page, PageFlag, Pfn, PfnWalker, RangeKind, SectionNr,
+    first_valid_pfn_per_pfn,
 };
 
 use crate::reserve::{HoleStyle, Reservation, thp_available};
@@ -51,6 +52,14 @@ pub trait Detector: Sized + Send + Sync + 'static {
     const NAME: &'static str;
     /// How holes in the reservation must behave for this detector.
     const HOLES: HoleStyle;
+    /// The `for_each_valid_pfn` the kernel would build:
+    /// [`PfnWalker::Subsections`] for the stock table, and
+    /// [`PfnWalker::PerPfn`] for a detector that replaces `pfn_valid`
+    /// (`CONFIG_HAVE_ARCH_PFN_VALID`, as ia64's `ia64_pfn_valid` did): the
+    /// section walker is defined only beside the generic SPARSEMEM
+    /// `pfn_valid`, so such a kernel falls back to `pfn_valid` per pfn,
+    /// each a probe (a caught fault per hole pfn).
+    const WALKER: PfnWalker;
 
     /// Sets the detector up on a fresh reservation, before anything is
     /// populated.
@@ -390,6 +399,45 @@ unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
         unsafe { self.base.add(pfn.get() as usize) }
     }
 
+    fn pfn_walker(&self) -> PfnWalker {
+        D::WALKER
+    }
+
+    #[inline(always)]
+    fn first_valid_pfn(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        match D::WALKER {
+            PfnWalker::Subsections => self.table.first_valid_pfn::<false>(pfn, end),
+            _ => first_valid_pfn_per_pfn(self, pfn, end),
+        }
+    }
+
+    #[inline(always)]
+    fn next_valid_pfn(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        match D::WALKER {
+            PfnWalker::Subsections => self.table.next_valid_pfn::<false>(pfn, end),
+            _ => match pfn.checked_add(1) {
+                Some(next) => first_valid_pfn_per_pfn(self, next, end),
+                None => end,
+            },
+        }
+    }
+
+    #[inline(always)]
+    fn first_valid_pfn_bulk(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        match D::WALKER {
+            PfnWalker::Subsections => self.table.first_valid_pfn::<true>(pfn, end),
+            _ => self.first_valid_pfn(pfn, end),
+        }
+    }
+
+    #[inline(always)]
+    fn next_valid_pfn_bulk(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        match D::WALKER {
+            PfnWalker::Subsections => self.table.next_valid_pfn::<true>(pfn, end),
+            _ => self.next_valid_pfn(pfn, end),
+        }
+    }
+
     fn page_to_pfn(&self, page: &Page) -> Pfn {
         let offset = std::ptr::from_ref(page).addr() - self.base.addr();
         Pfn::new(offset as u64 / PAGE_STRUCT_SIZE)
@@ -464,6 +512,7 @@ pub struct Table;
 impl Detector for Table {
     const NAME: &'static str = "vmemmap-table";
     const HOLES: HoleStyle = HoleStyle::Inaccessible;
+    const WALKER: PfnWalker = PfnWalker::Subsections;
 
     fn attach(_: &Reservation) -> Result<Self, BuildError> {
         Ok(Table)
@@ -482,6 +531,7 @@ pub struct Probe;
 impl Detector for Probe {
     const NAME: &'static str = "vmemmap-probe";
     const HOLES: HoleStyle = HoleStyle::Inaccessible;
+    const WALKER: PfnWalker = PfnWalker::PerPfn;
 
     fn attach(_: &Reservation) -> Result<Self, BuildError> {
         install_fixup()?;

@@ -67,6 +67,8 @@ pub struct Zone<V> {
     pub(crate) vm_free: AtomicI64,
     /// `stat_threshold` (`calculate_normal_threshold`).
     pub(crate) stat_threshold: i64,
+    /// `zone->contiguous`, kept by `walk::set_zone_contiguous`.
+    pub(crate) contiguous: bool,
 }
 
 /// `pcp->high` before 5.14: six batches (`pageset_set_batch`,
@@ -102,6 +104,7 @@ impl<V: Variant> Zone<V> {
             lowmem_reserve: [0; MAX_NR_ZONES],
             vm_free: AtomicI64::new(0),
             stat_threshold: 0,
+            contiguous: false,
         }
     }
 
