@@ -75,6 +75,11 @@ pub struct Options {
     /// managed pages over `f`, split over the node's CPUs, instead of its
     /// low watermark; 0, the default, keeps the watermark.
     pub percpu_pagelist_high_fraction: u32,
+    /// `vm.min_free_kbytes`, `vm.watermark_scale_factor`,
+    /// `vm.lowmem_reserve_ratio` and whether THP is enabled: the inputs of
+    /// the watermarks and `lowmem_reserve` (default: the kernel's defaults
+    /// without THP).
+    pub sysctls: crate::watermark::Sysctls,
     /// Back the layout's memory with real frames ([`Frames`]), so
     /// [`Allocator::page_address`] answers and `__GFP_ZERO` clears pages
     /// (default: off; pfnlab then touches only `struct page`s).
@@ -293,6 +298,13 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         Ok(alloc)
     }
 
+    /// The CPUs the machine has ([`Options::cpus`], or this machine's).
+    pub fn nr_cpus(&self) -> u32 {
+        self.options
+            .cpus
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
+    }
+
     /// `init_per_zone_wmark_min` and `zone_pcp_update` after the managed
     /// memory changed (boot, online, offline): every zone's watermarks and
     /// `lowmem_reserve`, its per-CPU `batch`, `high` and stat threshold for
@@ -300,12 +312,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// handle exists while `&mut self` does, so nothing is pending).
     pub(crate) fn setup_watermarks_and_pcp(&mut self) {
         let sizes: Vec<(ZoneType, u64)> = self.zones.iter().map(|z| (z.kind, z.managed)).collect();
-        let page_size = self.model.geometry().page_size();
-        let marks = crate::watermark::setup_per_zone_wmarks(&sizes, page_size);
-        let cpus = self
-            .options
-            .cpus
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+        let g = self.model.geometry();
+        let marks = crate::watermark::setup_per_zone_wmarks_with(
+            &sizes,
+            g.page_size(),
+            g.pageblock_nr_pages(),
+            &self.options.sysctls,
+        );
+        let cpus = self.nr_cpus();
         let nodes = self.nodes.len().max(1) as u32;
         let split = cpus.div_ceil(nodes).max(1);
         let page_shift = self.model.geometry().page_shift();
@@ -322,7 +336,10 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 .iter()
                 .map(|z| (self.zones[z.index()].kind, self.zones[z.index()].managed))
                 .collect();
-            let reserves = crate::watermark::lowmem_reserve(&own);
+            let reserves = crate::watermark::lowmem_reserve_with(
+                &own,
+                &self.options.sysctls.lowmem_reserve_ratio,
+            );
             for (z, reserve) in node.zones.iter().zip(reserves) {
                 self.zones[z.index()].lowmem_reserve = reserve;
             }

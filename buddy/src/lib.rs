@@ -68,6 +68,7 @@ pub mod testing;
 // Flag operations are the `Page` owners' `unsafe fn`s.
 #[allow(unsafe_code)]
 mod variant;
+pub mod views;
 mod watermark;
 // The buddy algorithm: merges and splits reach pages as `page + offset`.
 #[allow(unsafe_code)]
@@ -85,8 +86,10 @@ pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant};
 pub use watermark::{
-    LOWMEM_RESERVE_RATIO, MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, lowmem_reserve,
-    min_free_kbytes, setup_per_zone_wmarks, stat_threshold, zone_highsize,
+    LOWMEM_RESERVE_RATIO, MAX_NR_ZONES, MIN_PERCPU_PAGELIST_HIGH_FRACTION, Sysctls, Watermarks,
+    lowmem_reserve, lowmem_reserve_with, min_free_kbytes, node_lowmem_reserve,
+    recommended_min_free_kbytes, resolve_min_free_kbytes, setup_per_zone_wmarks,
+    setup_per_zone_wmarks_with, stat_threshold, zone_highsize,
 };
 pub use zone::{
     PCP_HIGH_BATCHES, Zone, ZoneId, ZoneStats, ZoneType, zone_batchsize, zone_batchsize_for,

@@ -319,6 +319,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         self.pcp.get(zid.index()).map_or(0, |p| p.count)
     }
 
+    /// This CPU's `pcp->high` for zone `zid` (0 for an id of no zone).
+    pub fn high(&self, zid: ZoneId) -> u64 {
+        self.pcp.get(zid.index()).map_or(0, |p| p.high)
+    }
+
     /// The node this CPU belongs to.
     pub fn node(&self) -> NodeId {
         self.node.id

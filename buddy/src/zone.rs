@@ -25,7 +25,7 @@ use sparsemem::{
 
 use crate::era::{Era, Path};
 use crate::gfp::{AllocFlags, Wmark};
-use crate::watermark::{Watermarks, zone_highsize};
+use crate::watermark::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, zone_highsize};
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::error::AllocError;
@@ -169,6 +169,9 @@ pub struct Zone<V> {
     pub(crate) free: SpinLock<FreeArea<V>>,
     pub(crate) batch: u32,
     pub(crate) high: u32,
+    /// `pageset_high_max`: how far 6.7's tuning may raise a CPU's `high`
+    /// (equal to `high` before 6.7, or with `percpu_pagelist_high_fraction`).
+    pub(crate) high_max: u32,
     pub(crate) watermarks: Watermarks,
     /// `lowmem_reserve[]`: pages this zone keeps back from a request whose
     /// highest zone is the index (`setup_per_zone_lowmem_reserve`).
@@ -211,6 +214,7 @@ impl<V: Variant> Zone<V> {
             ),
             batch: 1,
             high: PCP_HIGH_BATCHES,
+            high_max: PCP_HIGH_BATCHES,
             watermarks: Watermarks::default(),
             lowmem_reserve: [0; 4],
             vm_free: AtomicI64::new(0),
@@ -249,9 +253,15 @@ impl<V: Variant> Zone<V> {
         self.batch
     }
 
-    /// Per-CPU `high`.
+    /// Per-CPU `high` as the zone sets it (`pageset_high_min` from 6.7).
     pub fn high(&self) -> u32 {
         self.high
+    }
+
+    /// `pageset_high_max`: the most 6.7's tuning raises a CPU's `high` to
+    /// (the same as [`Zone::high`] in older eras).
+    pub fn high_max(&self) -> u32 {
+        self.high_max
     }
 
     /// Free pages on the zone's lists (not counting per-CPU lists).
@@ -349,27 +359,32 @@ impl<V: Variant> Zone<V> {
         })
     }
 
-    /// Sets `batch` (the kernel's `zone_batchsize` unless overridden) and
-    /// `high`: `6 × batch` before Linux 5.14, `zone_highsize` after — of the
-    /// low watermark, or of the managed pages over
-    /// `percpu_pagelist_high_fraction` when that is set (the 6.7
-    /// auto-tuning between `high_min` and `high_max` is not modelled:
-    /// `high` stays at `high_min`, its starting value, which the fraction
-    /// also fixes as `high_max`).
+    /// Sets `batch` (the kernel's `zone_batchsize` unless overridden),
+    /// `high` and `high_max` (`zone_set_pageset_high_and_batch`): `6 ×
+    /// batch` before Linux 5.14; after, `zone_highsize` of the low
+    /// watermark and of an eighth of the managed pages
+    /// (`MIN_PERCPU_PAGELIST_HIGH_FRACTION`), or both of the managed pages
+    /// over `percpu_pagelist_high_fraction` when that is set.
     pub(crate) fn set_pcp_sizes(&mut self, options: &crate::Options, nr_split_cpus: u32) {
         let era = options.era;
         self.batch = options
             .pcp_batch
             .unwrap_or_else(|| zone_batchsize_for(self.managed, era))
             .max(1);
-        self.high = if era.pcp_high_from_watermark() {
-            let total_pages = match options.percpu_pagelist_high_fraction {
-                0 => self.watermarks.low,
-                fraction => self.managed / u64::from(fraction),
-            };
-            zone_highsize(total_pages, self.batch, nr_split_cpus)
+        (self.high, self.high_max) = if era.pcp_high_from_watermark() {
+            let highsize = |total_pages| zone_highsize(total_pages, self.batch, nr_split_cpus);
+            match options.percpu_pagelist_high_fraction {
+                0 => (
+                    highsize(self.watermarks.low),
+                    highsize(self.managed / u64::from(MIN_PERCPU_PAGELIST_HIGH_FRACTION)),
+                ),
+                fraction => {
+                    let high = highsize(self.managed / u64::from(fraction));
+                    (high, high)
+                }
+            }
         } else {
-            PCP_HIGH_BATCHES * self.batch
+            (PCP_HIGH_BATCHES * self.batch, PCP_HIGH_BATCHES * self.batch)
         };
     }
 
