@@ -4,8 +4,10 @@
 //! its lists without the zone lock; an empty list is refilled by
 //! `rmqueue_bulk`, and when the lists together reach `high` pages a
 //! `batch` of pages goes back with `free_pcppages_bulk`, which takes the
-//! coldest block of each non-empty list in turn, starting with the list
-//! just freed to. The shape follows the era:
+//! coldest blocks of the lists in the era's order (5.13: round-robin from
+//! list 1 with `batch_free`; 6.x: each list emptied in turn from the one
+//! just freed to), keeping no position between calls. The shape follows
+//! the era:
 //!
 //! | era | lists per zone | orders | guard |
 //! |---|---|---|---|
@@ -59,6 +61,10 @@ use crate::zone::{FreeArea, ZoneId, ZoneStats};
 /// lists (6.x).
 pub const PAGE_ALLOC_COSTLY_ORDER: u8 = 3;
 
+/// `CONFIG_PCP_BATCH_SCALE_MAX` (default 5, Linux 6.7 on): the most a
+/// refill or a drain scales `batch` by, as a shift.
+pub const PCP_BATCH_SCALE_MAX: u32 = 5;
+
 /// Lists for orders `0..=PAGE_ALLOC_COSTLY_ORDER`, one per migratetype.
 const NR_LOWORDER_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER as usize + 1);
 
@@ -79,8 +85,6 @@ struct Pcp {
     /// exists), so the hot path reads its own line as the kernel's does.
     high: u64,
     batch: u32,
-    /// The list `free_pcppages_bulk` takes from next.
-    next_drain: usize,
     /// Allocations and frees per order not yet folded into the zone's
     /// statistics (the kernel's per-CPU vm event counters).
     pending_allocs: [u64; NR_PAGE_ORDERS],
@@ -160,7 +164,8 @@ impl Pcp {
 
     /// `free_pcppages_bulk`: returns at least `count` pages (or all there
     /// are) of the coldest blocks of this CPU's lists for zone `zid` to the
-    /// buddy lists, taking the lists in turn from `pindex`.
+    /// buddy lists, in the era's order ([`DrainOrder`]); 6.x starts at
+    /// list `pindex`.
     fn free_pcppages_bulk<M: MemoryModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
@@ -174,8 +179,9 @@ impl Pcp {
         if count == 0 {
             return;
         }
-        self.next_drain = pindex;
+        let mut order_of_lists = DrainOrder::new(alloc.path.pcp_high_orders, pindex);
         let mut first = true;
+        let mut left = count;
         // One block back to the buddy, its pages; `None` when every list is
         // empty.
         let mut give = |area: &mut FreeArea<V>, pcp: &mut Pcp| {
@@ -183,15 +189,11 @@ impl Pcp {
                 area.stats.pcp_drains += 1;
                 pcp.fold(&mut area.stats);
             }
-            let k = (0..NR_PCP_LISTS)
-                .map(|k| (pcp.next_drain + k) % NR_PCP_LISTS)
-                .find(|&k| !pcp.lists[k].is_empty())?;
+            let k = order_of_lists.next_list(&pcp.lists, left)?;
             let order = pindex_to_order(k, pageblock_order);
             let block = pcp.lists[k].pop_back(&alloc.model, order)?;
-            if pcp.lists[k].is_empty() {
-                pcp.next_drain = (k + 1) % NR_PCP_LISTS;
-            }
             pcp.count -= order.nr_pages();
+            left = left.saturating_sub(order.nr_pages());
             area.free_one(&alloc.model, block);
             area.stats.pcp_drain_blocks += 1;
             Some(order.nr_pages())
@@ -271,6 +273,67 @@ fn pindex_to_order(pindex: usize, pageblock_order: Order) -> Order {
         Order::new((pindex / MIGRATE_PCPTYPES) as u8)
     } else {
         pageblock_order
+    }
+}
+
+/// The order `free_pcppages_bulk` takes the lists in. The kernel keeps
+/// no position between calls: each drain starts afresh.
+///
+/// - 5.13 and older (`batch_free`): the `MIGRATE_PCPTYPES` order-0 lists
+///   round-robin from list 1 (the kernel's `migratetype` starts at 0 and
+///   is incremented before use); each list visited, empty or not, adds
+///   one to `batch_free`, and up to `batch_free` pages come from the
+///   non-empty list found, so fuller lists give more; when only one list
+///   has pages, all of the rest come from it.
+/// - 6.x: from the list of the page just freed (`pindex`), each list
+///   emptied in turn before the next, wrapping past the last.
+enum DrainOrder {
+    /// 5.13: the list taken from and the pages it may still give.
+    BatchFree { list: usize, batch_free: u64 },
+    /// 6.x: the list being emptied.
+    InTurn { list: usize },
+}
+
+impl DrainOrder {
+    fn new(high_orders: bool, pindex: usize) -> DrainOrder {
+        if high_orders {
+            DrainOrder::InTurn { list: pindex }
+        } else {
+            DrainOrder::BatchFree {
+                list: 0,
+                batch_free: 0,
+            }
+        }
+    }
+
+    /// The list the next block comes from, with `left` pages still to
+    /// free; `None` when every list is empty.
+    fn next_list(&mut self, lists: &[PcpList; NR_PCP_LISTS], left: u64) -> Option<usize> {
+        match self {
+            DrainOrder::InTurn { list } => {
+                *list = (0..NR_PCP_LISTS)
+                    .map(|j| (*list + j) % NR_PCP_LISTS)
+                    .find(|&k| !lists[k].is_empty())?;
+                Some(*list)
+            }
+            DrainOrder::BatchFree { list, batch_free } => {
+                if *batch_free == 0 || lists[*list].is_empty() {
+                    lists[..MIGRATE_PCPTYPES].iter().find(|l| !l.is_empty())?;
+                    loop {
+                        *batch_free += 1;
+                        *list = (*list + 1) % MIGRATE_PCPTYPES;
+                        if !lists[*list].is_empty() {
+                            break;
+                        }
+                    }
+                    if *batch_free == MIGRATE_PCPTYPES as u64 {
+                        *batch_free = left;
+                    }
+                }
+                *batch_free -= 1;
+                Some(*list)
+            }
+        }
     }
 }
 
@@ -703,15 +766,34 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         Ok(slots.iter().take_while(|s| s.is_some()).count())
     }
 
+    /// `drain_pages_zone`: everything on this CPU's lists for zone `zid`
+    /// back to the buddy lists, starting at list 0 — from 6.x in chunks of
+    /// at most `batch << PCP_BATCH_SCALE_MAX` pages, each its own
+    /// `free_pcppages_bulk` (one zone-lock hold), 5.13 in one.
+    fn drain_pages_zone(&mut self, zid: ZoneId) {
+        let high_orders = self.alloc.path.pcp_high_orders;
+        let pcp = &mut self.pcp[zid.index()];
+        while pcp.count > 0 {
+            let before = pcp.count;
+            let chunk = if high_orders {
+                before.min(u64::from(pcp.batch) << PCP_BATCH_SCALE_MAX)
+            } else {
+                before
+            };
+            pcp.free_pcppages_bulk(self.alloc, zid, chunk, 0);
+            // `count` is the pages on the lists, so a drain always frees.
+            debug_assert!(pcp.count < before, "pcp->count without pages");
+            if pcp.count >= before {
+                break;
+            }
+        }
+    }
+
     /// Returns every page on this CPU's lists to the buddy lists
     /// (`drain_local_pages`).
     pub fn drain(&mut self) {
         for z in 0..self.pcp.len() {
-            let n = self.pcp[z].count;
-            if n > 0 {
-                let from = self.pcp[z].next_drain;
-                self.pcp[z].free_pcppages_bulk(self.alloc, ZoneId::new(z as u8), n, from);
-            }
+            self.drain_pages_zone(ZoneId::new(z as u8));
         }
     }
 }
@@ -744,6 +826,9 @@ impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
         }
     }
 }
+
+#[cfg(test)]
+mod drain_tests;
 
 #[cfg(test)]
 mod tests {
