@@ -14,10 +14,9 @@
 //! and kswapd (below its watermark an ordinary request fails with
 //! [`AllocError::NoMemory`]); the HIGHATOMIC reserve
 //! (`reserve_highatomic_pageblock`: the migratetype and its free lists
-//! exist, but no pageblock is ever reserved); the 6.7 auto-tuning of
-//! `pcp->high` between `high_min` and `high_max` and the `free_high`
-//! heuristics (`high` stays at `high_min`, a drain frees `batch`); and the
-//! per-call work that does not touch the memory model (`local_lock` with
+//! exist, but no pageblock is ever reserved); `ZONE_RECLAIM_ACTIVE` and
+//! the NUMA expiry of remote per-CPU lists in 6.7's tuning of `pcp->high`
+//! (the rest of it is modelled); and the per-call work that does not touch the memory model (`local_lock` with
 //! interrupts disabled, memory-cgroup charging, memory-policy lookups, the
 //! `page_owner`/KASAN hooks).
 //!

@@ -19,11 +19,9 @@
 //! migratetype — a memory-model lookup on every free, as
 //! `free_unref_page` makes it — and an allocation takes from the list of
 //! its request's migratetype. A higher-order refill takes `batch >> order`
-//! blocks, at least two (`nr_pcp_alloc`); the 6.7 auto-tuning of `high`
-//! and of the drain size between `high_min` and `high_max` is not modelled
-//! (`high` stays at `high_min` and a drain frees `batch` pages; with
-//! `percpu_pagelist_high_fraction` set the kernel pins `high_max` to
-//! `high_min` too, so there the two agree). `high` and `batch` are copied
+//! blocks, at least two (`nr_pcp_alloc`); from 6.7 `high` and the refill
+//! and drain sizes are tuned between `high_min` and `high_max` ([`tune`];
+//! the vmstat tick is [`PerCpu::vmstat_update`]). `high` and `batch` are copied
 //! into the handle's `per_cpu_pages` when it is made, as the kernel keeps
 //! them per CPU; they change only with `&mut` on the allocator. In 6.18 a
 //! failed trylock sends the request to the zone; in pfnlab it only fails
@@ -83,8 +81,20 @@ struct Pcp {
     /// `pcp->high` and `pcp->batch`: the zone's, copied when the handle is
     /// made (they change only with `&mut` on the allocator, when no handle
     /// exists), so the hot path reads its own line as the kernel's does.
+    /// From 6.7 `high` starts at 0 and is tuned ([`tune`]).
     high: u64,
     batch: u32,
+    /// `pcp->high_min` and `pcp->high_max` (6.7), the zone's.
+    high_min: u64,
+    high_max: u64,
+    /// `pcp->free_count`: pages freed lately (halved on each allocation),
+    /// the size of the next drain (6.7).
+    free_count: u64,
+    /// `pcp->alloc_factor`: the shift of the next order-0 refill (6.7).
+    alloc_factor: u32,
+    /// `PCPF_PREV_FREE_HIGH_ORDER`: the last free was of an order from 1
+    /// to `PAGE_ALLOC_COSTLY_ORDER`.
+    prev_free_high_order: bool,
     /// Allocations and frees per order not yet folded into the zone's
     /// statistics (the kernel's per-CPU vm event counters).
     pending_allocs: [u64; NR_PAGE_ORDERS],
@@ -236,8 +246,8 @@ impl Pcp {
 
     /// An empty list's refill, out of the hot path: `rmqueue_bulk` of
     /// `nr_pcp_alloc` blocks — `batch`, and for higher orders
-    /// `batch >> order`, at least 2 (the 6.7 scaling between `high_min` and
-    /// `high_max` is not modelled).
+    /// `batch >> order`, at least 2; from 6.7 scaled and raising `high`
+    /// ([`tune`]).
     #[cold]
     #[inline(never)]
     fn refill<M: MemoryModel, V: Variant>(
@@ -249,7 +259,9 @@ impl Pcp {
         pindex: usize,
     ) {
         let batch = self.batch;
-        let count = if order == Order::ZERO {
+        let count = if alloc.path.pcp_high_tuning {
+            self.nr_pcp_alloc(alloc.zones[zid.index()].below_high(), order)
+        } else if order == Order::ZERO {
             batch
         } else {
             (batch >> order.get()).max(2)
@@ -359,8 +371,15 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 .zones
                 .iter()
                 .map(|zone| Pcp {
-                    high: u64::from(zone.high),
+                    // `BOOT_PAGESET_HIGH` until the first use clamps it.
+                    high: if self.path.pcp_high_tuning {
+                        0
+                    } else {
+                        u64::from(zone.high)
+                    },
                     batch: zone.batch,
+                    high_min: u64::from(zone.high),
+                    high_max: u64::from(zone.high_max),
                     ..Pcp::default()
                 })
                 .collect(),
@@ -463,6 +482,10 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         let locked = self.alloc.path.pcp_lock;
         if locked && !self.pcp[zid.index()].lock.try_lock() {
             return None;
+        }
+        if self.alloc.path.pcp_high_tuning {
+            // Allocations shrink the next drain (6.7).
+            self.pcp[zid.index()].free_count >>= 1;
         }
         let block = self.__rmqueue_pcplist(zid, mt, order);
         if locked {
@@ -598,7 +621,12 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         pcp.lists[pindex].push_front(block);
         pcp.count += order.nr_pages();
         pcp.pending_frees[order.index()] += 1;
-        if pcp.count >= pcp.high {
+        if alloc.path.pcp_high_tuning {
+            let free_high = pcp.note_free(order);
+            if free_high || pcp.count >= pcp.high || alloc.zones[zid.index()].below_high() {
+                pcp.commit_tuned(alloc, zid, pindex, free_high);
+            }
+        } else if pcp.count >= pcp.high {
             pcp.drain_batch(alloc, zid, pindex);
         }
         if locked {
@@ -789,6 +817,26 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         }
     }
 
+    /// `refresh_cpu_vm_stats(do_pagesets)`, the vmstat work each CPU runs
+    /// every `vm.stat_interval` (1 s): this CPU's `NR_FREE_PAGES` deltas
+    /// folded into its zones and, from 6.7, each zone's `high` decayed and
+    /// the excess drained (`decay_pcp_high`). Returns whether anything
+    /// changed, so the kernel would run it again.
+    pub fn vmstat_update(&mut self) -> bool {
+        let mut todo = false;
+        for (z, pcp) in self.pcp.iter_mut().enumerate() {
+            let diff = std::mem::take(&mut pcp.stat_diff);
+            if diff != 0 {
+                self.alloc.zones[z].mod_free_pages(diff);
+                todo = true;
+            }
+            if self.alloc.path.pcp_high_tuning {
+                todo |= pcp.decay_pcp_high(self.alloc, ZoneId::new(z as u8));
+            }
+        }
+        todo
+    }
+
     /// Returns every page on this CPU's lists to the buddy lists
     /// (`drain_local_pages`).
     pub fn drain(&mut self) {
@@ -826,6 +874,8 @@ impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
         }
     }
 }
+
+mod tune;
 
 #[cfg(test)]
 mod drain_tests;

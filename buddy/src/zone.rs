@@ -26,7 +26,7 @@ use sparsemem::{
 use crate::era::{Era, Path};
 use crate::gfp::{AllocFlags, Wmark};
 use crate::watermark::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, zone_highsize};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use crate::error::AllocError;
 use crate::list::{OwnedBlock, PageList, page_offset};
@@ -183,6 +183,11 @@ pub struct Zone<V> {
     pub(crate) vm_free: AtomicI64,
     /// `stat_threshold` (`calculate_normal_threshold`).
     pub(crate) stat_threshold: i64,
+    /// `ZONE_BELOW_HIGH` (6.7 on): an allocation found the zone below its
+    /// high watermark; set by the allocation path, cleared by a drain
+    /// that brought it back above. A hint read without a lock, so
+    /// `Relaxed`, as the kernel's `test_bit`/`set_bit` on `zone->flags`.
+    pub(crate) below_high: AtomicBool,
 }
 
 /// `pcp->high` before 5.14: six batches (`pageset_set_batch`,
@@ -219,6 +224,7 @@ impl<V: Variant> Zone<V> {
             lowmem_reserve: [0; 4],
             vm_free: AtomicI64::new(0),
             stat_threshold: 0,
+            below_high: AtomicBool::new(false),
         }
     }
 
@@ -300,6 +306,18 @@ impl<V: Variant> Zone<V> {
     #[inline(always)]
     pub fn nr_free_pages_state(&self) -> u64 {
         self.vm_free.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Whether `ZONE_BELOW_HIGH` is set.
+    #[inline(always)]
+    pub fn below_high(&self) -> bool {
+        self.below_high.load(Ordering::Relaxed)
+    }
+
+    /// Sets or clears `ZONE_BELOW_HIGH`.
+    #[inline(always)]
+    pub(crate) fn set_below_high(&self, below: bool) {
+        self.below_high.store(below, Ordering::Relaxed);
     }
 
     /// Adds `delta` to `NR_FREE_PAGES` at once (a change made without a

@@ -181,8 +181,9 @@ fn empty_zone_watermarks(index: usize) -> Watermarks {
 
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// The model's `/proc/zoneinfo`, with every CPU's lists empty (no
-    /// per-CPU handle is asked about): each pageset's `high` is the zone's
-    /// starting `high`.
+    /// per-CPU handle is asked about): each pageset's `high` is a CPU's
+    /// starting `high` (0 from 6.7, as the kernel shows a CPU that has
+    /// not used the zone).
     pub fn zoneinfo(&self) -> Zoneinfo {
         self.zoneinfo_with(&[])
     }
@@ -240,12 +241,19 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         // may use it sees the Movable reserve.
         let r = zone.lowmem_reserve;
         info.protection = vec![r[0], r[1], r[2], r[3], r[3]];
+        let idle_high = if self.path.pcp_high_tuning {
+            0
+        } else {
+            u64::from(zone.high)
+        };
         let pageset = |cpu: usize| {
             let live = cpus.get(cpu);
             Pageset {
                 cpu: cpu as u32,
                 count: live.map_or(0, |c| c.count(zone.id)),
-                high: live.map_or(u64::from(zone.high), |c| c.high(zone.id)),
+                // An idle CPU's `high` is its starting one: from 6.7
+                // `BOOT_PAGESET_HIGH` (0) until it first uses the zone.
+                high: live.map_or(idle_high, |c| c.high(zone.id)),
                 batch: u64::from(zone.batch),
                 high_min: u64::from(zone.high),
                 high_max: u64::from(zone.high_max),
