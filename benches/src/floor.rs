@@ -11,6 +11,8 @@
 
 use sparsemem::{Layout, Pfn};
 
+use crate::error::PeerError;
+
 /// No descriptor: the end of a list.
 const NIL: u32 = u32::MAX;
 
@@ -37,33 +39,17 @@ pub struct FloorBuddy {
     heads: Vec<u32>,
 }
 
-/// Why a floor buddy could not be built.
-#[derive(Debug)]
-pub struct FloorTooLarge(pub u64);
-
-impl std::fmt::Display for FloorTooLarge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the floor buddy indexes frames with 32 bits; this span has {} frames",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for FloorTooLarge {}
-
 impl FloorBuddy {
     /// A buddy over the layout's RAM with blocks up to the geometry's
     /// `MAX_PAGE_ORDER`; holes between ranges are never free.
-    pub fn new(layout: &Layout) -> Result<FloorBuddy, FloorTooLarge> {
+    pub fn new(layout: &Layout) -> Result<FloorBuddy, PeerError> {
         let max_order = layout.geometry().max_order().get();
         let block = 1u64 << max_order;
         let (lo, hi) = layout.pfn_span();
         let base = lo.get() & !(block - 1);
         let len = hi.get().next_multiple_of(block) - base;
         if len >= u64::from(NIL) {
-            return Err(FloorTooLarge(len));
+            return Err(PeerError::FloorTooLarge { frames: len });
         }
         let mut floor = FloorBuddy {
             base,

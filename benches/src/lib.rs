@@ -1,20 +1,24 @@
 //! # pfnlab — the lab
 //!
 //! The `pfnlab` command and the criterion benches share this library: the
-//! model registry ([`models`]), the `layout` and `query` subcommands
-//! ([`commands`]) and the measurement code.
+//! model registry ([`models`]), the experiments on their one shape
+//! ([`experiments`]), the measuring code, the reports and the traces. The
+//! library never prints, exits or parses arguments: the binary
+//! (`src/main.rs`, `src/cli/`) does, and turns the typed errors here into
+//! one line and an exit status.
 
 #![deny(unsafe_code)]
 
-pub mod commands;
 // `Counted` forwards `MemoryModel`'s unsafe promises to the model it wraps,
 // and replays unchecked lookups on pfns checked valid beforehand.
 #[allow(unsafe_code)]
 pub mod counting;
+pub mod error;
 pub mod experiments;
 pub mod floor;
 /// The default comparison (`pfnlab` with no command).
 pub use experiments::compare;
+pub mod layout_spec;
 pub mod machine;
 pub mod models;
 // The peer crates: frame-alloc's pool mapping and unsafe free, and
@@ -24,6 +28,7 @@ pub mod models;
 pub mod peer_crates;
 pub mod picture;
 pub mod report;
+pub mod spread;
 // The counter reads (`rdtsc`/`rdtscp` with `lfence`; aarch64 `mrs cntvct_el0`).
 #[allow(unsafe_code)]
 pub mod timing;
@@ -33,29 +38,10 @@ pub mod trace;
 #[allow(unsafe_code)]
 pub mod workloads;
 
-use std::fmt;
-
 /// The library guide's examples (`docs/library.md`), run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/library.md")]
 pub struct LibraryGuide;
-
-/// An error the CLI reports as one line and exit status 2. (Deliberately
-/// not `std::error::Error`, so any error converts into it with `?`.)
-#[derive(Debug)]
-pub struct CliError(pub String);
-
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl<E: std::error::Error> From<E> for CliError {
-    fn from(e: E) -> Self {
-        CliError(e.to_string())
-    }
-}
 
 /// Bytes as a short human string (KiB, MiB, GiB, TiB).
 pub fn human_bytes(bytes: u64) -> String {

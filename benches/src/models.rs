@@ -98,6 +98,13 @@ impl ModelKind {
     }
 }
 
+/// A model is reported by its name (`vmemmap`, `sparse-extreme`, …).
+impl serde::Serialize for ModelKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl fmt::Display for ModelKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -128,17 +135,6 @@ impl fmt::Display for UnknownModel {
 }
 
 impl std::error::Error for UnknownModel {}
-
-#[cfg(feature = "cli")]
-impl clap::ValueEnum for ModelKind {
-    fn value_variants<'a>() -> &'a [Self] {
-        ModelKind::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(self.name()))
-    }
-}
 
 /// A model type the lab can build from a layout.
 pub trait Buildable: MemoryModel + Sized + 'static {
@@ -177,7 +173,11 @@ pub fn build_allocator<M: Buildable, V: buddy::Variant>(
     options: VmemmapOptions,
     alloc_options: buddy::Options,
 ) -> Result<buddy::Allocator<M, V>, buddy::AllocError> {
-    buddy::Allocator::new(M::build(layout, options)?, layout, alloc_options)
+    Ok(buddy::Allocator::new(
+        M::build(layout, options)?,
+        layout,
+        alloc_options,
+    )?)
 }
 
 /// Work to do with a model type, generic so it is compiled once per model.

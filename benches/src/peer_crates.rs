@@ -24,7 +24,7 @@ use frame_alloc::{
 use sparsemem::Layout;
 use vmemmap::reserve::{HoleStyle, Reservation};
 
-use crate::CliError;
+use crate::error::PeerError;
 use crate::workloads::{Frames, SharedFrames};
 
 impl<const ORDER: usize> Frames for buddy_system_allocator::FrameAllocator<ORDER> {
@@ -87,16 +87,14 @@ pub struct SummaryBuddy {
 impl SummaryBuddy {
     /// The allocator over the RAM of `blocks` (a 4 KiB-page layout), with a
     /// `MAP_NORESERVE` mapping of the whole span as its pool.
-    pub fn new(blocks: &Layout) -> Result<SummaryBuddy, CliError> {
+    pub fn new(blocks: &Layout) -> Result<SummaryBuddy, PeerError> {
         if blocks.geometry().page_shift() != 12 {
-            return Err(CliError(
-                "the frame-alloc peer is set up for 4 KiB pages".into(),
-            ));
+            return Err(PeerError::PageSize);
         }
         let (lo, hi) = blocks.pfn_span();
         let span = ((hi.get() - lo.get()) << 12) as usize;
         let mapping = Reservation::new(span + MAX_BLOCK_BYTES, HoleStyle::Missing, false)
-            .map_err(|e| CliError(format!("frame-alloc peer: cannot map its pool: {e}")))?;
+            .map_err(PeerError::Pool)?;
         let base = mapping
             .base()
             .expose_provenance()
@@ -114,8 +112,10 @@ impl SummaryBuddy {
         // provenance was exposed above for `ExposedMapping`; (2) nothing else
         // aliases it; (3) called once, on this thread, before the allocator
         // is shared (moving it into the returned value is the publication).
-        unsafe { alloc.try_init(base, span, &usable) }
-            .map_err(|e| CliError(format!("frame-alloc peer: {e}")))?;
+        unsafe { alloc.try_init(base, span, &usable) }.map_err(|e| PeerError::Refused {
+            peer: "frame-alloc",
+            message: e.to_string(),
+        })?;
         Ok(SummaryBuddy {
             alloc,
             base,
@@ -165,14 +165,13 @@ pub struct SegmentTree {
 impl SegmentTree {
     /// The tree with the RAM of `blocks` inserted; spans over 16M frames
     /// are refused.
-    pub fn new(blocks: &Layout) -> Result<SegmentTree, CliError> {
+    pub fn new(blocks: &Layout) -> Result<SegmentTree, PeerError> {
         let (lo, hi) = blocks.pfn_span();
         if (hi.get() - lo.get()) as usize > BitAlloc16M::CAP {
-            return Err(CliError(format!(
-                "the bitmap-allocator peer holds {} frames; this span has {}",
-                BitAlloc16M::CAP,
-                hi.get() - lo.get()
-            )));
+            return Err(PeerError::TooManyFrames {
+                capacity: BitAlloc16M::CAP,
+                frames: hi.get() - lo.get(),
+            });
         }
         // SAFETY: `BitAlloc16M` is nested arrays of `u16` bitsets, so every
         // bit pattern is a valid value, and all-zero is its `DEFAULT` (no

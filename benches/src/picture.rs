@@ -15,8 +15,8 @@ use plotters::prelude::*;
 use sparsemem::layout::SectionPlan;
 use sparsemem::{Layout, MemmapBytes, RangeKind, SectionNr};
 
+use crate::human_bytes;
 use crate::models::ModelKind;
-use crate::{CliError, human_bytes};
 
 /// Absent sections drawn one by one between present ones; longer stretches
 /// collapse into one cell.
@@ -212,8 +212,20 @@ impl Axis {
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
-fn drawing_error(e: impl std::fmt::Display) -> CliError {
-    CliError(format!("drawing the layout: {e}"))
+/// plotters refused to draw (its message).
+#[derive(Debug)]
+pub struct DrawError(String);
+
+impl std::fmt::Display for DrawError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "drawing the layout: {}", self.0)
+    }
+}
+
+impl std::error::Error for DrawError {}
+
+fn drawing_error(e: impl std::fmt::Display) -> DrawError {
+    DrawError(e.to_string())
 }
 
 fn rect(
@@ -221,12 +233,12 @@ fn rect(
     [x0, x1]: [i32; 2],
     [y0, y1]: [i32; 2],
     color: RGBColor,
-) -> Result<(), CliError> {
+) -> Result<(), DrawError> {
     area.draw(&Rectangle::new([(x0, y0), (x1, y1)], color.filled()))
         .map_err(drawing_error)
 }
 
-fn text(area: &Area<'_>, s: &str, (x, y): (i32, i32), size: u32) -> Result<(), CliError> {
+fn text(area: &Area<'_>, s: &str, (x, y): (i32, i32), size: u32) -> Result<(), DrawError> {
     let style = TextStyle::from(("sans-serif", size).into_font()).color(&BLACK);
     area.draw(&Text::new(s.to_owned(), (x, y), style))
         .map_err(drawing_error)
@@ -248,7 +260,7 @@ const BANDS: [(i32, &str); 4] = [
 pub fn layout_svg(
     layout: &Layout,
     memmap: &[(ModelKind, Result<MemmapBytes, String>)],
-) -> Result<String, CliError> {
+) -> Result<String, DrawError> {
     let g = *layout.geometry();
     let axis = Axis::new(
         cells(layout),
@@ -295,7 +307,7 @@ pub fn layout_svg(
     Ok(svg)
 }
 
-fn draw_ranges(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result<(), CliError> {
+fn draw_ranges(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result<(), DrawError> {
     let y = BANDS[0].0;
     for r in layout.ranges() {
         let (x0, x1) = axis.span(r.start.get(), r.end.get());
@@ -304,7 +316,7 @@ fn draw_ranges(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result<(), CliE
     Ok(())
 }
 
-fn draw_nodes_and_zones(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result<(), CliError> {
+fn draw_nodes_and_zones(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result<(), DrawError> {
     let g = layout.geometry();
     let (ny, zy) = (BANDS[1].0, BANDS[2].0);
     let mut labelled = std::collections::BTreeSet::new();
@@ -345,7 +357,7 @@ fn draw_nodes_and_zones(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result
     Ok(())
 }
 
-fn draw_sections(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result<(), CliError> {
+fn draw_sections(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result<(), DrawError> {
     let g = layout.geometry();
     let plan: BTreeMap<SectionNr, SectionPlan> = layout.section_plan();
     let y = BANDS[3].0;
@@ -390,7 +402,7 @@ fn draw_subsection_holes(
     per_section: u64,
     [x0, x1]: [i32; 2],
     y: i32,
-) -> Result<(), CliError> {
+) -> Result<(), DrawError> {
     let w = f64::from(x1 - x0) / per_section as f64;
     let mut i = 0;
     while i < per_section {
@@ -409,7 +421,7 @@ fn draw_subsection_holes(
     Ok(())
 }
 
-fn draw_axis_and_legend(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result<(), CliError> {
+fn draw_axis_and_legend(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result<(), DrawError> {
     let g = layout.geometry();
     let y = BANDS[3].0 + 2 * BAND + 16;
     let step = (axis.cells.len() / 8).max(1);
@@ -428,7 +440,7 @@ fn draw_axis_and_legend(area: &Area<'_>, layout: &Layout, axis: &Axis) -> Result
     }
     let mut x = 10;
     let y = y + 24;
-    let mut entry = |label: &str, color: RGBColor| -> Result<(), CliError> {
+    let mut entry = |label: &str, color: RGBColor| -> Result<(), DrawError> {
         area.draw(&Circle::new((x + 5, y + 5), 5, color.filled()))
             .map_err(drawing_error)?;
         text(area, label, (x + 14, y), 10)?;

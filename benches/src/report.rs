@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::CliError;
+use crate::error::{JsonError, JsonErrorKind, RunError};
 use crate::machine::Machine;
 use crate::timing::Measurement;
 
@@ -52,9 +52,40 @@ impl Row {
     }
 }
 
-/// A whole report: `{"experiment", "machine", "layout", "results"}`.
+/// A row that carries one measurement, for the runner's checks.
+pub trait Measured {
+    /// The row's measurement.
+    fn measurement(&self) -> &Measurement;
+    /// What the row is, for an error message (`list / vmemmap`).
+    fn label(&self) -> String;
+}
+
+impl Measured for Row {
+    fn measurement(&self) -> &Measurement {
+        &self.measurement
+    }
+
+    fn label(&self) -> String {
+        format!("{} / {}", self.variant, self.model)
+    }
+}
+
+/// Every number must be finite and positive before it is reported.
+pub fn check_positive<R: Measured>(rows: &[R]) -> Result<(), RunError> {
+    for r in rows {
+        let m = r.measurement();
+        let all = m.ns_per_op.trials.iter().chain(&m.cycles_per_op.trials);
+        if all.into_iter().any(|v| !v.is_finite() || *v <= 0.0) {
+            return Err(RunError::NotPositive { row: r.label() });
+        }
+    }
+    Ok(())
+}
+
+/// A whole report: `{"experiment", "machine", "layout", "results"}`, its
+/// rows an experiment's own typed rows or the untyped [`Row`].
 #[derive(Clone, Debug, Serialize)]
-pub struct Report {
+pub struct Report<R = Row> {
     /// The experiment name (`compare`, `bulk`, …).
     pub experiment: String,
     /// Where it ran.
@@ -62,7 +93,7 @@ pub struct Report {
     /// The layout spec it ran on.
     pub layout: String,
     /// The results.
-    pub results: Vec<Row>,
+    pub results: Vec<R>,
 }
 
 /// A `--json` destination, checked before any measuring starts and written
@@ -74,10 +105,14 @@ pub struct JsonOut {
 
 impl JsonOut {
     /// Checks that `path` can be written by creating its temporary sibling.
-    pub fn create(path: &Path) -> Result<JsonOut, CliError> {
+    pub fn create(path: &Path) -> Result<JsonOut, JsonError> {
+        let error = |kind| JsonError {
+            path: path.to_owned(),
+            kind,
+        };
         let name = path
             .file_name()
-            .ok_or_else(|| CliError(format!("--json {}: not a file path", path.display())))?;
+            .ok_or_else(|| error(JsonErrorKind::NotAFile))?;
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -87,8 +122,7 @@ impl JsonOut {
             name.to_string_lossy(),
             std::process::id()
         ));
-        std::fs::File::create(&tmp)
-            .map_err(|e| CliError(format!("--json {}: {e}", path.display())))?;
+        std::fs::File::create(&tmp).map_err(|e| error(JsonErrorKind::Io(e)))?;
         Ok(JsonOut {
             path: path.to_owned(),
             tmp,
@@ -96,13 +130,18 @@ impl JsonOut {
     }
 
     /// Writes the report and moves it into place.
-    pub fn write(self, report: &Report) -> Result<(), CliError> {
-        let mut f = std::fs::File::create(&self.tmp)?;
-        serde_json::to_writer_pretty(&mut f, report).map_err(|e| CliError(e.to_string()))?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&self.tmp, &self.path)
-            .map_err(|e| CliError(format!("--json {}: {e}", self.path.display())))?;
+    pub fn write<R: Serialize>(self, report: &Report<R>) -> Result<(), JsonError> {
+        let error = |kind| JsonError {
+            path: self.path.clone(),
+            kind,
+        };
+        let io = |e| error(JsonErrorKind::Io(e));
+        let mut f = std::fs::File::create(&self.tmp).map_err(io)?;
+        serde_json::to_writer_pretty(&mut f, report)
+            .map_err(|e| error(JsonErrorKind::Encode(e)))?;
+        f.write_all(b"\n").map_err(io)?;
+        f.sync_all().map_err(io)?;
+        std::fs::rename(&self.tmp, &self.path).map_err(io)?;
         Ok(())
     }
 }

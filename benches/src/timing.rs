@@ -280,21 +280,24 @@ pub fn measure(trials: usize, mut run: impl FnMut() -> u64) -> Measurement {
 /// [`measure`] for several variants at once, their trials interleaved
 /// (one trial of each in turn, after one warm-up run of each), so that the
 /// machine's drift over a run falls on every variant alike rather than on
-/// whichever ran last.
-pub fn measure_interleaved(
+/// whichever ran last. `run` does one trial of the variant it is handed
+/// (its state: a variant tag, an allocator, a closure) and returns how
+/// many operations it did; one measurement per variant, in order.
+pub fn measure_interleaved<T>(
     trials: usize,
-    runs: &mut [&mut dyn FnMut() -> u64],
+    variants: &mut [T],
+    mut run: impl FnMut(&mut T) -> u64,
 ) -> Vec<Measurement> {
-    for run in runs.iter_mut() {
-        std::hint::black_box(run());
+    for v in variants.iter_mut() {
+        std::hint::black_box(run(v));
     }
-    let mut ns = vec![Vec::with_capacity(trials); runs.len()];
-    let mut cycles = vec![Vec::with_capacity(trials); runs.len()];
+    let mut ns = vec![Vec::with_capacity(trials); variants.len()];
+    let mut cycles = vec![Vec::with_capacity(trials); variants.len()];
     for _ in 0..trials.max(1) {
-        for (i, run) in runs.iter_mut().enumerate() {
+        for (i, v) in variants.iter_mut().enumerate() {
             let t0 = Instant::now();
             let c0 = tsc_start();
-            let ops = run().max(1) as f64;
+            let ops = run(v).max(1) as f64;
             let c1 = tsc_stop();
             let dt = t0.elapsed();
             ns[i].push(dt.as_nanos() as f64 / ops);

@@ -4,7 +4,7 @@
 //! offline → remove; and the models that cannot refuse with the models
 //! that can.
 
-use buddy::{AllocError, Gfp, Kernel, OnlineType, Options};
+use buddy::{AllocError, Gfp, Kernel, MemHotplugError, OnlineType, Options};
 use pfnlab::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use sparsemem::{Geometry, Layout, MemRange, NodeId, Order, Pfn, RangeKind};
 use vmemmap::VmemmapOptions;
@@ -51,7 +51,7 @@ impl ModelVisitor for Lifecycle {
         assert!(
             matches!(
                 alloc.offline_pages(start, SECTION),
-                Err(AllocError::InUse { .. })
+                Err(MemHotplugError::InUse { .. })
             ),
             "{name}: offline refused while in use"
         );

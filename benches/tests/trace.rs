@@ -6,6 +6,7 @@ use std::io::{BufRead, Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use buddy::{Era, Gfp};
+use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
 use pfnlab::trace::format::{Header, TraceReader, write_recording};
 use pfnlab::trace::replay::{ReplayOptions, ReplayResult, replay_models};
@@ -164,7 +165,9 @@ fn the_recording_replays_on_every_model_and_era() {
 fn the_recorded_layout_is_the_default() {
     let path = data(RECORDING);
     let reader = TraceReader::open(&path).unwrap();
-    let layout = pfnlab::trace::replay::replay_layout(None, reader.header()).unwrap();
+    let layout = pfnlab::trace::replay::replay_layout(None, reader.header())
+        .unwrap()
+        .layout;
     assert!(layout.source().contains("recorded"), "{}", layout.source());
     let results = replay(
         &path,
@@ -175,7 +178,8 @@ fn the_recorded_layout_is_the_default() {
     assert!(results[0].allocator.conserved);
     // A text trace carries no layout.
     let text = TraceReader::open(&data(TEXT)).unwrap();
-    let e = pfnlab::trace::replay::replay_layout(Some("recorded"), text.header()).unwrap_err();
+    let e = pfnlab::trace::replay::replay_layout(Some(&LayoutSpec::Recorded), text.header())
+        .unwrap_err();
     assert!(e.to_string().contains("carries no layout"), "{e}");
 }
 
@@ -353,7 +357,9 @@ fn reading_streams_a_trace_larger_than_memory() {
 fn exact_times_the_traces_own_pfns_on_the_recorded_layout() {
     let path = data(RECORDING);
     let reader = TraceReader::open(&path).unwrap();
-    let layout = pfnlab::trace::replay::replay_layout(Some("recorded"), reader.header()).unwrap();
+    let layout = pfnlab::trace::replay::replay_layout(Some(&LayoutSpec::Recorded), reader.header())
+        .unwrap()
+        .layout;
     let options = ReplayOptions {
         exact: true,
         ..ReplayOptions::default()

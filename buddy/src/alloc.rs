@@ -1,15 +1,5 @@
 //! The allocator: nodes of zones over one memory model, the zone path for
-//! any order, and the misuse checks on free.
-//!
-//! Construction follows boot: every RAM range becomes part of its node's
-//! DMA, DMA32 or Normal zone by physical address (the geometry's
-//! [`ZoneLimits`](sparsemem::ZoneLimits)); each page gets its zone and node
-//! ids and loses `PG_reserved`, and the ranges are freed in the largest
-//! aligned blocks, merging as they go (`memblock_free_all`). Hot-added
-//! memory (`hotplug` ranges) starts offline, waiting for
-//! [`Allocator::online_pages`]; device memory never enters the buddy.
-//! Reserved pages and holes inside a zone's span are never on a free list,
-//! so they are never handed out.
+//! any order, and the misuse checks on free (its construction is `init`'s).
 //!
 //! Every allocation walks its zonelist as `get_page_from_freelist` does:
 //! the GFP mask's zone limit (`gfp_zone`), the cpuset check, then
@@ -19,26 +9,24 @@
 //! path's flags (the min watermark; part of the reserve for `__GFP_HIGH`
 //! and non-blocking requests; no watermark for `__GFP_MEMALLOC`). pfnlab
 //! has no kswapd, direct reclaim or compaction: a request that fails both
-//! passes is refused with [`AllocError::NoMemory`]. Watermarks exist in
+//! passes is refused with [`RequestError::NoMemory`]. Watermarks exist in
 //! every era (2.6.9 had `pages_min/low/high`); pfnlab uses today's
 //! formulas for all of them.
 
 use std::marker::PhantomData;
 
-use sparsemem::{
-    Layout, MemoryModel, Migratetype, NodeId, Order, OrderTooLarge, PageFlag, Pfn, RangeKind,
-};
+use sparsemem::{MemoryModel, Migratetype, NodeId, Order, OrderTooLarge, PageFlag, Pfn};
 
 use crate::era::{Era, Mechanisms, Path};
-use crate::error::AllocError;
+use crate::error::{FreeError, RequestError};
 use crate::frames::Frames;
-use crate::gfp::{AllocContext, AllocFlags, Gfp};
+use crate::gfp::{AllocContext, AllocFlags, Gfp, GfpError};
 use crate::list::OwnedBlock;
 use crate::lock::ZoneLockKind;
-use crate::node::{Node, NodeMask, build_nodes};
+use crate::node::{Node, NodeMask};
+use crate::types::{ZoneId, ZoneStats};
 use crate::variant::Variant;
-use crate::zone::{ClaimError, Zone, ZoneId, ZoneStats, ZoneType, claim_for_free};
-use sparsemem::ZoneLimits;
+use crate::zone::{ClaimError, Zone, claim_for_free};
 
 /// How the zone lock is taken around a per-CPU batch.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -96,11 +84,6 @@ impl Options {
     }
 }
 
-/// Largest number of pages one bulk request may ask for: pfnlab's bound
-/// (the kernel bounds a request by the caller's array or list, not by a
-/// constant), so a bulk request can never ask for an unbounded batch.
-pub const MAX_BULK: usize = 4096;
-
 /// A zoned buddy allocator over model `M`, variant `V`.
 pub struct Allocator<M, V> {
     pub(crate) model: M,
@@ -116,242 +99,10 @@ pub struct Allocator<M, V> {
     /// with the node they were added for. Only these may be onlined or
     /// hot-removed, as only offline memory blocks can in Linux.
     pub(crate) offline: std::collections::BTreeMap<u64, NodeId>,
-    _variant: PhantomData<V>,
-}
-
-/// Zone type of boot RAM at physical address `addr` (`zone_sizes_init`'s
-/// limits for the geometry).
-fn ram_zone(limits: ZoneLimits, addr: u64) -> ZoneType {
-    if limits.dma.is_some_and(|end| addr < end) {
-        ZoneType::Dma
-    } else if limits.dma32.is_some_and(|end| addr < end) {
-        ZoneType::Dma32
-    } else {
-        ZoneType::Normal
-    }
-}
-
-/// `(node, type) -> pfn ranges` of a layout's boot memory.
-fn zone_parts(layout: &Layout) -> std::collections::BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> {
-    let g = layout.geometry();
-    let limits = g.zone_limits();
-    let bounds: Vec<u64> = [limits.dma, limits.dma32]
-        .into_iter()
-        .flatten()
-        .map(|b| b >> g.page_shift())
-        .collect();
-    let mut parts: std::collections::BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> =
-        Default::default();
-    for (r, first, end) in layout.ram_ranges() {
-        let mut cuts = vec![first.get()];
-        cuts.extend(
-            bounds
-                .iter()
-                .copied()
-                .filter(|&b| b > first.get() && b < end.get()),
-        );
-        cuts.push(end.get());
-        cuts.dedup();
-        for w in cuts.windows(2) {
-            let kind = ram_zone(limits, w[0] << g.page_shift());
-            parts
-                .entry((Layout::node_id(r), kind))
-                .or_default()
-                .push((Pfn::new(w[0]), Pfn::new(w[1])));
-        }
-    }
-    parts
-}
-
-/// Zones a page's 8-bit zone id can name (ids 0 to 254; the kernel packs
-/// `ZONES_SHIFT` bits of zone number into `page->flags`).
-pub const MAX_ZONES: usize = 255;
-
-/// `percpu_pagelist_high_fraction_sysctl_handler`'s check: 0 or at least
-/// `MIN_PERCPU_PAGELIST_HIGH_FRACTION` (8), and only in an era that has the
-/// sysctl (5.14 on; 2.6's `percpu_pagelist_fraction` set `high` and
-/// `batch` by another rule, which pfnlab does not model).
-fn check_high_fraction(options: &Options) -> Result<(), AllocError> {
-    let fraction = options.percpu_pagelist_high_fraction;
-    if fraction == 0 {
-        return Ok(());
-    }
-    if !options.era.pcp_high_from_watermark() {
-        return Err(AllocError::EraMismatch(format!(
-            "percpu_pagelist_high_fraction arrived in Linux 5.14; era {} sizes pcp->high as 6 × batch",
-            options.era
-        )));
-    }
-    if fraction < crate::watermark::MIN_PERCPU_PAGELIST_HIGH_FRACTION {
-        return Err(AllocError::HighFraction { fraction });
-    }
-    Ok(())
-}
-
-/// Whether `model` could have been built from `layout`: the same geometry,
-/// and every pfn of the layout's memory valid. Validity changes at most per
-/// subsection, so one probe at each end of every subsection-sized piece
-/// decides it.
-fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), AllocError> {
-    if model.geometry() != layout.geometry() {
-        return Err(AllocError::ModelMismatch {
-            pfn: None,
-            why: format!(
-                "the model was built for geometry {}, the layout uses {}",
-                model.geometry(),
-                layout.geometry()
-            ),
-        });
-    }
-    let per = layout.geometry().pages_per_subsection();
-    for (_, first, end) in layout.memory_ranges() {
-        let mut pfn = first.get();
-        while pfn < end.get() {
-            let last = (pfn | (per - 1)).min(end.get() - 1);
-            if let Some(bad) = [pfn, last]
-                .into_iter()
-                .find(|&p| !model.pfn_valid(Pfn::new(p)))
-            {
-                return Err(AllocError::ModelMismatch {
-                    pfn: Some(Pfn::new(bad)),
-                    why: format!(
-                        "pfn {bad:#x} is memory in the layout but not valid in the {} model",
-                        model.name()
-                    ),
-                });
-            }
-            pfn = last + 1;
-        }
-    }
-    Ok(())
+    pub(crate) _variant: PhantomData<V>,
 }
 
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
-    /// Builds nodes and zones for `layout` over `model` and frees all
-    /// memory into them. The model must have been built from this layout:
-    /// the same geometry and every pfn of its memory valid, or
-    /// [`AllocError::ModelMismatch`] says what differs.
-    ///
-    /// The variant must have existed in the options' era
-    /// ([`Era::check_variant`]), or the answer is
-    /// [`AllocError::EraMismatch`].
-    pub fn new(model: M, layout: &Layout, options: Options) -> Result<Self, AllocError> {
-        options
-            .era
-            .check_variant::<V>()
-            .map_err(AllocError::EraMismatch)?;
-        check_high_fraction(&options)?;
-        check_model(&model, layout)?;
-        let parts = zone_parts(layout);
-        if parts.len() > MAX_ZONES {
-            return Err(AllocError::TooManyZones);
-        }
-        let mut path = Path::new(options.era, options.mechanisms);
-        path.zone_lock = options.zone_lock;
-        // `build_all_zonelists`: with less memory than one pageblock per
-        // migratetype, grouping by mobility is pointless and turned off
-        // (`page_group_by_mobility_disabled`).
-        let g = layout.geometry();
-        let ram: u64 = layout.ram_ranges().map(|(_, a, b)| b.get() - a.get()).sum();
-        if ram < g.pageblock_nr_pages() * sparsemem::MIGRATE_TYPES as u64 {
-            path.mobility = false;
-        }
-        let mut alloc = Allocator {
-            model,
-            zones: Vec::new(),
-            nodes: Vec::new(),
-            options,
-            path,
-            frames: if options.frames {
-                Some(Frames::new(layout)?)
-            } else {
-                None
-            },
-            offline: Default::default(),
-            _variant: PhantomData,
-        };
-        let max_order = layout.geometry().max_order();
-        for (i, ((node, kind), ranges)) in parts.iter().enumerate() {
-            let start = ranges.iter().map(|r| r.0).min().unwrap_or_default();
-            let end = ranges.iter().map(|r| r.1).max().unwrap_or_default();
-            let mut zone = Zone::new(
-                *kind,
-                *node,
-                ZoneId::new(i as u8),
-                [start, end],
-                max_order,
-                alloc.path,
-            );
-            for &(first, end) in ranges {
-                zone.give_range(&alloc.model, [first, end], false)?;
-            }
-            alloc.zones.push(zone);
-        }
-        let block = layout.geometry().memory_block_pages();
-        for (r, first, end) in layout.ranges_of(RangeKind::Hotplug) {
-            for b in first.get() / block..end.get() / block {
-                alloc.offline.insert(b, Layout::node_id(r));
-            }
-        }
-        alloc.rebuild_nodes();
-        alloc.setup_watermarks_and_pcp();
-        Ok(alloc)
-    }
-
-    /// The CPUs the machine has ([`Options::cpus`], or this machine's).
-    pub fn nr_cpus(&self) -> u32 {
-        self.options
-            .cpus
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
-    }
-
-    /// `init_per_zone_wmark_min` and `zone_pcp_update` after the managed
-    /// memory changed (boot, online, offline): every zone's watermarks and
-    /// `lowmem_reserve`, its per-CPU `batch`, `high` and stat threshold for
-    /// the era, and `NR_FREE_PAGES` set from the free lists (no per-CPU
-    /// handle exists while `&mut self` does, so nothing is pending).
-    pub(crate) fn setup_watermarks_and_pcp(&mut self) {
-        let sizes: Vec<(ZoneType, u64)> = self.zones.iter().map(|z| (z.kind, z.managed)).collect();
-        let g = self.model.geometry();
-        let marks = crate::watermark::setup_per_zone_wmarks_with(
-            &sizes,
-            g.page_size(),
-            g.pageblock_nr_pages(),
-            &self.options.sysctls,
-        );
-        let cpus = self.nr_cpus();
-        let nodes = self.nodes.len().max(1) as u32;
-        let split = cpus.div_ceil(nodes).max(1);
-        let page_shift = self.model.geometry().page_shift();
-        for (zone, marks) in self.zones.iter_mut().zip(marks) {
-            zone.watermarks = marks;
-            zone.set_pcp_sizes(&self.options, split);
-            zone.stat_threshold = crate::watermark::stat_threshold(zone.managed, page_shift, cpus);
-            let free = zone.free.get_mut().free_pages();
-            *zone.vm_free.get_mut() = free as i64;
-        }
-        for node in &self.nodes {
-            let own: Vec<(ZoneType, u64)> = node
-                .zones
-                .iter()
-                .map(|z| (self.zones[z.index()].kind, self.zones[z.index()].managed))
-                .collect();
-            let reserves = crate::watermark::lowmem_reserve_with(
-                &own,
-                &self.options.sysctls.lowmem_reserve_ratio,
-            );
-            for (z, reserve) in node.zones.iter().zip(reserves) {
-                self.zones[z.index()].lowmem_reserve = reserve;
-            }
-        }
-    }
-
-    pub(crate) fn rebuild_nodes(&mut self) {
-        let triples: Vec<(ZoneId, NodeId, ZoneType)> =
-            self.zones.iter().map(|z| (z.id, z.node, z.kind)).collect();
-        self.nodes = build_nodes(&triples);
-    }
-
     /// The memory model, to read: the allocator owns every page's list
     /// links, order, count and zone, and safe code cannot write them.
     ///
@@ -417,24 +168,24 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     /// The index of `node` in [`Allocator::nodes`], or
-    /// [`AllocError::UnknownNode`] when no zone has memory on it.
-    pub(crate) fn node_index(&self, node: NodeId) -> Result<usize, AllocError> {
+    /// [`RequestError::UnknownNode`] when no zone has memory on it.
+    pub(crate) fn node_index(&self, node: NodeId) -> Result<usize, RequestError> {
         self.nodes
             .binary_search_by_key(&node, |n| n.id)
-            .map_err(|_| AllocError::UnknownNode { node })
+            .map_err(|_| RequestError::UnknownNode { node })
     }
 
     /// The zonelist for an allocation from `node` (the fallback list, or
     /// the node's own zones with `__GFP_THISNODE`).
-    pub fn zonelist(&self, node: NodeId, gfp: Gfp) -> Result<&[ZoneId], AllocError> {
+    pub fn zonelist(&self, node: NodeId, gfp: Gfp) -> Result<&[ZoneId], RequestError> {
         Ok(self.nodes[self.node_index(node)?].zonelist(gfp))
     }
 
     /// `prepare_alloc_pages`: the request's zone limit and migratetype for
     /// this era, or why the mask is invalid.
     #[inline(always)]
-    pub(crate) fn prepare_alloc_pages(&self, gfp: Gfp) -> Result<AllocContext, AllocError> {
-        AllocContext::new(gfp, self.path.mobility).map_err(AllocError::Gfp)
+    pub(crate) fn prepare_alloc_pages(&self, gfp: Gfp) -> Result<AllocContext, GfpError> {
+        AllocContext::new(gfp, self.path.mobility)
     }
 
     /// Whether `get_page_from_freelist` may take from `zone` for a
@@ -483,7 +234,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// more zonelist walk with `gfp_to_alloc_flags` (the min watermark,
     /// less for `__GFP_HIGH` and non-blocking requests, none for
     /// `__GFP_MEMALLOC`). A request that fails it is
-    /// [`AllocError::NoMemory`]. `take` takes a block from a zone that
+    /// [`RequestError::NoMemory`]. `take` takes a block from a zone that
     /// passed.
     #[cold]
     #[inline(never)]
@@ -494,7 +245,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         node: &Node,
         mut allowed: impl FnMut(&Zone<V>) -> bool,
         mut take: impl FnMut(ZoneId) -> Option<Pfn>,
-    ) -> Result<Pfn, AllocError> {
+    ) -> Result<Pfn, RequestError> {
         if self.path.watermarks {
             let flags = AllocFlags::slow(ac.gfp);
             for &zid in node.zonelist(ac.gfp) {
@@ -506,7 +257,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 }
             }
         }
-        Err(AllocError::NoMemory { order })
+        Err(RequestError::NoMemory { order })
     }
 
     /// `__alloc_pages` on the zone path (no per-CPU list): walks the
@@ -517,15 +268,16 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         gfp: Gfp,
         node: NodeId,
         mask: Option<&NodeMask>,
-    ) -> Result<Pfn, AllocError> {
+    ) -> Result<Pfn, RequestError> {
         self.alloc_pages_with(order, gfp, node, |zone| {
             mask.is_none_or(|m| m.test(zone.node))
         })
     }
 
-    /// The zone path with a caller-supplied per-zone check, called for
-    /// every zone of the walk that the GFP zone limit allows (how the
-    /// cpuset experiment models `__cpuset_zone_allowed`).
+    /// The zone path with a caller-supplied per-zone check in the place of
+    /// the kernel's `__cpuset_zone_allowed`: `allowed` is asked of every
+    /// zone of the walk (both passes), and a zone it refuses is skipped.
+    /// [`Allocator::alloc_pages`] passes its node mask through it.
     #[inline]
     pub fn alloc_pages_with(
         &self,
@@ -533,7 +285,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         gfp: Gfp,
         node: NodeId,
         allowed: impl FnMut(&Zone<V>) -> bool,
-    ) -> Result<Pfn, AllocError> {
+    ) -> Result<Pfn, RequestError> {
         self.alloc_pages_at(order, gfp, &self.nodes[self.node_index(node)?], allowed)
     }
 
@@ -548,7 +300,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         gfp: Gfp,
         node: &Node,
         mut allowed: impl FnMut(&Zone<V>) -> bool,
-    ) -> Result<Pfn, AllocError> {
+    ) -> Result<Pfn, RequestError> {
         self.check_order(order)?;
         let ac = self.prepare_alloc_pages(gfp)?;
         let flags = self.fast_flags();
@@ -565,31 +317,6 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         })
     }
 
-    /// The zone path over a precomputed list of zone ids, with no per-zone
-    /// check (a zonelist already filtered for the cpuset), for movable
-    /// memory (`GFP_HIGHUSER_MOVABLE`), with the low watermark. Ids of no
-    /// zone are skipped.
-    #[inline]
-    pub fn alloc_pages_from(&self, order: Order, zonelist: &[ZoneId]) -> Result<Pfn, AllocError> {
-        for &zid in zonelist {
-            let Some(zone) = self.zones.get(zid.index()) else {
-                continue;
-            };
-            let mark = zone.watermarks.low;
-            if self.path.watermarks
-                && !zone.watermark_ok(order, mark, ZoneType::Movable, AllocFlags::FAST)
-            {
-                continue;
-            }
-            if let Some(pfn) =
-                self.rmqueue_buddy(zid, order, Migratetype::Movable, Gfp::HIGHUSER_MOVABLE)
-            {
-                return Ok(pfn);
-            }
-        }
-        Err(AllocError::NoMemory { order })
-    }
-
     /// One block from one zone, under its lock, prepared for its caller
     /// as `gfp` asks: `rmqueue_buddy`.
     #[inline(always)]
@@ -601,7 +328,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         gfp: Gfp,
     ) -> Option<Pfn> {
         let zone = self.zones.get(zid.index())?;
-        let mut area = zone.free.lock();
+        let mut area = zone.free_area.lock();
         let block = area.rmqueue(&self.model, order, mt)?;
         area.stats.allocs[order.index()] += 1;
         drop(area);
@@ -614,22 +341,22 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// Refuses an order above the geometry's `MAX_PAGE_ORDER` (the
     /// kernel's `WARN_ON_ONCE(order > MAX_PAGE_ORDER)` in `__alloc_pages`).
     #[inline(always)]
-    pub(crate) fn check_order(&self, order: Order) -> Result<(), AllocError> {
+    pub(crate) fn check_order(&self, order: Order) -> Result<(), OrderTooLarge> {
         let max = self.model.geometry().max_order();
         if order > max {
-            return Err(AllocError::Order(OrderTooLarge {
+            return Err(OrderTooLarge {
                 order: u64::from(order.get()),
                 max: max.get(),
-            }));
+            });
         }
         Ok(())
     }
 
     /// `__free_pages` on the zone path, after the misuse checks.
-    pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
+    pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
         let (block, zid) = self.claim_for_free(pfn, order)?;
         let zone = &self.zones[zid.index()];
-        let mut area = zone.free.lock();
+        let mut area = zone.free_area.lock();
         area.free_one(&self.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);
@@ -641,28 +368,28 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// Checks that `pfn` heads an allocated block of `order`, claims it so
     /// no other free can, and prepares it (`free_pages_prepare`: a page
-    /// still mapped or locked is [`AllocError::BadPage`]); nothing changes
+    /// still mapped or locked is [`FreeError::BadPage`]); nothing changes
     /// on error.
     #[inline(always)]
     pub(crate) fn claim_for_free(
         &self,
         pfn: Pfn,
         order: Order,
-    ) -> Result<(OwnedBlock, ZoneId), AllocError> {
+    ) -> Result<(OwnedBlock, ZoneId), FreeError> {
         let (block, zid) = self.claim(pfn, order)?;
         if !self.path.page_prep {
             return Ok((block, zid));
         }
         if let Err((pfn, reason)) = block.free_pages_prepare() {
             block.unclaim();
-            return Err(AllocError::BadPage { pfn, reason });
+            return Err(FreeError::BadPage { pfn, reason });
         }
         Ok((block, zid))
     }
 
     /// The claim of [`Allocator::claim_for_free`].
     #[inline(always)]
-    pub(crate) fn claim(&self, pfn: Pfn, order: Order) -> Result<(OwnedBlock, ZoneId), AllocError> {
+    pub(crate) fn claim(&self, pfn: Pfn, order: Order) -> Result<(OwnedBlock, ZoneId), FreeError> {
         self.check_order(order)?;
         claim_for_free(&self.model, &self.zones, pfn, order)
             .map_err(|e| self.claim_refused(pfn, order, e))
@@ -671,7 +398,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// What a refused claim tells the caller.
     #[cold]
     #[inline(never)]
-    fn claim_refused(&self, pfn: Pfn, order: Order, e: ClaimError) -> AllocError {
+    fn claim_refused(&self, pfn: Pfn, order: Order, e: ClaimError) -> FreeError {
         match e {
             ClaimError::OutsideZone
                 if self
@@ -679,10 +406,10 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                     .pfn_to_page(pfn)
                     .is_some_and(|p| p.is_zone_device()) =>
             {
-                AllocError::DeviceMemory { pfn }
+                FreeError::DeviceMemory { pfn }
             }
-            ClaimError::OutsideZone => AllocError::OutsideZone { pfn },
-            ClaimError::WrongOrder { allocated } => AllocError::WrongOrder {
+            ClaimError::OutsideZone => FreeError::OutsideZone { pfn },
+            ClaimError::WrongOrder { allocated } => FreeError::WrongOrder {
                 pfn,
                 freed: order,
                 allocated,
@@ -693,19 +420,19 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
 
     /// Why a free was refused: already free, or never allocated.
     #[cold]
-    fn classify_bad_free(&self, pfn: Pfn, zid: ZoneId) -> AllocError {
+    fn classify_bad_free(&self, pfn: Pfn, zid: ZoneId) -> FreeError {
         let marked_free = self
             .model
             .pfn_to_page(pfn)
             .is_some_and(|page| page.test(PageFlag::Pcp) || page.test(PageFlag::Buddy));
         if marked_free {
-            return AllocError::DoubleFree { pfn };
+            return FreeError::DoubleFree { pfn };
         }
-        let _guard = self.zones[zid.index()].free.lock();
+        let _guard = self.zones[zid.index()].free_area.lock();
         if self.free_block_containing(zid, pfn).is_some() {
-            AllocError::DoubleFree { pfn }
+            FreeError::DoubleFree { pfn }
         } else {
-            AllocError::NotAllocated { pfn }
+            FreeError::NotAllocated { pfn }
         }
     }
 
@@ -733,7 +460,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         let Some(zone) = self.zone(zid) else {
             return Vec::new();
         };
-        let area = zone.free.lock();
+        let area = zone.free_area.lock();
         Order::up_to(area.max_order())
             .flat_map(|o| {
                 area.block_pfns(&self.model, o)
@@ -746,7 +473,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// Free pages on every zone's free lists (the allocator-wide
     /// `NR_FREE_PAGES`, less what per-CPU lists hold).
     pub fn free_pages_total(&self) -> u64 {
-        self.zones.iter().map(Zone::free_pages).sum()
+        self.zones.iter().map(Zone::nr_free_pages).sum()
     }
 
     /// Pages given to the allocator, over every zone.

@@ -1,17 +1,62 @@
-//! Allocator errors. Every misuse is refused before anything changes.
+//! Allocator errors, one small enum per domain. Every misuse is refused
+//! before anything changes.
+//!
+//! - [`RequestError`]: an allocation request that cannot be served (no
+//!   memory) or is malformed (order, GFP mask, bulk size, node);
+//! - [`FreeError`]: a free that would corrupt the allocator (double free,
+//!   wrong order, a bad page, a pfn outside every zone);
+//! - [`InitError`]: an allocator that cannot be built over a model;
+//! - [`MemHotplugError`]: an add, online, offline or remove refused;
+//! - [`RangeError`]: memory a zone cannot be given or give back, the part
+//!   construction and hotplug share;
+//! - [`FramesError`](crate::FramesError): real frames that cannot be had.
+//!
+//! [`AllocError`] joins them for a caller that builds, allocates, frees and
+//! hotplugs in one function; its message is the inner error's, and
+//! `source()` is the inner error.
 
 use std::fmt;
 
 use sparsemem::{BuildError, HotplugError, NodeId, Order, OrderTooLarge, Pfn};
 
-/// Why an allocator call was refused.
+use crate::frames::FramesError;
+use crate::gfp::GfpError;
+use crate::types::{MAX_BULK, MAX_ZONES, ZoneId};
+use crate::watermark::MIN_PERCPU_PAGELIST_HIGH_FRACTION;
+
+/// Why an allocation request was refused.
 #[derive(Debug)]
-pub enum AllocError {
+pub enum RequestError {
     /// No zone allowed by the request has a free block of this order.
     NoMemory {
         /// The order asked for.
         order: Order,
     },
+    /// An order above `MAX_PAGE_ORDER`.
+    Order(OrderTooLarge),
+    /// An invalid GFP mask (two zone modifiers, or movable and
+    /// reclaimable at once).
+    Gfp(GfpError),
+    /// A bulk request above [`MAX_BULK`].
+    BulkTooLarge {
+        /// Pages asked for.
+        requested: usize,
+    },
+    /// A [`PageChain`](crate::PageChain) of another allocator handed to a
+    /// per-CPU handle's bulk list allocation.
+    ForeignChain,
+    /// No zone of the allocator has memory on this node.
+    UnknownNode {
+        /// The node asked for.
+        node: NodeId,
+    },
+    /// The allocator has no zone with this id.
+    UnknownZone(ZoneId),
+}
+
+/// Why a free was refused; the block stays as it was.
+#[derive(Debug)]
+pub enum FreeError {
     /// The pfn is in no zone (a hole, reserved memory, or beyond memory).
     OutsideZone {
         /// The pfn.
@@ -36,16 +81,6 @@ pub enum AllocError {
         /// The order it was allocated with.
         allocated: u64,
     },
-    /// A bulk request above [`crate::MAX_BULK`].
-    BulkTooLarge {
-        /// Pages asked for.
-        requested: usize,
-    },
-    /// A [`crate::PageChain`] of another allocator handed to a per-CPU
-    /// handle's bulk list calls.
-    ForeignChain,
-    /// An order above `MAX_PAGE_ORDER`.
-    Order(OrderTooLarge),
     /// `bad_page`: a page of the block being freed is still mapped, has a
     /// mapping, is locked, or (a compound page's tail) lost its link to the
     /// head. The free is refused and the block stays allocated.
@@ -55,21 +90,38 @@ pub enum AllocError {
         /// The kernel's `page_bad_reason` text.
         reason: &'static str,
     },
-    /// Real frames cannot be had for this layout (too much address space,
-    /// a mapping the host refused, or a hot-add outside the frames).
-    Frames(String),
-    /// An invalid GFP mask (two zone modifiers, or movable and
-    /// reclaimable at once).
-    Gfp(crate::GfpError),
-    /// The variant's mechanisms did not exist in the chosen era
-    /// ([`crate::Era::check_variant`]).
-    EraMismatch(String),
-    /// The memory model refused a hotplug step.
-    Hotplug(HotplugError),
-    /// Offline refused: pages of the range are in use.
-    InUse {
-        /// Pages of the range not free.
-        nr_pages: u64,
+    /// The pfn is device memory (ZONE_DEVICE): it never enters the buddy,
+    /// so it cannot be freed.
+    DeviceMemory {
+        /// The pfn.
+        pfn: Pfn,
+    },
+    /// An order above `MAX_PAGE_ORDER`.
+    Order(OrderTooLarge),
+    /// A [`PageChain`](crate::PageChain) of another allocator handed to a
+    /// per-CPU handle's bulk list free.
+    ForeignChain,
+}
+
+/// Why memory cannot be given to a zone (boot, online) or taken back from
+/// it (offline); nothing changes.
+#[derive(Debug)]
+pub enum RangeError {
+    /// The pfn is in no zone's span, or not managed by the zone.
+    OutsideZone {
+        /// The pfn.
+        pfn: Pfn,
+    },
+    /// Memory given to a zone is already managed (not reserved).
+    AlreadyManaged {
+        /// The pfn.
+        pfn: Pfn,
+    },
+    /// The pfn is device memory (ZONE_DEVICE): it never enters the buddy,
+    /// so it cannot be onlined or offlined.
+    DeviceMemory {
+        /// The pfn.
+        pfn: Pfn,
     },
     /// Without the hole check, every `MAX_PAGE_ORDER` block holding managed
     /// memory must be wholly valid (as the kernel requires without
@@ -78,14 +130,19 @@ pub enum AllocError {
         /// An invalid pfn inside such a block.
         pfn: Pfn,
     },
-    /// Online or hot remove of memory that is not offline memory (not
-    /// hot-added, already online, or a reserved hole).
-    NotOffline {
-        /// First pfn of the offending subsection.
+    /// A block to take back is not a free block of the zone.
+    NotFree {
+        /// Its head.
         pfn: Pfn,
     },
-    /// More zones than a page's 8-bit zone id can name.
-    TooManyZones,
+}
+
+/// Why an allocator could not be built.
+#[derive(Debug)]
+pub enum InitError {
+    /// The variant's mechanisms, or an option, did not exist in the chosen
+    /// era ([`crate::Era::check_variant`]).
+    EraMismatch(String),
     /// A `percpu_pagelist_high_fraction` the kernel refuses (below 8, not
     /// 0).
     HighFraction {
@@ -99,138 +156,318 @@ pub enum AllocError {
         /// What differs.
         why: String,
     },
-    /// Memory given to a zone is already managed (not reserved).
-    AlreadyManaged {
-        /// The pfn.
-        pfn: Pfn,
-    },
-    /// The memory model could not be built.
+    /// More zones than a page's 8-bit zone id can name.
+    TooManyZones,
+    /// Boot memory a zone could not be given.
+    Range(RangeError),
+    /// Real frames cannot be had for this layout.
+    Frames(FramesError),
+    /// The memory model could not be built (for a caller that builds the
+    /// model and the allocator in one step).
     Build(BuildError),
-    /// No zone of the allocator has memory on this node.
-    UnknownNode {
-        /// The node asked for.
-        node: NodeId,
+}
+
+/// Why a memory hotplug step (add, online, offline, remove, device memory)
+/// was refused; nothing changes.
+#[derive(Debug)]
+pub enum MemHotplugError {
+    /// The memory model refused the step.
+    Model(HotplugError),
+    /// Offline or remove refused: pages of the range are in use.
+    InUse {
+        /// Pages of the range not free.
+        nr_pages: u64,
     },
-    /// The allocator has no zone with this id.
-    UnknownZone(crate::ZoneId),
-    /// The pfn is device memory (ZONE_DEVICE): it never enters the buddy,
-    /// so it cannot be freed, onlined or offlined.
-    DeviceMemory {
-        /// The pfn.
+    /// Online or hot remove of memory that is not offline memory (not
+    /// hot-added, already online, a reserved hole, or blocks of two nodes).
+    NotOffline {
+        /// First pfn of the offending block.
         pfn: Pfn,
     },
+    /// Onlining would need a zone beyond the 8-bit zone ids.
+    TooManyZones,
+    /// Memory a zone could not be given or give back.
+    Range(RangeError),
+    /// A hot-add outside the real frames.
+    Frames(FramesError),
+}
+
+/// Any of the allocator's errors, for a caller that needs one type; its
+/// message and `source()` are the inner error's.
+#[derive(Debug)]
+pub enum AllocError {
+    /// An allocation request refused.
+    Request(RequestError),
+    /// A free refused.
+    Free(FreeError),
+    /// An allocator not built.
+    Init(InitError),
+    /// A hotplug step refused.
+    Hotplug(MemHotplugError),
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::NoMemory { order } => write!(
+                f,
+                "no memory: no free block of order {order} in any allowed zone"
+            ),
+            RequestError::Order(e) => write!(f, "{e}"),
+            RequestError::Gfp(e) => write!(f, "{e}"),
+            RequestError::BulkTooLarge { requested } => write!(
+                f,
+                "bulk request of {requested} pages exceeds MAX_BULK ({MAX_BULK})"
+            ),
+            RequestError::ForeignChain => f.write_str(FOREIGN_CHAIN),
+            RequestError::UnknownNode { node } => {
+                write!(f, "node {node} has no memory in this allocator")
+            }
+            RequestError::UnknownZone(zid) => {
+                write!(f, "zone {} does not exist in this allocator", zid.index())
+            }
+        }
+    }
+}
+
+/// The message of both `ForeignChain`s.
+const FOREIGN_CHAIN: &str =
+    "the page chain belongs to another allocator than this per-CPU handle's";
+
+impl fmt::Display for FreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FreeError::OutsideZone { pfn } => write!(f, "pfn {pfn} is outside every zone"),
+            FreeError::DoubleFree { pfn } => write!(f, "double free of pfn {pfn}"),
+            FreeError::NotAllocated { pfn } => {
+                write!(f, "pfn {pfn} does not head an allocated block")
+            }
+            FreeError::WrongOrder {
+                pfn,
+                freed,
+                allocated,
+            } => write!(
+                f,
+                "pfn {pfn} freed with order {freed} but allocated with order {allocated}"
+            ),
+            FreeError::BadPage { pfn, reason } => write!(
+                f,
+                "bad page state at pfn {pfn}: {reason} (the free is refused, the block stays allocated)"
+            ),
+            FreeError::DeviceMemory { pfn } => device_memory(f, *pfn),
+            FreeError::Order(e) => write!(f, "{e}"),
+            FreeError::ForeignChain => f.write_str(FOREIGN_CHAIN),
+        }
+    }
+}
+
+/// The message of both `DeviceMemory`s.
+fn device_memory(f: &mut fmt::Formatter<'_>, pfn: Pfn) -> fmt::Result {
+    write!(
+        f,
+        "pfn {pfn} is device memory (ZONE_DEVICE): it never enters the buddy allocator"
+    )
+}
+
+impl fmt::Display for RangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RangeError::OutsideZone { pfn } => write!(f, "pfn {pfn} is outside every zone"),
+            RangeError::AlreadyManaged { pfn } => {
+                write!(f, "pfn {pfn} is already managed by a zone")
+            }
+            RangeError::DeviceMemory { pfn } => device_memory(f, *pfn),
+            RangeError::HolesInBlock { pfn } => write!(
+                f,
+                "pfn {pfn} is a hole inside a MAX_PAGE_ORDER block of managed memory; use a variant with the hole check (HOLES_IN_ZONE, era 5.13 or older)"
+            ),
+            RangeError::NotFree { pfn } => write!(f, "pfn {pfn} does not head a free block"),
+        }
+    }
+}
+
+impl fmt::Display for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::EraMismatch(why) => f.write_str(why),
+            InitError::HighFraction { fraction } => write!(
+                f,
+                "percpu_pagelist_high_fraction {fraction} is below {MIN_PERCPU_PAGELIST_HIGH_FRACTION}, the least the kernel accepts (0 keeps the default)"
+            ),
+            InitError::ModelMismatch { why, .. } => {
+                write!(f, "the memory model does not match the layout: {why}")
+            }
+            InitError::TooManyZones => write!(f, "more than {MAX_ZONES} zones"),
+            InitError::Range(e) => write!(f, "{e}"),
+            InitError::Frames(e) => write!(f, "{e}"),
+            InitError::Build(e) => write!(f, "cannot build the memory model: {e}"),
+        }
+    }
+}
+
+impl fmt::Display for MemHotplugError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemHotplugError::Model(e) => write!(f, "{e}"),
+            MemHotplugError::InUse { nr_pages } => write!(
+                f,
+                "cannot offline: {nr_pages} pages of the range are in use"
+            ),
+            MemHotplugError::NotOffline { pfn } => write!(
+                f,
+                "pfn {pfn} is not in offline memory (hot-add or offline it first)"
+            ),
+            MemHotplugError::TooManyZones => write!(f, "more than {MAX_ZONES} zones"),
+            MemHotplugError::Range(e) => write!(f, "{e}"),
+            MemHotplugError::Frames(e) => write!(f, "{e}"),
+        }
+    }
 }
 
 impl fmt::Display for AllocError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AllocError::NoMemory { order } => write!(
-                f,
-                "no memory: no free block of order {order} in any allowed zone"
-            ),
-            AllocError::OutsideZone { pfn } => write!(f, "pfn {pfn} is outside every zone"),
-            AllocError::DoubleFree { pfn } => write!(f, "double free of pfn {pfn}"),
-            AllocError::NotAllocated { pfn } => {
-                write!(f, "pfn {pfn} does not head an allocated block")
-            }
-            AllocError::WrongOrder {
-                pfn,
-                freed,
-                allocated,
-            } => {
-                write!(
-                    f,
-                    "pfn {pfn} freed with order {freed} but allocated with order {allocated}"
-                )
-            }
-            AllocError::BulkTooLarge { requested } => {
-                write!(
-                    f,
-                    "bulk request of {requested} pages exceeds MAX_BULK ({})",
-                    crate::MAX_BULK
-                )
-            }
-            AllocError::ForeignChain => f.write_str(
-                "the page chain belongs to another allocator than this per-CPU handle's",
-            ),
-            AllocError::Order(e) => write!(f, "{e}"),
-            AllocError::EraMismatch(why) => f.write_str(why),
-            AllocError::Gfp(e) => write!(f, "{e}"),
-            AllocError::Frames(why) => f.write_str(why),
-            AllocError::BadPage { pfn, reason } => write!(
-                f,
-                "bad page state at pfn {pfn}: {reason} (the free is refused, the block stays allocated)"
-            ),
-            AllocError::DeviceMemory { pfn } => write!(
-                f,
-                "pfn {pfn} is device memory (ZONE_DEVICE): it never enters the buddy allocator"
-            ),
+            AllocError::Request(e) => write!(f, "{e}"),
+            AllocError::Free(e) => write!(f, "{e}"),
+            AllocError::Init(e) => write!(f, "{e}"),
             AllocError::Hotplug(e) => write!(f, "{e}"),
-            AllocError::InUse { nr_pages } => write!(
-                f,
-                "cannot offline: {nr_pages} pages of the range are in use"
-            ),
-            AllocError::HolesInBlock { pfn } => write!(
-                f,
-                "pfn {pfn} is a hole inside a MAX_PAGE_ORDER block of managed memory; use a variant with the hole check (HOLES_IN_ZONE, era 5.13 or older)"
-            ),
-            AllocError::HighFraction { fraction } => write!(
-                f,
-                "percpu_pagelist_high_fraction {fraction} is below {}, the least the kernel accepts (0 keeps the default)",
-                crate::watermark::MIN_PERCPU_PAGELIST_HIGH_FRACTION
-            ),
-            AllocError::TooManyZones => {
-                write!(f, "more than {} zones", crate::alloc::MAX_ZONES)
-            }
-            AllocError::ModelMismatch { why, .. } => {
-                write!(f, "the memory model does not match the layout: {why}")
-            }
-            AllocError::AlreadyManaged { pfn } => {
-                write!(f, "pfn {pfn} is already managed by a zone")
-            }
-            AllocError::Build(e) => write!(f, "cannot build the memory model: {e}"),
-            AllocError::UnknownNode { node } => {
-                write!(f, "node {node} has no memory in this allocator")
-            }
-            AllocError::UnknownZone(zid) => {
-                write!(f, "zone {} does not exist in this allocator", zid.index())
-            }
-            AllocError::NotOffline { pfn } => {
-                write!(
-                    f,
-                    "pfn {pfn} is not in offline memory (hot-add or offline it first)"
-                )
-            }
+        }
+    }
+}
+
+impl std::error::Error for RequestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RequestError::Order(e) => Some(e),
+            RequestError::Gfp(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl std::error::Error for FreeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FreeError::Order(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl std::error::Error for RangeError {}
+
+impl std::error::Error for InitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InitError::Range(e) => Some(e),
+            InitError::Frames(e) => Some(e),
+            InitError::Build(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl std::error::Error for MemHotplugError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MemHotplugError::Model(e) => Some(e),
+            MemHotplugError::Range(e) => Some(e),
+            MemHotplugError::Frames(e) => Some(e),
+            _ => None,
         }
     }
 }
 
 impl std::error::Error for AllocError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            AllocError::Order(e) => Some(e),
-            AllocError::Gfp(e) => Some(e),
-            AllocError::Hotplug(e) => Some(e),
-            AllocError::Build(e) => Some(e),
-            _ => None,
-        }
+        Some(match self {
+            AllocError::Request(e) => e,
+            AllocError::Free(e) => e,
+            AllocError::Init(e) => e,
+            AllocError::Hotplug(e) => e,
+        })
     }
 }
 
+/// `From` for an outer error that wraps an inner one in a variant.
+macro_rules! wrap {
+    ($($inner:ty => $outer:ident::$variant:ident),* $(,)?) => {$(
+        impl From<$inner> for $outer {
+            fn from(e: $inner) -> Self {
+                $outer::$variant(e)
+            }
+        }
+    )*};
+}
+
+wrap! {
+    OrderTooLarge => RequestError::Order,
+    GfpError => RequestError::Gfp,
+    OrderTooLarge => FreeError::Order,
+    RangeError => InitError::Range,
+    FramesError => InitError::Frames,
+    BuildError => InitError::Build,
+    HotplugError => MemHotplugError::Model,
+    RangeError => MemHotplugError::Range,
+    FramesError => MemHotplugError::Frames,
+    RequestError => AllocError::Request,
+    FreeError => AllocError::Free,
+    InitError => AllocError::Init,
+    MemHotplugError => AllocError::Hotplug,
+}
+
+/// Errors of the lower layers a joined caller meets directly: building
+/// the model, an order, a hotplug step of the model.
 impl From<BuildError> for AllocError {
     fn from(e: BuildError) -> Self {
-        AllocError::Build(e)
+        AllocError::Init(InitError::Build(e))
     }
 }
 
 impl From<OrderTooLarge> for AllocError {
     fn from(e: OrderTooLarge) -> Self {
-        AllocError::Order(e)
+        AllocError::Request(RequestError::Order(e))
     }
 }
 
 impl From<HotplugError> for AllocError {
     fn from(e: HotplugError) -> Self {
-        AllocError::Hotplug(e)
+        AllocError::Hotplug(MemHotplugError::Model(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    /// The joined error says what the inner one says and names it as its
+    /// source; an inner error wrapping a lower layer's names that one.
+    #[test]
+    fn joined_errors_keep_the_message_and_name_the_source() {
+        let inner = FreeError::DoubleFree { pfn: Pfn::new(7) };
+        let text = inner.to_string();
+        let joined = AllocError::from(inner);
+        assert_eq!(joined.to_string(), text);
+        assert_eq!(joined.source().map(ToString::to_string), Some(text));
+
+        let order = OrderTooLarge { order: 12, max: 10 };
+        let joined = AllocError::from(order);
+        assert!(matches!(
+            joined,
+            AllocError::Request(RequestError::Order(_))
+        ));
+        let inner = joined
+            .source()
+            .and_then(Error::source)
+            .map(ToString::to_string);
+        assert_eq!(inner, Some("order 12 is above MAX_PAGE_ORDER (10)".into()));
+
+        let range = RangeError::HolesInBlock { pfn: Pfn::new(3) };
+        let text = range.to_string();
+        let hotplug = MemHotplugError::from(range);
+        assert_eq!(hotplug.to_string(), text);
+        assert_eq!(hotplug.source().map(ToString::to_string), Some(text));
+        assert!(MemHotplugError::InUse { nr_pages: 1 }.source().is_none());
     }
 }

@@ -23,13 +23,69 @@ use std::ptr::NonNull;
 use memmap2::{MmapMut, MmapOptions};
 use sparsemem::{Layout, Pfn};
 
-use crate::error::AllocError;
 use crate::list::OwnedBlock;
 
 /// The most address space the frames of one allocator may take: 64 TiB,
 /// half of x86_64's 47-bit user space (the memmap reservations of the
 /// vmemmap models need room too).
 pub const MAX_FRAMES_BYTES: u64 = 64 << 40;
+
+/// Why real frames cannot be had.
+#[derive(Debug)]
+pub enum FramesError {
+    /// The layout's memory spans more address space than
+    /// [`MAX_FRAMES_BYTES`].
+    TooLarge {
+        /// The span's size.
+        span_bytes: u64,
+    },
+    /// The host refused the mapping.
+    Mmap {
+        /// The mapping's size.
+        bytes: u64,
+        /// The host's answer.
+        source: std::io::Error,
+    },
+    /// The host returned a null mapping.
+    NullMapping,
+    /// Hot-added memory outside the frames of the layout's memory span.
+    OutsideFrames {
+        /// First pfn added.
+        start: Pfn,
+        /// Pages added.
+        nr_pages: u64,
+    },
+}
+
+impl std::fmt::Display for FramesError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FramesError::TooLarge { span_bytes } => write!(
+                f,
+                "real frames: the layout's memory spans {} GiB of address space, more than the {} GiB limit",
+                span_bytes >> 30,
+                MAX_FRAMES_BYTES >> 30
+            ),
+            FramesError::Mmap { bytes, source } => {
+                write!(f, "real frames: mmap of {bytes} bytes: {source}")
+            }
+            FramesError::NullMapping => f.write_str("real frames: mmap returned null"),
+            FramesError::OutsideFrames { start, nr_pages } => write!(
+                f,
+                "real frames: hot-added pfns {start}+{nr_pages} lie outside the frames of the layout's memory span"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FramesError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FramesError::Mmap { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
 
 /// The frames of a layout's memory; see the module documentation.
 pub struct Frames {
@@ -52,24 +108,19 @@ unsafe impl Sync for Frames {}
 impl Frames {
     /// Maps frames for `layout`'s memory span, or says which limit it
     /// passes.
-    pub(crate) fn new(layout: &Layout) -> Result<Frames, AllocError> {
+    pub(crate) fn new(layout: &Layout) -> Result<Frames, FramesError> {
         let g = layout.geometry();
         let (first, end) = layout.memory_span();
         let bytes = (end.get() - first.get()) << g.page_shift();
         if bytes > MAX_FRAMES_BYTES {
-            return Err(AllocError::Frames(format!(
-                "real frames: the layout's memory spans {} GiB of address space, more than the {} GiB limit",
-                bytes >> 30,
-                MAX_FRAMES_BYTES >> 30
-            )));
+            return Err(FramesError::TooLarge { span_bytes: bytes });
         }
         let mut map = MmapOptions::new()
             .len(bytes.max(1) as usize)
             .no_reserve_swap()
             .map_anon()
-            .map_err(|e| AllocError::Frames(format!("real frames: mmap of {bytes} bytes: {e}")))?;
-        let base = NonNull::new(map.as_mut_ptr())
-            .ok_or_else(|| AllocError::Frames("real frames: mmap returned null".into()))?;
+            .map_err(|source| FramesError::Mmap { bytes, source })?;
+        let base = NonNull::new(map.as_mut_ptr()).ok_or(FramesError::NullMapping)?;
         Ok(Frames {
             _map: map,
             base,
@@ -131,9 +182,10 @@ mod tests {
             "100 TiB apart",
         )
         .unwrap();
-        let Err(AllocError::Frames(why)) = Frames::new(&far) else {
+        let Err(e @ FramesError::TooLarge { .. }) = Frames::new(&far) else {
             panic!("a 100 TiB span was accepted");
         };
+        let why = e.to_string();
         assert!(why.contains("more than the 65536 GiB limit"), "{why}");
         let big = Layout::new(
             Geometry::X86_64,

@@ -21,7 +21,7 @@ use std::str::FromStr;
 
 use sparsemem::Migratetype;
 
-use crate::zone::ZoneType;
+use crate::types::{MAX_NR_ZONES, ZoneType};
 
 /// A GFP mask; see the module documentation.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -221,7 +221,7 @@ const GFP_ZONE_BAD: u32 = {
 };
 
 /// The zone types by their `GFP_ZONE_TABLE` entry.
-const ZONE_TYPES: [ZoneType; 4] = ZoneType::ALL;
+const ZONE_TYPES: [ZoneType; MAX_NR_ZONES] = ZoneType::ALL;
 
 /// `GFP_MOVABLE_MASK` and `GFP_MOVABLE_SHIFT`: the two mobility bits.
 const GFP_MOVABLE_MASK: u32 = Gfp::RECLAIMABLE.0 | Gfp::MOVABLE.0;

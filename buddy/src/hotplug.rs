@@ -21,10 +21,12 @@ use std::fmt;
 
 use sparsemem::{Granule, HotplugError, MemoryModel, NodeId, PageFlag, Pfn};
 
-use crate::alloc::{Allocator, MAX_ZONES};
-use crate::error::AllocError;
+use crate::alloc::Allocator;
+use crate::error::{MemHotplugError, RangeError};
+use crate::frames::FramesError;
+use crate::types::{MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
-use crate::zone::{Zone, ZoneId, ZoneType, check_blocks};
+use crate::zone::{FpiFlags, Zone, check_blocks};
 
 /// How a memory block is onlined: what is written to its sysfs `state`
 /// (`mmop_type`).
@@ -78,7 +80,7 @@ impl fmt::Display for OnlineType {
 
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// The memory blocks of a block-aligned range, as block numbers.
-    fn blocks(&self, start: Pfn, nr_pages: u64) -> Result<std::ops::Range<u64>, AllocError> {
+    fn blocks(&self, start: Pfn, nr_pages: u64) -> Result<std::ops::Range<u64>, MemHotplugError> {
         let g = self.model.geometry();
         let end = g.check_aligned_range(start, nr_pages, Granule::MemoryBlock)?;
         let per = g.memory_block_pages();
@@ -86,28 +88,31 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     /// Why a block that is not offline cannot be onlined or removed.
-    fn not_offline(&self, block: u64) -> AllocError {
+    fn not_offline(&self, block: u64) -> MemHotplugError {
         let pfn = Pfn::new(block * self.model.geometry().memory_block_pages());
         if self
             .model
             .pfn_to_page(pfn)
             .is_some_and(|p| p.is_zone_device())
         {
-            AllocError::DeviceMemory { pfn }
+            RangeError::DeviceMemory { pfn }.into()
         } else {
-            AllocError::NotOffline { pfn }
+            MemHotplugError::NotOffline { pfn }
         }
     }
 
     /// `add_memory(node, start, size)`: hot-adds whole memory blocks for
     /// `node`; they stay offline until [`Allocator::online_pages`].
-    pub fn hot_add(&mut self, start: Pfn, nr_pages: u64, node: NodeId) -> Result<(), AllocError> {
+    pub fn hot_add(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        node: NodeId,
+    ) -> Result<(), MemHotplugError> {
         if let Some(frames) = &self.frames
             && !frames.covers(start, nr_pages)
         {
-            return Err(AllocError::Frames(format!(
-                "real frames: hot-added pfns {start}+{nr_pages} lie outside the frames of the layout's memory span"
-            )));
+            return Err(FramesError::OutsideFrames { start, nr_pages }.into());
         }
         let blocks = self.blocks(start, nr_pages)?;
         self.model.hot_add(start, nr_pages)?;
@@ -165,7 +170,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         start: Pfn,
         nr_pages: u64,
         online_type: OnlineType,
-    ) -> Result<ZoneId, AllocError> {
+    ) -> Result<ZoneId, MemHotplugError> {
         let blocks = self.blocks(start, nr_pages)?;
         let mut node = None;
         for b in blocks.clone() {
@@ -174,7 +179,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             };
             if node.is_some_and(|first| first != n) {
                 let pfn = Pfn::new(b * self.model.geometry().memory_block_pages());
-                return Err(AllocError::NotOffline { pfn });
+                return Err(MemHotplugError::NotOffline { pfn });
             }
             node = Some(n);
         }
@@ -185,9 +190,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             let page = self
                 .model
                 .pfn_to_page(pfn)
-                .ok_or(AllocError::OutsideZone { pfn })?;
+                .ok_or(RangeError::OutsideZone { pfn })?;
             if !page.test(PageFlag::Reserved) {
-                return Err(AllocError::Hotplug(HotplugError::AlreadyPresent { pfn }));
+                return Err(HotplugError::AlreadyPresent { pfn }.into());
             }
         }
         check_blocks::<M, V>(&self.model, start, end)?;
@@ -195,7 +200,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             Ok(index) => index,
             Err(kind) => {
                 if self.zones.len() >= MAX_ZONES {
-                    return Err(AllocError::TooManyZones);
+                    return Err(MemHotplugError::TooManyZones);
                 }
                 let id = ZoneId::new(self.zones.len() as u8);
                 let max_order = self.model.geometry().max_order();
@@ -214,9 +219,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         self.model.set_online(start, nr_pages, true)?;
         let zone = &mut self.zones[zid];
         zone.grow(start, end);
-        if let Err(e) = zone.give_range(&self.model, [start, end], true) {
+        if let Err(e) = zone.give_range(&self.model, [start, end], FpiFlags::TO_TAIL) {
             self.model.set_online(start, nr_pages, false)?;
-            return Err(e);
+            return Err(e.into());
         }
         let id = zone.id;
         for b in blocks {
@@ -230,19 +235,19 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// nr_pages)` of one zone; every page must be managed (a block with
     /// holes is refused, as the kernel does) and free (no migration here:
     /// pages in use make it refuse with their count).
-    pub fn offline_pages(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
+    pub fn offline_pages(&mut self, start: Pfn, nr_pages: u64) -> Result<(), MemHotplugError> {
         let blocks = self.blocks(start, nr_pages)?;
         let end = start.get() + nr_pages;
         let first = self
             .model
             .pfn_to_page(start)
-            .ok_or(AllocError::OutsideZone { pfn: start })?;
+            .ok_or(RangeError::OutsideZone { pfn: start })?;
         if first.is_zone_device() {
-            return Err(AllocError::DeviceMemory { pfn: start });
+            return Err(RangeError::DeviceMemory { pfn: start }.into());
         }
         let zid = ZoneId::new(first.zone_id());
         if first.test(PageFlag::Reserved) || zid.index() >= self.zones.len() {
-            return Err(AllocError::OutsideZone { pfn: start });
+            return Err(RangeError::OutsideZone { pfn: start }.into());
         }
         let mut free_blocks = Vec::new();
         let mut in_use = 0;
@@ -250,12 +255,12 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         while pfn < end {
             let page = self.model.pfn_to_page(Pfn::new(pfn));
             if page.is_some_and(|p| p.is_zone_device()) {
-                return Err(AllocError::DeviceMemory { pfn: Pfn::new(pfn) });
+                return Err(RangeError::DeviceMemory { pfn: Pfn::new(pfn) }.into());
             }
             let managed =
                 page.is_some_and(|p| p.zone_id() == zid.get() && !p.test(PageFlag::Reserved));
             if !managed {
-                return Err(AllocError::OutsideZone { pfn: Pfn::new(pfn) });
+                return Err(RangeError::OutsideZone { pfn: Pfn::new(pfn) }.into());
             }
             match self.free_block_containing(zid, Pfn::new(pfn)) {
                 Some((head, order)) => {
@@ -269,7 +274,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             }
         }
         if in_use > 0 {
-            return Err(AllocError::InUse { nr_pages: in_use });
+            return Err(MemHotplugError::InUse { nr_pages: in_use });
         }
         self.model.set_online(start, nr_pages, false)?;
         let zone = &mut self.zones[zid.index()];
@@ -281,7 +286,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 
     /// `remove_memory`: hot-removes whole offline memory blocks.
-    pub fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
+    pub fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), MemHotplugError> {
         let blocks = self.blocks(start, nr_pages)?;
         if let Some(b) = blocks.clone().find(|b| !self.offline.contains_key(b)) {
             // Managed pages lie in zone spans only, so the count walks the
@@ -301,7 +306,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 })
                 .sum();
             return Err(if managed > 0 {
-                AllocError::InUse { nr_pages: managed }
+                MemHotplugError::InUse { nr_pages: managed }
             } else {
                 self.not_offline(b)
             });
@@ -321,13 +326,13 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         start: Pfn,
         nr_pages: u64,
         node: NodeId,
-    ) -> Result<(), AllocError> {
+    ) -> Result<(), MemHotplugError> {
         Ok(self.model.add_device(start, nr_pages, node)?)
     }
 
     /// `memunmap_pages`: removes device memory added with
     /// [`Allocator::add_device`].
-    pub fn remove_device(&mut self, start: Pfn, nr_pages: u64) -> Result<(), AllocError> {
+    pub fn remove_device(&mut self, start: Pfn, nr_pages: u64) -> Result<(), MemHotplugError> {
         Ok(self.model.remove_device(start, nr_pages)?)
     }
 

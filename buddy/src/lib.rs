@@ -12,7 +12,7 @@
 //!
 //! What the kernel does and pfnlab does not model: reclaim, compaction
 //! and kswapd (below its watermark an ordinary request fails with
-//! [`AllocError::NoMemory`]); the HIGHATOMIC reserve
+//! [`RequestError::NoMemory`]); the HIGHATOMIC reserve
 //! (`reserve_highatomic_pageblock`: the migratetype and its free lists
 //! exist, but no pageblock is ever reserved); `ZONE_RECLAIM_ACTIVE` and
 //! the NUMA expiry of remote per-CPU lists in 6.7's tuning of `pcp->high`
@@ -39,20 +39,46 @@
 //! assert!(cpu.free(page).is_err(), "double free is refused");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Module order
+//!
+//! Bottom to top: a module imports only modules of lower numbers (and,
+//! where an item says "then", those before it in the item), so none
+//! imports a module that imports it back:
+//!
+//! 1. `types` (zone types and ids, statistics, limits), `lock` (the zone
+//!    lock), `variant` (the compile-time variants), `list` (the intrusive
+//!    lists and the owned-block token): nothing of the crate;
+//! 2. `era` (each kernel's mechanisms), `gfp` (GFP masks), `watermark`
+//!    (the kernel's formulas), `frames` (real frames);
+//! 3. `error` (one enum per domain, and their join), `node` (nodes,
+//!    zonelists, node masks);
+//! 4. `zone`: `zone::free_area` (the buddy algorithm), then
+//!    `zone::fallback` and `zone` itself (the zone, its memory, the claim
+//!    of a free);
+//! 5. `alloc` (the allocator and its zone path);
+//! 6. `chain` (a chain of allocated pages), `init` (construction),
+//!    `hotplug`, each over the allocator;
+//! 7. `pcp` (the per-CPU handle), then `pcp::bulk` and `pcp::tune` (6.7's
+//!    tuning of `high`);
+//! 8. `views` (the kernel's `/proc` views of the zones, the zoneinfo
+//!    reader and the sizing from the sysctls), over the allocator and its
+//!    per-CPU handles;
+//! 9. `testing` (feature `testing`: the reference and whole-allocator
+//!    checks).
 
 #![deny(unsafe_code)]
 
 mod alloc;
+mod chain;
 mod era;
 mod error;
-// The fallback lists: moving free blocks between migratetype lists.
-#[allow(unsafe_code)]
-mod fallback;
 // Real frames: a mapping written by the allocator for blocks it owns.
 #[allow(unsafe_code)]
 mod frames;
 mod gfp;
 mod hotplug;
+mod init;
 // The intrusive lists and the owned-block token: the only writers of a
 // page's links.
 #[allow(unsafe_code)]
@@ -64,32 +90,33 @@ mod node;
 mod pcp;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod types;
 // Flag operations are the `Page` owners' `unsafe fn`s.
 #[allow(unsafe_code)]
 mod variant;
 pub mod views;
 mod watermark;
-// The buddy algorithm: merges and splits reach pages as `page + offset`.
+// Zones and the buddy algorithm: merges and splits reach pages as
+// `page + offset`; a zone takes and gives back its pages' descriptors.
 #[allow(unsafe_code)]
 mod zone;
 
-pub use alloc::{Allocator, LockPolicy, MAX_BULK, MAX_ZONES, Options};
+pub use alloc::{Allocator, LockPolicy, Options};
+pub use chain::PageChain;
 pub use era::{Era, Mechanisms};
-pub use error::AllocError;
-pub use frames::{Frames, MAX_FRAMES_BYTES};
+pub use error::{AllocError, FreeError, InitError, MemHotplugError, RangeError, RequestError};
+pub use frames::{Frames, FramesError, MAX_FRAMES_BYTES};
 pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;
-pub use list::PageChain;
 pub use lock::ZoneLockKind;
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
+pub use types::{MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant};
 pub use watermark::{
-    LOWMEM_RESERVE_RATIO, MAX_NR_ZONES, MIN_PERCPU_PAGELIST_HIGH_FRACTION, Sysctls, Watermarks,
+    LOWMEM_RESERVE_RATIO, MIN_PERCPU_PAGELIST_HIGH_FRACTION, NR_KERNEL_ZONES, Sysctls, Watermarks,
     lowmem_reserve, lowmem_reserve_with, min_free_kbytes, node_lowmem_reserve,
     recommended_min_free_kbytes, resolve_min_free_kbytes, setup_per_zone_wmarks,
     setup_per_zone_wmarks_with, stat_threshold, zone_highsize,
 };
-pub use zone::{
-    PCP_HIGH_BATCHES, Zone, ZoneId, ZoneStats, ZoneType, zone_batchsize, zone_batchsize_for,
-};
+pub use zone::{PCP_HIGH_BATCHES, Zone, zone_batchsize, zone_batchsize_for};

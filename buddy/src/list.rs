@@ -7,10 +7,11 @@
 //! either end and unlink from the middle are O(1) (`list_add`,
 //! `list_add_tail`, `list_del`).
 //!
-//! Above the raw list sit the two safe faces the rest of the allocator
-//! uses: [`OwnedBlock`], a block that no list holds and that its holder owns
-//! (taken off a free list, or claimed by a free), and [`PcpList`], a per-CPU
-//! list that only takes and gives such blocks. Allocation and free paths
+//! Above the raw list sit the safe faces the rest of the allocator uses:
+//! [`OwnedBlock`], a block that no list holds and that its holder owns
+//! (taken off a free list, or claimed by a free), [`PcpList`], a per-CPU
+//! list that only takes and gives such blocks, and [`ChainList`], the
+//! allocated pages of a [`PageChain`](crate::PageChain). Allocation and free paths
 //! move blocks between lists by moving tokens, so only this module and the
 //! buddy algorithm in `zone` write a `struct page`.
 //!
@@ -23,9 +24,6 @@
 //! links the same page. Links are only touched by this module.
 
 use sparsemem::{MemoryModel, Order, Page, PageFlag, Pfn, TAIL_MAPPING};
-
-use crate::alloc::Allocator;
-use crate::variant::Variant;
 
 /// A doubly linked list of pages through their `lru` links, counting its
 /// pages when `COUNTED` (a zone's free list, whose counts are `nr_free`)
@@ -298,7 +296,7 @@ impl OwnedBlock {
     /// costs. Returns the head pfn the caller now owns.
     ///
     /// The token is kept: a holder that goes on owning the block (a
-    /// [`PageChain`]) still needs it; the others drop it.
+    /// [`PageChain`](crate::PageChain)) still needs it; the others drop it.
     #[inline(always)]
     pub(crate) fn prep(&self, compound: bool) -> Pfn {
         let page = self.page();
@@ -518,107 +516,66 @@ impl PcpList {
     }
 }
 
-/// Allocated order-0 pages threaded through their `lru` links: the
-/// `struct list_head` that `alloc_pages_bulk_list` fills
-/// ([`PerCpu::alloc_bulk_list`](crate::PerCpu::alloc_bulk_list)) and a
-/// caller frees by walking it
-/// ([`PerCpu::free_bulk_list`](crate::PerCpu::free_bulk_list)).
-///
-/// Adding a page writes its own descriptor's links (and the previous
-/// tail's); walking is one dependent load per page, `page->lru.next`, and
-/// a pfn is `page_to_pfn` of the descriptor reached, as in the kernel.
-///
-/// Where pfnlab differs: while a page is on the chain its reference count
-/// is held at zero (the chain owns it), so a stray
-/// [`free_pages`](crate::Allocator::free_pages) of its pfn is refused as
-/// [`NotAllocated`](crate::AllocError::NotAllocated) instead of freeing a
-/// page whose links the chain still follows. The kernel trusts its caller;
-/// the cost is one plain store per page on a line the list writes anyway.
-/// [`PageChain::pop_front`] gives a page back as an ordinary allocated page,
-/// and dropping a chain frees what is left on it, so no page is lost.
-pub struct PageChain<'a, M: MemoryModel, V: Variant> {
-    alloc: &'a Allocator<M, V>,
+/// Allocated order-0 pages held on a list through their `lru` links, the
+/// raw half of a [`PageChain`](crate::PageChain): while a page is listed
+/// its reference count is held at zero, so no claim of a free can take it.
+/// The chain above owns the allocator borrow that keeps the pages live.
+#[derive(Default)]
+pub(crate) struct ChainList {
     list: PageList,
 }
 
-impl<'a, M: MemoryModel, V: Variant> PageChain<'a, M, V> {
-    /// An empty chain (`LIST_HEAD(list)`) for pages of `alloc`.
-    pub fn new(alloc: &'a Allocator<M, V>) -> PageChain<'a, M, V> {
-        PageChain {
-            alloc,
-            list: PageList::default(),
-        }
+impl ChainList {
+    /// Pages on the list.
+    pub(crate) fn len(&self) -> u64 {
+        self.list.len()
     }
 
-    /// The allocator whose pages the chain holds.
-    pub fn allocator(&self) -> &'a Allocator<M, V> {
-        self.alloc
-    }
-
-    /// Pages on the chain.
-    pub fn len(&self) -> usize {
-        self.list.len() as usize
-    }
-
-    /// Whether the chain is empty.
-    pub fn is_empty(&self) -> bool {
+    /// Whether the list is empty.
+    pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
     /// The pages' pfns, first to last (`list_for_each_entry` and
-    /// `page_to_pfn`).
-    pub fn iter(&self) -> impl Iterator<Item = Pfn> + '_ {
-        // SAFETY: every listed page is a live descriptor of `alloc`'s model
-        // (`push`), borrowed with the chain.
+    /// `page_to_pfn`); `model` is the one the pages were allocated from.
+    pub(crate) fn iter<'m, M: MemoryModel>(
+        &'m self,
+        model: &'m M,
+    ) -> impl Iterator<Item = Pfn> + 'm {
+        // SAFETY: every listed page is a live descriptor of the model the
+        // owner allocated it from (`push`), borrowed with the list.
         self.list
             .iter()
-            .map(|p| self.alloc.model.page_to_pfn(unsafe { &*p }))
+            .map(move |p| model.page_to_pfn(unsafe { &*p }))
     }
 
-    /// Takes the first page off the chain; it is the caller's ordinary
-    /// allocated page from then on (free it with `free_pages`).
-    pub fn pop_front(&mut self) -> Option<Pfn> {
+    /// Takes the first page off the list; it is its pfn's holder's
+    /// ordinary allocated page from then on.
+    pub(crate) fn pop_front<M: MemoryModel>(&mut self, model: &M) -> Option<Pfn> {
         let page = self.list.pop_front()?;
         // SAFETY: listed pages are live descriptors (`push`).
         let page = unsafe { &*page };
-        // SAFETY: the chain owned the page (count held at zero); giving the
+        // SAFETY: the list owned the page (count held at zero); giving the
         // count back makes the pfn's holder its owner, as after an
         // ordinary allocation.
         unsafe { page.set_refcount(1) };
-        Some(self.alloc.model.page_to_pfn(page))
+        Some(model.page_to_pfn(page))
     }
 
-    /// Lists an order-0 block of `self.alloc` just prepared for the
-    /// caller; the token proves no one else owns it.
+    /// Lists an order-0 block just prepared for the owner; the token proves
+    /// no one else owns it.
     #[inline(always)]
     pub(crate) fn push(&mut self, block: OwnedBlock) {
         debug_assert_eq!(block.order(), Order::ZERO);
         // SAFETY: the token owns the block and no list links it: holding its
         // count at zero keeps every claim off it while it is listed, and
-        // linking it writes only its links and the old tail's. The page is
-        // `self.alloc`'s (the caller's), live as long as the chain's borrow.
+        // linking it writes only its links and the old tail's. The page
+        // stays live while listed (module contract: the owner borrows the
+        // allocator).
         unsafe {
             block.page().set_refcount(0);
             self.list.push_back(block.as_ptr());
         }
-    }
-}
-
-impl<M: MemoryModel, V: Variant> Drop for PageChain<'_, M, V> {
-    fn drop(&mut self) {
-        while let Some(pfn) = self.pop_front() {
-            // Cannot fail: the page was allocated and is held by no one else.
-            let freed = self.alloc.free_pages(pfn, Order::ZERO);
-            debug_assert!(freed.is_ok(), "{freed:?}");
-        }
-    }
-}
-
-impl<M: MemoryModel, V: Variant> std::fmt::Debug for PageChain<'_, M, V> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PageChain")
-            .field("len", &self.len())
-            .finish_non_exhaustive()
     }
 }
 

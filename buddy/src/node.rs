@@ -9,7 +9,7 @@
 use sparsemem::{MAX_NUMNODES, NodeId};
 
 use crate::gfp::Gfp;
-use crate::zone::{ZoneId, ZoneType};
+use crate::types::{ZoneId, ZoneType};
 
 /// Words in a [`NodeMask`]: one bit per possible node.
 const NODEMASK_WORDS: usize = MAX_NUMNODES as usize / 64;

@@ -13,7 +13,7 @@ fn check_migratetype_lists<M: MemoryModel, V: Variant>(
     alloc: &Allocator<M, V>,
     zone: &crate::Zone<V>,
 ) -> Result<(), String> {
-    let area = zone.free.lock();
+    let area = zone.free_area.lock();
     if !area.migratetypes {
         return Ok(());
     }
@@ -204,7 +204,7 @@ pub fn check_conservation<M: MemoryModel, V: Variant>(
 ) -> Result<(), String> {
     check_structure(alloc, reference)?;
     let managed: u64 = alloc.zones().iter().map(|z| z.managed_pages()).sum();
-    let free: u64 = alloc.zones().iter().map(|z| z.free_pages()).sum();
+    let free: u64 = alloc.zones().iter().map(|z| z.nr_free_pages()).sum();
     if free + pcp_pages + reference.pages() != managed {
         return Err(format!(
             "conservation: free {free} + pcp {pcp_pages} + allocated {} != managed {managed}",

@@ -19,7 +19,7 @@
 //! path checks them as `zone_watermark_fast` does (see
 //! [`Allocator`](crate::Allocator)).
 
-use crate::zone::ZoneType;
+use crate::types::{MAX_NR_ZONES, ZoneType};
 
 /// `watermark_scale_factor`'s default: 10, in units of 0.01 %.
 pub const WATERMARK_SCALE_FACTOR: u64 = 10;
@@ -42,8 +42,9 @@ pub struct Watermarks {
 
 /// `MAX_NR_ZONES` of an x86_64 kernel with `CONFIG_ZONE_DEVICE`: DMA,
 /// DMA32, Normal, Movable and Device, the zones `/proc/zoneinfo` lists per
-/// node and `lowmem_reserve_ratio` has a ratio for.
-pub const MAX_NR_ZONES: usize = 5;
+/// node and `lowmem_reserve_ratio` has a ratio for (the model's zone types
+/// stop at Movable: [`MAX_NR_ZONES`](crate::types::MAX_NR_ZONES)).
+pub const NR_KERNEL_ZONES: usize = 5;
 
 /// `MIGRATE_PCPTYPES` (Unmovable, Movable, Reclaimable), as
 /// `set_recommended_min_free_kbytes` counts them.
@@ -62,7 +63,7 @@ pub struct Sysctls {
     /// `vm.watermark_scale_factor`, in units of 0.01 %.
     pub watermark_scale_factor: u64,
     /// `vm.lowmem_reserve_ratio`, one per zone type up to Device.
-    pub lowmem_reserve_ratio: [u64; MAX_NR_ZONES],
+    pub lowmem_reserve_ratio: [u64; NR_KERNEL_ZONES],
     /// Whether PMD-sized transparent huge pages are enabled
     /// (`/sys/kernel/mm/transparent_hugepage/enabled` is `always` or
     /// `madvise`), so khugepaged's `set_recommended_min_free_kbytes`
@@ -193,12 +194,12 @@ fn wmarks_for(zones: &[(ZoneType, u64)], pages_min: u64, scale_factor: u64) -> V
 /// `sysctl_lowmem_reserve_ratio`'s defaults per zone type (DMA, DMA32,
 /// Normal, Movable, Device): a zone keeps `1/ratio` of the memory above it
 /// back from requests that could have used that memory.
-pub const LOWMEM_RESERVE_RATIO: [u64; MAX_NR_ZONES] = [256, 256, 32, 0, 0];
+pub const LOWMEM_RESERVE_RATIO: [u64; NR_KERNEL_ZONES] = [256, 256, 32, 0, 0];
 
 /// `setup_per_zone_lowmem_reserve` for one node's zones, given as
 /// `(type, managed pages)`, with the default ratios; see
 /// [`lowmem_reserve_with`].
-pub fn lowmem_reserve(zones: &[(ZoneType, u64)]) -> Vec<[u64; 4]> {
+pub fn lowmem_reserve(zones: &[(ZoneType, u64)]) -> Vec<[u64; MAX_NR_ZONES]> {
     lowmem_reserve_with(zones, &LOWMEM_RESERVE_RATIO)
 }
 
@@ -208,13 +209,13 @@ pub fn lowmem_reserve(zones: &[(ZoneType, u64)]) -> Vec<[u64; 4]> {
 /// up to `j` over `ratio[i]` (a row of zeros for a ratio of 0 or a zone
 /// with no pages; the highest type keeps none).
 pub fn node_lowmem_reserve(
-    managed: &[u64; MAX_NR_ZONES],
-    ratio: &[u64; MAX_NR_ZONES],
-) -> [[u64; MAX_NR_ZONES]; MAX_NR_ZONES] {
-    let mut reserve = [[0; MAX_NR_ZONES]; MAX_NR_ZONES];
-    for i in (0..MAX_NR_ZONES - 1).filter(|&i| ratio[i] != 0 && managed[i] != 0) {
+    managed: &[u64; NR_KERNEL_ZONES],
+    ratio: &[u64; NR_KERNEL_ZONES],
+) -> [[u64; NR_KERNEL_ZONES]; NR_KERNEL_ZONES] {
+    let mut reserve = [[0; NR_KERNEL_ZONES]; NR_KERNEL_ZONES];
+    for i in (0..NR_KERNEL_ZONES - 1).filter(|&i| ratio[i] != 0 && managed[i] != 0) {
         let mut above = 0;
-        for j in i + 1..MAX_NR_ZONES {
+        for j in i + 1..NR_KERNEL_ZONES {
             above += managed[j];
             reserve[i][j] = above / ratio[i];
         }
@@ -229,9 +230,9 @@ pub fn node_lowmem_reserve(
 /// adds nothing).
 pub fn lowmem_reserve_with(
     zones: &[(ZoneType, u64)],
-    ratio: &[u64; MAX_NR_ZONES],
-) -> Vec<[u64; 4]> {
-    let mut managed = [0; MAX_NR_ZONES];
+    ratio: &[u64; NR_KERNEL_ZONES],
+) -> Vec<[u64; MAX_NR_ZONES]> {
+    let mut managed = [0; NR_KERNEL_ZONES];
     for &(kind, pages) in zones {
         managed[kind as usize] += pages;
     }

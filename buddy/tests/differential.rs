@@ -3,7 +3,10 @@
 //! variants, on layouts with holes (the hole check on).
 
 use buddy::testing::{GFP, Reference, check_conservation, free_all_and_check, snapshot};
-use buddy::{AllocError, Allocator, Config, Era, Mechanisms, Options, PageChain, Variant};
+use buddy::{
+    Allocator, Config, Era, InitError, Mechanisms, Options, PageChain, RangeError, RequestError,
+    Variant,
+};
 use proptest::prelude::*;
 use sparsemem::reference::Semantics;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout, expect_build};
@@ -66,7 +69,7 @@ fn run<M: MemoryModel, V: Variant>(
 ) -> Result<(), String> {
     let alloc = match Allocator::<M, V>::new(model, layout, options) {
         Ok(a) => a,
-        Err(AllocError::HolesInBlock { .. }) if !V::HOLE_CHECK => return Ok(()),
+        Err(InitError::Range(RangeError::HolesInBlock { .. })) if !V::HOLE_CHECK => return Ok(()),
         Err(e) => return Err(e.to_string()),
     };
     let initial = snapshot(&alloc);
@@ -85,7 +88,7 @@ fn run<M: MemoryModel, V: Variant>(
                 let order = Order::new(order);
                 match cpu.alloc_pages(order, gfp) {
                     Ok(pfn) => reference.record(layout, pfn, order)?,
-                    Err(AllocError::NoMemory { .. }) => {}
+                    Err(RequestError::NoMemory { .. }) => {}
                     Err(e) => return Err(format!("alloc: {e}")),
                 }
             }

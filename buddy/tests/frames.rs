@@ -1,7 +1,7 @@
 //! Real frames: `page_address`, `__GFP_ZERO` clearing what a previous
 //! holder wrote, and the limits refused with one clear error.
 
-use buddy::{AllocError, Allocator, Gfp, Kernel, Options};
+use buddy::{Allocator, Gfp, InitError, Kernel, MemHotplugError, Options};
 use sparsemem::{Geometry, Layout, MemRange, NodeId, Order, Pfn, RangeKind, SparseExtreme};
 
 const MIB: u64 = 1 << 20;
@@ -15,7 +15,7 @@ fn layout(ram: u64) -> Layout {
     .unwrap()
 }
 
-fn with_frames(layout: &Layout) -> Result<Allocator<SparseExtreme, Kernel>, AllocError> {
+fn with_frames(layout: &Layout) -> Result<Allocator<SparseExtreme, Kernel>, InitError> {
     let options = Options {
         frames: true,
         ..Options::default()
@@ -103,5 +103,5 @@ fn hot_add_outside_the_frames_is_refused() {
     let e = alloc
         .hot_add(Pfn::new(8 * section), section, NodeId::ZERO)
         .unwrap_err();
-    assert!(matches!(e, AllocError::Frames(_)), "{e}");
+    assert!(matches!(e, MemHotplugError::Frames(_)), "{e}");
 }

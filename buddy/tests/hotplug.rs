@@ -4,7 +4,9 @@
 //! cannot.
 
 use buddy::testing::{Reference, check_structure};
-use buddy::{AllocError, Allocator, Gfp, Kernel, OnlineType, Options, ZoneType};
+use buddy::{
+    Allocator, FreeError, Gfp, Kernel, MemHotplugError, OnlineType, Options, RangeError, ZoneType,
+};
 use sparsemem::{
     Geometry, HotplugError, Layout, MemRange, MemoryModel, NodeId, Order, PageFlag, Pfn, RangeKind,
 };
@@ -88,14 +90,14 @@ fn lifecycle<M: MemoryModel>(model: M, online_type: OnlineType) {
     drop(cpu);
     let e = alloc.offline_pages(start, SECTION).unwrap_err();
     assert!(
-        matches!(e, AllocError::InUse { nr_pages } if nr_pages == SECTION),
+        matches!(e, MemHotplugError::InUse { nr_pages } if nr_pages == SECTION),
         "{e}"
     );
     assert!(e.to_string().starts_with("cannot offline:"));
     assert!(
         matches!(
             alloc.hot_remove(start, SECTION),
-            Err(AllocError::InUse { .. })
+            Err(MemHotplugError::InUse { .. })
         ),
         "online memory cannot be removed"
     );
@@ -160,7 +162,7 @@ fn lifecycle_on<M: MemoryModel>(model: M, layout: &Layout, online_type: OnlineTy
     assert_eq!(alloc.zone(zid).unwrap().node, NodeId::new(1));
     assert!(matches!(
         alloc.offline_pages(start, SECTION),
-        Err(AllocError::InUse { .. })
+        Err(MemHotplugError::InUse { .. })
     ));
     alloc.free_pages(p, Order::new(10)).unwrap();
     alloc.offline_pages(start, SECTION).unwrap();
@@ -266,23 +268,20 @@ fn device_memory_never_enters_the_buddy() {
         format!("pfn {dev} is device memory (ZONE_DEVICE): it never enters the buddy allocator")
     );
     let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
-    assert!(matches!(
-        cpu.free(dev),
-        Err(AllocError::DeviceMemory { .. })
-    ));
+    assert!(matches!(cpu.free(dev), Err(FreeError::DeviceMemory { .. })));
     drop(cpu);
     let block = pfn_at(1024);
     assert!(matches!(
         alloc.online_pages(block, SECTION, OnlineType::Online),
-        Err(AllocError::DeviceMemory { .. })
+        Err(MemHotplugError::Range(RangeError::DeviceMemory { .. }))
     ));
     assert!(matches!(
         alloc.offline_pages(block, SECTION),
-        Err(AllocError::DeviceMemory { .. })
+        Err(MemHotplugError::Range(RangeError::DeviceMemory { .. }))
     ));
     assert!(matches!(
         alloc.hot_remove(block, SECTION),
-        Err(AllocError::DeviceMemory { .. })
+        Err(MemHotplugError::Range(RangeError::DeviceMemory { .. }))
     ));
     assert_eq!(alloc.free_pages_total(), free, "nothing changed");
     // Device memory comes and goes per subsection, through the allocator.
@@ -293,7 +292,7 @@ fn device_memory_never_enters_the_buddy() {
     assert!(!alloc.model().pfn_valid(dev) && alloc.model().pfn_valid(more));
     assert!(matches!(
         alloc.remove_device(pfn_at(0), 512),
-        Err(AllocError::Hotplug(HotplugError::Device {
+        Err(MemHotplugError::Model(HotplugError::Device {
             is_device: false,
             ..
         }))
@@ -346,7 +345,7 @@ fn models_that_cannot_refuse_clearly() {
     );
     let e = sparse.hot_add(pfn_at(512), 512, NodeId::ZERO).unwrap_err();
     assert!(
-        matches!(e, AllocError::Hotplug(HotplugError::Misaligned { .. })),
+        matches!(e, MemHotplugError::Model(HotplugError::Misaligned { .. })),
         "memory comes in whole blocks: {e}"
     );
     assert!(!sparse.model().pfn_valid(pfn_at(512)));
@@ -379,22 +378,22 @@ fn only_offline_memory_can_be_onlined_or_removed() {
     let e = alloc
         .online_pages(third, SECTION, OnlineType::Online)
         .unwrap_err();
-    assert!(matches!(e, AllocError::NotOffline { .. }), "{e}");
+    assert!(matches!(e, MemHotplugError::NotOffline { .. }), "{e}");
     let free = alloc.free_pages_total();
     let e = alloc.offline_pages(third, SECTION).unwrap_err();
     assert!(
-        matches!(e, AllocError::OutsideZone { pfn } if pfn == pfn_at(320)),
+        matches!(e, MemHotplugError::Range(RangeError::OutsideZone { pfn }) if pfn == pfn_at(320)),
         "a block with a hole: {e}"
     );
     assert_eq!(alloc.free_pages_total(), free, "nothing changed");
     assert!(matches!(
         alloc.hot_remove(second, SECTION),
-        Err(AllocError::InUse { .. })
+        Err(MemHotplugError::InUse { .. })
     ));
     assert!(
         matches!(
             alloc.offline_pages(Pfn::new(1), SECTION),
-            Err(AllocError::Hotplug(HotplugError::Misaligned { .. }))
+            Err(MemHotplugError::Model(HotplugError::Misaligned { .. }))
         ),
         "misaligned"
     );
@@ -402,7 +401,7 @@ fn only_offline_memory_can_be_onlined_or_removed() {
     assert!(
         matches!(
             alloc.online_pages(second, 2 * SECTION, OnlineType::Online),
-            Err(AllocError::NotOffline { .. })
+            Err(MemHotplugError::NotOffline { .. })
         ),
         "half of it is online"
     );
@@ -485,7 +484,7 @@ fn the_bitmap_buddy_follows_hot_add_online_offline_and_remove() {
         alloc.hot_remove(Pfn::new(3 * SECTION), SECTION).unwrap();
         check_structure(&alloc, &none).unwrap();
         assert_eq!(
-            alloc.zone(zid).unwrap().free_pages(),
+            alloc.zone(zid).unwrap().nr_free_pages(),
             SECTION,
             "{}",
             V::name()
@@ -519,7 +518,7 @@ fn an_absurd_hot_add_is_refused_and_a_huge_remove_answers_quickly() {
         let nr = g.max_pfn().get() - start.get();
         let e = alloc.hot_add(start, nr, NodeId::ZERO).unwrap_err();
         assert!(
-            matches!(e, AllocError::Hotplug(HotplugError::TooLarge(_))),
+            matches!(e, MemHotplugError::Model(HotplugError::TooLarge(_))),
             "{e}"
         );
         assert!(!alloc.model().pfn_valid(start), "nothing was added");

@@ -5,7 +5,7 @@
 //! remove. Also runs as an ordinary test.
 
 use buddy::testing::{Reference, check_conservation, free_all_and_check, snapshot};
-use buddy::{AllocError, Allocator, Era, Gfp, KernelHoleCheck, Options, Variant};
+use buddy::{Allocator, Era, FreeError, Gfp, KernelHoleCheck, MemHotplugError, Options, Variant};
 use sparsemem::{
     Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, RangeKind, SparseExtreme,
 };
@@ -75,7 +75,7 @@ fn exercise<M: MemoryModel, V: Variant>(model: M, layout: &Layout, era: Era) {
     cpu.free_pages(p, o).unwrap();
     assert!(matches!(
         cpu.free_pages(p, o),
-        Err(AllocError::DoubleFree { .. })
+        Err(FreeError::DoubleFree { .. })
     ));
     check_conservation(&alloc, cpu.total_count(), &reference).unwrap();
     free_all_and_check(cpu, &mut reference, &initial).unwrap();
@@ -111,7 +111,7 @@ fn hotplug_through_the_allocator() {
     assert!(
         matches!(
             alloc.offline_pages(start, block),
-            Err(AllocError::InUse { .. })
+            Err(MemHotplugError::InUse { .. })
         ) || p.get() < start.get()
     );
     alloc.free_pages(p, Order::new(9)).unwrap();

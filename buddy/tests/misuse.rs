@@ -1,7 +1,7 @@
 //! Every misuse returns an error and leaves the allocator unchanged.
 
 use buddy::testing::{Reference, check_conservation, snapshot};
-use buddy::{AllocError, Allocator, Gfp, Kernel, MAX_BULK, Options};
+use buddy::{Allocator, FreeError, Gfp, InitError, Kernel, MAX_BULK, Options, RequestError};
 use sparsemem::{Layout, MemRange, NodeId, Order, Pfn, RangeKind, SparseExtreme};
 
 fn small_layout() -> Layout {
@@ -39,12 +39,12 @@ fn misuse_is_refused_and_changes_nothing() {
     let double = cpu.alloc(Gfp::KERNEL).unwrap();
     cpu.free(double).unwrap();
     assert!(
-        matches!(cpu.free(double), Err(AllocError::DoubleFree { .. })),
+        matches!(cpu.free(double), Err(FreeError::DoubleFree { .. })),
         "double free on the pcp list"
     );
     cpu.drain();
     assert!(
-        matches!(cpu.free(double), Err(AllocError::DoubleFree { .. })),
+        matches!(cpu.free(double), Err(FreeError::DoubleFree { .. })),
         "double free after merging"
     );
     assert_eq!(snapshot(&alloc), before);
@@ -54,13 +54,13 @@ fn misuse_is_refused_and_changes_nothing() {
     assert!(
         matches!(
             e,
-            AllocError::NotAllocated { .. } | AllocError::DoubleFree { .. }
+            FreeError::NotAllocated { .. } | FreeError::DoubleFree { .. }
         ),
         "{e}"
     );
     let tail = Pfn::new(block.get() + 1);
     assert!(
-        matches!(cpu.free(tail), Err(AllocError::NotAllocated { .. })),
+        matches!(cpu.free(tail), Err(FreeError::NotAllocated { .. })),
         "a tail of an allocated block"
     );
     let e = cpu.free_pages(block, Order::new(2)).unwrap_err();
@@ -70,7 +70,7 @@ fn misuse_is_refused_and_changes_nothing() {
     );
     let reserved = Pfn::new((64 << 20) >> 12);
     assert!(
-        matches!(cpu.free(reserved), Err(AllocError::OutsideZone { .. })),
+        matches!(cpu.free(reserved), Err(FreeError::OutsideZone { .. })),
         "reserved page"
     );
     let hole = Pfn::new(1 << 30);
@@ -80,24 +80,24 @@ fn misuse_is_refused_and_changes_nothing() {
     );
     assert!(matches!(
         cpu.free(Pfn::new(u64::MAX)),
-        Err(AllocError::OutsideZone { .. })
+        Err(FreeError::OutsideZone { .. })
     ));
     let mut slots = vec![None; MAX_BULK + 1];
     assert!(matches!(
         cpu.alloc_bulk_array(Gfp::KERNEL, &mut slots),
-        Err(AllocError::BulkTooLarge { .. })
+        Err(RequestError::BulkTooLarge { .. })
     ));
     let mut list = Vec::new();
     assert!(matches!(
         cpu.alloc_bulk_vec(usize::MAX, Gfp::KERNEL, &mut list),
-        Err(AllocError::BulkTooLarge { .. })
+        Err(RequestError::BulkTooLarge { .. })
     ));
     assert!(list.is_empty() && slots.iter().all(Option::is_none));
     let order = cpu.alloc_pages(Order::new(11), Gfp::KERNEL).unwrap_err();
     assert_eq!(order.to_string(), "order 11 is above MAX_PAGE_ORDER (10)");
     let order = cpu.free_pages(single, Order::new(11)).unwrap_err();
     assert_eq!(order.to_string(), "order 11 is above MAX_PAGE_ORDER (10)");
-    let order = Order::try_new(17).map_err(AllocError::from).unwrap_err();
+    let order = Order::try_new(17).map_err(RequestError::from).unwrap_err();
     assert_eq!(order.to_string(), "order 17 is above MAX_PAGE_ORDER (16)");
     assert_eq!(
         snapshot(&alloc),
@@ -123,14 +123,14 @@ fn exhaustion_is_no_memory_not_a_panic() {
         match cpu.alloc_pages(Order::new(3), Gfp::KERNEL) {
             Ok(p) => got.push(p),
             Err(e) => {
-                assert!(matches!(e, AllocError::NoMemory { .. }), "{e}");
+                assert!(matches!(e, RequestError::NoMemory { .. }), "{e}");
                 break;
             }
         }
     }
     assert_eq!(
         got.len() as u64 * 8 + cpu.total_count(),
-        16384 - alloc.zones().iter().map(|z| z.free_pages()).sum::<u64>()
+        16384 - alloc.zones().iter().map(|z| z.nr_free_pages()).sum::<u64>()
     );
     assert!(cpu.alloc_pages(Order::new(10), Gfp::KERNEL).is_err());
     for p in got {
@@ -162,7 +162,7 @@ fn dma32_request_never_gets_normal_memory_and_thisnode_stays_home() {
     cpu.set_cpuset(Some(buddy::NodeMask::empty()));
     assert!(matches!(
         cpu.alloc(Gfp::KERNEL),
-        Err(AllocError::NoMemory { .. })
+        Err(RequestError::NoMemory { .. })
     ));
 }
 
@@ -172,14 +172,14 @@ fn dma32_request_never_gets_normal_memory_and_thisnode_stays_home() {
 #[test]
 fn a_model_from_another_layout_is_refused_by_every_variant() {
     use buddy::{Bitmap, KernelHoleCheck, NoBitmapAtomic, Variant};
-    fn refused<V: Variant>(model: SparseExtreme, layout: &Layout) -> AllocError {
+    fn refused<V: Variant>(model: SparseExtreme, layout: &Layout) -> InitError {
         // 2.6.9: the era in which every variant existed.
         match Allocator::<_, V>::new(model, layout, Options::for_era(buddy::Era::V2_6_9)) {
             Ok(_) => panic!("{}: a mismatched model was accepted", V::name()),
             Err(e) => e,
         }
     }
-    fn all_variants(make: impl Fn() -> SparseExtreme, layout: &Layout) -> Vec<AllocError> {
+    fn all_variants(make: impl Fn() -> SparseExtreme, layout: &Layout) -> Vec<InitError> {
         vec![
             refused::<Kernel>(make(), layout),
             refused::<KernelHoleCheck>(make(), layout),
@@ -190,7 +190,7 @@ fn a_model_from_another_layout_is_refused_by_every_variant() {
     let small = small_layout();
     let big = Layout::preset("x86-pci-hole").unwrap();
     for e in all_variants(|| SparseExtreme::new(&small).unwrap(), &big) {
-        let AllocError::ModelMismatch { pfn: Some(pfn), .. } = &e else {
+        let InitError::ModelMismatch { pfn: Some(pfn), .. } = &e else {
             panic!("expected a pfn mismatch, got {e}");
         };
         assert!(
@@ -211,7 +211,7 @@ fn a_model_from_another_layout_is_refused_by_every_variant() {
     .unwrap();
     for e in all_variants(|| SparseExtreme::new(&arm).unwrap(), &small) {
         assert!(
-            matches!(e, AllocError::ModelMismatch { pfn: None, .. }),
+            matches!(e, InitError::ModelMismatch { pfn: None, .. }),
             "geometry mismatch: {e}"
         );
         assert!(e.to_string().contains("geometry"), "{e}");
@@ -225,14 +225,14 @@ fn an_unknown_node_is_an_error() {
     let alloc = allocator(&layout);
     let node = NodeId::new(7);
     let before = snapshot(&alloc);
-    assert!(matches!(alloc.cpu_on(node), Err(AllocError::UnknownNode { node: n }) if n == node));
+    assert!(matches!(alloc.cpu_on(node), Err(RequestError::UnknownNode { node: n }) if n == node));
     assert!(matches!(
         alloc.alloc_pages(Order::new(2), Gfp::KERNEL, node, None),
-        Err(AllocError::UnknownNode { .. })
+        Err(RequestError::UnknownNode { .. })
     ));
     assert!(matches!(
         alloc.zonelist(node, Gfp::KERNEL),
-        Err(AllocError::UnknownNode { .. })
+        Err(RequestError::UnknownNode { .. })
     ));
     assert_eq!(
         alloc.cpu_on(node).err().unwrap().to_string(),
@@ -252,7 +252,7 @@ fn totals_sum_the_zones() {
     assert!(zones.len() >= 3, "DMA, DMA32 and Normal");
     assert_eq!(
         alloc.free_pages_total(),
-        zones.iter().map(|z| z.free_pages()).sum::<u64>()
+        zones.iter().map(|z| z.nr_free_pages()).sum::<u64>()
     );
     assert_eq!(
         alloc.managed_pages_total(),
@@ -329,7 +329,7 @@ fn a_reserved_page_inside_a_zone_span_is_outside_every_zone() {
     assert!(start.get() == 0 || !zone.spans(start - 1));
     let e = alloc.free_pages(hole, Order::ZERO).unwrap_err();
     assert!(
-        matches!(e, AllocError::OutsideZone { pfn } if pfn == hole),
+        matches!(e, FreeError::OutsideZone { pfn } if pfn == hole),
         "{e}"
     );
 }
@@ -434,7 +434,7 @@ fn max_order_follows_the_geometry() {
             Ok(above) => alloc
                 .alloc_pages(above, Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None)
                 .unwrap_err(),
-            Err(e) => AllocError::from(e),
+            Err(e) => RequestError::from(e),
         };
         assert_eq!(
             e.to_string(),
@@ -485,8 +485,8 @@ fn a_variant_outside_its_era_is_refused() {
     use buddy::{Bitmap, Era, KernelHoleCheck, NoBitmapAtomic};
     let layout = small_layout();
     let model = || SparseExtreme::new(&layout).unwrap();
-    let refusal = |r: Result<(), AllocError>| match r {
-        Err(AllocError::EraMismatch(why)) => why,
+    let refusal = |r: Result<(), InitError>| match r {
+        Err(InitError::EraMismatch(why)) => why,
         other => panic!("expected an era refusal, got {other:?}"),
     };
     let why = refusal(

@@ -4,7 +4,10 @@
 //! on drop, and the statistics the lab reports.
 
 use buddy::testing::{Reference, check_conservation};
-use buddy::{AllocError, Allocator, Gfp, Kernel, LockPolicy, MAX_BULK, NodeMask, Options, ZoneId};
+use buddy::{
+    Allocator, FreeError, Gfp, InitError, Kernel, LockPolicy, MAX_BULK, NodeMask, Options,
+    RequestError, ZoneId,
+};
 use sparsemem::{Layout, MemRange, NodeId, Order, Pfn, RangeKind, SparseExtreme};
 
 const BATCH: u32 = 8;
@@ -40,7 +43,7 @@ fn refill_moves_one_batch_under_one_lock_or_one_lock_per_page() {
         let alloc = allocator(policy);
         let zone = alloc.zone(DMA32).unwrap();
         assert_eq!((zone.batch(), zone.high()), (BATCH, 6 * BATCH));
-        let free_before = zone.free_pages();
+        let free_before = zone.nr_free_pages();
         let locks_before = zone.lock_acquisitions();
         let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
         let pfn = cpu.alloc(Gfp::DMA32).unwrap();
@@ -56,7 +59,7 @@ fn refill_moves_one_batch_under_one_lock_or_one_lock_per_page() {
             "{policy:?}: one batch, one handed out"
         );
         assert_eq!(
-            zone.free_pages(),
+            zone.nr_free_pages(),
             free_before - u64::from(BATCH),
             "{policy:?}"
         );
@@ -161,12 +164,12 @@ fn bulk_takes_max_bulk_exactly_and_refuses_one_more_unchanged() {
     let (free, on_list) = (alloc.free_pages_total(), cpu.total_count());
     assert!(matches!(
         cpu.alloc_bulk_vec(MAX_BULK + 1, Gfp::DMA32, &mut out),
-        Err(AllocError::BulkTooLarge { requested }) if requested == MAX_BULK + 1
+        Err(RequestError::BulkTooLarge { requested }) if requested == MAX_BULK + 1
     ));
     let mut slots = vec![None; MAX_BULK + 1];
     assert!(matches!(
         cpu.alloc_bulk_array(Gfp::DMA32, &mut slots),
-        Err(AllocError::BulkTooLarge { .. })
+        Err(RequestError::BulkTooLarge { .. })
     ));
     assert!(
         slots.iter().all(Option::is_none),
@@ -318,7 +321,7 @@ fn x86_allocator(
     era: buddy::Era,
     cpus: u32,
     fraction: u32,
-) -> Result<Allocator<SparseExtreme, Kernel>, AllocError> {
+) -> Result<Allocator<SparseExtreme, Kernel>, InitError> {
     let layout = sparsemem::Layout::preset("x86-pci-hole").unwrap();
     let options = Options {
         era,
@@ -393,7 +396,7 @@ fn a_high_fraction_sizes_high_from_the_managed_pages() {
 
     let e = build(buddy::Era::V6_18, 7).err().unwrap();
     assert!(
-        matches!(e, AllocError::HighFraction { fraction: 7 }),
+        matches!(e, InitError::HighFraction { fraction: 7 }),
         "{e:?}"
     );
     assert!(e.to_string().contains("below 8"), "{e}");
@@ -480,23 +483,23 @@ fn a_bulk_list_owns_its_pages_until_they_are_taken_off_or_freed() {
 
     let stray = pfns[7];
     assert!(
-        matches!(cpu.free(stray), Err(AllocError::NotAllocated { pfn }) if pfn == stray),
+        matches!(cpu.free(stray), Err(FreeError::NotAllocated { pfn }) if pfn == stray),
         "a listed page is the chain's"
     );
     assert!(matches!(
         alloc.free_pages(stray, Order::ZERO),
-        Err(AllocError::NotAllocated { pfn }) if pfn == stray
+        Err(FreeError::NotAllocated { pfn }) if pfn == stray
     ));
     assert_eq!(list.iter().collect::<Vec<_>>(), pfns, "the chain is intact");
 
     let mut foreign = PageChain::new(&other);
     assert!(matches!(
         cpu.alloc_bulk_list(4, Gfp::DMA32, &mut foreign),
-        Err(AllocError::ForeignChain)
+        Err(RequestError::ForeignChain)
     ));
     assert!(matches!(
         cpu.free_bulk_list(&mut foreign),
-        Err(AllocError::ForeignChain)
+        Err(FreeError::ForeignChain)
     ));
 
     let first = list.pop_front().unwrap();

@@ -3,7 +3,7 @@
 //! checks (a refused free changes nothing), and `buddy_merge_likely`.
 
 use buddy::testing::{Reference, check_structure};
-use buddy::{AllocError, Allocator, Era, Gfp, Kernel};
+use buddy::{Allocator, Era, FreeError, Gfp, Kernel};
 use sparsemem::{MemoryModel, NodeId, Order, PageFlag, Pfn, SparseExtreme, TAIL_MAPPING, UserFlag};
 
 /// 64 MiB of DMA32 RAM.
@@ -82,7 +82,7 @@ fn a_bad_page_is_refused_and_nothing_changes() {
     for (reason, spoil, fix) in cases {
         spoil(page);
         match cpu.free(p) {
-            Err(AllocError::BadPage { pfn, reason: r }) => assert_eq!((pfn, r), (p, reason)),
+            Err(FreeError::BadPage { pfn, reason: r }) => assert_eq!((pfn, r), (p, reason)),
             other => panic!("{reason}: {other:?}"),
         }
         assert_eq!(page.refcount(), 1, "{reason}: still allocated");
@@ -93,7 +93,7 @@ fn a_bad_page_is_refused_and_nothing_changes() {
     page.set_user(UserFlag::Referenced);
     cpu.free(p).unwrap();
     assert!(!page.test(PageFlag::Dirty) && !page.test(PageFlag::Referenced));
-    assert!(matches!(cpu.free(p), Err(AllocError::DoubleFree { .. })));
+    assert!(matches!(cpu.free(p), Err(FreeError::DoubleFree { .. })));
 }
 
 /// A compound page whose tail lost its `TAIL_MAPPING`, or a plain block
@@ -110,7 +110,7 @@ fn a_bad_tail_is_refused_at_its_pfn() {
     tail.set_mapping(0x1234);
     let e = alloc.free_pages(p, order).unwrap_err();
     assert!(
-        matches!(e, AllocError::BadPage { pfn, reason: "corrupted mapping in tail page" } if pfn.get() == p.get() + 5),
+        matches!(e, FreeError::BadPage { pfn, reason: "corrupted mapping in tail page" } if pfn.get() == p.get() + 5),
         "{e}"
     );
     assert!(e.to_string().contains("stays allocated"));
@@ -127,7 +127,7 @@ fn a_bad_tail_is_refused_at_its_pfn() {
     tail.inc_mapcount();
     assert!(matches!(
         alloc.free_pages(q, order),
-        Err(AllocError::BadPage {
+        Err(FreeError::BadPage {
             reason: "nonzero mapcount",
             ..
         })

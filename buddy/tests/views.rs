@@ -31,7 +31,7 @@ fn number(dir: &Path, file: &str) -> u64 {
 }
 
 /// `vm.lowmem_reserve_ratio` as the kernel prints it (tab-separated).
-fn ratios(text: &str) -> [u64; buddy::MAX_NR_ZONES] {
+fn ratios(text: &str) -> [u64; buddy::NR_KERNEL_ZONES] {
     let v: Vec<u64> = text
         .split_whitespace()
         .map(|n| n.parse().unwrap())

@@ -2,7 +2,7 @@
 //! `get_page_from_freelist`), `lowmem_reserve`, the `NR_FREE_PAGES` counter
 //! with its per-CPU deltas, and invalid GFP masks.
 
-use buddy::{AllocError, Allocator, Gfp, GfpError, Kernel, Options, ZoneType};
+use buddy::{Allocator, Gfp, GfpError, Kernel, Options, RequestError, ZoneType};
 use sparsemem::{Geometry, Layout, MemRange, NodeId, Order, Pfn, RangeKind, SparseExtreme};
 
 const MIB: u64 = 1 << 20;
@@ -27,7 +27,7 @@ fn drain(alloc: &Allocator<SparseExtreme, Kernel>, gfp: Gfp) -> Vec<Pfn> {
     loop {
         match alloc.alloc_pages(Order::ZERO, gfp, NodeId::ZERO, None) {
             Ok(p) => held.push(p),
-            Err(AllocError::NoMemory { .. }) => return held,
+            Err(RequestError::NoMemory { .. }) => return held,
             Err(e) => panic!("{e}"),
         }
     }
@@ -44,18 +44,18 @@ fn each_request_stops_at_its_own_watermark() {
     let marks = zone.watermarks();
     assert!(0 < marks.min && marks.min < marks.low && marks.low < marks.high);
     let mut held = drain(&alloc, Gfp::KERNEL);
-    assert_eq!(zone.free_pages(), marks.min, "GFP_KERNEL keeps min free");
+    assert_eq!(zone.nr_free_pages(), marks.min, "GFP_KERNEL keeps min free");
     assert_eq!(zone.nr_free_pages_state(), marks.min);
     held.extend(drain(&alloc, Gfp::ATOMIC));
     let mut atomic_min = marks.min - marks.min / 2;
     atomic_min -= atomic_min / 4;
-    assert_eq!(zone.free_pages(), atomic_min, "GFP_ATOMIC's reserve");
+    assert_eq!(zone.nr_free_pages(), atomic_min, "GFP_ATOMIC's reserve");
     assert!(matches!(
         alloc.alloc_pages(Order::new(3), Gfp::ATOMIC, NodeId::ZERO, None),
-        Err(AllocError::NoMemory { .. })
+        Err(RequestError::NoMemory { .. })
     ));
     held.extend(drain(&alloc, Gfp::KERNEL | Gfp::MEMALLOC));
-    assert_eq!(zone.free_pages(), 0, "__GFP_MEMALLOC ignores the marks");
+    assert_eq!(zone.nr_free_pages(), 0, "__GFP_MEMALLOC ignores the marks");
     assert!(
         drain(&alloc, Gfp::ATOMIC | Gfp::MEMALLOC | Gfp::NOMEMALLOC).is_empty(),
         "__GFP_NOMEMALLOC wins"
@@ -64,7 +64,7 @@ fn each_request_stops_at_its_own_watermark() {
     for p in held {
         alloc.free_pages(p, Order::ZERO).unwrap();
     }
-    assert_eq!(zone.free_pages(), zone.managed_pages());
+    assert_eq!(zone.nr_free_pages(), zone.managed_pages());
     assert_eq!(zone.nr_free_pages_state(), zone.managed_pages());
 }
 
@@ -90,9 +90,9 @@ fn lowmem_reserve_protects_dma32_from_normal_requests() {
     );
     assert_eq!(reserve[ZoneType::Dma32 as usize], 0);
     let mut held = drain(&alloc, Gfp::KERNEL);
-    assert_eq!(normal.free_pages(), normal.watermarks().min);
+    assert_eq!(normal.nr_free_pages(), normal.watermarks().min);
     assert_eq!(
-        dma32.free_pages(),
+        dma32.nr_free_pages(),
         dma32.watermarks().min + reserve[ZoneType::Normal as usize],
         "GFP_KERNEL leaves DMA32 its reserve"
     );
@@ -125,15 +125,15 @@ fn per_cpu_deltas_fold_at_the_threshold() {
         } else {
             held.push(cpu.alloc(Gfp::KERNEL).unwrap());
         }
-        let lag = zone.nr_free_pages_state().abs_diff(zone.free_pages());
+        let lag = zone.nr_free_pages_state().abs_diff(zone.nr_free_pages());
         assert!(lag as i64 <= threshold, "lag {lag} > threshold {threshold}");
     }
     for p in held {
         cpu.free(p).unwrap();
     }
     drop(cpu);
-    assert_eq!(zone.nr_free_pages_state(), zone.free_pages());
-    assert_eq!(zone.free_pages(), zone.managed_pages());
+    assert_eq!(zone.nr_free_pages_state(), zone.nr_free_pages());
+    assert_eq!(zone.nr_free_pages(), zone.managed_pages());
 }
 
 /// Invalid masks are refused on every path before anything changes.
@@ -147,13 +147,13 @@ fn invalid_gfp_masks_are_refused() {
         let e = alloc
             .alloc_pages(Order::new(2), gfp, NodeId::ZERO, None)
             .unwrap_err();
-        assert!(matches!(e, AllocError::Gfp(_)), "{e}");
+        assert!(matches!(e, RequestError::Gfp(_)), "{e}");
         let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
-        assert!(matches!(cpu.alloc(gfp), Err(AllocError::Gfp(_))));
+        assert!(matches!(cpu.alloc(gfp), Err(RequestError::Gfp(_))));
         let mut out = Vec::new();
         assert!(matches!(
             cpu.alloc_bulk_vec(8, gfp, &mut out),
-            Err(AllocError::Gfp(_))
+            Err(RequestError::Gfp(_))
         ));
         assert!(out.is_empty());
     }

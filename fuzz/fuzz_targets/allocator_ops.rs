@@ -10,7 +10,9 @@ mod common;
 
 use arbitrary::Arbitrary;
 use buddy::testing::{Reference, check_conservation};
-use buddy::{AllocError, Allocator, Gfp, KernelHoleCheck, OnlineType, Options};
+use buddy::{
+    Allocator, Gfp, InitError, KernelHoleCheck, MemHotplugError, OnlineType, Options, RequestError,
+};
 use libfuzzer_sys::fuzz_target;
 use sparsemem::{Flat, Layout, MemoryModel, NodeId, Order, Pfn, SparseClassic, SparseExtreme};
 use vmemmap::{VmemmapProbe, VmemmapTable};
@@ -105,7 +107,7 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mechanism
     };
     let mut alloc = match Allocator::<M, KernelHoleCheck>::new(model, layout, options) {
         Ok(a) => a,
-        Err(AllocError::TooManyZones) => return,
+        Err(InitError::TooManyZones) => return,
         Err(e) => panic!("the hole-check variant accepts every layout: {e}"),
     };
     let mut reference = Reference::default();
@@ -132,7 +134,7 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mechanism
             Op::Offline(at, len) => {
                 let (start, nr) = hot_range(layout, at, len, false);
                 let before: Vec<_> = alloc.zones().iter().map(|z| z.nr_free()).collect();
-                if let Err(AllocError::InUse { .. }) = alloc.offline_pages(start, nr) {
+                if let Err(MemHotplugError::InUse { .. }) = alloc.offline_pages(start, nr) {
                     let after: Vec<_> = alloc.zones().iter().map(|z| z.nr_free()).collect();
                     assert_eq!(before, after, "a refused offline changes nothing");
                 }
@@ -158,7 +160,7 @@ fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mechanism
                                     .record_model(cpu.allocator().model(), pfn, order)
                                     .expect("fresh block");
                             }
-                            Err(AllocError::Gfp(_)) => assert!(invalid(gfp), "{gfp} refused"),
+                            Err(RequestError::Gfp(_)) => assert!(invalid(gfp), "{gfp} refused"),
                             Err(_) => {}
                         }
                     }

@@ -114,7 +114,7 @@ fn run<V: Variant>(model: SparseExtreme, layout: &Layout, ops: &[Op]) {
                 }
             }
             Op::Query(zone, node) => {
-                let _ = alloc.zone(ZoneId::new(zone)).map(|z| z.free_pages());
+                let _ = alloc.zone(ZoneId::new(zone)).map(|z| z.nr_free_pages());
                 let _ = alloc.free_blocks(ZoneId::new(zone));
                 if let Ok(node) = NodeId::try_new(u64::from(node)) {
                     let _ = alloc.zonelist(node, Gfp::KERNEL);

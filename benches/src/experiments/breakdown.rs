@@ -23,9 +23,10 @@ use serde_json::{Map, Value, json};
 use sparsemem::Layout;
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, cell};
-use crate::CliError;
+use super::legacy::{Outcome, legacy_experiment};
+use super::{Ctx, Knobs, cell};
 use crate::counting::{Counted, ModelOp, ModelOps};
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
 use crate::report::{Row, fmt_ns};
 use crate::timing::{Measurement, Plan, measure};
@@ -286,8 +287,14 @@ fn path_json(p: &PathCost) -> Map<String, Value> {
     m
 }
 
-pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let kinds: Vec<ModelKind> = if ctx.args.model.is_some() {
+legacy_experiment!(
+    /// Where the hot path's time goes, mechanism by mechanism.
+    Breakdown = Breakdown,
+    run
+);
+
+fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, RunError> {
+    let kinds: Vec<ModelKind> = if ctx.model_chosen {
         vec![ctx.model]
     } else {
         ModelKind::ALL.to_vec()

@@ -5,29 +5,195 @@
 
 use buddy::AllocError;
 use buddy::{Kernel, Options};
-use serde_json::json;
+use serde::Serialize;
 use sparsemem::Layout;
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, cell};
-use crate::CliError;
-use crate::models::{Buildable, ModelVisitor, build_allocator};
-use crate::report::Row;
+use super::{Ctx, Experiment, ExperimentId, cell};
+use crate::error::RunError;
+use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator};
+use crate::report::Measured;
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
 use crate::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
 
 /// Bulk sizes, as in the seed.
 pub const SIZES: [usize; 9] = [1, 2, 3, 4, 8, 16, 32, 64, 128];
-/// The seed's kernel figures: (size, array cycles, list cycles) per page.
-const SEED: [(usize, u32, u32); 2] = [(1, 202, 206), (128, 110, 133)];
+
+/// The seed's kernel figures at one bulk size, cycles per page.
+#[derive(Clone, Copy, Debug)]
+struct SeedBulk {
+    bulk: usize,
+    array_cycles: u32,
+    list_cycles: u32,
+}
+
+impl SeedBulk {
+    fn cycles(self, variant: BulkVariant) -> Option<f64> {
+        match variant {
+            BulkVariant::Single => None,
+            BulkVariant::List => Some(f64::from(self.list_cycles)),
+            BulkVariant::Array => Some(f64::from(self.array_cycles)),
+        }
+    }
+}
+
+/// The seed at one page per call.
+const SEED_1: SeedBulk = SeedBulk {
+    bulk: 1,
+    array_cycles: 202,
+    list_cycles: 206,
+};
+/// The seed at 128 pages per call.
+const SEED_128: SeedBulk = SeedBulk {
+    bulk: 128,
+    array_cycles: 110,
+    list_cycles: 133,
+};
 /// The seed's single-page alloc+put, in cycles.
 const SEED_SINGLE: f64 = 199.0;
 
-/// `seed` and `ratio_to_seed` (pfnlab's cycles over the seed's) on a row.
-fn with_seed(row: Row, seed_cycles: f64) -> Row {
-    let ours = row.measurement.cycles_per_op.median;
-    row.with("seed", json!({ "cycles_per_page": seed_cycles }))
-        .with("ratio_to_seed", ours / seed_cycles)
+/// The experiment `bench bulk`.
+pub struct Bulk;
+
+/// How pages were taken and given back.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BulkVariant {
+    /// One page per call through the per-CPU list (the baseline).
+    Single,
+    /// `alloc_pages_bulk` onto a list threaded through the pages.
+    List,
+    /// `alloc_pages_bulk` into an array, filling empty slots.
+    Array,
+}
+
+/// One bulk size's two interfaces, per page.
+#[derive(Clone, Debug)]
+pub struct SizeResult {
+    /// Pages per call.
+    pub bulk: usize,
+    /// The list interface.
+    pub list: Measurement,
+    /// The array interface.
+    pub array: Measurement,
+}
+
+/// What `bench bulk` measures.
+#[derive(Clone, Debug)]
+pub struct BulkResults {
+    /// The single-page baseline, per page.
+    pub single: Measurement,
+    /// Each of [`SIZES`], in order.
+    pub sizes: Vec<SizeResult>,
+}
+
+impl BulkResults {
+    /// The share of a page's cost that calls of 128 pages save over calls
+    /// of one, ours and the seed's.
+    fn gain_from_1(&self, variant: BulkVariant) -> Option<(f64, f64)> {
+        let (first, last) = (self.sizes.first()?, self.sizes.last()?);
+        let of = |s: &SizeResult| match variant {
+            BulkVariant::Single => None,
+            BulkVariant::List => Some(s.list.cycles_per_op.median),
+            BulkVariant::Array => Some(s.array.cycles_per_op.median),
+        };
+        let ours = 1.0 - of(last)? / of(first)?;
+        let seed = 1.0 - SEED_128.cycles(variant)? / SEED_1.cycles(variant)?;
+        Some((ours, seed))
+    }
+
+    /// What threading pages through their links costs over the array at
+    /// 128 pages, per page: ours and the seed's.
+    fn list_over_array(&self) -> Option<(f64, f64)> {
+        let last = self.sizes.last()?;
+        let ours = last.list.cycles_per_op.median - last.array.cycles_per_op.median;
+        let seed = f64::from(SEED_128.list_cycles) - f64::from(SEED_128.array_cycles);
+        Some((ours, seed))
+    }
+}
+
+/// The seed's cycles beside a row.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct SeedCycles {
+    /// The seed kernel's cycles per page.
+    pub cycles_per_page: f64,
+}
+
+/// The row's parameters.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct BulkParams {
+    /// Pages per call.
+    pub bulk: usize,
+}
+
+/// One row of `bench bulk`'s report.
+#[derive(Clone, Debug, Serialize)]
+pub struct BulkRow {
+    /// The interface.
+    pub variant: BulkVariant,
+    /// The memory model.
+    pub model: ModelKind,
+    /// Pages per call.
+    pub params: BulkParams,
+    /// Per page.
+    #[serde(flatten)]
+    pub measurement: Measurement,
+    /// The seed's figure at this size, where it published one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<SeedCycles>,
+    /// Our cycles over the seed's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_seed: Option<f64>,
+    /// At 128 pages: the share of the per-page cost saved over one page
+    /// per call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gain_from_1: Option<f64>,
+    /// The seed's [`BulkRow::gain_from_1`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed_gain_from_1: Option<f64>,
+    /// The list at 128 pages: cycles per page over the array's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles_over_array: Option<f64>,
+    /// The seed's [`BulkRow::cycles_over_array`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed_cycles_over_array: Option<f64>,
+}
+
+impl BulkRow {
+    fn new(variant: BulkVariant, model: ModelKind, bulk: usize, m: &Measurement) -> BulkRow {
+        BulkRow {
+            variant,
+            model,
+            params: BulkParams { bulk },
+            measurement: m.clone(),
+            seed: None,
+            ratio_to_seed: None,
+            gain_from_1: None,
+            seed_gain_from_1: None,
+            cycles_over_array: None,
+            seed_cycles_over_array: None,
+        }
+    }
+
+    fn with_seed(mut self, seed_cycles: Option<f64>) -> BulkRow {
+        if let Some(seed) = seed_cycles {
+            self.seed = Some(SeedCycles {
+                cycles_per_page: seed,
+            });
+            self.ratio_to_seed = Some(self.measurement.cycles_per_op.median / seed);
+        }
+        self
+    }
+}
+
+impl Measured for BulkRow {
+    fn measurement(&self) -> &Measurement {
+        &self.measurement
+    }
+
+    fn label(&self) -> String {
+        format!("{:?} x{} / {}", self.variant, self.params.bulk, self.model)
+    }
 }
 
 struct Visitor {
@@ -35,16 +201,14 @@ struct Visitor {
     alloc_options: Options,
 }
 
-type Results = (Measurement, Vec<(usize, Measurement, Measurement)>);
-
 impl ModelVisitor for Visitor {
-    type Output = Results;
+    type Output = BulkResults;
 
     fn visit<M: Buildable>(
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Results, AllocError> {
+    ) -> Result<BulkResults, AllocError> {
         let alloc = build_allocator::<M, Kernel>(layout, options, self.alloc_options)?;
         let mut cpu = alloc.cpu_on(layout.first_node())?;
         let plan = self.plan;
@@ -55,135 +219,130 @@ impl ModelVisitor for Visitor {
         });
         let mut list = buddy::PageChain::new(&alloc);
         let mut slots = vec![None; 128];
-        let per_size = SIZES
+        let sizes = SIZES
             .iter()
-            .map(|&size| {
-                let rounds = plan.iters(2_000_000, 20_000) / size as u64;
-                let pages = rounds * size as u64;
+            .map(|&bulk| {
+                let rounds = plan.iters(2_000_000, 20_000) / bulk as u64;
+                let pages = rounds * bulk as u64;
                 // List and array trials interleaved: the machine's drift
                 // falls on both alike.
-                let cpu = std::cell::RefCell::new(&mut cpu);
-                let mut l = || {
-                    std::hint::black_box(bulk_lists(*cpu.borrow_mut(), rounds, size, &mut list));
+                let variants = &mut [BulkVariant::List, BulkVariant::Array];
+                let m = measure_interleaved(plan.trials, variants, |v| {
+                    match v {
+                        BulkVariant::List => {
+                            std::hint::black_box(bulk_lists(&mut cpu, rounds, bulk, &mut list))
+                        }
+                        _ => {
+                            std::hint::black_box(bulk_arrays(&mut cpu, rounds, &mut slots[..bulk]))
+                        }
+                    };
                     pages
-                };
-                let mut a = || {
-                    std::hint::black_box(bulk_arrays(
-                        *cpu.borrow_mut(),
-                        rounds,
-                        &mut slots[..size],
-                    ));
-                    pages
-                };
-                let mut m = measure_interleaved(plan.trials, &mut [&mut l, &mut a]).into_iter();
-                let (l, a) = (m.next().expect("two"), m.next().expect("two"));
-                (size, l, a)
+                });
+                let [list, array]: [Measurement; 2] = m.try_into().expect("two variants");
+                SizeResult { bulk, list, array }
             })
             .collect();
-        Ok((single, per_size))
+        Ok(BulkResults { single, sizes })
     }
 }
 
-pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let (single, per_size) = ctx.visit(Visitor {
-        plan: ctx.plan,
-        alloc_options: ctx.options(),
-    })?;
-    let model = ctx.model.name();
-    let mut rows = vec![with_seed(
-        Row::new("single", model, json!({"bulk": 1}), single.clone()),
-        SEED_SINGLE,
-    )];
-    let mut table = format!(
-        "single alloc+free (pcp): {} per page   [seed kernel: 199 cycles]\n\n\
-         {:>5}  {:>22}  {:>22}  {:>24}\n",
-        cell(&single),
-        "bulk",
-        "list ns (cycles)/page",
-        "array ns (cycles)/page",
-        "seed kernel list/array"
-    );
-    for (size, l, a) in per_size {
-        let seed = SEED
-            .iter()
-            .find(|s| s.0 == size)
-            .map_or("-".into(), |s| format!("{} / {} cycles", s.2, s.1));
-        table += &format!(
-            "{:>5}  {:>22}  {:>22}  {:>24}\n",
-            size,
-            cell(&l),
-            cell(&a),
-            seed
-        );
-        let mut list = Row::new("list", model, json!({"bulk": size}), l);
-        let mut array = Row::new("array", model, json!({"bulk": size}), a);
-        if let Some(&(_, seed_array, seed_list)) = SEED.iter().find(|s| s.0 == size) {
-            list = with_seed(list, f64::from(seed_list));
-            array = with_seed(array, f64::from(seed_array));
-        }
-        rows.push(list);
-        rows.push(array);
+impl Experiment for Bulk {
+    const ID: ExperimentId = ExperimentId::Bulk;
+    type Params = ();
+    type Results = BulkResults;
+    type Row = BulkRow;
+
+    fn measure(ctx: &Ctx, _: &()) -> Result<BulkResults, RunError> {
+        ctx.visit(Visitor {
+            plan: ctx.plan,
+            alloc_options: ctx.options(),
+        })
     }
-    // The gain from 1 to 128 pages per call, beside the seed's.
-    let cycles = |variant: &str, size: usize| {
-        rows.iter()
-            .find(|r| r.variant == variant && r.params["bulk"] == size)
-            .map(|r| r.measurement.cycles_per_op.median)
-    };
-    let at_128 = (cycles("list", 128), cycles("array", 128));
-    let gains: Vec<(&str, f64, f64, u32, u32)> = [
-        ("list", SEED[0].2, SEED[1].2),
-        ("array", SEED[0].1, SEED[1].1),
-    ]
-    .into_iter()
-    .filter_map(|(variant, seed_1, seed_128)| {
-        let (one, many) = (cycles(variant, 1)?, cycles(variant, 128)?);
-        let seed = 1.0 - f64::from(seed_128) / f64::from(seed_1);
-        Some((variant, 1.0 - many / one, seed, seed_1, seed_128))
-    })
-    .collect();
-    for (variant, ours, seed, seed_1, seed_128) in gains {
-        table += &format!(
-            "{variant}: 1 -> 128 pages per call saves {:.0} % per page; the seed's kernel saved {:.0} % ({seed_1} -> {seed_128} cycles)\n",
-            ours * 100.0,
-            seed * 100.0
-        );
-        if let Some(r) = rows
-            .iter_mut()
-            .find(|r| r.variant == variant && r.params["bulk"] == 128)
-        {
-            r.extra.insert("gain_from_1".into(), json!(ours));
-            r.extra.insert("seed_gain_from_1".into(), json!(seed));
+
+    fn rows(ctx: &Ctx, r: &BulkResults) -> Vec<BulkRow> {
+        let single = BulkRow::new(BulkVariant::Single, ctx.model, 1, &r.single);
+        let mut rows = vec![single.with_seed(Some(SEED_SINGLE))];
+        let last = r.sizes.last().map(|s| s.bulk);
+        for s in &r.sizes {
+            let seed = [SEED_1, SEED_128]
+                .into_iter()
+                .find(|seed| seed.bulk == s.bulk);
+            for (variant, m) in [(BulkVariant::List, &s.list), (BulkVariant::Array, &s.array)] {
+                let mut row = BulkRow::new(variant, ctx.model, s.bulk, m)
+                    .with_seed(seed.and_then(|seed| seed.cycles(variant)));
+                if Some(s.bulk) == last {
+                    let gain = r.gain_from_1(variant);
+                    row.gain_from_1 = gain.map(|g| g.0);
+                    row.seed_gain_from_1 = gain.map(|g| g.1);
+                    if variant == BulkVariant::List {
+                        let over = r.list_over_array();
+                        row.cycles_over_array = over.map(|o| o.0);
+                        row.seed_cycles_over_array = over.map(|o| o.1);
+                    }
+                }
+                rows.push(row);
+            }
         }
+        rows
     }
-    // What threading the pages through their lru links costs over the
-    // array, per page at 128, beside the seed's gap.
-    if let (Some(list), Some(array)) = at_128 {
-        let seed_gap = f64::from(SEED[1].2) - f64::from(SEED[1].1);
-        table += &format!(
-            "list - array at 128: {:+.0} cycles per page; the seed's kernel {:+.0} ({} - {}): the list's link writes on allocation and its walk (one dependent load per page) on free\n",
-            list - array,
-            seed_gap,
-            SEED[1].2,
-            SEED[1].1
+
+    fn render(_: &Ctx, r: &BulkResults) -> String {
+        let mut table = format!(
+            "single alloc+free (pcp): {} per page   [seed kernel: {SEED_SINGLE} cycles]\n\n\
+             {:>5}  {:>22}  {:>22}  {:>24}\n",
+            cell(&r.single),
+            "bulk",
+            "list ns (cycles)/page",
+            "array ns (cycles)/page",
+            "seed kernel list/array"
         );
-        if let Some(r) = rows
-            .iter_mut()
-            .find(|r| r.variant == "list" && r.params["bulk"] == 128)
-        {
-            r.extra
-                .insert("cycles_over_array".into(), json!(list - array));
-            r.extra
-                .insert("seed_cycles_over_array".into(), json!(seed_gap));
+        for s in &r.sizes {
+            let seed = [SEED_1, SEED_128]
+                .into_iter()
+                .find(|seed| seed.bulk == s.bulk)
+                .map_or("-".into(), |seed| {
+                    format!("{} / {} cycles", seed.list_cycles, seed.array_cycles)
+                });
+            table += &format!(
+                "{:>5}  {:>22}  {:>22}  {:>24}\n",
+                s.bulk,
+                cell(&s.list),
+                cell(&s.array),
+                seed
+            );
         }
+        for (name, variant, seed) in [
+            (
+                "list",
+                BulkVariant::List,
+                (SEED_1.list_cycles, SEED_128.list_cycles),
+            ),
+            (
+                "array",
+                BulkVariant::Array,
+                (SEED_1.array_cycles, SEED_128.array_cycles),
+            ),
+        ] {
+            if let Some((ours, seed_gain)) = r.gain_from_1(variant) {
+                table += &format!(
+                    "{name}: 1 -> 128 pages per call saves {:.0} % per page; the seed's kernel saved {:.0} % ({} -> {} cycles)\n",
+                    ours * 100.0,
+                    seed_gain * 100.0,
+                    seed.0,
+                    seed.1
+                );
+            }
+        }
+        if let Some((ours, seed)) = r.list_over_array() {
+            table += &format!(
+                "list - array at 128: {ours:+.0} cycles per page; the seed's kernel {seed:+.0} ({} - {}): the list's link writes on allocation and its walk (one dependent load per page) on free\n",
+                SEED_128.list_cycles, SEED_128.array_cycles
+            );
+        }
+        table += &format!(
+            "\nCycles are {}, as the kernel's time_bench (get_cycles) reports them.\n",
+            crate::timing::COUNTER_UNIT
+        );
+        table
     }
-    table += &format!(
-        "\nCycles are {}, as the kernel's time_bench (get_cycles) reports them.\n",
-        crate::timing::COUNTER_UNIT
-    );
-    Ok(Outcome {
-        rows,
-        table,
-        layout: ctx.layout.source().into(),
-    })
 }

@@ -11,14 +11,18 @@ use serde_json::json;
 use sparsemem::{Layout, MemmapBytes};
 use vmemmap::VmemmapOptions;
 
-use buddy::{AllocError, Allocator, Kernel, KernelHoleCheck, Options, Variant};
+use buddy::{
+    AllocError, Allocator, InitError, Kernel, KernelHoleCheck, Options, RangeError, Variant,
+};
 
+use super::Progress;
 use super::kernel_fixup::KernelFixup;
+use crate::error::RunError;
+use crate::human_bytes;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
 use crate::report::{Row, fmt_ns};
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{count_valid, hole_pfns, read_flags, valid_pfns, zone_pairs};
-use crate::{CliError, human_bytes};
 
 /// One model's results.
 #[derive(Clone, Debug)]
@@ -61,8 +65,8 @@ fn alloc_pairs<M: Buildable, V: Variant>(
     let model = M::build(layout, options)?;
     let alloc = match Allocator::<M, V>::new(model, layout, alloc_options) {
         Ok(a) => a,
-        Err(AllocError::HolesInBlock { .. }) => return Ok(None),
-        Err(e) => return Err(e),
+        Err(InitError::Range(RangeError::HolesInBlock { .. })) => return Ok(None),
+        Err(e) => return Err(e.into()),
     };
     let node = layout.first_node();
     let n = plan.iters(200_000, 2_000);
@@ -142,30 +146,6 @@ impl ModelVisitor for CompareVisitor<'_> {
             memmap,
             model_share,
         })
-    }
-}
-
-/// Where a long run reports how far it got: the `pfnlab` binary shows an
-/// indicatif bar (feature `cli`); `()` shows nothing.
-pub trait Progress {
-    /// The step now running (`"sparse: pfn_valid"`).
-    fn stage(&self, what: String);
-    /// One model done.
-    fn advance(&self);
-}
-
-impl Progress for () {
-    fn stage(&self, _: String) {}
-    fn advance(&self) {}
-}
-
-#[cfg(feature = "cli")]
-impl Progress for indicatif::ProgressBar {
-    fn stage(&self, what: String) {
-        self.set_message(what);
-    }
-    fn advance(&self) {
-        self.inc(1);
     }
 }
 
@@ -347,7 +327,7 @@ pub fn rows(results: &[ModelResult]) -> Vec<Row> {
 
 /// Makes sure every number is a finite positive measurement (used by tests
 /// and before writing JSON).
-pub fn check_finite(results: &[ModelResult]) -> Result<(), CliError> {
+pub fn check_finite(results: &[ModelResult]) -> Result<(), RunError> {
     for r in results {
         for m in [&r.valid, &r.hole, &r.page_read]
             .into_iter()
@@ -356,10 +336,9 @@ pub fn check_finite(results: &[ModelResult]) -> Result<(), CliError> {
         {
             for v in m.ns_per_op.trials.iter().chain(&m.cycles_per_op.trials) {
                 if !v.is_finite() || *v <= 0.0 {
-                    return Err(CliError(format!(
-                        "{}: a measurement is not a positive number",
-                        r.kind.name()
-                    )));
+                    return Err(RunError::NotPositive {
+                        row: r.kind.name().into(),
+                    });
                 }
             }
         }

@@ -38,14 +38,15 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use buddy::AllocError;
+use buddy::{AllocError, RequestError};
 use buddy::{Allocator, Era, Gfp, Kernel, NodeMask, Options, PerCpu, ZoneId, ZoneType};
 use serde_json::json;
 use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, cell};
-use crate::CliError;
+use super::legacy::{Outcome, legacy_experiment};
+use super::{Ctx, Knobs, cell};
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure_interleaved};
@@ -73,7 +74,7 @@ pub fn seed_slowdown() -> f64 {
 }
 
 /// A cpuset: its nodes, whether it is mem_exclusive, its parent.
-struct Cpuset {
+struct CpusetNode {
     mems_allowed: NodeMask,
     mem_exclusive: bool,
     parent: Option<usize>,
@@ -83,7 +84,7 @@ struct Cpuset {
 /// them: root (every node, exclusive) → the job (the allowed nodes,
 /// exclusive) → the task's cpuset (the same nodes, not exclusive).
 pub struct Cpusets {
-    sets: Vec<Cpuset>,
+    sets: Vec<CpusetNode>,
     task_cpuset: usize,
     task_mems_allowed: NodeMask,
     callback_mutex: Mutex<()>,
@@ -93,17 +94,17 @@ impl Cpusets {
     /// The hierarchy over `nodes` with the task confined to `allowed`.
     pub fn new(nodes: &[NodeId], allowed: &NodeMask) -> Cpusets {
         let sets = vec![
-            Cpuset {
+            CpusetNode {
                 mems_allowed: NodeMask::of(nodes.iter().copied()),
                 mem_exclusive: true,
                 parent: None,
             },
-            Cpuset {
+            CpusetNode {
                 mems_allowed: allowed.clone(),
                 mem_exclusive: true,
                 parent: Some(0),
             },
-            Cpuset {
+            CpusetNode {
                 mems_allowed: allowed.clone(),
                 mem_exclusive: false,
                 parent: Some(1),
@@ -316,7 +317,7 @@ impl<'a, M: MemoryModel> Walker<'a, M> {
             zlc: Zlc::new(nodes.clone()),
             zonelist,
             nodes,
-            highest: GFP.gfp_zone().map_err(AllocError::Gfp)?,
+            highest: GFP.gfp_zone().map_err(RequestError::Gfp)?,
             cpusets,
             table,
             counts: WalkCounts::default(),
@@ -324,7 +325,7 @@ impl<'a, M: MemoryModel> Walker<'a, M> {
         // The state must serve a request, or the run says so.
         let pfn = walker
             .alloc_page()
-            .ok_or(AllocError::NoMemory { order: Order::ZERO })?;
+            .ok_or(RequestError::NoMemory { order: Order::ZERO })?;
         walker.cpu.free(pfn)?;
         walker.counts = WalkCounts::default();
         Ok(walker)
@@ -332,7 +333,7 @@ impl<'a, M: MemoryModel> Walker<'a, M> {
 
     /// Frees a page [`Walker::alloc_page`] gave (`free_hot_page`).
     pub fn free_page(&mut self, pfn: Pfn) -> Result<(), AllocError> {
-        self.cpu.free(pfn)
+        Ok(self.cpu.free(pfn)?)
     }
 
     /// What the walk did so far.
@@ -770,7 +771,7 @@ pub fn fill<M: MemoryModel>(
         let zid = ZoneId::new(i as u8);
         let w = zone.watermarks();
         let target = (w.min + w.low) / 2;
-        while zone.free_pages() > target {
+        while zone.nr_free_pages() > target {
             match cpu.buffered_rmqueue(zid, Order::ZERO, GFP)? {
                 Some(pfn) => held.push(pfn),
                 None => break,
@@ -826,7 +827,7 @@ impl ModelVisitor for Visitor {
                 let after = w.borrow().counts;
                 *c = diff(after, before);
             }
-            measure_interleaved(self.plan.trials, &mut refs)
+            measure_interleaved(self.plan.trials, &mut refs, |f| f())
         };
         drop(walkers);
         let rounds = self.plan.iters(40, 2);
@@ -905,9 +906,15 @@ fn diff(a: WalkCounts, b: WalkCounts) -> WalkCounts {
     }
 }
 
-pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let allowed = ctx.args.allowed.unwrap_or(43);
-    let tasks = ctx.args.threads.unwrap_or(ctx.machine.cores.max(2));
+legacy_experiment!(
+    /// cpuset checks in the zonelist walk under fake NUMA (2006).
+    Cpuset = Cpuset,
+    run
+);
+
+fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, RunError> {
+    let allowed = knobs.allowed.unwrap_or(43);
+    let tasks = knobs.threads.unwrap_or(ctx.machine.cores.max(2));
     let results = ctx.named(measure_cpuset(
         ctx.model,
         &ctx.layout,

@@ -23,8 +23,9 @@ use serde_json::json;
 use sparsemem::{Layout, MemoryModel, NodeId};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, cell};
-use crate::CliError;
+use super::legacy::{Outcome, legacy_experiment};
+use super::{Ctx, Knobs, cell};
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
@@ -508,7 +509,7 @@ impl Visitor<'_> {
         ];
         let mut fns: Vec<&mut dyn FnMut() -> u64> =
             runs.iter_mut().map(|(_, _, f)| &mut **f as _).collect();
-        let measured = measure_interleaved(self.plan.trials, &mut fns);
+        let measured = measure_interleaved(self.plan.trials, &mut fns, |f| f());
         for ((variant, threads, _), per_page) in runs.iter().zip(measured) {
             results.runs.push(FlagsRun {
                 workload: FlagsWorkload::Program,
@@ -607,10 +608,16 @@ impl ModelVisitor for Visitor<'_> {
     }
 }
 
-pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let iterations = ctx.args.iterations.unwrap_or(ctx.plan.iters(1000, 5));
-    let threads = ctx.args.threads.unwrap_or(2);
-    let trace = ctx.args.trace.clone().unwrap_or_else(default_trace);
+legacy_experiment!(
+    /// The no-bitmap buddy and atomic page-flag operations (2004).
+    Flags = Flags,
+    run
+);
+
+fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, RunError> {
+    let iterations = knobs.iterations.unwrap_or(ctx.plan.iters(1000, 5));
+    let threads = knobs.threads.unwrap_or(2);
+    let trace = knobs.trace.clone().unwrap_or_else(default_trace);
     let trace = trace.exists().then_some(trace);
     let mut results = ctx.named(measure_flags(
         ctx.model,
@@ -624,11 +631,7 @@ pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     if trace.is_none() {
         results.replay_skipped = Some(format!(
             "no recording at {} (give one with --trace)",
-            ctx.args
-                .trace
-                .clone()
-                .unwrap_or_else(default_trace)
-                .display()
+            knobs.trace.clone().unwrap_or_else(default_trace).display()
         ));
     }
     Ok(Outcome {

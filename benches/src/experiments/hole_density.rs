@@ -19,8 +19,9 @@ use serde_json::json;
 use sparsemem::{Layout, MemRange, Pfn, RangeKind};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, cell};
-use crate::CliError;
+use super::legacy::{Outcome, legacy_experiment};
+use super::{Ctx, Knobs, cell};
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
@@ -212,7 +213,13 @@ pub fn render(results: &DensityResults) -> String {
     out
 }
 
-pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
+legacy_experiment!(
+    /// `pfn_valid` and the allocator against the fraction of holes.
+    HoleDensity = HoleDensity,
+    run
+);
+
+fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, RunError> {
     let results = measure_hole_density(ctx.plan, *ctx.layout.geometry(), ctx.options());
     Ok(Outcome {
         rows: rows(&results),

@@ -6,7 +6,7 @@
 use serde_json::json;
 use vmemmap::kernel_fixup::KernelFixupProbe;
 
-use crate::CliError;
+use crate::error::RunError;
 use crate::report::{Row, fmt_ns};
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::kernel_fixup_writes;
@@ -68,8 +68,8 @@ impl KernelFixup {
 }
 
 /// Times both writes: medians over `plan.trials` trials of each.
-pub fn measure_kernel_fixup(plan: Plan) -> Result<KernelFixup, CliError> {
-    let mut probe = KernelFixupProbe::new()?;
+pub fn measure_kernel_fixup(plan: Plan) -> Result<KernelFixup, RunError> {
+    let mut probe = KernelFixupProbe::new().map_err(RunError::Fixup)?;
     let n = plan.iters(200_000, 2_000);
     let mut failed = None;
     let mut timed = |faulting: bool| {
@@ -86,7 +86,7 @@ pub fn measure_kernel_fixup(plan: Plan) -> Result<KernelFixup, CliError> {
     let mapped = timed(false);
     let faulting = timed(true);
     if let Some(e) = failed {
-        return Err(CliError(format!("timing the kernel's fault fixup: {e}")));
+        return Err(RunError::Fixup(e));
     }
     Ok(KernelFixup { mapped, faulting })
 }

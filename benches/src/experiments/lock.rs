@@ -17,14 +17,15 @@
 
 use std::sync::Mutex;
 
-use buddy::{AllocError, Allocator, Era, Kernel, LockPolicy, Options, ZoneLockKind};
+use buddy::{AllocError, Allocator, Era, Kernel, LockPolicy, Options, RequestError, ZoneLockKind};
 use serde_json::json;
 use sparsemem::{Layout, MemoryModel, NodeId, Order};
 use vmemmap::VmemmapOptions;
 
+use super::legacy::{Outcome, legacy_experiment};
 use super::lock_sim::{SimParams, SimResult, simulate};
-use super::{Ctx, Outcome, cell};
-use crate::CliError;
+use super::{Ctx, Knobs, cell};
+use crate::error::RunError;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure_interleaved, tsc_hz, tsc_now};
@@ -473,7 +474,7 @@ impl<'a, M: MemoryModel> Probe<'a, M> {
         let start = tsc_now();
         let mut times = Vec::with_capacity(2 * pages as usize);
         for _ in 0..pages {
-            let mut got = Err(AllocError::NoMemory { order: Order::ZERO });
+            let mut got = Err(RequestError::NoMemory { order: Order::ZERO });
             let cpu = &mut self.cpu;
             let (t, locked) = Self::timed(alloc, || {
                 got = cpu.alloc(buddy::Gfp::HIGHUSER | buddy::Gfp::ZERO)
@@ -638,9 +639,9 @@ impl ModelVisitor for Visitor {
                 }),
             )?;
             let n = self.plan.iters(200_000, 5_000);
-            let mut one = || stack_pairs(&a, node, 1, n);
-            let mut two = || stack_pairs(&a, node, 2, n);
-            let m = measure_interleaved(self.plan.trials, &mut [&mut one, &mut two]);
+            let m = measure_interleaved(self.plan.trials, &mut [1, 2], |cpus| {
+                stack_pairs(&a, node, *cpus, n)
+            });
             // Per acquisition: two per pair; the two-CPU run's wall time
             // covers both CPUs' acquisitions.
             let alone = m[0].ns_per_op.median / 2.0;
@@ -659,22 +660,10 @@ impl ModelVisitor for Visitor {
         let smalls: Vec<Mutex<Vec<f64>>> = configs.iter().map(|_| Mutex::new(Vec::new())).collect();
         let pinned = std::sync::atomic::AtomicBool::new(true);
         let (threads, jobs, pages) = (self.threads, self.jobs, self.pages);
-        let mut fns: Vec<Box<dyn FnMut() -> u64 + '_>> = allocs
-            .iter()
-            .zip(&smalls)
-            .map(|(a, s)| {
-                let pinned = &pinned;
-                Box::new(move || job_set(a, node, threads, jobs, pages, s, pinned))
-                    as Box<dyn FnMut() -> u64 + '_>
-            })
-            .collect();
-        let mut refs: Vec<&mut dyn FnMut() -> u64> = fns
-            .iter_mut()
-            .map(|f| &mut **f as &mut dyn FnMut() -> u64)
-            .collect();
-        let measured = measure_interleaved(self.plan.trials, &mut refs);
-        drop(refs);
-        drop(fns);
+        let mut runs: Vec<_> = allocs.iter().zip(&smalls).collect();
+        let measured = measure_interleaved(self.plan.trials, &mut runs, |(a, s)| {
+            job_set(a, node, threads, jobs, pages, s, &pinned)
+        });
         let runs = configs
             .iter()
             .zip(measured)
@@ -734,15 +723,21 @@ impl ModelVisitor for Visitor {
     }
 }
 
-pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
-    let threads = ctx.args.threads.unwrap_or(ctx.machine.cores.max(1));
+legacy_experiment!(
+    /// Zone-lock hold time in the per-CPU bulk paths (2007).
+    Lock = Lock,
+    run
+);
+
+fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, RunError> {
+    let threads = knobs.threads.unwrap_or(ctx.machine.cores.max(1));
     let visitor = Visitor {
         plan: ctx.plan,
         threads,
-        jobs: ctx.args.iterations.unwrap_or(ctx.plan.iters(400, 10)),
+        jobs: knobs.iterations.unwrap_or(ctx.plan.iters(400, 10)),
         pages: 512,
         era: ctx.era,
-        batch: ctx.args.batch,
+        batch: knobs.batch,
     };
     let results = ctx.visit(visitor)?;
     Ok(Outcome {

@@ -1,6 +1,33 @@
-//! `pfnlab bench EXPERIMENT`: the five seed experiments and the peer
-//! comparison. Each prints a table with the seed's published figures beside
-//! ours, and writes the common JSON shape with `--json`.
+//! `pfnlab bench EXPERIMENT`: the five seed experiments, the peer
+//! comparison and the sweeps, all written on one shape.
+//!
+//! # The shape
+//!
+//! An experiment is a unit type implementing [`Experiment`]:
+//! - [`Experiment::Params`]: its own typed parameters (the binary builds
+//!   them from that experiment's options);
+//! - [`Experiment::measure`]: runs on the [`Ctx`] the runner prepared (the
+//!   layout, model, era, trials, machine) and returns its `Results`, a
+//!   plain struct of typed measurements;
+//! - [`Experiment::rows`]: the results as typed rows (`Serialize`), the
+//!   `results` array of the JSON file;
+//! - [`Experiment::render`]: the printed table, seed figures beside ours.
+//!
+//! The runner, [`Prepared`], does everything else once for all: it loads
+//! the layout (the experiment's default unless `--layout` names one),
+//! picks the model and era, checks the `--json` path before measuring,
+//! checks every number is positive, writes the report, and hands the text
+//! back to the caller; the library never prints.
+//!
+//! # Adding an experiment
+//! 1. Write `experiments/NAME.rs` (a folder `NAME/{mod, ...}` when it has
+//!    parts): a unit struct implementing [`Experiment`], its `Params`,
+//!    `Results`, row struct and variant enums. Measured loops go in
+//!    [`crate::workloads`]; timing through [`crate::timing`].
+//! 2. Add a variant to [`ExperimentId`] with its name, seed era, model and
+//!    layout.
+//! 3. Add its subcommand to the binary's `bench` command: its options,
+//!    turned into `Params`, and one call to the runner.
 
 pub mod breakdown;
 pub mod bulk;
@@ -9,25 +36,56 @@ pub mod cpuset;
 pub mod flags;
 pub mod hole_density;
 pub mod kernel_fixup;
+mod legacy;
 pub mod lock;
 pub mod lock_sim;
 pub mod peers;
-mod pfn_valid;
+pub mod pfn_valid;
 
+use std::marker::PhantomData;
 use std::path::PathBuf;
 
-use sparsemem::Layout;
+use serde::Serialize;
+use sparsemem::{Layout, LayoutError};
 
-use crate::CliError;
-use crate::commands::load_layout;
+pub use legacy::Knobs;
+
+use crate::error::RunError;
+use crate::layout_spec::LayoutSpec;
 use crate::machine::Machine;
 use crate::models::{ModelKind, ModelVisitor, with_model_options};
-use crate::report::{JsonOut, Report, Row};
+use crate::report::{JsonOut, Measured, Report, check_positive};
 use crate::timing::Plan;
 
-/// An experiment of `pfnlab bench`.
+/// An experiment: typed parameters in, typed results and rows out.
+pub trait Experiment {
+    /// Which experiment this is (its name and defaults).
+    const ID: ExperimentId;
+    /// The experiment's own parameters.
+    type Params;
+    /// What [`Experiment::measure`] returns.
+    type Results;
+    /// One row of the JSON report.
+    type Row: Serialize + Measured;
+
+    /// Measures, on the layout, model and era the runner chose.
+    fn measure(ctx: &Ctx, params: &Self::Params) -> Result<Self::Results, RunError>;
+
+    /// The results as the JSON report's rows.
+    fn rows(ctx: &Ctx, results: &Self::Results) -> Vec<Self::Row>;
+
+    /// The printed table, with the seed's figures beside ours.
+    fn render(ctx: &Ctx, results: &Self::Results) -> String;
+
+    /// The layout(s) the report names; the run's own by default.
+    fn layout_label(ctx: &Ctx, _results: &Self::Results) -> String {
+        ctx.layout.source().into()
+    }
+}
+
+/// An experiment of `pfnlab bench`: its name and the seed's defaults.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
-pub enum Experiment {
+pub enum ExperimentId {
     /// No-bitmap buddy and atomic flag operations (2004).
     Flags,
     /// Zone-lock hold time in the per-CPU bulk paths (2007).
@@ -47,36 +105,36 @@ pub enum Experiment {
     Breakdown,
 }
 
-impl Experiment {
+impl ExperimentId {
     /// Every experiment, in the order `pfnlab bench --help` lists them.
-    pub const ALL: [Experiment; 8] = [
-        Experiment::Flags,
-        Experiment::Lock,
-        Experiment::PfnValid,
-        Experiment::Bulk,
-        Experiment::Cpuset,
-        Experiment::Peers,
-        Experiment::HoleDensity,
-        Experiment::Breakdown,
+    pub const ALL: [ExperimentId; 8] = [
+        ExperimentId::Flags,
+        ExperimentId::Lock,
+        ExperimentId::PfnValid,
+        ExperimentId::Bulk,
+        ExperimentId::Cpuset,
+        ExperimentId::Peers,
+        ExperimentId::HoleDensity,
+        ExperimentId::Breakdown,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
     pub fn name(self) -> &'static str {
         match self {
-            Experiment::Flags => "flags",
-            Experiment::Lock => "lock",
-            Experiment::PfnValid => "pfn-valid",
-            Experiment::Bulk => "bulk",
-            Experiment::Cpuset => "cpuset",
-            Experiment::Peers => "peers",
-            Experiment::HoleDensity => "hole-density",
-            Experiment::Breakdown => "breakdown",
+            ExperimentId::Flags => "flags",
+            ExperimentId::Lock => "lock",
+            ExperimentId::PfnValid => "pfn-valid",
+            ExperimentId::Bulk => "bulk",
+            ExperimentId::Cpuset => "cpuset",
+            ExperimentId::Peers => "peers",
+            ExperimentId::HoleDensity => "hole-density",
+            ExperimentId::Breakdown => "breakdown",
         }
     }
 
     /// Parses a name, or says which names exist.
-    pub fn parse(name: &str) -> Result<Experiment, UnknownExperiment> {
-        Experiment::ALL
+    pub fn parse(name: &str) -> Result<ExperimentId, UnknownExperiment> {
+        ExperimentId::ALL
             .into_iter()
             .find(|e| e.name() == name)
             .ok_or_else(|| UnknownExperiment(name.to_owned()))
@@ -91,43 +149,56 @@ impl Experiment {
     pub fn default_era(self) -> buddy::Era {
         use buddy::Era;
         match self {
-            Experiment::Flags => Era::V2_6_9,
-            Experiment::Lock | Experiment::PfnValid | Experiment::Cpuset | Experiment::Peers => {
-                Era::V2_6_23
-            }
-            Experiment::Bulk | Experiment::HoleDensity => Era::V5_13,
-            Experiment::Breakdown => Era::V6_18,
+            ExperimentId::Flags => Era::V2_6_9,
+            ExperimentId::Lock
+            | ExperimentId::PfnValid
+            | ExperimentId::Cpuset
+            | ExperimentId::Peers => Era::V2_6_23,
+            ExperimentId::Bulk | ExperimentId::HoleDensity => Era::V5_13,
+            ExperimentId::Breakdown => Era::V6_18,
         }
     }
 
     /// The model the experiment's seed measured.
     pub fn default_model(self) -> ModelKind {
         match self {
-            Experiment::PfnValid => ModelKind::VmemmapProbe,
-            Experiment::Flags | Experiment::Lock | Experiment::Cpuset => ModelKind::SparseExtreme,
-            Experiment::Bulk
-            | Experiment::Peers
-            | Experiment::HoleDensity
-            | Experiment::Breakdown => ModelKind::VmemmapTable,
+            ExperimentId::PfnValid => ModelKind::VmemmapProbe,
+            ExperimentId::Flags | ExperimentId::Lock | ExperimentId::Cpuset => {
+                ModelKind::SparseExtreme
+            }
+            ExperimentId::Bulk
+            | ExperimentId::Peers
+            | ExperimentId::HoleDensity
+            | ExperimentId::Breakdown => ModelKind::VmemmapTable,
         }
     }
 
     /// The layout the experiment runs on unless `--layout` says otherwise.
-    pub fn default_layout(self) -> &'static str {
+    pub fn default_layout(self) -> LayoutSpec {
         match self {
-            Experiment::Cpuset => "preset:numa-fake-64",
-            Experiment::Flags
-            | Experiment::Lock
-            | Experiment::Bulk
-            | Experiment::Peers
-            | Experiment::HoleDensity
-            | Experiment::Breakdown => "preset:x86-pci-hole",
-            Experiment::PfnValid => "host",
+            ExperimentId::Cpuset => LayoutSpec::Preset("numa-fake-64".into()),
+            ExperimentId::Flags
+            | ExperimentId::Lock
+            | ExperimentId::Bulk
+            | ExperimentId::Peers
+            | ExperimentId::HoleDensity
+            | ExperimentId::Breakdown => LayoutSpec::Preset("x86-pci-hole".into()),
+            ExperimentId::PfnValid => LayoutSpec::Host,
+        }
+    }
+
+    /// Whether the experiment runs every model: always (the hole-density
+    /// sweep), or unless `--model` picks one (`pfn-valid`, `breakdown`).
+    pub fn runs_each_model(self, model_chosen: bool) -> bool {
+        match self {
+            ExperimentId::HoleDensity => true,
+            ExperimentId::PfnValid | ExperimentId::Breakdown => !model_chosen,
+            _ => false,
         }
     }
 }
 
-impl std::fmt::Display for Experiment {
+impl std::fmt::Display for ExperimentId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -139,7 +210,7 @@ pub struct UnknownExperiment(pub String);
 
 impl std::fmt::Display for UnknownExperiment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let known: Vec<&str> = Experiment::ALL.iter().map(|e| e.name()).collect();
+        let known: Vec<&str> = ExperimentId::ALL.iter().map(|e| e.name()).collect();
         write!(
             f,
             "unknown experiment `{}` (known: {})",
@@ -151,71 +222,52 @@ impl std::fmt::Display for UnknownExperiment {
 
 impl std::error::Error for UnknownExperiment {}
 
-#[cfg(feature = "cli")]
-impl clap::ValueEnum for Experiment {
-    fn value_variants<'a>() -> &'a [Self] {
-        &Experiment::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(self.name()))
-    }
-}
-
-/// Arguments of `pfnlab bench`.
-#[derive(Debug, Clone)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
-pub struct BenchArgs {
-    /// The experiment.
-    #[cfg_attr(feature = "cli", arg(value_parser = Experiment::parse))]
-    pub experiment: Experiment,
-    /// Memory model (default: the experiment's own choice).
-    #[cfg_attr(feature = "cli", arg(long, value_parser = ModelKind::parse))]
+/// What every experiment's run is given, whatever the experiment.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// `--layout`, if given (else the experiment's default).
+    pub layout: Option<LayoutSpec>,
+    /// `--model`, if given (else the experiment's default).
     pub model: Option<ModelKind>,
-    /// Write the results as JSON to this file.
-    #[cfg_attr(feature = "cli", arg(long))]
-    pub json: Option<PathBuf>,
-    /// Threads (lock: one per CPU, pinned, default the machine's CPUs;
-    /// flags: the multi-threaded run).
-    #[cfg_attr(feature = "cli", arg(long))]
-    pub threads: Option<usize>,
-    /// Iterations (flags: allocate/touch/free rounds, default 1000; lock:
-    /// jobs per thread, default 400).
-    #[cfg_attr(feature = "cli", arg(long))]
-    pub iterations: Option<u64>,
-    /// Per-CPU batch for the lock experiment (default: the era's formula,
-    /// 31 in 2.6.23).
-    #[cfg_attr(feature = "cli", arg(long))]
-    pub batch: Option<u32>,
-    /// Nodes in the cpuset experiment's cpuset (default 43 of 64).
-    #[cfg_attr(feature = "cli", arg(long))]
-    pub allowed: Option<u16>,
-    /// flags: the recording of the seed program to replay (default
-    /// `benches/data/seed-flags.trace.zst` in the source tree).
-    #[cfg_attr(feature = "cli", arg(long))]
-    pub trace: Option<PathBuf>,
-    /// Kernel era whose mechanisms the allocator models (default: the
-    /// experiment's seed's era).
-    #[cfg_attr(feature = "cli", arg(long, value_parser = buddy::Era::parse))]
+    /// `--era`, if given (else the seed's era).
     pub era: Option<buddy::Era>,
+    /// Trials and scale.
+    pub plan: Plan,
+    /// `--json`: where to write the report.
+    pub json: Option<PathBuf>,
 }
 
-/// What an experiment gets.
+/// Progress of a long run, for the caller to show (or not).
+pub trait Progress {
+    /// The step now running (`"sparse: pfn_valid"`).
+    fn stage(&self, what: String);
+    /// One model done.
+    fn advance(&self);
+}
+
+impl Progress for () {
+    fn stage(&self, _: String) {}
+    fn advance(&self) {}
+}
+
+/// What an experiment's `measure` gets.
 pub struct Ctx<'a> {
     /// Trials and scale.
     pub plan: Plan,
     /// The layout (for experiments that use one layout).
     pub layout: Layout,
     /// `--layout` as given, if it was.
-    pub layout_spec: Option<&'a str>,
-    /// The chosen model.
+    pub layout_spec: Option<LayoutSpec>,
+    /// The chosen model (`--model`, or the experiment's default).
     pub model: ModelKind,
-    /// All arguments.
-    pub args: &'a BenchArgs,
+    /// Whether `--model` chose it.
+    pub model_chosen: bool,
     /// What this machine is: every sentence about it comes from here.
-    pub machine: &'a Machine,
+    pub machine: Machine,
     /// The kernel era the allocator models.
     pub era: buddy::Era,
+    /// Where long runs report their steps.
+    pub progress: &'a dyn Progress,
 }
 
 impl Ctx<'_> {
@@ -226,12 +278,19 @@ impl Ctx<'_> {
             ..buddy::Options::default()
         }
     }
-}
 
-impl Ctx<'_> {
+    /// The models to run: the chosen one, or every model this build has.
+    pub fn models(&self) -> Vec<ModelKind> {
+        if self.model_chosen {
+            vec![self.model]
+        } else {
+            ModelKind::ALL.to_vec()
+        }
+    }
+
     /// Runs `visitor` with the chosen model on the layout; a model that
     /// cannot be built is an error naming it.
-    pub fn visit<V: ModelVisitor>(&self, visitor: V) -> Result<V::Output, CliError> {
+    pub fn visit<V: ModelVisitor>(&self, visitor: V) -> Result<V::Output, RunError> {
         self.named(with_model_options(
             self.model,
             &self.layout,
@@ -241,87 +300,91 @@ impl Ctx<'_> {
     }
 
     /// An experiment's result, its error naming the model.
-    pub fn named<T>(&self, result: Result<T, buddy::AllocError>) -> Result<T, CliError> {
-        result.map_err(|e| CliError(format!("{}: {e}", self.model)))
+    pub fn named<T>(&self, result: Result<T, buddy::AllocError>) -> Result<T, RunError> {
+        result.map_err(|source| RunError::Model {
+            model: self.model,
+            source,
+        })
     }
 }
 
-/// What an experiment returns: JSON rows and the text table.
-pub struct Outcome {
-    /// Rows for the JSON report.
-    pub rows: Vec<Row>,
-    /// The printed table with the seed's figures.
-    pub table: String,
-    /// The layout(s) used, for the report.
-    pub layout: String,
+/// An experiment ready to run: layout loaded, model and era chosen, the
+/// `--json` path checked.
+pub struct Prepared<'a, E> {
+    ctx: Ctx<'a>,
+    out: Option<JsonOut>,
+    fallback: Option<LayoutError>,
+    experiment: PhantomData<E>,
 }
 
-/// Runs one experiment.
-pub fn run(args: &BenchArgs, layout_spec: Option<&str>, plan: Plan) -> Result<(), CliError> {
-    let name = args.experiment;
-    let model = args.model.unwrap_or(name.default_model());
-    let out = args.json.as_deref().map(JsonOut::create).transpose()?;
-    let spec = layout_spec.unwrap_or(name.default_layout());
-    let layout = load_layout(if spec == "host" { None } else { Some(spec) })?;
-    let machine = Machine::describe();
-    let models = match (name, args.model) {
-        (Experiment::HoleDensity, _) | (Experiment::PfnValid | Experiment::Breakdown, None) => {
+impl<'a, E: Experiment> Prepared<'a, E> {
+    /// Prepares `E` as `setup` asks, reporting progress to `progress`.
+    pub fn new(setup: &Setup, progress: &'a dyn Progress) -> Result<Self, RunError> {
+        let id = E::ID;
+        let out = setup.json.as_deref().map(JsonOut::create).transpose()?;
+        let loaded = setup
+            .layout
+            .clone()
+            .unwrap_or_else(|| id.default_layout())
+            .load()?;
+        let ctx = Ctx {
+            plan: setup.plan,
+            layout: loaded.layout,
+            layout_spec: setup.layout.clone(),
+            model: setup.model.unwrap_or(id.default_model()),
+            model_chosen: setup.model.is_some(),
+            machine: Machine::describe(),
+            era: setup.era.unwrap_or(id.default_era()),
+            progress,
+        };
+        Ok(Prepared {
+            ctx,
+            out,
+            fallback: loaded.fallback,
+            experiment: PhantomData,
+        })
+    }
+
+    /// Why `host` fell back to a preset, if it did.
+    pub fn fallback(&self) -> Option<&LayoutError> {
+        self.fallback.as_ref()
+    }
+
+    /// The two lines that open the run: what runs, on what machine.
+    pub fn header(&self) -> String {
+        let ctx = &self.ctx;
+        let models = if E::ID.runs_each_model(ctx.model_chosen) {
             "models: each".to_string()
-        }
-        _ => format!("model {model}"),
-    };
-    println!(
-        "pfnlab bench {name} | {models} | era {} | layout {}",
-        args.era.unwrap_or(name.default_era()),
-        layout.source()
-    );
-    println!("machine: {}\n", machine.summary());
-    let era = args.era.unwrap_or(name.default_era());
-    let ctx = Ctx {
-        plan,
-        layout,
-        layout_spec,
-        model,
-        args,
-        machine: &machine,
-        era,
-    };
-    let outcome = match name {
-        Experiment::Flags => flags::run(&ctx),
-        Experiment::Lock => lock::run(&ctx),
-        Experiment::PfnValid => pfn_valid::run(&ctx),
-        Experiment::Bulk => bulk::run(&ctx),
-        Experiment::Cpuset => cpuset::run(&ctx),
-        Experiment::Peers => peers::run(&ctx),
-        Experiment::HoleDensity => hole_density::run(&ctx),
-        Experiment::Breakdown => breakdown::run(&ctx),
-    }?;
-    check_rows(&outcome.rows)?;
-    print!("{}", outcome.table);
-    if let Some(out) = out {
-        out.write(&Report {
-            experiment: name.name().into(),
-            machine,
-            layout: outcome.layout,
-            results: outcome.rows,
-        })?;
+        } else {
+            format!("model {}", ctx.model)
+        };
+        format!(
+            "pfnlab bench {} | {models} | era {} | layout {}\nmachine: {}\n\n",
+            E::ID,
+            ctx.era,
+            ctx.layout.source(),
+            ctx.machine.summary()
+        )
     }
-    Ok(())
-}
 
-/// Every number must be finite and positive before it is reported.
-pub fn check_rows(rows: &[Row]) -> Result<(), CliError> {
-    for r in rows {
-        let m = &r.measurement;
-        let all = m.ns_per_op.trials.iter().chain(&m.cycles_per_op.trials);
-        if all.into_iter().any(|v| !v.is_finite() || *v <= 0.0) {
-            return Err(CliError(format!(
-                "{} / {}: a measurement is not a positive number",
-                r.variant, r.model
-            )));
+    /// Measures, checks every number, writes the report if asked, and
+    /// returns the table to print.
+    pub fn run(self, params: &E::Params) -> Result<String, RunError> {
+        let ctx = &self.ctx;
+        let results = E::measure(ctx, params)?;
+        let rows = E::rows(ctx, &results);
+        check_positive(&rows)?;
+        let table = E::render(ctx, &results);
+        if let Some(out) = self.out {
+            out.write(&Report {
+                experiment: E::ID.name().into(),
+                machine: ctx.machine.clone(),
+                layout: E::layout_label(ctx, &results),
+                results: rows,
+            })?;
         }
+        Ok(table)
     }
-    Ok(())
 }
 
 /// `ns (cycles)` for a table cell.

@@ -16,8 +16,9 @@ use serde_json::json;
 use sparsemem::{Layout, MemRange, RangeKind};
 use vmemmap::VmemmapOptions;
 
-use super::{Ctx, Outcome, cell};
-use crate::CliError;
+use super::legacy::{Outcome, legacy_experiment};
+use super::{Ctx, Knobs, cell};
+use crate::error::{PeerError, RunError};
 use crate::floor::FloorBuddy;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
@@ -173,7 +174,7 @@ impl ModelVisitor for Visitor {
 /// The layout's RAM in whole max-order blocks: what the peers manage, so
 /// that a split-merge pair splits a whole block as pfnlab's does in its
 /// zone (holes between blocks stay holes).
-pub fn whole_blocks(layout: &Layout) -> Result<Layout, CliError> {
+pub fn whole_blocks(layout: &Layout) -> Result<Layout, PeerError> {
     let g = layout.geometry();
     let block = g.max_order_nr_pages() << g.page_shift();
     let ranges: Vec<MemRange> = layout
@@ -191,11 +192,8 @@ pub fn whole_blocks(layout: &Layout) -> Result<Layout, CliError> {
         ranges,
         format!("{} (whole max-order blocks)", layout.source()),
     )
-    .map_err(|_| {
-        CliError(format!(
-            "{} has no whole max-order block of RAM for the peers",
-            layout.source()
-        ))
+    .map_err(|_| PeerError::NoWholeBlock {
+        layout: layout.source().into(),
     })
 }
 
@@ -242,7 +240,7 @@ fn locked_peer<F: Frames + Send>(plan: Plan, mut make: impl FnMut() -> F) -> [Me
 fn peer_columns(
     plan: Plan,
     blocks: &Layout,
-) -> Result<Vec<(Contender, [Measurement; 4])>, CliError> {
+) -> Result<Vec<(Contender, [Measurement; 4])>, RunError> {
     use crate::peer_crates::{SegmentTree, SummaryBuddy, frame_allocator};
     let summary = {
         let [hot, split, burst] = peer_workloads(plan, || {
@@ -273,12 +271,12 @@ fn peer_columns(
 
 /// No peer crate in this build.
 #[cfg(not(feature = "peers"))]
-fn peer_columns(_: Plan, _: &Layout) -> Result<Vec<(Contender, [Measurement; 4])>, CliError> {
+fn peer_columns(_: Plan, _: &Layout) -> Result<Vec<(Contender, [Measurement; 4])>, RunError> {
     Ok(Vec::new())
 }
 
 /// Measures pfnlab (over `ctx`'s model), the floor and every peer built in.
-pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, CliError> {
+pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, RunError> {
     // The peers keep free lists and nothing else, so pfnlab runs its
     // bookkeeping only: no pageblock lookups, watermarks or page checks
     // (`bench breakdown` adds them back one at a time).
@@ -390,7 +388,13 @@ pub fn render(results: &PeersResults) -> String {
     table
 }
 
-pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
+legacy_experiment!(
+    /// Other buddy allocators beside pfnlab's.
+    Peers = Peers,
+    run
+);
+
+fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, RunError> {
     let results = measure_peers(ctx)?;
     Ok(Outcome {
         rows: rows(&results, ctx.model.name()),

@@ -9,8 +9,9 @@ use sparsemem::{Layout, Pfn};
 use vmemmap::VmemmapOptions;
 
 use super::kernel_fixup::measure_kernel_fixup;
-use super::{Ctx, Outcome, cell};
-use crate::CliError;
+use super::legacy::{Outcome, legacy_experiment};
+use super::{Ctx, Knobs, cell};
+use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
@@ -142,7 +143,7 @@ impl ModelVisitor for Visitor {
 }
 
 fn models(ctx: &Ctx) -> Vec<ModelKind> {
-    if ctx.args.model.is_some() {
+    if ctx.model_chosen {
         return vec![ctx.model];
     }
     ModelKind::ALL
@@ -192,7 +193,13 @@ fn page_tests(r: &PfnValidResults) -> [(&'static str, Result<&Measurement, &str>
     ]
 }
 
-pub(super) fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
+legacy_experiment!(
+    /// Fault-probed `pfn_valid` for SPARSEMEM_VMEMMAP (2006).
+    PfnValid = PfnValid,
+    run
+);
+
+fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, RunError> {
     let layouts = match ctx.layout_spec {
         Some(_) => vec![ctx.layout.clone()],
         None => vec![ctx.layout.clone(), Layout::preset("ia64-holes")?],

@@ -19,16 +19,15 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
-use buddy::{AllocError, Allocator, Era, Kernel, Options, PerCpu, Variant};
+use buddy::{AllocError, Allocator, Era, Kernel, Options, PerCpu, RequestError, Variant};
 use serde::Serialize;
 use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn};
 use vmemmap::VmemmapOptions;
 
 use super::format::{Header, ReadCounts, TraceReader};
 use super::{Event, EventKind, TraceError};
-use crate::CliError;
-use crate::commands::load_layout;
 use crate::counting::{Counted, ModelOp};
+use crate::layout_spec::{LayoutSpec, LoadError, Loaded};
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
 use crate::report::Row;
 use crate::timing::{Measurement, Stat, measure, tsc_hz, tsc_now};
@@ -472,11 +471,11 @@ impl<'a, M: MemoryModel, V: Variant> State<'a, M, V> {
 }
 
 /// Why an allocation failed, as a short key.
-fn failure_kind(e: &AllocError) -> String {
+fn failure_kind(e: &RequestError) -> String {
     match e {
-        AllocError::NoMemory { .. } => "no memory".into(),
-        AllocError::Order(_) => "order above MAX_PAGE_ORDER".into(),
-        AllocError::Gfp(_) => "invalid GFP mask".into(),
+        RequestError::NoMemory { .. } => "no memory".into(),
+        RequestError::Order(_) => "order above MAX_PAGE_ORDER".into(),
+        RequestError::Gfp(_) => "invalid GFP mask".into(),
         other => other.to_string(),
     }
 }
@@ -585,29 +584,31 @@ pub fn fragmentation_index(free_blocks: &[u64], order: Order) -> i64 {
 /// The layout a replay runs on: `recorded` (the recording's own), `host`,
 /// `preset:NAME` or a layout file; by default the recording's layout when
 /// it has one, else the host's.
-pub fn replay_layout(spec: Option<&str>, header: Option<&Header>) -> Result<Layout, CliError> {
-    let recorded = || -> Result<Layout, CliError> {
-        let text = header.and_then(|h| h.layout.as_deref()).ok_or_else(|| {
-            CliError(
-                "--layout recorded: this trace carries no layout (only pfnlab recordings do)"
-                    .into(),
-            )
-        })?;
-        let layout = Layout::from_toml(text)
-            .map_err(|e| CliError(format!("the recording's layout: {e}")))?;
+pub fn replay_layout(
+    spec: Option<&LayoutSpec>,
+    header: Option<&Header>,
+) -> Result<Loaded, LoadError> {
+    let recorded = || -> Result<Loaded, LoadError> {
+        let text = header
+            .and_then(|h| h.layout.as_deref())
+            .ok_or(LoadError::NotRecorded)?;
+        let layout = Layout::from_toml(text).map_err(LoadError::Recorded)?;
         let source = match header.map(|h| h.kernel.as_str()) {
             Some(k) if !k.is_empty() => format!("recorded (kernel {k})"),
             _ => "recorded".to_owned(),
         };
-        Layout::new(*layout.geometry(), layout.ranges().to_vec(), source)
-            .map_err(|e| CliError(format!("the recording's layout: {e}")))
+        let layout = Layout::new(*layout.geometry(), layout.ranges().to_vec(), source)
+            .map_err(LoadError::Recorded)?;
+        Ok(Loaded {
+            layout,
+            fallback: None,
+        })
     };
     match spec {
-        Some("recorded") => recorded(),
-        Some("host") => load_layout(None),
-        Some(other) => load_layout(Some(other)),
+        Some(LayoutSpec::Recorded) => recorded(),
+        Some(other) => other.load(),
         None if header.is_some_and(|h| h.layout.is_some()) => recorded(),
-        None => load_layout(None),
+        None => LayoutSpec::Host.load(),
     }
 }
 

@@ -25,8 +25,8 @@
 use super::{PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX, Pcp};
 use crate::alloc::Allocator;
 use crate::gfp::AllocFlags;
+use crate::types::{ZoneId, ZoneType};
 use crate::variant::Variant;
-use crate::zone::{ZoneId, ZoneType};
 use sparsemem::{MemoryModel, Order};
 
 impl Pcp {

@@ -133,7 +133,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             .populated_zones()
             .map(|z| {
                 let orders = z.max_order().index() + 1;
-                let area = z.free.lock();
+                let area = z.free_area.lock();
                 let free = std::array::from_fn(|mt| {
                     (0..orders)
                         .map(|o| area.lists[o][mt].len().min(FREECOUNT_CAP))

@@ -11,11 +11,12 @@
 
 use super::zoneinfo::{KERNEL_ZONE_NAMES, Zoneinfo};
 use crate::era::Era;
+use crate::types::ZoneType;
 use crate::watermark::{
-    MAX_NR_ZONES, MIN_PERCPU_PAGELIST_HIGH_FRACTION, Sysctls, Watermarks, node_lowmem_reserve,
+    MIN_PERCPU_PAGELIST_HIGH_FRACTION, NR_KERNEL_ZONES, Sysctls, Watermarks, node_lowmem_reserve,
     setup_per_zone_wmarks_with, stat_threshold, zone_highsize,
 };
-use crate::zone::{ZoneType, zone_batchsize_for};
+use crate::zone::zone_batchsize_for;
 
 /// What the computed fields depend on, besides each zone's managed pages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +46,7 @@ pub struct ZoneSizes {
     /// `min`, `low`, `high`, `promo`.
     pub watermarks: Watermarks,
     /// `lowmem_reserve[]` (`protection`).
-    pub protection: [u64; MAX_NR_ZONES],
+    pub protection: [u64; NR_KERNEL_ZONES],
     /// `pcp->batch`.
     pub batch: u32,
     /// `pcp->high_min`.
@@ -79,7 +80,7 @@ pub fn kernel_zone_sizes(zones: &[(u32, usize, u64)], inputs: &SizingInputs) -> 
         .iter()
         .zip(marks)
         .map(|(&(node, zone, managed), watermarks)| {
-            let mut per_node = [0; MAX_NR_ZONES];
+            let mut per_node = [0; NR_KERNEL_ZONES];
             for &(_, z, m) in zones.iter().filter(|(n, _, _)| *n == node) {
                 per_node[z] += m;
             }

@@ -6,13 +6,15 @@ use sparsemem::MemoryModel;
 
 use crate::alloc::Allocator;
 use crate::pcp::PerCpu;
+use crate::types::ZoneType;
 use crate::variant::Variant;
-use crate::watermark::{MAX_NR_ZONES, SWAP_CLUSTER_MAX, Watermarks};
-use crate::zone::{Zone, ZoneType};
+use crate::watermark::{NR_KERNEL_ZONES, SWAP_CLUSTER_MAX, Watermarks};
+use crate::zone::Zone;
 
 /// The zone names of an x86_64 kernel with `CONFIG_ZONE_DEVICE`, in
 /// `enum zone_type` order: what `/proc/zoneinfo` lists for every node.
-pub const KERNEL_ZONE_NAMES: [&str; MAX_NR_ZONES] = ["DMA", "DMA32", "Normal", "Movable", "Device"];
+pub const KERNEL_ZONE_NAMES: [&str; NR_KERNEL_ZONES] =
+    ["DMA", "DMA32", "Normal", "Movable", "Device"];
 
 /// One CPU's pageset of a zone, as zoneinfo prints it (Linux 6.7 on).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -212,7 +214,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                     present: 0,
                     managed: 0,
                     cma: 0,
-                    protection: vec![0; MAX_NR_ZONES],
+                    protection: vec![0; NR_KERNEL_ZONES],
                     populated: None,
                 };
                 if let Some(zone) = zone.filter(|z| z.managed > 0) {

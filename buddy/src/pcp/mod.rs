@@ -36,24 +36,21 @@
 //! `NR_FREE_PAGES` through this CPU's delta, folded in at the zone's stat
 //! threshold (`__mod_zone_page_state`).
 //!
-//! Bulk allocation (`alloc_pages_bulk`, 2021) checks the low watermark once
-//! per call, with the request's page count on top, picks the first zone
-//! that passes and fills a list or an array from that zone's order-0 pcp
-//! list under one pcp lock, refilling it as needed. When no zone passes, or the zone runs dry before
-//! the first page, it allocates one page the ordinary way and returns, as
-//! the kernel does. The array form fills only empty slots and returns how
-//! many slots are populated, counting those that were already full.
+//! Bulk allocation through these lists is [`bulk`]'s.
+
+mod bulk;
 
 use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
 
-use crate::alloc::{Allocator, LockPolicy, MAX_BULK};
-use crate::error::AllocError;
-use crate::gfp::{AllocContext, AllocFlags, Gfp};
-use crate::list::{OwnedBlock, PageChain, PcpList};
+use crate::alloc::{Allocator, LockPolicy};
+use crate::error::{FreeError, RequestError};
+use crate::gfp::{AllocContext, Gfp};
+use crate::list::{OwnedBlock, PcpList};
 use crate::lock::TryLock;
 use crate::node::{Node, NodeMask};
+use crate::types::{ZoneId, ZoneStats};
 use crate::variant::Variant;
-use crate::zone::{FreeArea, ZoneId, ZoneStats};
+use crate::zone::FreeArea;
 
 /// `PAGE_ALLOC_COSTLY_ORDER`: the highest order of the low-order per-CPU
 /// lists (6.x).
@@ -155,13 +152,13 @@ impl Pcp {
         };
         match alloc.options.lock_policy {
             LockPolicy::PerBatch => {
-                let mut area = zone.free.lock();
+                let mut area = zone.free_area.lock();
                 while moved < count && take(&mut area, self).is_some() {
                     moved += 1;
                 }
             }
             LockPolicy::PerPage => {
-                while moved < count && take(&mut zone.free.lock(), self).is_some() {
+                while moved < count && take(&mut zone.free_area.lock(), self).is_some() {
                     moved += 1;
                 }
             }
@@ -211,7 +208,7 @@ impl Pcp {
         let mut freed = 0;
         match alloc.options.lock_policy {
             LockPolicy::PerBatch => {
-                let mut area = zone.free.lock();
+                let mut area = zone.free_area.lock();
                 while freed < count {
                     let Some(n) = give(&mut area, self) else {
                         break;
@@ -221,7 +218,7 @@ impl Pcp {
             }
             LockPolicy::PerPage => {
                 while freed < count {
-                    let Some(n) = give(&mut zone.free.lock(), self) else {
+                    let Some(n) = give(&mut zone.free_area.lock(), self) else {
                         break;
                     };
                     freed += n;
@@ -362,8 +359,8 @@ pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
 impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// A per-CPU handle for a CPU of `node`, for one thread: its per-CPU
     /// lists for every zone, allocating along `node`'s zonelist. A node with
-    /// no memory in this allocator is [`AllocError::UnknownNode`].
-    pub fn cpu_on(&self, node: NodeId) -> Result<PerCpu<'_, M, V>, AllocError> {
+    /// no memory in this allocator is [`RequestError::UnknownNode`].
+    pub fn cpu_on(&self, node: NodeId) -> Result<PerCpu<'_, M, V>, RequestError> {
         Ok(PerCpu {
             alloc: self,
             node: &self.nodes[self.node_index(node)?],
@@ -524,11 +521,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         zid: ZoneId,
         order: Order,
         gfp: Gfp,
-    ) -> Result<Option<Pfn>, AllocError> {
+    ) -> Result<Option<Pfn>, RequestError> {
         let alloc = self.alloc;
         alloc.check_order(order)?;
         if zid.index() >= alloc.zones.len() {
-            return Err(AllocError::UnknownZone(zid));
+            return Err(RequestError::UnknownZone(zid));
         }
         let ac = alloc.prepare_alloc_pages(gfp)?;
         Ok(self.rmqueue(zid, ac, order))
@@ -537,7 +534,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// Allocates one page (order 0) through the per-CPU lists, with the
     /// watermark check `get_page_from_freelist` makes on every call.
     #[inline]
-    pub fn alloc(&mut self, gfp: Gfp) -> Result<Pfn, AllocError> {
+    pub fn alloc(&mut self, gfp: Gfp) -> Result<Pfn, RequestError> {
         self.alloc_pages(Order::ZERO, gfp)
     }
 
@@ -545,7 +542,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// allows the order there ([`PerCpu::pcp_allowed_order`]), else on the
     /// zone path, walking the zonelist with the watermark checks.
     #[inline(always)]
-    pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, AllocError> {
+    pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, RequestError> {
         let alloc = self.alloc;
         alloc.check_order(order)?;
         let ac = alloc.prepare_alloc_pages(gfp)?;
@@ -571,7 +568,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// with this CPU's cpuset and lists).
     #[cold]
     #[inline(never)]
-    fn alloc_pages_slowpath(&mut self, order: Order, ac: AllocContext) -> Result<Pfn, AllocError> {
+    fn alloc_pages_slowpath(
+        &mut self,
+        order: Order,
+        ac: AllocContext,
+    ) -> Result<Pfn, RequestError> {
         let cpuset = self.cpuset.take();
         let got = self.alloc.alloc_pages_slowpath(
             order,
@@ -586,7 +587,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
 
     /// Frees one page (order 0); see [`PerCpu::free_pages`].
     #[inline]
-    pub fn free(&mut self, pfn: Pfn) -> Result<(), AllocError> {
+    pub fn free(&mut self, pfn: Pfn) -> Result<(), FreeError> {
         self.free_pages(pfn, Order::ZERO)
     }
 
@@ -597,7 +598,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// other orders, isolated pageblocks and a failed pcp trylock go to the
     /// zone.
     #[inline(always)]
-    pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
+    pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
         let alloc = self.alloc;
         let (block, zid) = alloc.claim_for_free(pfn, order)?;
         if !self.pcp_allowed_order(order) {
@@ -639,159 +640,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     #[inline(never)]
     fn free_one_page(&mut self, zid: ZoneId, block: OwnedBlock) {
         let order = block.order();
-        let mut area = self.alloc.zones[zid.index()].free.lock();
+        let mut area = self.alloc.zones[zid.index()].free_area.lock();
         area.free_one(&self.alloc.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);
         self.pcp[zid.index()].mod_free_pages(self.alloc, zid, order.nr_pages() as i64);
-    }
-
-    /// The zone a bulk request of `nr_pages` is served from
-    /// (`__alloc_pages_bulk`, 5.13): the first zone of the zonelist the
-    /// request and the cpuset allow whose low watermark holds with
-    /// `nr_pages` on top — one check per call, not per page.
-    fn bulk_zone(&self, ac: &AllocContext, nr_pages: usize) -> Option<ZoneId> {
-        let alloc = self.alloc;
-        self.node.zonelist(ac.gfp).iter().copied().find(|&zid| {
-            let zone = &alloc.zones[zid.index()];
-            zone.kind <= ac.highest_zone
-                && self.cpuset.as_ref().is_none_or(|m| m.test(zone.node))
-                && (!alloc.path.watermarks
-                    || zone.watermark_ok(
-                        Order::ZERO,
-                        zone.watermarks.low + nr_pages as u64,
-                        ac.highest_zone,
-                        AllocFlags::FAST,
-                    ))
-        })
-    }
-
-    /// `__alloc_pages_bulk`: up to `want` pages from one zone's per-CPU
-    /// list, each given to `put` with its token (`put` says whether it
-    /// kept the page), under one pcp
-    /// lock (6.x). When no zone passes its watermark, the trylock fails, or
-    /// the zone runs dry before the first page, it allocates one page the
-    /// ordinary way and returns, as the kernel does. Returns how many pages
-    /// `put` got.
-    fn alloc_bulk(
-        &mut self,
-        gfp: Gfp,
-        want: usize,
-        mut put: impl FnMut(Pfn, Option<OwnedBlock>) -> bool,
-    ) -> Result<usize, AllocError> {
-        if want > MAX_BULK {
-            return Err(AllocError::BulkTooLarge { requested: want });
-        }
-        if want == 0 {
-            return Ok(0);
-        }
-        let ac = self.alloc.prepare_alloc_pages(gfp)?;
-        let locked = self.alloc.path.pcp_lock;
-        let mut got = 0;
-        if let Some(zid) = self.bulk_zone(&ac, want)
-            && (!locked || self.pcp[zid.index()].lock.try_lock())
-        {
-            while got < want {
-                match self.__rmqueue_pcplist(zid, ac.migratetype, Order::ZERO) {
-                    Some(block) => {
-                        let pfn = self.alloc.prep_block(&block, gfp.without(Gfp::COMP));
-                        got += usize::from(put(pfn, Some(block)));
-                    }
-                    None => break,
-                }
-            }
-            if locked {
-                self.pcp[zid.index()].lock.unlock();
-            }
-        }
-        if got == 0
-            && let Ok(pfn) = self.alloc(gfp)
-        {
-            got = usize::from(put(pfn, None));
-        }
-        Ok(got)
-    }
-
-    /// `alloc_pages_bulk_list`: threads up to `nr_pages` order-0 pages onto
-    /// `list` through their `lru` links; returns how many were added. The
-    /// chain must be one of this CPU's allocator
-    /// ([`AllocError::ForeignChain`] otherwise).
-    pub fn alloc_bulk_list(
-        &mut self,
-        nr_pages: usize,
-        gfp: Gfp,
-        list: &mut PageChain<'a, M, V>,
-    ) -> Result<usize, AllocError> {
-        if !std::ptr::eq(list.allocator(), self.alloc) {
-            return Err(AllocError::ForeignChain);
-        }
-        let alloc = self.alloc;
-        self.alloc_bulk(gfp, nr_pages, |pfn, block| {
-            // The one page of the fallback comes as a pfn: claim it back. A
-            // claim fails only if another thread freed the pfn meanwhile (a
-            // misuse); the page is then that thread's doing, not listed.
-            match block.map_or_else(|| alloc.claim(pfn, Order::ZERO).map(|(b, _)| b), Ok) {
-                Ok(block) => {
-                    list.push(block);
-                    true
-                }
-                Err(_) => false,
-            }
-        })
-    }
-
-    /// Frees every page of `list` by walking it (`list_for_each_entry_safe`
-    /// and `__free_page` on each, the free path of [`PerCpu::free`]);
-    /// returns how many were freed.
-    pub fn free_bulk_list(&mut self, list: &mut PageChain<'a, M, V>) -> Result<usize, AllocError> {
-        if !std::ptr::eq(list.allocator(), self.alloc) {
-            return Err(AllocError::ForeignChain);
-        }
-        let mut freed = 0;
-        while let Some(pfn) = list.pop_front() {
-            self.free(pfn)?;
-            freed += 1;
-        }
-        Ok(freed)
-    }
-
-    /// `alloc_pages_bulk` into a vector: appends up to `nr_pages` order-0
-    /// pages' pfns to `out`; returns how many were added.
-    pub fn alloc_bulk_vec(
-        &mut self,
-        nr_pages: usize,
-        gfp: Gfp,
-        out: &mut Vec<Pfn>,
-    ) -> Result<usize, AllocError> {
-        self.alloc_bulk(gfp, nr_pages, |pfn, _| {
-            out.push(pfn);
-            true
-        })
-    }
-
-    /// `alloc_pages_bulk_array`: fills the empty slots of `slots`; returns
-    /// the number of populated slots, including those already full. Like
-    /// the kernel's, it fills slots in order and stops at the first it
-    /// cannot fill, so the count is the populated prefix.
-    pub fn alloc_bulk_array(
-        &mut self,
-        gfp: Gfp,
-        slots: &mut [Option<Pfn>],
-    ) -> Result<usize, AllocError> {
-        if slots.len() > MAX_BULK {
-            return Err(AllocError::BulkTooLarge {
-                requested: slots.len(),
-            });
-        }
-        let empty = slots.iter().filter(|s| s.is_none()).count();
-        let mut free_slots = slots.iter_mut().filter(|s| s.is_none());
-        self.alloc_bulk(gfp, empty, |pfn, _| {
-            if let Some(slot) = free_slots.next() {
-                *slot = Some(pfn);
-            }
-            true
-        })?;
-        Ok(slots.iter().take_while(|s| s.is_some()).count())
     }
 
     /// `drain_pages_zone`: everything on this CPU's lists for zone `zid`
@@ -869,7 +722,7 @@ impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
                 .chain(&pcp.pending_frees)
                 .any(|&n| n > 0)
             {
-                pcp.fold(&mut zone.free.lock().stats);
+                pcp.fold(&mut zone.free_area.lock().stats);
             }
         }
     }

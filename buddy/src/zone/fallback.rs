@@ -21,9 +21,9 @@
 
 use sparsemem::{MemoryModel, Migratetype, Order, PageFlag, Pfn};
 
+use super::free_area::{FreeArea, change_pageblock_range};
 use crate::list::OwnedBlock;
 use crate::variant::Variant;
-use crate::zone::{FreeArea, change_pageblock_range};
 
 /// `fallbacks[]`: where each migratetype borrows from, in order.
 pub const FALLBACKS: [[Migratetype; 2]; 3] = [

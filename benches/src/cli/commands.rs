@@ -1,32 +1,20 @@
-//! `pfnlab layout` and `pfnlab query`.
+//! `pfnlab layout` and `pfnlab query`: the binary's own commands, which
+//! only read a layout and print.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, Write};
 
-use sparsemem::{Layout, LayoutSpec, MemoryModel, Pfn};
+use sparsemem::{Layout, MemoryModel, Pfn};
 
-use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
-use crate::{CliError, human_bytes};
+use pfnlab::human_bytes;
+use pfnlab::models::{Buildable, ModelKind, ModelVisitor, with_model};
+use std::io::BufWriter;
+use std::path::PathBuf;
+
+use pfnlab::layout_spec::LayoutSpec;
+
+use super::{CliError, load_layout, parse_layout};
 use vmemmap::VmemmapOptions;
-
-/// The fallback when the host's memory map cannot be read.
-pub const FALLBACK_PRESET: &str = "x86-pci-hole";
-
-/// Loads `spec`; `None` means `host`, falling back to
-/// `preset:x86-pci-hole` ([`Layout::from_host_or_preset`]) with a one-line
-/// notice on stderr.
-pub fn load_layout(spec: Option<&str>) -> Result<Layout, CliError> {
-    match spec {
-        Some(s) => Ok(LayoutSpec::parse(s).load()?),
-        None => {
-            let (layout, why) = Layout::from_host_or_preset(FALLBACK_PRESET)?;
-            if let Some(e) = why {
-                eprintln!("notice: {e}; using preset:{FALLBACK_PRESET}");
-            }
-            Ok(layout)
-        }
-    }
-}
 
 /// Parses a pfn written exactly in decimal digits or `0x` and hex digits
 /// (surrounding white space allowed; no sign, no separators: `u64`'s own
@@ -244,6 +232,60 @@ pub fn query(
     out: impl Write,
 ) -> Result<(), CliError> {
     with_model(kind, layout, QueryVisitor { source, out, json })?
+}
+
+/// `pfnlab layout`'s options.
+#[derive(clap::Args)]
+pub struct LayoutArgs {
+    /// The layout to print: `host` (default), `preset:NAME` or a TOML file.
+    #[arg(long, value_parser = parse_layout)]
+    layout: Option<LayoutSpec>,
+    /// Also draw the layout as an SVG picture into this file.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+/// `pfnlab query`'s options.
+#[derive(clap::Args)]
+pub struct QueryArgs {
+    /// The layout the pfns are asked of: `host` (default), `preset:NAME`
+    /// or a TOML file.
+    #[arg(long, value_parser = parse_layout)]
+    layout: Option<LayoutSpec>,
+    /// The memory model.
+    #[arg(long, value_parser = ModelKind::parse)]
+    model: ModelKind,
+    /// One JSON object per line instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Pfns in decimal or 0x-hex; none means read stdin.
+    pfns: Vec<String>,
+}
+
+/// Runs `pfnlab layout`; `outer` is a `--layout` given before the command.
+pub fn layout(args: LayoutArgs, outer: Option<LayoutSpec>) -> Result<(), CliError> {
+    let layout = load_layout(args.layout.or(outer).as_ref())?;
+    print!("{}", layout_report(&layout));
+    if let Some(path) = args.svg {
+        let picture = pfnlab::picture::layout_svg(&layout, &memmap_by_model(&layout))?;
+        std::fs::write(&path, picture)
+            .map_err(|e| CliError(format!("cannot write {}: {e}", path.display())))?;
+        println!("\npicture: {}", path.display());
+    }
+    Ok(())
+}
+
+/// Runs `pfnlab query`; `outer` is a `--layout` given before the command.
+pub fn query_command(args: QueryArgs, outer: Option<LayoutSpec>) -> Result<(), CliError> {
+    let layout = load_layout(args.layout.or(outer).as_ref())?;
+    let stdin = std::io::stdin();
+    let source = if args.pfns.is_empty() {
+        PfnSource::Lines(Box::new(stdin.lock()))
+    } else {
+        PfnSource::Args(&args.pfns)
+    };
+    let out = BufWriter::new(std::io::stdout().lock());
+    query(&layout, args.model, args.json, source, out)
 }
 
 #[cfg(test)]

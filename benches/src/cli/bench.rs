@@ -1,0 +1,224 @@
+//! `pfnlab bench EXPERIMENT`: one subcommand per experiment, each with
+//! only the options it takes, turned into the experiment's parameters and
+//! handed to the library's one runner.
+
+use std::path::PathBuf;
+
+use pfnlab::experiments::{
+    Experiment, Knobs, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags,
+    hole_density, lock, peers, pfn_valid,
+};
+use pfnlab::layout_spec::LayoutSpec;
+use pfnlab::models::ModelKind;
+
+use super::{CliError, fallback_notice, parse_layout, plan};
+
+/// The options every experiment takes.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Common {
+    /// The layout: `host`, `preset:NAME` or a TOML file (default: the
+    /// experiment's own).
+    #[arg(long, value_parser = parse_layout)]
+    layout: Option<LayoutSpec>,
+    /// Kernel era whose mechanisms the allocator models (default: the
+    /// experiment's seed's era).
+    #[arg(long, value_parser = buddy::Era::parse)]
+    era: Option<buddy::Era>,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Short runs (for tests and smoke checks).
+    #[arg(long)]
+    quick: bool,
+}
+
+/// `--model`, for the experiments that take one.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ModelArg {
+    /// Memory model (default: the experiment's own choice).
+    #[arg(long, value_parser = ModelKind::parse)]
+    model: Option<ModelKind>,
+}
+
+/// The experiments.
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// No-bitmap buddy and atomic page-flag operations (2004): the seed's
+    /// program and its recording through four buddies.
+    Flags {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArg,
+        /// Threads of the multi-threaded program run (default 2).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Allocate/touch/free rounds of the program (default 1000).
+        #[arg(long)]
+        iterations: Option<u64>,
+        /// The recording of the seed program to replay (default
+        /// `benches/data/seed-flags.trace.zst` in the source tree).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+    },
+    /// Zone-lock hold time in the per-CPU bulk paths (2007): the lock held
+    /// across a batch against taken per page.
+    Lock {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArg,
+        /// Threads, one per CPU, pinned (default: the machine's CPUs).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Jobs per thread (default 400).
+        #[arg(long)]
+        iterations: Option<u64>,
+        /// The per-CPU batch (default: the era's formula, 31 in 2.6.23).
+        #[arg(long)]
+        batch: Option<u32>,
+    },
+    /// Fault-probed `pfn_valid` for SPARSEMEM_VMEMMAP (2006), per call and
+    /// in AIM9's page_test (default: every vmemmap model and
+    /// sparse-extreme, on the host and ia64-holes).
+    PfnValid {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArg,
+    },
+    /// The bulk page allocator (2021): list and array bulk against single
+    /// pages.
+    Bulk {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArg,
+    },
+    /// cpuset checks in the zonelist walk under fake NUMA (2006).
+    Cpuset {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArg,
+        /// Nodes in the cpuset (default 43 of 64).
+        #[arg(long)]
+        allowed: Option<u16>,
+        /// The job's tasks faulting at once (default: the machine's CPUs,
+        /// at least 2).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Other buddy allocators beside pfnlab's, and the floor.
+    Peers {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArg,
+    },
+    /// `pfn_valid` and the allocator against the fraction of holes, on
+    /// every model.
+    HoleDensity {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Where the hot path's time goes, mechanism by mechanism, with the
+    /// memory model's share (default: every model).
+    Breakdown {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArg,
+    },
+    /// A name that is no experiment.
+    #[command(external_subcommand)]
+    Unknown(Vec<String>),
+}
+
+/// Runs the experiment `command` names; `outer` is a `--layout` given
+/// before the command.
+pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliError> {
+    let setup = |common: Common, model: Option<ModelKind>| Setup {
+        layout: common.layout.or(outer.clone()),
+        model,
+        era: common.era,
+        plan: plan(common.quick),
+        json: common.json,
+    };
+    let none = Knobs::default();
+    match command {
+        BenchCommand::Flags {
+            common,
+            model,
+            threads,
+            iterations,
+            trace,
+        } => {
+            let knobs = Knobs {
+                threads,
+                iterations,
+                trace,
+                ..Knobs::default()
+            };
+            run_one::<flags::Flags>(&setup(common, model.model), &knobs)
+        }
+        BenchCommand::Lock {
+            common,
+            model,
+            threads,
+            iterations,
+            batch,
+        } => {
+            let knobs = Knobs {
+                threads,
+                iterations,
+                batch,
+                ..Knobs::default()
+            };
+            run_one::<lock::Lock>(&setup(common, model.model), &knobs)
+        }
+        BenchCommand::PfnValid { common, model } => {
+            run_one::<pfn_valid::PfnValid>(&setup(common, model.model), &none)
+        }
+        BenchCommand::Bulk { common, model } => {
+            run_one::<bulk::Bulk>(&setup(common, model.model), &())
+        }
+        BenchCommand::Cpuset {
+            common,
+            model,
+            allowed,
+            threads,
+        } => {
+            let knobs = Knobs {
+                allowed,
+                threads,
+                ..Knobs::default()
+            };
+            run_one::<cpuset::Cpuset>(&setup(common, model.model), &knobs)
+        }
+        BenchCommand::Peers { common, model } => {
+            run_one::<peers::Peers>(&setup(common, model.model), &none)
+        }
+        BenchCommand::HoleDensity { common } => {
+            run_one::<hole_density::HoleDensity>(&setup(common, None), &none)
+        }
+        BenchCommand::Breakdown { common, model } => {
+            run_one::<breakdown::Breakdown>(&setup(common, model.model), &none)
+        }
+        BenchCommand::Unknown(args) => {
+            let name = args.into_iter().next().unwrap_or_default();
+            Err(CliError(UnknownExperiment(name).to_string()))
+        }
+    }
+}
+
+/// Prints the header, runs `E` and prints its table.
+fn run_one<E: Experiment>(setup: &Setup, params: &E::Params) -> Result<(), CliError> {
+    let prepared = Prepared::<E>::new(setup, &())?;
+    if let Some(why) = prepared.fallback() {
+        fallback_notice(why);
+    }
+    print!("{}", prepared.header());
+    print!("{}", prepared.run(params)?);
+    Ok(())
+}

@@ -1,0 +1,193 @@
+//! The lab's errors, one small enum per domain. The binary turns any of
+//! them into one line and exit status 2; the library only returns them.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use crate::layout_spec::LoadError;
+use crate::models::ModelKind;
+
+/// An experiment or the default comparison could not run to the end.
+#[derive(Debug)]
+pub enum RunError {
+    /// The model (or its allocator) could not be built or refused a step.
+    Model {
+        /// The model.
+        model: ModelKind,
+        /// What the allocator said.
+        source: buddy::AllocError,
+    },
+    /// A layout could not be loaded.
+    Layout(LoadError),
+    /// The report could not be written.
+    Json(JsonError),
+    /// A measurement came out zero, negative or not a number.
+    NotPositive {
+        /// The row (`list x128 / vmemmap`).
+        row: String,
+    },
+    /// Timing the host kernel's own fault fixup failed.
+    Fixup(io::Error),
+    /// A peer allocator could not be set up.
+    Peer(PeerError),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Model { model, source } => write!(f, "{model}: {source}"),
+            RunError::Layout(e) => e.fmt(f),
+            RunError::Json(e) => e.fmt(f),
+            RunError::NotPositive { row } => {
+                write!(f, "{row}: a measurement is not a positive number")
+            }
+            RunError::Fixup(e) => write!(f, "timing the kernel's fault fixup: {e}"),
+            RunError::Peer(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RunError::Model { source, .. } => Some(source),
+            RunError::Layout(e) => Some(e),
+            RunError::Json(e) => Some(e),
+            RunError::NotPositive { .. } => None,
+            RunError::Fixup(e) => Some(e),
+            RunError::Peer(e) => Some(e),
+        }
+    }
+}
+
+impl From<LoadError> for RunError {
+    fn from(e: LoadError) -> Self {
+        RunError::Layout(e)
+    }
+}
+
+impl From<sparsemem::LayoutError> for RunError {
+    fn from(e: sparsemem::LayoutError) -> Self {
+        RunError::Layout(LoadError::Layout(e))
+    }
+}
+
+impl From<JsonError> for RunError {
+    fn from(e: JsonError) -> Self {
+        RunError::Json(e)
+    }
+}
+
+impl From<PeerError> for RunError {
+    fn from(e: PeerError) -> Self {
+        RunError::Peer(e)
+    }
+}
+
+/// A `--json` report that could not be written.
+#[derive(Debug)]
+pub struct JsonError {
+    /// The path asked for.
+    pub path: PathBuf,
+    /// What went wrong.
+    pub kind: JsonErrorKind,
+}
+
+/// Why a report could not be written.
+#[derive(Debug)]
+pub enum JsonErrorKind {
+    /// The path names no file (`/`, `..`).
+    NotAFile,
+    /// Creating, writing or renaming the file failed.
+    Io(io::Error),
+    /// The report could not be encoded.
+    Encode(serde_json::Error),
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = self.path.display();
+        match &self.kind {
+            JsonErrorKind::NotAFile => write!(f, "--json {path}: not a file path"),
+            JsonErrorKind::Io(e) => write!(f, "--json {path}: {e}"),
+            JsonErrorKind::Encode(e) => write!(f, "--json {path}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for JsonError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            JsonErrorKind::NotAFile => None,
+            JsonErrorKind::Io(e) => Some(e),
+            JsonErrorKind::Encode(e) => Some(e),
+        }
+    }
+}
+
+/// A peer allocator of `bench peers` that could not be set up.
+#[derive(Debug)]
+pub enum PeerError {
+    /// The layout has no whole `MAX_PAGE_ORDER` block of RAM.
+    NoWholeBlock {
+        /// The layout's source.
+        layout: String,
+    },
+    /// The frame-alloc peer works on 4 KiB pages only.
+    PageSize,
+    /// The frame-alloc peer's pool could not be mapped.
+    Pool(io::Error),
+    /// A peer crate refused its setup (its own message).
+    Refused {
+        /// The peer crate.
+        peer: &'static str,
+        /// What it said.
+        message: String,
+    },
+    /// The floor buddy indexes frames with 32 bits; the span has more.
+    FloorTooLarge {
+        /// Frames in the span (rounded out to whole blocks).
+        frames: u64,
+    },
+    /// The span has more frames than the bitmap peer holds.
+    TooManyFrames {
+        /// The peer's capacity.
+        capacity: usize,
+        /// Frames in the span.
+        frames: u64,
+    },
+}
+
+impl fmt::Display for PeerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerError::NoWholeBlock { layout } => {
+                write!(
+                    f,
+                    "{layout} has no whole max-order block of RAM for the peers"
+                )
+            }
+            PeerError::PageSize => f.write_str("the frame-alloc peer is set up for 4 KiB pages"),
+            PeerError::Pool(e) => write!(f, "frame-alloc peer: cannot map its pool: {e}"),
+            PeerError::Refused { peer, message } => write!(f, "{peer} peer: {message}"),
+            PeerError::FloorTooLarge { frames } => write!(
+                f,
+                "the floor buddy indexes frames with 32 bits; this span has {frames} frames"
+            ),
+            PeerError::TooManyFrames { capacity, frames } => write!(
+                f,
+                "the bitmap-allocator peer holds {capacity} frames; this span has {frames}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PeerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PeerError::Pool(e) => Some(e),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! Building the allocator, as boot does (`free_area_init`,
+//! `memblock_free_all`, `build_all_zonelists`, `init_per_zone_wmark_min`).
+//!
+//! Every RAM range becomes part of its node's DMA, DMA32 or Normal zone by
+//! physical address (the geometry's [`ZoneLimits`]); each page gets its
+//! zone and node ids and loses `PG_reserved`, and the ranges are freed in
+//! the largest aligned blocks, merging as they go (`memblock_free_all`). Hot-added
+//! memory (`hotplug` ranges) starts offline, waiting for
+//! [`Allocator::online_pages`]; device memory never enters the buddy.
+//! Reserved pages and holes inside a zone's span are never on a free list,
+//! so they are never handed out. Whenever the managed memory changes (boot,
+//! online, offline) every zone's watermarks, `lowmem_reserve` and per-CPU
+//! sizes are worked out again.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+
+use sparsemem::{Layout, MemoryModel, NodeId, Pfn, RangeKind, ZoneLimits};
+
+use crate::alloc::{Allocator, Options};
+use crate::era::Path;
+use crate::error::InitError;
+use crate::frames::Frames;
+use crate::node::build_nodes;
+use crate::types::{MAX_ZONES, ZoneId, ZoneType};
+use crate::variant::Variant;
+use crate::watermark::{
+    MIN_PERCPU_PAGELIST_HIGH_FRACTION, lowmem_reserve_with, setup_per_zone_wmarks_with,
+    stat_threshold,
+};
+use crate::zone::{FpiFlags, Zone};
+
+/// Zone type of boot RAM at physical address `addr` (`zone_sizes_init`'s
+/// limits for the geometry).
+fn ram_zone(limits: ZoneLimits, addr: u64) -> ZoneType {
+    if limits.dma.is_some_and(|end| addr < end) {
+        ZoneType::Dma
+    } else if limits.dma32.is_some_and(|end| addr < end) {
+        ZoneType::Dma32
+    } else {
+        ZoneType::Normal
+    }
+}
+
+/// `(node, type) -> pfn ranges` of a layout's boot memory.
+fn zone_parts(layout: &Layout) -> BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> {
+    let g = layout.geometry();
+    let limits = g.zone_limits();
+    let bounds: Vec<u64> = [limits.dma, limits.dma32]
+        .into_iter()
+        .flatten()
+        .map(|b| b >> g.page_shift())
+        .collect();
+    let mut parts: BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> = Default::default();
+    for (r, first, end) in layout.ram_ranges() {
+        let mut cuts = vec![first.get()];
+        cuts.extend(
+            bounds
+                .iter()
+                .copied()
+                .filter(|&b| b > first.get() && b < end.get()),
+        );
+        cuts.push(end.get());
+        cuts.dedup();
+        for w in cuts.windows(2) {
+            let kind = ram_zone(limits, w[0] << g.page_shift());
+            parts
+                .entry((Layout::node_id(r), kind))
+                .or_default()
+                .push((Pfn::new(w[0]), Pfn::new(w[1])));
+        }
+    }
+    parts
+}
+
+/// `percpu_pagelist_high_fraction_sysctl_handler`'s check: 0 or at least
+/// `MIN_PERCPU_PAGELIST_HIGH_FRACTION` (8), and only in an era that has the
+/// sysctl (5.14 on; 2.6's `percpu_pagelist_fraction` set `high` and
+/// `batch` by another rule, which pfnlab does not model).
+fn check_high_fraction(options: &Options) -> Result<(), InitError> {
+    let fraction = options.percpu_pagelist_high_fraction;
+    if fraction == 0 {
+        return Ok(());
+    }
+    if !options.era.pcp_high_from_watermark() {
+        return Err(InitError::EraMismatch(format!(
+            "percpu_pagelist_high_fraction arrived in Linux 5.14; era {} sizes pcp->high as 6 × batch",
+            options.era
+        )));
+    }
+    if fraction < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
+        return Err(InitError::HighFraction { fraction });
+    }
+    Ok(())
+}
+
+/// Whether `model` could have been built from `layout`: the same geometry,
+/// and every pfn of the layout's memory valid. Validity changes at most per
+/// subsection, so one probe at each end of every subsection-sized piece
+/// decides it.
+fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), InitError> {
+    if model.geometry() != layout.geometry() {
+        return Err(InitError::ModelMismatch {
+            pfn: None,
+            why: format!(
+                "the model was built for geometry {}, the layout uses {}",
+                model.geometry(),
+                layout.geometry()
+            ),
+        });
+    }
+    let per = layout.geometry().pages_per_subsection();
+    for (_, first, end) in layout.memory_ranges() {
+        let mut pfn = first.get();
+        while pfn < end.get() {
+            let last = (pfn | (per - 1)).min(end.get() - 1);
+            if let Some(bad) = [pfn, last]
+                .into_iter()
+                .find(|&p| !model.pfn_valid(Pfn::new(p)))
+            {
+                return Err(InitError::ModelMismatch {
+                    pfn: Some(Pfn::new(bad)),
+                    why: format!(
+                        "pfn {bad:#x} is memory in the layout but not valid in the {} model",
+                        model.name()
+                    ),
+                });
+            }
+            pfn = last + 1;
+        }
+    }
+    Ok(())
+}
+
+impl<M: MemoryModel, V: Variant> Allocator<M, V> {
+    /// Builds nodes and zones for `layout` over `model` and frees all
+    /// memory into them. The model must have been built from this layout:
+    /// the same geometry and every pfn of its memory valid, or
+    /// [`InitError::ModelMismatch`] says what differs.
+    ///
+    /// The variant must have existed in the options' era
+    /// ([`Era::check_variant`](crate::Era::check_variant)), or the answer is
+    /// [`InitError::EraMismatch`].
+    pub fn new(model: M, layout: &Layout, options: Options) -> Result<Self, InitError> {
+        options
+            .era
+            .check_variant::<V>()
+            .map_err(InitError::EraMismatch)?;
+        check_high_fraction(&options)?;
+        check_model(&model, layout)?;
+        let parts = zone_parts(layout);
+        if parts.len() > MAX_ZONES {
+            return Err(InitError::TooManyZones);
+        }
+        let mut path = Path::new(options.era, options.mechanisms);
+        path.zone_lock = options.zone_lock;
+        // `build_all_zonelists`: with less memory than one pageblock per
+        // migratetype, grouping by mobility is pointless and turned off
+        // (`page_group_by_mobility_disabled`).
+        let g = layout.geometry();
+        let ram: u64 = layout.ram_ranges().map(|(_, a, b)| b.get() - a.get()).sum();
+        if ram < g.pageblock_nr_pages() * sparsemem::MIGRATE_TYPES as u64 {
+            path.mobility = false;
+        }
+        let mut alloc = Allocator {
+            model,
+            zones: Vec::new(),
+            nodes: Vec::new(),
+            options,
+            path,
+            frames: if options.frames {
+                Some(Frames::new(layout)?)
+            } else {
+                None
+            },
+            offline: Default::default(),
+            _variant: PhantomData,
+        };
+        let max_order = layout.geometry().max_order();
+        for (i, ((node, kind), ranges)) in parts.iter().enumerate() {
+            let start = ranges.iter().map(|r| r.0).min().unwrap_or_default();
+            let end = ranges.iter().map(|r| r.1).max().unwrap_or_default();
+            let mut zone = Zone::new(
+                *kind,
+                *node,
+                ZoneId::new(i as u8),
+                [start, end],
+                max_order,
+                alloc.path,
+            );
+            for &(first, end) in ranges {
+                zone.give_range(&alloc.model, [first, end], FpiFlags::NONE)?;
+            }
+            alloc.zones.push(zone);
+        }
+        let block = layout.geometry().memory_block_pages();
+        for (r, first, end) in layout.ranges_of(RangeKind::Hotplug) {
+            for b in first.get() / block..end.get() / block {
+                alloc.offline.insert(b, Layout::node_id(r));
+            }
+        }
+        alloc.rebuild_nodes();
+        alloc.setup_watermarks_and_pcp();
+        Ok(alloc)
+    }
+
+    /// `init_per_zone_wmark_min` and `zone_pcp_update` after the managed
+    /// memory changed (boot, online, offline): every zone's watermarks and
+    /// `lowmem_reserve`, its per-CPU `batch`, `high` and stat threshold for
+    /// the era, and `NR_FREE_PAGES` set from the free lists (no per-CPU
+    /// handle exists while `&mut self` does, so nothing is pending).
+    pub(crate) fn setup_watermarks_and_pcp(&mut self) {
+        let sizes: Vec<(ZoneType, u64)> = self.zones.iter().map(|z| (z.kind, z.managed)).collect();
+        let g = self.model.geometry();
+        let marks = setup_per_zone_wmarks_with(
+            &sizes,
+            g.page_size(),
+            g.pageblock_nr_pages(),
+            &self.options.sysctls,
+        );
+        let cpus = self.nr_cpus();
+        let nodes = self.nodes.len().max(1) as u32;
+        let split = cpus.div_ceil(nodes).max(1);
+        let page_shift = self.model.geometry().page_shift();
+        for (zone, marks) in self.zones.iter_mut().zip(marks) {
+            zone.watermarks = marks;
+            zone.set_pcp_sizes(
+                self.options.era,
+                self.options.pcp_batch,
+                self.options.percpu_pagelist_high_fraction,
+                split,
+            );
+            zone.stat_threshold = stat_threshold(zone.managed, page_shift, cpus);
+            let free = zone.free_area.get_mut().nr_free_pages();
+            *zone.vm_free.get_mut() = free as i64;
+        }
+        for node in &self.nodes {
+            let own: Vec<(ZoneType, u64)> = node
+                .zones
+                .iter()
+                .map(|z| (self.zones[z.index()].kind, self.zones[z.index()].managed))
+                .collect();
+            let reserves = lowmem_reserve_with(&own, &self.options.sysctls.lowmem_reserve_ratio);
+            for (z, reserve) in node.zones.iter().zip(reserves) {
+                self.zones[z.index()].lowmem_reserve = reserve;
+            }
+        }
+    }
+
+    /// The CPUs the machine has ([`Options::cpus`], or this machine's).
+    pub fn nr_cpus(&self) -> u32 {
+        self.options
+            .cpus
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
+    }
+
+    /// `build_all_zonelists`: every node's zonelists, from the zones.
+    pub(crate) fn rebuild_nodes(&mut self) {
+        let triples: Vec<(ZoneId, NodeId, ZoneType)> =
+            self.zones.iter().map(|z| (z.id, z.node, z.kind)).collect();
+        self.nodes = build_nodes(&triples);
+    }
+}

@@ -1,0 +1,142 @@
+//! The allocator's vocabulary: zone types and ids, the statistics a zone
+//! keeps, and the limits every layer checks against.
+//!
+//! A leaf: it imports nothing of the crate, so the GFP decoding, the
+//! watermark formulas, the errors and the zones can all name a zone type
+//! or a limit without importing the code that uses them.
+
+use sparsemem::NR_PAGE_ORDERS;
+
+/// `MAX_NR_ZONES`: the number of zone types ([`ZoneType::ALL`]), the
+/// length of a zone's `lowmem_reserve[]`.
+pub const MAX_NR_ZONES: usize = ZoneType::ALL.len();
+
+/// Zone types, lowest first (`enum zone_type`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
+pub enum ZoneType {
+    /// Below 16 MiB.
+    Dma,
+    /// Below 4 GiB.
+    Dma32,
+    /// Everything else that booted.
+    Normal,
+    /// Hot-added memory, onlined movable.
+    Movable,
+}
+
+impl ZoneType {
+    /// Every zone type, lowest first.
+    pub const ALL: [ZoneType; 4] = [
+        ZoneType::Dma,
+        ZoneType::Dma32,
+        ZoneType::Normal,
+        ZoneType::Movable,
+    ];
+
+    /// The kernel's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZoneType::Dma => "DMA",
+            ZoneType::Dma32 => "DMA32",
+            ZoneType::Normal => "Normal",
+            ZoneType::Movable => "Movable",
+        }
+    }
+}
+
+/// Zone statistics. Plain counters: the buddy-path ones live in the free
+/// area and change only under the zone lock; the per-CPU path counts in its
+/// handle and folds in when it next takes the lock (as the kernel's per-CPU
+/// vm events are folded), so no counter costs an atomic operation.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct ZoneStats {
+    /// Blocks allocated, per order.
+    pub allocs: [u64; NR_PAGE_ORDERS],
+    /// Blocks freed, per order.
+    pub frees: [u64; NR_PAGE_ORDERS],
+    /// Buddy merges.
+    pub merges: u64,
+    /// Block splits in `expand`.
+    pub splits: u64,
+    /// `rmqueue_bulk` calls (pcp refills).
+    pub pcp_refills: u64,
+    /// `free_pcppages_bulk` calls (pcp drains).
+    pub pcp_drains: u64,
+    /// Blocks moved from the zone to per-CPU lists by refills (one
+    /// `mm_page_alloc_zone_locked` event with `percpu_refill=1` each in
+    /// the kernel).
+    pub pcp_refill_blocks: u64,
+    /// Blocks moved back by drains (one `mm_page_pcpu_drain` event each).
+    pub pcp_drain_blocks: u64,
+    /// `pfn_valid` calls made by the hole check.
+    pub hole_checks: u64,
+    /// Allocations served from another migratetype's lists
+    /// (`__rmqueue_fallback`).
+    pub fallbacks: u64,
+    /// Pageblocks claimed for another migratetype (`move_freepages_block`).
+    pub steals: u64,
+    /// Hole checks that said "invalid".
+    pub hole_hits: u64,
+    /// Freed blocks put at the tail of their list because their buddy one
+    /// order up is free (`buddy_merge_likely`).
+    pub merge_likely_tails: u64,
+}
+
+impl std::ops::AddAssign for ZoneStats {
+    fn add_assign(&mut self, other: ZoneStats) {
+        for o in 0..NR_PAGE_ORDERS {
+            self.allocs[o] += other.allocs[o];
+            self.frees[o] += other.frees[o];
+        }
+        self.merges += other.merges;
+        self.splits += other.splits;
+        self.pcp_refills += other.pcp_refills;
+        self.pcp_drains += other.pcp_drains;
+        self.pcp_refill_blocks += other.pcp_refill_blocks;
+        self.pcp_drain_blocks += other.pcp_drain_blocks;
+        self.hole_checks += other.hole_checks;
+        self.hole_hits += other.hole_hits;
+        self.fallbacks += other.fallbacks;
+        self.steals += other.steals;
+        self.merge_likely_tails += other.merge_likely_tails;
+    }
+}
+
+/// A zone's id: its index in [`crate::Allocator::zones`], stored in each of
+/// its pages (`page_zonenum` with the node folded in: pfnlab numbers zones
+/// allocator-wide, at most [`MAX_ZONES`]).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct ZoneId(u8);
+
+impl ZoneId {
+    /// Wraps a raw id; whether a zone has it is the allocator's question.
+    pub const fn new(id: u8) -> ZoneId {
+        ZoneId(id)
+    }
+
+    /// The raw id.
+    pub const fn get(self) -> u8 {
+        self.0
+    }
+
+    /// The id as an index into per-zone arrays.
+    #[inline(always)]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::fmt::Display for ZoneId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Zones a page's 8-bit zone id can name (ids 0 to 254; the kernel packs
+/// `ZONES_SHIFT` bits of zone number into `page->flags`).
+pub const MAX_ZONES: usize = 255;
+
+/// Largest number of pages one bulk request may ask for: pfnlab's bound
+/// (the kernel bounds a request by the caller's array or list, not by a
+/// constant), so a bulk request can never ask for an unbounded batch.
+pub const MAX_BULK: usize = 4096;

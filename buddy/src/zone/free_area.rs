@@ -1,0 +1,479 @@
+//! A zone's free area (`free_area[]`) and the buddy algorithm proper.
+//!
+//! The three kernel routines, on pages (never a `pfn_to_page` per hop):
+//! - `__free_one_page`: while below `MAX_PAGE_ORDER`, find the buddy at
+//!   `pfn ^ (1 << order)` (optionally after `pfn_valid`), stop unless it is
+//!   a free block of the same order in the same zone, else unlink it and
+//!   merge; put the result on `free_area[order]`.
+//! - `__rmqueue_smallest`: take the first block of the smallest order that
+//!   has one;
+//! - `expand`: split it, putting the upper halves back on lower orders.
+//!
+//! Everything here runs under the zone lock ([`crate::lock::SpinLock`]).
+//!
+//! # Safety
+//! A page is written here only while the free area owns it: it heads a
+//! block on its lists, or a block an [`OwnedBlock`] token hands in, or one
+//! just taken off the lists. A buddy or the upper half of a split is
+//! reached as `page + offset` ([`page_offset`]) inside one `MAX_PAGE_ORDER`
+//! block, so inside one section whose memmap the head pointer has
+//! provenance over; its pfn is valid by the hole check or, without it, by
+//! the zone's invariant that every such block of its memory is wholly
+//! valid.
+
+use std::marker::PhantomData;
+
+use sparsemem::{
+    MIGRATE_TYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, Order, Page, PageFlag, Pfn,
+};
+
+use crate::era::Path;
+use crate::list::{OwnedBlock, PageList, page_offset};
+use crate::types::ZoneStats;
+use crate::variant::Variant;
+
+/// `fpi_t`: how `__free_one_page` frees a block (the kernel's
+/// `FPI_NONE`, `FPI_TO_TAIL`; its other flags skip work pfnlab does not
+/// model: page reporting, the trylock of a free from any context).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub(crate) struct FpiFlags(u8);
+
+impl FpiFlags {
+    /// `FPI_NONE`: the merged block goes to the head of its list (unless
+    /// `buddy_merge_likely` sends it to the tail).
+    pub(crate) const NONE: FpiFlags = FpiFlags(0);
+    /// `FPI_TO_TAIL`: the merged block goes to the tail of its list, so it
+    /// is allocated last (memory being onlined).
+    pub(crate) const TO_TAIL: FpiFlags = FpiFlags(1 << 1);
+
+    /// Whether every flag of `other` is set.
+    #[inline(always)]
+    pub(crate) const fn contains(self, other: FpiFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+/// `change_pageblock_range`: every pageblock of the block of `order` at
+/// `head` (one when the block is smaller) gets migratetype `mt`.
+pub(crate) fn change_pageblock_range<M: MemoryModel>(
+    model: &M,
+    head: Pfn,
+    order: usize,
+    mt: Migratetype,
+) {
+    let pageblock = model.geometry().pageblock_nr_pages();
+    let first = head.get() & !(pageblock - 1);
+    let end = (head.get() + (1u64 << order)).max(first + pageblock);
+    for pfn in (first..end).step_by(pageblock as usize) {
+        model.set_pfnblock_migratetype(Pfn::new(pfn), mt);
+    }
+}
+
+/// `free_area[]` of one zone, behind the zone lock: a list per order and
+/// migratetype (`free_list[MIGRATE_TYPES]`).
+///
+/// Invariants:
+/// - a page is on `lists[o][mt]` iff it heads a free block of order `o`;
+///   then it is marked buddy with `private == o` and the block lies in the
+///   zone;
+/// - with migratetypes (2.6.24 on), `mt` is the migratetype of every
+///   pageblock the block covers (the model's pageblock flags), as Linux
+///   6.x keeps it; without, every block is on the `Movable` list;
+/// - the lists of order `o` hold `nr_free[o]` blocks;
+/// - with the bitmap variant, bit `(pfn - bitmap_base) >> (o + 1)` of
+///   `bitmap[o]` is set iff exactly one block of the pair at order `o` is
+///   free;
+/// - without the hole check, every `MAX_PAGE_ORDER` block holding a page of
+///   the zone is wholly valid ([`check_blocks`](super::check_blocks) before memory is given).
+pub struct FreeArea<V> {
+    /// Statistics, changed only under the zone lock.
+    pub stats: ZoneStats,
+    pub(crate) lists: [[PageList; MIGRATE_TYPES]; NR_PAGE_ORDERS],
+    /// Whether the era groups pages by mobility (migratetype lists and
+    /// pageblock lookups on free).
+    pub(crate) migratetypes: bool,
+    /// Whether a freed block whose next-order buddy is free goes to the
+    /// tail of its list (`buddy_merge_likely`, 2.6.35 on).
+    merge_likely: bool,
+    bitmap: Vec<Vec<u64>>,
+    bitmap_base: u64,
+    zone_id: u8,
+    /// `MAX_PAGE_ORDER` of the geometry: lists above it stay empty.
+    max_order: usize,
+    _variant: PhantomData<V>,
+}
+
+impl<V: Variant> FreeArea<V> {
+    /// Empty free lists for zone `zone_id` spanning `[start, end)`, with
+    /// blocks up to `max_order`, shaped as the era's `path` has them.
+    pub(crate) fn new(zone_id: u8, [start, end]: [Pfn; 2], max_order: Order, path: Path) -> Self {
+        let mut area = FreeArea {
+            stats: ZoneStats::default(),
+            lists: Default::default(),
+            migratetypes: path.migratetypes,
+            merge_likely: path.merge_likely,
+            bitmap: Vec::new(),
+            bitmap_base: start.get() & !(max_order.nr_pages() - 1),
+            zone_id,
+            max_order: max_order.index(),
+            _variant: PhantomData,
+        };
+        area.resize(start, end);
+        area
+    }
+
+    /// The largest order of this zone's blocks (`MAX_PAGE_ORDER`).
+    pub fn max_order(&self) -> Order {
+        Order::new(self.max_order as u8)
+    }
+
+    /// Makes the bitmap cover the zone span `[start, end)` (which may have
+    /// grown either way by hot add), keeping every pair bit.
+    pub(crate) fn resize(&mut self, start: Pfn, end: Pfn) {
+        if !V::BITMAP {
+            return;
+        }
+        let new_base = self
+            .bitmap_base
+            .min(start.get() & !(self.max_order().nr_pages() - 1));
+        let span = end.get().saturating_sub(new_base);
+        let old = std::mem::take(&mut self.bitmap);
+        self.bitmap = (0..self.max_order)
+            .map(|o| vec![0u64; ((span >> (o + 1)) + 1).div_ceil(64) as usize])
+            .collect();
+        let shift = self.bitmap_base - new_base;
+        for (o, map) in old.iter().enumerate() {
+            let offset = shift >> (o + 1);
+            for bit in
+                (0..map.len() as u64 * 64).filter(|b| map[(b / 64) as usize] & (1 << (b % 64)) != 0)
+            {
+                let to = bit + offset;
+                self.bitmap[o][(to / 64) as usize] |= 1 << (to % 64);
+            }
+        }
+        self.bitmap_base = new_base;
+    }
+
+    /// `nr_free` per order.
+    pub fn nr_free(&self) -> [u64; NR_PAGE_ORDERS] {
+        std::array::from_fn(|o| self.lists[o].iter().map(PageList::len).sum())
+    }
+
+    /// Free pages on the lists.
+    pub fn nr_free_pages(&self) -> u64 {
+        self.nr_free().iter().enumerate().map(|(o, n)| n << o).sum()
+    }
+
+    /// Pfns of the blocks on the free lists of one order (for checks).
+    pub fn block_pfns<M: MemoryModel>(&self, model: &M, order: Order) -> Vec<Pfn> {
+        Migratetype::ALL
+            .into_iter()
+            .flat_map(|mt| self.block_pfns_of(model, order, mt))
+            .collect()
+    }
+
+    /// Pfns of the blocks on the free list of one order and migratetype.
+    pub fn block_pfns_of<M: MemoryModel>(
+        &self,
+        model: &M,
+        order: Order,
+        mt: Migratetype,
+    ) -> Vec<Pfn> {
+        self.lists[order.index()][mt.index()]
+            .iter()
+            // SAFETY: listed pages are live descriptors of `model`'s memmap.
+            .map(|p| model.page_to_pfn(unsafe { &*p }))
+            .collect()
+    }
+
+    /// The zone's id, as its pages carry it.
+    pub(crate) fn zone_id(&self) -> u8 {
+        self.zone_id
+    }
+
+    /// The list a block headed at `pfn` belongs on: its pageblock's
+    /// migratetype (`get_pfnblock_migratetype`, a memory-model lookup), or
+    /// the one list of an era without migratetypes.
+    #[inline(always)]
+    pub(crate) fn list_mt<M: MemoryModel>(&self, model: &M, pfn: Pfn) -> Migratetype {
+        if self.migratetypes {
+            model.get_pfnblock_migratetype(pfn)
+        } else {
+            Migratetype::Movable
+        }
+    }
+
+    /// `__test_and_change_bit` on the pair bit of `pfn` at `order`: returns
+    /// the old value.
+    #[inline(always)]
+    fn toggle(&mut self, order: usize, pfn: u64) -> bool {
+        let bit = (pfn - self.bitmap_base) >> (order + 1);
+        let word = &mut self.bitmap[order][(bit / 64) as usize];
+        let mask = 1u64 << (bit % 64);
+        let old = *word & mask != 0;
+        *word ^= mask;
+        old
+    }
+
+    /// Puts a block head on `free_area[order].free_list[mt]`, at the head of
+    /// the list or (`to_tail`) at its tail.
+    ///
+    /// # Safety
+    /// `page` is a live descriptor heading a free block of this zone, on no
+    /// list.
+    #[inline(always)]
+    pub(crate) unsafe fn add(
+        &mut self,
+        page: *const Page,
+        order: usize,
+        mt: Migratetype,
+        to_tail: bool,
+    ) {
+        // SAFETY: the caller's contract.
+        let pr = unsafe { &*page };
+        // SAFETY: the caller hands this zone a block it owns, under the lock.
+        unsafe {
+            pr.set_private(order as u64);
+            V::set(pr, PageFlag::Buddy);
+        }
+        // SAFETY: as above; the list's contract is the same.
+        unsafe {
+            if to_tail {
+                self.lists[order][mt.index()].push_back(page);
+            } else {
+                self.lists[order][mt.index()].push_front(page);
+            }
+        }
+    }
+
+    /// Takes a block head off `free_area[order].free_list[mt]`.
+    ///
+    /// # Safety
+    /// `page` is on `lists[order][mt]`.
+    #[inline(always)]
+    pub(crate) unsafe fn del(&mut self, page: *const Page, order: usize, mt: Migratetype) {
+        // SAFETY: the caller's contract.
+        unsafe { self.lists[order][mt.index()].unlink(page) };
+        // SAFETY: listed pages are live, and the unlinked page is this
+        // zone's under the lock.
+        unsafe { V::clear(&*page, PageFlag::Buddy) };
+    }
+
+    /// `page_is_buddy`: a free block head of this order in this zone.
+    #[inline(always)]
+    fn page_is_buddy(&self, buddy: &Page, order: usize) -> bool {
+        buddy.test(PageFlag::Buddy)
+            && buddy.private() == order as u64
+            && buddy.zone_id() == self.zone_id
+    }
+
+    /// Whether `head` is the head of a free block of `order` on these lists.
+    pub(crate) fn is_free_block<M: MemoryModel>(&self, model: &M, head: Pfn, order: Order) -> bool {
+        model
+            .pfn_to_page(head)
+            .is_some_and(|page| self.page_is_buddy(page, order.index()))
+    }
+
+    /// Takes the free block `(head, order)` off its list (offline), if it is
+    /// one.
+    pub(crate) fn take_free_block<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        head: Pfn,
+        order: Order,
+    ) -> Option<OwnedBlock> {
+        if !self.is_free_block(model, head, order) {
+            return None;
+        }
+        // SAFETY: the pfn is valid (is_free_block found its page).
+        let page = unsafe { model.pfn_to_page_ptr(head) };
+        if V::BITMAP && order.index() < self.max_order {
+            self.toggle(order.index(), head.get());
+        }
+        let mt = self.list_mt(model, head);
+        // SAFETY: page_is_buddy says it heads a free block of this order of
+        // this zone, so it is on lists[order], on its pageblock's
+        // migratetype list (type invariant).
+        unsafe { self.del(page, order.index(), mt) };
+        // SAFETY: just unlinked: a block of this zone on no list, owned by
+        // the caller from now on.
+        Some(unsafe { OwnedBlock::new(page, head, order) })
+    }
+
+    /// `__free_one_page`: frees `block` and merges it with free buddies,
+    /// putting the result at the head of its list.
+    #[inline(always)]
+    pub(crate) fn free_one<M: MemoryModel>(&mut self, model: &M, block: OwnedBlock) {
+        self.free_one_fpi(model, block, FpiFlags::NONE);
+    }
+
+    /// `__free_one_page` with the caller's `fpi_flags`.
+    ///
+    /// The buddy is reached as `page + (buddy_pfn - pfn)` without a
+    /// `pfn_to_page`; with the hole check it is first tested with
+    /// `pfn_valid`, without it the zone's invariant (every `MAX_PAGE_ORDER`
+    /// block holding its memory is wholly valid) makes it readable.
+    #[inline(always)]
+    pub(crate) fn free_one_fpi<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        block: OwnedBlock,
+        fpi: FpiFlags,
+    ) {
+        let mut page = block.as_ptr();
+        let mut pfn = block.pfn().get();
+        let mut order = block.order().index();
+        // `get_pfnblock_migratetype` of the freed page: the per-free lookup.
+        let mt = self.list_mt(model, block.pfn());
+        let pageblock_order = model.geometry().pageblock_order().index();
+        while order < self.max_order {
+            let buddy_pfn = pfn ^ (1 << order);
+            if V::HOLE_CHECK {
+                self.stats.hole_checks += 1;
+                if !model.pfn_valid(Pfn::new(buddy_pfn)) {
+                    self.stats.hole_hits += 1;
+                    break;
+                }
+            }
+            // SAFETY: the buddy is in the same MAX_PAGE_ORDER block, hence the
+            // same section, and its pfn is valid (just checked, or by the
+            // zone's invariant); `page` has provenance over the section.
+            let buddy = unsafe { page_offset(page, buddy_pfn as i64 - pfn as i64) };
+            // SAFETY: a valid descriptor (above) of the borrowed model.
+            let buddy_ref = unsafe { &*buddy };
+            if V::BITMAP {
+                if !self.toggle(order, pfn) {
+                    break;
+                }
+                debug_assert!(self.page_is_buddy(buddy_ref, order));
+            } else if !self.page_is_buddy(buddy_ref, order) {
+                break;
+            }
+            // Below a pageblock the buddy shares the freed page's block, so
+            // its list; from a pageblock up it has its own migratetype.
+            let buddy_mt = if order >= pageblock_order {
+                self.list_mt(model, Pfn::new(buddy_pfn))
+            } else {
+                mt
+            };
+            // SAFETY: page_is_buddy (or the pair bit) says the buddy heads a
+            // free block of this order, so it is on lists[order][buddy_mt].
+            unsafe { self.del(buddy, order, buddy_mt) };
+            if buddy_mt != mt {
+                // "Match buddy type": the merged block is one migratetype.
+                change_pageblock_range(model, Pfn::new(buddy_pfn), order, mt);
+            }
+            self.stats.merges += 1;
+            if buddy_pfn < pfn {
+                page = buddy;
+            }
+            pfn &= buddy_pfn;
+            order += 1;
+        }
+        let to_tail =
+            fpi.contains(FpiFlags::TO_TAIL) || self.buddy_merge_likely(model, page, pfn, order);
+        // SAFETY: `page` heads the merged free block, owned (the token and
+        // the merged buddies, just unlinked) and on no list.
+        unsafe { self.add(page, order, mt, to_tail) };
+    }
+
+    /// `buddy_merge_likely`: whether the block `(pfn, order)` that stopped
+    /// merging would merge one order up as soon as its buddy is freed —
+    /// the buddy of the pair it would form is free already. Then it goes to
+    /// the tail of its list, so it is allocated last. Another memmap read
+    /// per free, at a pfn computed from the freed one; with the hole check
+    /// both pfns are tested first (the kernel tested only the buddy's;
+    /// pfnlab must not read a hole's descriptor).
+    #[inline(always)]
+    fn buddy_merge_likely<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        page: *const Page,
+        pfn: u64,
+        order: usize,
+    ) -> bool {
+        if !self.merge_likely || order + 1 >= self.max_order {
+            return false;
+        }
+        let buddy_pfn = pfn ^ (1 << order);
+        let combined_pfn = buddy_pfn & pfn;
+        let higher_buddy_pfn = combined_pfn ^ (1 << (order + 1));
+        if V::HOLE_CHECK {
+            self.stats.hole_checks += 2;
+            if !model.pfn_valid(Pfn::new(buddy_pfn)) || !model.pfn_valid(Pfn::new(higher_buddy_pfn))
+            {
+                self.stats.hole_hits += 1;
+                return false;
+            }
+        }
+        // SAFETY: the higher buddy is in the freed block's MAX_PAGE_ORDER
+        // block (order + 1 < max_order), so in its section, and valid (just
+        // checked, or by the zone's invariant); `page` has provenance over
+        // the section.
+        let higher_buddy =
+            unsafe { &*page_offset(page.cast_mut(), higher_buddy_pfn as i64 - pfn as i64) };
+        let likely = self.page_is_buddy(higher_buddy, order + 1);
+        self.stats.merge_likely_tails += u64::from(likely);
+        likely
+    }
+
+    /// `__rmqueue_smallest` + `expand`: a block of `order`, taken off the
+    /// lists, with the head pointer it was freed with.
+    #[inline(always)]
+    pub(crate) fn rmqueue_smallest<M: MemoryModel>(
+        &mut self,
+        model: &M,
+        order: Order,
+        mt: Migratetype,
+    ) -> Option<OwnedBlock> {
+        let low = order.index();
+        for current in low..=self.max_order {
+            let Some(page) = self.lists[current][mt.index()].pop_front() else {
+                continue;
+            };
+            // SAFETY: listed pages are live descriptors of `model`'s memmap.
+            let pr = unsafe { &*page };
+            // SAFETY: just unlinked under the zone lock: this zone owns it.
+            unsafe { V::clear(pr, PageFlag::Buddy) };
+            let pfn = model.page_to_pfn(pr);
+            if V::BITMAP && current < self.max_order {
+                self.toggle(current, pfn.get());
+            }
+            // SAFETY: the block was free and is now off every list.
+            unsafe { self.expand(page, pfn.get(), low, current, mt) };
+            // SAFETY: its upper halves went back on the lists; the head block
+            // of order `low` is on no list and goes to the caller alone.
+            return Some(unsafe { OwnedBlock::new(page, pfn, order) });
+        }
+        None
+    }
+
+    /// `expand`: splits a block of order `high` down to `low`.
+    ///
+    /// # Safety
+    /// `page` heads a block of order `high` of this zone that is on no list,
+    /// with provenance over its section.
+    #[inline(always)]
+    unsafe fn expand(
+        &mut self,
+        page: *const Page,
+        pfn: u64,
+        low: usize,
+        mut high: usize,
+        mt: Migratetype,
+    ) {
+        while high > low {
+            high -= 1;
+            let size = 1u64 << high;
+            // SAFETY: the upper half lies in the same block, so in the same
+            // section, and is a valid descriptor.
+            let half = unsafe { page_offset(page, size as i64) };
+            // SAFETY: the upper half heads a free block of order `high`.
+            unsafe { self.add(half, high, mt, false) };
+            if V::BITMAP {
+                self.toggle(high, pfn + size);
+            }
+            self.stats.splits += 1;
+        }
+    }
+}
