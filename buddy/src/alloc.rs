@@ -63,6 +63,11 @@ pub struct Options {
     /// managed pages over `f`, split over the node's CPUs, instead of its
     /// low watermark; 0, the default, keeps the watermark.
     pub percpu_pagelist_high_fraction: u32,
+    /// `vm.min_free_kbytes`, `vm.watermark_scale_factor`,
+    /// `vm.lowmem_reserve_ratio` and whether THP is enabled: the inputs of
+    /// the watermarks and `lowmem_reserve` (default: the kernel's defaults
+    /// without THP).
+    pub sysctls: crate::watermark::Sysctls,
     /// Back the layout's memory with real frames ([`Frames`]), so
     /// [`Allocator::page_address`] answers and `__GFP_ZERO` clears pages
     /// (default: off; pfnlab then touches only `struct page`s).
@@ -186,7 +191,8 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// Whether `get_page_from_freelist` may take from `zone` for a
     /// request: the GFP zone limit, the cpuset (`allowed`), then
     /// `zone_watermark_fast` with `flags` (none when the watermark
-    /// mechanism is off).
+    /// mechanism is off) — from 6.7 against the high watermark first
+    /// unless the zone is already `ZONE_BELOW_HIGH`, which a failure sets.
     #[inline(always)]
     pub(crate) fn zone_usable(
         &self,
@@ -198,6 +204,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     ) -> bool {
         if zone.kind > ac.highest_zone || !allowed {
             return false;
+        }
+        // 6.7's `ZONE_BELOW_HIGH` detection: the high watermark first,
+        // and a zone that passes it is taken without the request's own.
+        if self.path.pcp_high_tuning && flags.wmark.is_some() && !zone.below_high() {
+            if zone.watermark_ok(order, zone.watermarks.high, ac.highest_zone, flags) {
+                return true;
+            }
+            zone.set_below_high(true);
         }
         match zone.wmark_pages(flags) {
             Some(mark) => zone.watermark_ok(order, mark, ac.highest_zone, flags),
