@@ -15,20 +15,15 @@
 pub mod counting;
 pub mod error;
 pub mod experiments;
-pub mod floor;
 /// The default comparison (`pfnlab` with no command).
 pub use experiments::compare;
 pub mod layout_spec;
 pub mod machine;
 pub mod models;
-// The peer crates: frame-alloc's pool mapping and unsafe free, and
-// bitmap-allocator's zeroed tree.
-#[cfg(feature = "peers")]
-#[allow(unsafe_code)]
-pub mod peer_crates;
 pub mod picture;
 pub mod report;
 // The counter reads (`rdtsc`/`rdtscp` with `lfence`; aarch64 `mrs cntvct_el0`).
+pub mod threads;
 #[allow(unsafe_code)]
 pub mod timing;
 pub mod trace;

@@ -145,7 +145,6 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
         plan: plan(common.quick),
         json: common.json,
     };
-    let none = Knobs::default();
     match command {
         BenchCommand::Flags {
             common,
@@ -197,7 +196,7 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             run_one::<cpuset::Cpuset>(&setup(common, model.model), &knobs)
         }
         BenchCommand::Peers { common, model } => {
-            run_one::<peers::Peers>(&setup(common, model.model), &none)
+            run_one::<peers::Peers>(&setup(common, model.model), &())
         }
         BenchCommand::HoleDensity { common } => {
             run_one::<hole_density::HoleDensity>(&setup(common, None), &())

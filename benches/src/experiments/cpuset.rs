@@ -49,6 +49,7 @@ use super::{Ctx, Knobs, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::report::JsonRow;
+use crate::threads::{Placement, on_threads};
 use crate::timing::{Measurement, Plan, measure_interleaved};
 
 /// The seed's system time without and with the cpuset, in seconds.
@@ -869,29 +870,19 @@ fn tasks_ns<M: MemoryModel>(
     tasks: usize,
     pairs: u64,
 ) -> f64 {
-    let barrier = std::sync::Barrier::new(tasks);
-    let elapsed = Mutex::new(Duration::ZERO);
-    std::thread::scope(|s| {
-        for t in 0..tasks {
-            let (barrier, elapsed) = (&barrier, &elapsed);
-            s.spawn(move || {
-                // Every task joins both barriers, even one whose walk could
-                // not be set up, so none waits for ever.
-                let mut walker = Walker::new(walk, alloc, cpusets, home).ok();
-                barrier.wait();
-                let start = Instant::now();
-                if let Some(w) = walker.as_mut() {
-                    w.pairs(pairs);
-                }
-                barrier.wait();
-                if t == 0 {
-                    *elapsed.lock().unwrap_or_else(|e| e.into_inner()) = start.elapsed();
-                }
-            });
-        }
-    });
-    let elapsed = *elapsed.lock().unwrap_or_else(|e| e.into_inner());
-    elapsed.as_nanos() as f64 / (tasks as u64 * pairs).max(1) as f64
+    // A task whose walk could not be set up still joins the start, so
+    // none waits for ever.
+    let joined = on_threads(
+        tasks,
+        Placement::Free,
+        |_| Walker::new(walk, alloc, cpusets, home).ok(),
+        |_, walker| {
+            if let Some(mut w) = walker {
+                w.pairs(pairs);
+            }
+        },
+    );
+    joined.elapsed.as_nanos() as f64 / (tasks as u64 * pairs).max(1) as f64
 }
 
 fn diff(a: WalkCounts, b: WalkCounts) -> WalkCounts {

@@ -28,6 +28,7 @@ use super::{Ctx, Knobs, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::report::JsonRow;
+use crate::threads::{Placement, on_threads};
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
 use crate::trace::format::TraceReader;
 use crate::trace::replay::{ReplayOptions, replay_through};
@@ -394,17 +395,19 @@ fn program<M: MemoryModel, V: Variant>(
     iterations: u64,
     threads: usize,
 ) -> u64 {
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(move || {
-                let mut cpu = alloc.cpu_on(node).expect("checked when built");
-                let mut held = Vec::with_capacity(pages);
-                for _ in 0..iterations {
-                    std::hint::black_box(flags_iteration(&mut cpu, pages, &mut held));
-                }
-            });
-        }
-    });
+    on_threads(
+        threads,
+        Placement::Free,
+        |_| {
+            let cpu = alloc.cpu_on(node).expect("checked when built");
+            (cpu, Vec::with_capacity(pages))
+        },
+        |_, (mut cpu, mut held)| {
+            for _ in 0..iterations {
+                std::hint::black_box(flags_iteration(&mut cpu, pages, &mut held));
+            }
+        },
+    );
     iterations * pages as u64 * threads as u64
 }
 

@@ -28,6 +28,7 @@ use super::{Ctx, Knobs, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::JsonRow;
+use crate::threads::{Placement, on_threads};
 use crate::timing::{Measurement, Plan, measure_interleaved, tsc_hz, tsc_now};
 use crate::workloads::{lock_job, xorshift};
 
@@ -354,13 +355,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Pins the calling thread to `cpu`; false if the kernel refuses.
-fn pin_to(cpu: usize) -> bool {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu).is_ok()
-        && nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).is_ok()
-}
-
 /// The zone lock's acquisitions so far, every zone.
 fn acquisitions<M: MemoryModel>(alloc: &Allocator<M, Kernel>) -> u64 {
     alloc.zones().iter().map(|z| z.lock_acquisitions()).sum()
@@ -571,23 +565,24 @@ pub fn job_set<M: MemoryModel>(
     pinned: &std::sync::atomic::AtomicBool,
 ) -> u64 {
     let ns = 1e9 / tsc_hz() as f64;
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            s.spawn(move || {
-                if !pin_to(t) {
-                    pinned.store(false, std::sync::atomic::Ordering::Relaxed);
-                }
-                let mut cpu = alloc.cpu_on(node).expect("checked when built");
-                let mut rng = 0x2545_f491_4f6c_dd1du64 ^ (t as u64 + 1);
-                let (mut held, mut lat) = (Vec::new(), Vec::new());
-                for _ in 0..jobs {
-                    lock_job(&mut cpu, pages as usize, &mut rng, &mut held, &mut lat);
-                }
-                let mut all = small.lock().unwrap_or_else(|e| e.into_inner());
-                all.extend(lat.iter().map(|&c| c as f64 * ns));
-            });
-        }
-    });
+    let joined = on_threads(
+        threads,
+        Placement::Pinned,
+        |_| alloc.cpu_on(node).expect("checked when built"),
+        |t, mut cpu| {
+            let mut rng = 0x2545_f491_4f6c_dd1du64 ^ (t as u64 + 1);
+            let (mut held, mut lat) = (Vec::new(), Vec::new());
+            for _ in 0..jobs {
+                lock_job(&mut cpu, pages as usize, &mut rng, &mut held, &mut lat);
+            }
+            lat
+        },
+    );
+    if !joined.pinned {
+        pinned.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+    let mut all = small.lock().unwrap_or_else(|e| e.into_inner());
+    all.extend(joined.results.iter().flatten().map(|&c| c as f64 * ns));
     jobs * pages * threads as u64
 }
 
@@ -599,20 +594,18 @@ fn stack_pairs<M: MemoryModel>(
     threads: usize,
     n: u64,
 ) -> u64 {
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            s.spawn(move || {
-                pin_to(t);
-                for _ in 0..n {
-                    if let Ok(pfn) =
-                        alloc.alloc_pages(Order::new(1), buddy::Gfp::KERNEL, node, None)
-                    {
-                        let _ = alloc.free_pages(pfn, Order::new(1));
-                    }
+    on_threads(
+        threads,
+        Placement::Pinned,
+        |_| (),
+        |_, ()| {
+            for _ in 0..n {
+                if let Ok(pfn) = alloc.alloc_pages(Order::new(1), buddy::Gfp::KERNEL, node, None) {
+                    let _ = alloc.free_pages(pfn, Order::new(1));
                 }
-            });
-        }
-    });
+            }
+        },
+    );
     n * threads as u64
 }
 
