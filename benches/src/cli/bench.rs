@@ -153,13 +153,12 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             iterations,
             trace,
         } => {
-            let knobs = Knobs {
+            let options = flags::FlagsOptions {
                 threads,
                 iterations,
                 trace,
-                ..Knobs::default()
             };
-            run_one::<flags::Flags>(&setup(common, model.model), &knobs)
+            run_one::<flags::Flags>(&setup(common, model.model), &options)
         }
         BenchCommand::Lock {
             common,
@@ -168,13 +167,12 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             iterations,
             batch,
         } => {
-            let knobs = Knobs {
+            let options = lock::LockOptions {
                 threads,
-                iterations,
+                jobs: iterations,
                 batch,
-                ..Knobs::default()
             };
-            run_one::<lock::Lock>(&setup(common, model.model), &knobs)
+            run_one::<lock::Lock>(&setup(common, model.model), &options)
         }
         BenchCommand::PfnValid { common, model } => {
             run_one::<pfn_valid::PfnValid>(&setup(common, model.model), &())

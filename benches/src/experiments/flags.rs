@@ -19,15 +19,14 @@ use std::path::{Path, PathBuf};
 
 use buddy::AllocError;
 use buddy::{Allocator, Bitmap, Kernel, NoBitmapAtomic, Options, Up, Variant};
-use serde_json::json;
+use serde::Serialize;
 use sparsemem::{Layout, MemoryModel, NodeId};
 use vmemmap::VmemmapOptions;
 
-use super::legacy::{Outcome, legacy_experiment};
-use super::{Ctx, Knobs, cell};
+use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
-use crate::report::JsonRow;
+use crate::report::Row;
 use crate::threads::{Placement, on_threads};
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
 use crate::trace::format::TraceReader;
@@ -102,7 +101,8 @@ impl FlagsVariant {
 }
 
 /// The two workloads.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum FlagsWorkload {
     /// The seed's program, as pfnlab's kernel path serves it.
     Program,
@@ -210,41 +210,38 @@ impl FlagsResults {
 
     /// The JSON rows: `seed` and `ratio_to_seed` (pfnlab's ratio to the
     /// bitmap buddy over the seed's) beside the results.
-    pub fn rows(&self, model: &str) -> Vec<JsonRow> {
+    pub fn rows(&self, model: ModelKind) -> Vec<FlagsRow> {
         self.runs
             .iter()
             .map(|r| {
                 let ratio = self.ratio_vs_bitmap(r);
-                JsonRow::new(
-                    format!("{}/{}", r.workload.name(), r.variant.name()),
-                    model,
-                    json!({
-                        "workload": r.workload.name(),
-                        "threads": r.threads,
-                        "iterations": self.iterations,
-                        "pages": self.pages,
-                    }),
-                    r.per_page.clone(),
-                )
-                .with("run_seconds", Self::run_seconds(r))
-                .with("ratio_vs_bitmap", ratio)
-                .with("delta_ns_per_page", self.delta_ns(r))
-                .with(
-                    "seed",
-                    json!({
-                        "seconds": r.variant.seed_seconds(),
-                        "ratio_vs_bitmap": r.variant.seed_ratio(),
-                        "delta_ns_per_page": r.variant.seed_delta_ns(),
-                        "smp": r.variant != FlagsVariant::Up,
-                    }),
-                )
-                .with("ratio_to_seed", ratio / r.variant.seed_ratio())
-                .with("marks_per_page", self.marks(r.variant).map(|(n, _)| n))
-                .with("ns_per_mark", self.marks(r.variant).map(|(_, c)| c))
-                .with(
-                    "predicted_delta_ns_per_page",
-                    self.predicted_delta_ns(r.variant),
-                )
+                let marks = self.marks(r.variant);
+                let params = FlagsParams {
+                    workload: r.workload,
+                    threads: r.threads,
+                    iterations: self.iterations,
+                    pages: self.pages,
+                };
+                let extra = FlagsExtra {
+                    run_seconds: Self::run_seconds(r),
+                    ratio_vs_bitmap: ratio,
+                    delta_ns_per_page: self.delta_ns(r),
+                    seed: FlagsSeed {
+                        seconds: r.variant.seed_seconds(),
+                        ratio_vs_bitmap: r.variant.seed_ratio(),
+                        delta_ns_per_page: r.variant.seed_delta_ns(),
+                        smp: r.variant != FlagsVariant::Up,
+                    },
+                    ratio_to_seed: ratio / r.variant.seed_ratio(),
+                    marks_per_page: marks.map(|(n, _)| n),
+                    ns_per_mark: marks.map(|(_, c)| c),
+                    predicted_delta_ns_per_page: self.predicted_delta_ns(r.variant),
+                };
+                let variant = RunVariant {
+                    workload: r.workload,
+                    variant: r.variant,
+                };
+                Row::new(variant, model, params, r.per_page.clone(), extra)
             })
             .collect()
     }
@@ -318,6 +315,75 @@ impl FlagsResults {
     }
 }
 
+/// A row's variant: the workload and the buddy (`program/atomic`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RunVariant {
+    /// The workload.
+    pub workload: FlagsWorkload,
+    /// The buddy.
+    pub variant: FlagsVariant,
+}
+
+impl Serialize for RunVariant {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!(
+            "{}/{}",
+            self.workload.name(),
+            self.variant.name()
+        ))
+    }
+}
+
+/// A row's parameters.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct FlagsParams {
+    /// The workload.
+    pub workload: FlagsWorkload,
+    /// Threads running it at once.
+    pub threads: usize,
+    /// Iterations of the program.
+    pub iterations: u64,
+    /// Pages per iteration.
+    pub pages: usize,
+}
+
+/// The seed's figures for a row's buddy.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct FlagsSeed {
+    /// Its whole-run seconds on SMP (`null` for UP).
+    pub seconds: Option<f64>,
+    /// Its run time over the bitmap buddy's.
+    pub ratio_vs_bitmap: f64,
+    /// Its per-page difference from the bitmap buddy.
+    pub delta_ns_per_page: f64,
+    /// Whether the seed measured it on SMP.
+    pub smp: bool,
+}
+
+/// A row's extra fields.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct FlagsExtra {
+    /// Seconds the seed's whole run would take at this cost.
+    pub run_seconds: f64,
+    /// Per-page cost over the bitmap buddy's.
+    pub ratio_vs_bitmap: f64,
+    /// Per-page difference from the bitmap buddy, ns.
+    pub delta_ns_per_page: f64,
+    /// The seed's figures.
+    pub seed: FlagsSeed,
+    /// Our ratio over the seed's.
+    pub ratio_to_seed: f64,
+    /// Buddy-marking operations per page (`null` if not counted).
+    pub marks_per_page: Option<f64>,
+    /// ns per marking operation.
+    pub ns_per_mark: Option<f64>,
+    /// The difference from bitmap the marks alone predict.
+    pub predicted_delta_ns_per_page: Option<f64>,
+}
+
+/// One row of `bench flags`' report.
+pub type FlagsRow = Row<RunVariant, FlagsParams, FlagsExtra>;
+
 /// The recording of the seed program in the source tree.
 pub fn default_trace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data/seed-flags.trace.zst")
@@ -362,10 +428,29 @@ struct Visitor<'t> {
     trace: Option<&'t Path>,
 }
 
-/// One build's program run, returning the pages it allocated.
-type ProgramRun<'a> = Box<dyn FnMut() -> u64 + 'a>;
-/// One build's replay, returning ns per page.
-type ReplayRun<'a> = Box<dyn FnMut() -> Result<f64, String> + 'a>;
+/// One buddy build as the experiment drives it, whatever its variant
+/// type: the trials of all four interleave through this (one call per
+/// trial; the loops inside are the variant's own, monomorphised).
+trait Buddy: Sync {
+    /// The program on `threads` threads, `iterations` rounds each;
+    /// returns the pages allocated.
+    fn program(&self, node: NodeId, pages: usize, iterations: u64, threads: usize) -> u64;
+    /// One replay of `trace`: ns per page allocated.
+    fn replay(&self, layout: &Layout, trace: &Path, era: buddy::Era) -> Result<f64, String>;
+}
+
+impl<M: MemoryModel, V: Variant> Buddy for Allocator<M, V>
+where
+    Allocator<M, V>: Sync,
+{
+    fn program(&self, node: NodeId, pages: usize, iterations: u64, threads: usize) -> u64 {
+        program(self, node, pages, iterations, threads)
+    }
+
+    fn replay(&self, layout: &Layout, trace: &Path, era: buddy::Era) -> Result<f64, String> {
+        replay_once(self, layout, trace, era)
+    }
+}
 
 /// One replay of `trace` through `alloc`: the allocator calls' time over
 /// the pages allocated. Each replay starts from the state the previous
@@ -472,47 +557,27 @@ impl Visitor<'_> {
         let up = self.program_allocator::<M, Up>(layout, options, results, FlagsVariant::Up)?;
         let node = layout.first_node();
         let (pages, iterations, n) = (self.pages, self.iterations, self.threads);
-        let mut runs: Vec<(FlagsVariant, usize, ProgramRun<'_>)> = vec![
-            (
-                FlagsVariant::Bitmap,
-                1,
-                Box::new(|| program(&bitmap, node, pages, iterations, 1)),
-            ),
-            (
-                FlagsVariant::Bitmap,
-                n,
-                Box::new(|| program(&bitmap, node, pages, iterations, n)),
-            ),
-            (
-                FlagsVariant::Atomic,
-                1,
-                Box::new(|| program(&atomic, node, pages, iterations, 1)),
-            ),
-            (
-                FlagsVariant::Atomic,
-                n,
-                Box::new(|| program(&atomic, node, pages, iterations, n)),
-            ),
-            (
-                FlagsVariant::NonAtomic,
-                1,
-                Box::new(|| program(&nonatomic, node, pages, iterations, 1)),
-            ),
-            (
-                FlagsVariant::NonAtomic,
-                n,
-                Box::new(|| program(&nonatomic, node, pages, iterations, n)),
-            ),
-            // A UP kernel has one CPU.
-            (
-                FlagsVariant::Up,
-                1,
-                Box::new(|| program(&up, node, pages, iterations, 1)),
-            ),
+        let buddies: [(FlagsVariant, &dyn Buddy); 4] = [
+            (FlagsVariant::Bitmap, &bitmap),
+            (FlagsVariant::Atomic, &atomic),
+            (FlagsVariant::NonAtomic, &nonatomic),
+            (FlagsVariant::Up, &up),
         ];
-        let mut fns: Vec<&mut dyn FnMut() -> u64> =
-            runs.iter_mut().map(|(_, _, f)| &mut **f as _).collect();
-        let measured = measure_interleaved(self.plan.trials, &mut fns, |f| f());
+        // Each SMP buddy on one thread and on `n`; a UP kernel has one CPU.
+        let mut runs: Vec<(FlagsVariant, usize, &dyn Buddy)> = buddies
+            .into_iter()
+            .flat_map(|(v, b)| {
+                let counts = if v == FlagsVariant::Up {
+                    vec![1]
+                } else {
+                    vec![1, n]
+                };
+                counts.into_iter().map(move |t| (v, t, b))
+            })
+            .collect();
+        let measured = measure_interleaved(self.plan.trials, &mut runs, |(_, threads, b)| {
+            b.program(node, pages, iterations, *threads)
+        });
         for ((variant, threads, _), per_page) in runs.iter().zip(measured) {
             results.runs.push(FlagsRun {
                 workload: FlagsWorkload::Program,
@@ -542,29 +607,17 @@ impl Visitor<'_> {
         let atomic = build_allocator::<M, NoBitmapAtomic>(layout, options, plain)?;
         let nonatomic = build_allocator::<M, Kernel>(layout, options, plain)?;
         let up = build_allocator::<M, Up>(layout, options, plain)?;
-        let mut runs: Vec<(FlagsVariant, ReplayRun<'_>)> = vec![
-            (
-                FlagsVariant::Bitmap,
-                Box::new(|| replay_once(&bitmap, layout, trace, era)),
-            ),
-            (
-                FlagsVariant::Atomic,
-                Box::new(|| replay_once(&atomic, layout, trace, era)),
-            ),
-            (
-                FlagsVariant::NonAtomic,
-                Box::new(|| replay_once(&nonatomic, layout, trace, era)),
-            ),
-            (
-                FlagsVariant::Up,
-                Box::new(|| replay_once(&up, layout, trace, era)),
-            ),
+        let runs: [(FlagsVariant, &dyn Buddy); 4] = [
+            (FlagsVariant::Bitmap, &bitmap),
+            (FlagsVariant::Atomic, &atomic),
+            (FlagsVariant::NonAtomic, &nonatomic),
+            (FlagsVariant::Up, &up),
         ];
         let mut ns = vec![Vec::new(); runs.len()];
         // One warm-up replay of each, then the trials in turn.
         for trial in 0..=self.plan.trials.max(1) {
-            for (i, (_, run)) in runs.iter_mut().enumerate() {
-                match run() {
+            for (i, (_, buddy)) in runs.iter().enumerate() {
+                match buddy.replay(layout, trace, era) {
                     Ok(v) if trial > 0 => ns[i].push(v),
                     Ok(_) => {}
                     Err(e) => {
@@ -611,35 +664,53 @@ impl ModelVisitor for Visitor<'_> {
     }
 }
 
-legacy_experiment!(
-    /// The no-bitmap buddy and atomic page-flag operations (2004).
-    Flags = Flags,
-    run
-);
+/// `bench flags`' parameters.
+#[derive(Clone, Debug, Default)]
+pub struct FlagsOptions {
+    /// Threads of the multi-threaded program run (default 2).
+    pub threads: Option<usize>,
+    /// Rounds of the program (default 1000, scaled by the plan).
+    pub iterations: Option<u64>,
+    /// The recording to replay (default [`default_trace`]).
+    pub trace: Option<PathBuf>,
+}
 
-fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, RunError> {
-    let iterations = knobs.iterations.unwrap_or(ctx.plan.iters(1000, 5));
-    let threads = knobs.threads.unwrap_or(2);
-    let trace = knobs.trace.clone().unwrap_or_else(default_trace);
-    let trace = trace.exists().then_some(trace);
-    let mut results = ctx.named(measure_flags(
-        ctx.model,
-        &ctx.layout,
-        ctx.plan,
-        iterations,
-        threads,
-        ctx.options(),
-        trace.as_deref(),
-    ))?;
-    if trace.is_none() {
-        results.replay_skipped = Some(format!(
-            "no recording at {} (give one with --trace)",
-            knobs.trace.clone().unwrap_or_else(default_trace).display()
-        ));
+/// The experiment `bench flags`.
+pub struct Flags;
+
+impl Experiment for Flags {
+    const ID: ExperimentId = ExperimentId::Flags;
+    type Params = FlagsOptions;
+    type Results = FlagsResults;
+    type Row = FlagsRow;
+
+    fn measure(ctx: &Ctx, p: &FlagsOptions) -> Result<FlagsResults, RunError> {
+        let iterations = p.iterations.unwrap_or(ctx.plan.iters(1000, 5));
+        let wanted = p.trace.clone().unwrap_or_else(default_trace);
+        let trace = wanted.exists().then_some(wanted.as_path());
+        let mut results = ctx.named(measure_flags(
+            ctx.model,
+            &ctx.layout,
+            ctx.plan,
+            iterations,
+            p.threads.unwrap_or(2),
+            ctx.options(),
+            trace,
+        ))?;
+        if trace.is_none() {
+            results.replay_skipped = Some(format!(
+                "no recording at {} (give one with --trace)",
+                wanted.display()
+            ));
+        }
+        Ok(results)
     }
-    Ok(Outcome {
-        rows: results.rows(ctx.model.name()),
-        table: results.render(),
-        layout: ctx.layout.source().into(),
-    })
+
+    fn rows(ctx: &Ctx, results: &FlagsResults) -> Vec<FlagsRow> {
+        results.rows(ctx.model)
+    }
+
+    fn render(_: &Ctx, results: &FlagsResults) -> String {
+        results.render()
+    }
 }

@@ -38,7 +38,6 @@ pub mod hole_density;
 pub mod kernel_fixup;
 mod legacy;
 pub mod lock;
-pub mod lock_sim;
 pub mod peers;
 pub mod pfn_valid;
 
