@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use pfnlab::experiments::{
-    Experiment, Knobs, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags,
-    hole_density, lock, peers, pfn_valid,
+    Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, hole_density,
+    lock, peers, pfn_valid,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -186,12 +186,11 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             allowed,
             threads,
         } => {
-            let knobs = Knobs {
+            let options = cpuset::CpusetOptions {
                 allowed,
-                threads,
-                ..Knobs::default()
+                tasks: threads,
             };
-            run_one::<cpuset::Cpuset>(&setup(common, model.model), &knobs)
+            run_one::<cpuset::Cpuset>(&setup(common, model.model), &options)
         }
         BenchCommand::Peers { common, model } => {
             run_one::<peers::Peers>(&setup(common, model.model), &())

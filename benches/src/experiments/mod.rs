@@ -36,7 +36,6 @@ pub mod cpuset;
 pub mod flags;
 pub mod hole_density;
 pub mod kernel_fixup;
-mod legacy;
 pub mod lock;
 pub mod peers;
 pub mod pfn_valid;
@@ -46,8 +45,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use sparsemem::{Layout, LayoutError};
-
-pub use legacy::Knobs;
 
 use crate::error::RunError;
 use crate::layout_spec::LayoutSpec;
