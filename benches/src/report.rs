@@ -241,14 +241,3 @@ impl Drop for JsonOut {
         let _ = std::fs::remove_file(&self.tmp);
     }
 }
-
-/// Formats a per-op number for tables: ns with two decimals below 10.
-pub fn fmt_ns(ns: f64) -> String {
-    if ns < 10.0 {
-        format!("{ns:.2}")
-    } else if ns < 1000.0 {
-        format!("{ns:.1}")
-    } else {
-        format!("{ns:.0}")
-    }
-}

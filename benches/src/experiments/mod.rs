@@ -397,7 +397,7 @@ impl<'a, E: Experiment> Prepared<'a, E> {
 pub(crate) fn cell(m: &crate::timing::Measurement) -> String {
     format!(
         "{} ({:.0})",
-        crate::report::fmt_ns(m.ns_per_op.median),
+        crate::units::fmt_ns(m.ns_per_op.median),
         m.cycles_per_op.median
     )
 }

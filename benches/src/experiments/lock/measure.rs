@@ -10,11 +10,120 @@ use sparsemem::{Layout, MemoryModel, NodeId, Order};
 use vmemmap::VmemmapOptions;
 
 use super::sim::{SimParams, SimResult, simulate};
-use super::{Calibration, LockConfig, LockResults, LockRun, PROJECTED_CPUS};
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::threads::{Placement, on_threads};
-use crate::timing::{Plan, measure_interleaved, tsc_hz, tsc_now};
+use crate::timing::{Measurement, Plan, measure_interleaved, tsc_hz, tsc_now};
 use crate::workloads::{lock_job, xorshift};
+
+/// CPU counts the model projects to.
+pub const PROJECTED_CPUS: [usize; 3] = [4, 8, 16];
+
+/// One policy and lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockConfig {
+    /// Batch under one acquisition, or per page.
+    pub policy: LockPolicy,
+    /// Which spinning lock.
+    pub kind: ZoneLockKind,
+}
+
+impl LockConfig {
+    /// The allocator options of this configuration in `era`: real frames,
+    /// the era's batch unless `batch` overrides it.
+    pub fn options(self, era: Era, batch: Option<u32>) -> Options {
+        Options {
+            lock_policy: self.policy,
+            zone_lock: self.kind,
+            pcp_batch: batch,
+            frames: true,
+            ..Options::for_era(era)
+        }
+    }
+
+    /// Every configuration, per-batch first.
+    pub fn all() -> Vec<LockConfig> {
+        [LockPolicy::PerBatch, LockPolicy::PerPage]
+            .into_iter()
+            .flat_map(|policy| {
+                ZoneLockKind::ALL
+                    .into_iter()
+                    .map(move |kind| LockConfig { policy, kind })
+            })
+            .collect()
+    }
+
+    /// `per-batch/unfair` and so on.
+    pub fn name(self) -> String {
+        format!("{}/{}", policy_name(self.policy), self.kind.name())
+    }
+}
+
+/// `per-batch` or `per-page`.
+pub(super) fn policy_name(p: LockPolicy) -> &'static str {
+    match p {
+        LockPolicy::PerBatch => "per-batch",
+        LockPolicy::PerPage => "per-page",
+    }
+}
+
+/// What one CPU's uncontended run of the job set measured: the model's
+/// parameters.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Calibration {
+    /// Per page, outside every zone-lock hold, ns.
+    pub compute_ns: f64,
+    /// A refill's hold (the refilling call less an ordinary one), ns.
+    pub refill_ns: f64,
+    /// A drain's hold, ns.
+    pub drain_ns: f64,
+    /// The order-1 allocation, ns.
+    pub small_alloc_ns: f64,
+    /// The order-1 free, ns.
+    pub small_free_ns: f64,
+    /// Refills per job.
+    pub refills: f64,
+    /// Drains per job.
+    pub drains: f64,
+    /// The per-CPU batch.
+    pub batch: u32,
+    /// The per-CPU `high`.
+    pub high: u32,
+}
+
+/// One configuration's results.
+#[derive(Clone, Debug)]
+pub struct LockRun {
+    /// Which.
+    pub config: LockConfig,
+    /// Per page of the whole job set (completion time over pages).
+    pub per_page: Measurement,
+    /// The order-1 requests' latencies, ns, sorted.
+    pub small_ns: Vec<f64>,
+    /// The model at this machine's CPUs (validation) and the projections.
+    pub model: Vec<(usize, SimResult)>,
+}
+
+/// What the lock experiment measured.
+#[derive(Clone, Debug)]
+pub struct LockResults {
+    /// The kernel era the allocator modelled.
+    pub era: Era,
+    /// Threads (one per CPU).
+    pub threads: usize,
+    /// Whether every thread was pinned to its CPU.
+    pub pinned: bool,
+    /// Jobs per thread.
+    pub jobs: u64,
+    /// Pages per job.
+    pub pages: u64,
+    /// Per policy: the calibration.
+    pub calibration: Vec<(LockPolicy, Calibration)>,
+    /// Per lock kind: what a zone-lock acquisition costs more when two
+    /// CPUs take it in turn than when one takes it alone, ns.
+    pub handoff: Vec<(ZoneLockKind, f64)>,
+    /// Every configuration.
+    pub runs: Vec<LockRun>,
+}
 
 /// The zone lock's acquisitions so far, every zone.
 fn acquisitions<M: MemoryModel>(alloc: &Allocator<M, Kernel>) -> u64 {

@@ -18,15 +18,15 @@
 mod measure;
 pub mod sim;
 
-pub use measure::job_set;
+pub use measure::{Calibration, LockConfig, LockResults, LockRun, PROJECTED_CPUS, job_set};
 
-use buddy::{Era, LockPolicy, Options, ZoneLockKind};
+use buddy::{LockPolicy, ZoneLockKind};
 use serde::Serialize;
 
 use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
 use crate::report::Row;
-use crate::timing::Measurement;
+use measure::policy_name;
 use sim::SimResult;
 
 /// The seed: a kernel build 5 % faster with the lock taken per page, on
@@ -34,115 +34,6 @@ use sim::SimResult;
 pub const SEED_CPUS: usize = 8;
 /// The seed's speedup of per-page locking (per-batch time / per-page).
 pub const SEED_SPEEDUP: f64 = 1.05;
-/// CPU counts the model projects to.
-pub const PROJECTED_CPUS: [usize; 3] = [4, 8, 16];
-
-/// One policy and lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LockConfig {
-    /// Batch under one acquisition, or per page.
-    pub policy: LockPolicy,
-    /// Which spinning lock.
-    pub kind: ZoneLockKind,
-}
-
-impl LockConfig {
-    /// The allocator options of this configuration in `era`: real frames,
-    /// the era's batch unless `batch` overrides it.
-    pub fn options(self, era: Era, batch: Option<u32>) -> Options {
-        Options {
-            lock_policy: self.policy,
-            zone_lock: self.kind,
-            pcp_batch: batch,
-            frames: true,
-            ..Options::for_era(era)
-        }
-    }
-
-    /// Every configuration, per-batch first.
-    pub fn all() -> Vec<LockConfig> {
-        [LockPolicy::PerBatch, LockPolicy::PerPage]
-            .into_iter()
-            .flat_map(|policy| {
-                ZoneLockKind::ALL
-                    .into_iter()
-                    .map(move |kind| LockConfig { policy, kind })
-            })
-            .collect()
-    }
-
-    /// `per-batch/unfair` and so on.
-    pub fn name(self) -> String {
-        format!("{}/{}", policy_name(self.policy), self.kind.name())
-    }
-}
-
-fn policy_name(p: LockPolicy) -> &'static str {
-    match p {
-        LockPolicy::PerBatch => "per-batch",
-        LockPolicy::PerPage => "per-page",
-    }
-}
-
-/// What one CPU's uncontended run of the job set measured: the model's
-/// parameters.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct Calibration {
-    /// Per page, outside every zone-lock hold, ns.
-    pub compute_ns: f64,
-    /// A refill's hold (the refilling call less an ordinary one), ns.
-    pub refill_ns: f64,
-    /// A drain's hold, ns.
-    pub drain_ns: f64,
-    /// The order-1 allocation, ns.
-    pub small_alloc_ns: f64,
-    /// The order-1 free, ns.
-    pub small_free_ns: f64,
-    /// Refills per job.
-    pub refills: f64,
-    /// Drains per job.
-    pub drains: f64,
-    /// The per-CPU batch.
-    pub batch: u32,
-    /// The per-CPU `high`.
-    pub high: u32,
-}
-
-/// One configuration's results.
-#[derive(Clone, Debug)]
-pub struct LockRun {
-    /// Which.
-    pub config: LockConfig,
-    /// Per page of the whole job set (completion time over pages).
-    pub per_page: Measurement,
-    /// The order-1 requests' latencies, ns, sorted.
-    pub small_ns: Vec<f64>,
-    /// The model at this machine's CPUs (validation) and the projections.
-    pub model: Vec<(usize, SimResult)>,
-}
-
-/// What the lock experiment measured.
-#[derive(Clone, Debug)]
-pub struct LockResults {
-    /// The kernel era the allocator modelled.
-    pub era: Era,
-    /// Threads (one per CPU).
-    pub threads: usize,
-    /// Whether every thread was pinned to its CPU.
-    pub pinned: bool,
-    /// Jobs per thread.
-    pub jobs: u64,
-    /// Pages per job.
-    pub pages: u64,
-    /// Per policy: the calibration.
-    pub calibration: Vec<(LockPolicy, Calibration)>,
-    /// Per lock kind: what a zone-lock acquisition costs more when two
-    /// CPUs take it in turn than when one takes it alone, ns.
-    pub handoff: Vec<(ZoneLockKind, f64)>,
-    /// Every configuration.
-    pub runs: Vec<LockRun>,
-}
-
 impl LockResults {
     /// Completion time of the measured job set, ms.
     pub fn completion_ms(&self, r: &LockRun) -> f64 {
