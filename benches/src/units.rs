@@ -37,7 +37,7 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(3 << 20), "3.0 MiB");
         assert_eq!(human_bytes(1536 << 30), "1.5 TiB");
-        assert_eq!(fmt_ns(2.718), "2.72");
+        assert_eq!(fmt_ns(4.256), "4.26");
         assert_eq!(fmt_ns(123.45), "123.5");
         assert_eq!(fmt_ns(98765.4), "98765");
     }
