@@ -71,6 +71,8 @@ pub enum Subject {
     Model(ModelKind),
     /// The host's own kernel.
     Kernel,
+    /// No memory model: a peer allocator that keeps its own frames.
+    NoModel,
 }
 
 impl From<ModelKind> for Subject {
@@ -84,11 +86,12 @@ impl fmt::Display for Subject {
         match self {
             Subject::Model(kind) => f.write_str(kind.name()),
             Subject::Kernel => f.write_str("kernel"),
+            Subject::NoModel => f.write_str("none"),
         }
     }
 }
 
-/// Reported as its name (`vmemmap`, `kernel`).
+/// Reported as its name (`vmemmap`, `kernel`, `none`).
 impl Serialize for Subject {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -236,16 +239,5 @@ impl Drop for JsonOut {
         // After a successful rename the temporary is gone; otherwise remove
         // it so nothing half-written is left behind.
         let _ = std::fs::remove_file(&self.tmp);
-    }
-}
-
-/// Formats a per-op number for tables: ns with two decimals below 10.
-pub fn fmt_ns(ns: f64) -> String {
-    if ns < 10.0 {
-        format!("{ns:.2}")
-    } else if ns < 1000.0 {
-        format!("{ns:.1}")
-    } else {
-        format!("{ns:.0}")
     }
 }

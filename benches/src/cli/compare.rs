@@ -3,7 +3,7 @@
 use std::io::{self, IsTerminal};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use pfnlab::compare::Compare;
+use pfnlab::experiments::compare::Compare;
 use pfnlab::experiments::{Prepared, Setup};
 use pfnlab::models::ModelKind;
 

@@ -29,8 +29,9 @@ use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::counting::{Counted, ModelOp, ModelOps};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
-use crate::report::{Row, fmt_ns};
+use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
+use crate::units::fmt_ns;
 use crate::workloads::{pcp_pairs_gfp, zone_pairs_gfp};
 
 /// A step of the breakdown, each adding mechanisms to the one before;

@@ -18,10 +18,10 @@ use buddy::{
 use super::kernel_fixup::{KernelFixup, OrFixup, measure_kernel_fixup, with_fixup};
 use super::{Ctx, Experiment, ExperimentId, Progress, cell};
 use crate::error::RunError;
-use crate::human_bytes;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
-use crate::report::{NoParams, Row, fmt_ns};
+use crate::report::{NoParams, Row};
 use crate::timing::{Measurement, Plan, measure};
+use crate::units::{fmt_ns, human_bytes};
 use crate::workloads::{count_valid, hole_pfns, read_flags, valid_pfns, zone_pairs};
 
 /// One model's results.

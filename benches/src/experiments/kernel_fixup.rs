@@ -7,8 +7,9 @@ use serde::Serialize;
 use vmemmap::kernel_fixup::KernelFixupProbe;
 
 use crate::error::RunError;
-use crate::report::{Measured, Row, Subject, fmt_ns};
+use crate::report::{Measured, Row, Subject};
 use crate::timing::{Measurement, Plan, measure};
+use crate::units::fmt_ns;
 use crate::workloads::kernel_fixup_writes;
 
 /// Both writes, timed.

@@ -36,9 +36,7 @@ pub mod cpuset;
 pub mod flags;
 pub mod hole_density;
 pub mod kernel_fixup;
-mod legacy;
 pub mod lock;
-pub mod lock_sim;
 pub mod peers;
 pub mod pfn_valid;
 
@@ -47,8 +45,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use sparsemem::{Layout, LayoutError};
-
-pub use legacy::Knobs;
 
 use crate::error::RunError;
 use crate::layout_spec::LayoutSpec;
@@ -401,7 +397,7 @@ impl<'a, E: Experiment> Prepared<'a, E> {
 pub(crate) fn cell(m: &crate::timing::Measurement) -> String {
     format!(
         "{} ({:.0})",
-        crate::report::fmt_ns(m.ns_per_op.median),
+        crate::units::fmt_ns(m.ns_per_op.median),
         m.cycles_per_op.median
     )
 }
