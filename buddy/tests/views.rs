@@ -327,3 +327,27 @@ fn the_models_views_agree_with_its_zones() {
         );
     }
 }
+
+/// A machine's zoneinfo against itself differs nowhere; against the
+/// same machine at another `watermark_scale_factor`, the watermarks and
+/// what follows from them differ, each named as an input the model was
+/// not given.
+#[test]
+fn compare_names_each_difference() {
+    use buddy::views::{Cause, compare};
+    let dirs = fixtures();
+    let at = |name: &str| dirs.iter().find(|d| d.ends_with(name)).unwrap();
+    let plain = at("host-6.18-2cpu");
+    let wsf50 = at("host-6.18-2cpu-wsf50");
+    let ten = parse_zoneinfo(&read(plain, "zoneinfo")).unwrap();
+    let fifty = parse_zoneinfo(&read(wsf50, "zoneinfo")).unwrap();
+    assert!(compare(&ten, &ten, &inputs(plain, true)).is_empty());
+    let diffs = compare(&ten, &fifty, &inputs(plain, true));
+    assert!(diffs.iter().any(|d| d.field == "low" && d.zone == "Normal"));
+    for d in diffs
+        .iter()
+        .filter(|d| !d.field.contains("count") && d.field != "pages free")
+    {
+        assert_eq!(d.cause, Some(Cause::Inputs), "{d}");
+    }
+}

@@ -355,9 +355,29 @@ struct State<'a, M: MemoryModel, V: Variant> {
     events: EventCounts,
     alloc_cycles: u64,
     free_cycles: u64,
+    /// The `vm.stat_interval` period of the last event, in trace time.
+    last_vmstat_period: Option<u64>,
 }
 
+/// `vm.stat_interval`'s default (`HZ`, one second): how often each CPU's
+/// vmstat work runs (`vmstat_update`).
+const STAT_INTERVAL_NS: u64 = 1_000_000_000;
+
 impl<'a, M: MemoryModel, V: Variant> State<'a, M, V> {
+    /// The vmstat work on every CPU once per `vm.stat_interval` of trace
+    /// time: per-CPU deltas folded and, from 6.7, `pcp->high` decayed
+    /// (`PerCpu::vmstat_update`). Not timed: it is the kernel's work
+    /// queue, not the allocation path.
+    fn vmstat_ticks(&mut self, ts_ns: u64) {
+        let period = ts_ns / STAT_INTERVAL_NS;
+        if self.last_vmstat_period.is_some_and(|last| period > last) {
+            for cpu in self.cpus.iter_mut().flatten() {
+                cpu.vmstat_update();
+            }
+        }
+        self.last_vmstat_period = Some(period);
+    }
+
     fn cpu(&mut self, cpu: u16) -> Result<&mut PerCpu<'a, M, V>, AllocError> {
         let i = usize::from(cpu);
         if self.cpus.len() <= i {
@@ -405,6 +425,7 @@ impl<'a, M: MemoryModel, V: Variant> State<'a, M, V> {
 
     fn event(&mut self, e: &Event) -> Result<(), AllocError> {
         self.events.events += 1;
+        self.vmstat_ticks(e.ts_ns);
         match e.kind {
             EventKind::Alloc => {
                 let Some(trace_pfn) = e.pfn else {
@@ -502,6 +523,7 @@ fn run<M: MemoryModel, V: Variant>(
         events: EventCounts::default(),
         alloc_cycles: 0,
         free_cycles: 0,
+        last_vmstat_period: None,
     };
     let start = Instant::now();
     for event in reader.by_ref() {

@@ -27,11 +27,13 @@
 //! reservations (a model zone's `present` equals its `managed`; the
 //! kernel's differs by the memory memblock kept, the memmap included).
 
+mod diff;
 mod freeinfo;
 mod parse;
 mod sizing;
 mod zoneinfo;
 
+pub use diff::{Cause, Difference, compare};
 pub use freeinfo::{BuddyInfo, PageTypeInfo, ZoneFree, ZoneTypes};
 pub use parse::{ZoneinfoError, parse_zoneinfo};
 pub use sizing::{SizingInputs, ZoneSizes, kernel_zone_sizes};

@@ -131,3 +131,29 @@ impl Zoneinfo {
             .collect()
     }
 }
+
+impl Zoneinfo {
+    /// Sets each zone's `managed` and computed fields to `sizes`' (from
+    /// [`kernel_zone_sizes`] over other managed pages, a machine's):
+    /// what the model's zones would show with that memory managed.
+    pub fn apply_sizes(&mut self, managed: &[(u32, usize, u64)], sizes: &[ZoneSizes]) {
+        for (&(node, zone, pages), size) in managed.iter().zip(sizes) {
+            let Some(info) = self
+                .zones
+                .iter_mut()
+                .find(|z| z.node == node && z.zone == KERNEL_ZONE_NAMES[zone])
+            else {
+                continue;
+            };
+            info.managed = pages;
+            info.watermarks = size.watermarks;
+            info.protection = size.protection.to_vec();
+            for p in info.populated.iter_mut().flat_map(|p| &mut p.pagesets) {
+                p.batch = u64::from(size.batch);
+                p.high_min = u64::from(size.high_min);
+                p.high_max = u64::from(size.high_max);
+                p.stat_threshold = size.stat_threshold;
+            }
+        }
+    }
+}
