@@ -25,7 +25,8 @@
 //!
 //! What is not the kernel's: user-space `mmap`/`munmap` and the host's TLB
 //! shootdowns stand in for edits of `init_mm`'s page table and
-//! `flush_tlb_kernel_range`, so the batched form batches the steps, not the
+//! `flush_tlb_kernel_range`, so the batched form batches the steps (split
+//! all, remap all, free all; restore: refill all, map all), not the
 //! flushes (each `mmap` flushes on its own); there is no break-before-make
 //! and no speculative pfn walker racing the remap. Each remapped page is a
 //! VMA of its own, so `vm.max_map_count` (65530 by default) bounds the
@@ -191,10 +192,20 @@ impl<D: Detector> Vmemmap<D> {
     /// The caller owns the folio; its first vmemmap page is writable.
     unsafe fn write_compound_info(&self, head: Pfn, order: u32) {
         let per_page = (self.page_size() as u64 / PAGE_STRUCT_SIZE).min(1 << order);
+        // SAFETY: the caller's contract.
+        unsafe { self.write_compound_info_n(head, order, per_page) };
+    }
+
+    /// Writes the mask encoding into the first `nr` descriptors of the
+    /// folio (the head's is skipped).
+    ///
+    /// # Safety
+    /// The caller owns the folio; those descriptors are writable.
+    unsafe fn write_compound_info_n(&self, head: Pfn, order: u32, nr: u64) {
         let info = !((PAGE_STRUCT_SIZE << order) as usize - 1);
-        for i in 1..per_page {
-            // SAFETY: the descriptor is in the folio's first vmemmap page,
-            // populated and writable; the caller owns the folio, so the
+        for i in 1..nr {
+            // SAFETY: the descriptor is in the folio, populated and
+            // writable (caller's contract); the caller owns the folio, so the
             // compound field is theirs (trait contract). The slot holds
             // a mask, not a pointer, as the kernel's union does.
             unsafe {
@@ -204,6 +215,40 @@ impl<D: Detector> Vmemmap<D> {
         }
     }
 
+    /// Writes 2026's `compound_info` into every tail of a plain (not
+    /// optimised) folio: the mask of its memmap size, bit 0 set, so
+    /// [`compound_head_mask`] finds the head; [`Vmemmap::prep_compound_head`]
+    /// writes the pointer encoding back.
+    ///
+    /// # Safety
+    /// The caller owns the folio (an allocated compound page) and frees it
+    /// only after writing the pointer encoding back.
+    pub unsafe fn prep_compound_info(&self, head: Pfn, order: u32) -> Result<(), HvoError> {
+        self.span(head, order)?;
+        if self.hvo.lock().folios.contains_key(&head.get()) {
+            return Err(HvoError::AlreadyOptimized(head));
+        }
+        // SAFETY: the caller owns the folio; not optimised, so every tail
+        // descriptor is writable.
+        unsafe { self.write_compound_info_n(head, order, 1 << order) };
+        Ok(())
+    }
+
+    /// `prep_compound_tail`'s pointer encoding (head address, bit 0 set)
+    /// back into every tail of a plain folio.
+    ///
+    /// # Safety
+    /// As [`Vmemmap::prep_compound_info`].
+    pub unsafe fn prep_compound_head(&self, head: Pfn, order: u32) -> Result<(), HvoError> {
+        self.span(head, order)?;
+        if self.hvo.lock().folios.contains_key(&head.get()) {
+            return Err(HvoError::AlreadyOptimized(head));
+        }
+        // SAFETY: as in `prep_compound_info`.
+        unsafe { self.write_compound_head_n(head, 1 << order) };
+        Ok(())
+    }
+
     /// Rewrites the tails of the folio's first vmemmap page in the pointer
     /// encoding `prep_compound_page` writes (head address, bit 0 set).
     ///
@@ -211,8 +256,18 @@ impl<D: Detector> Vmemmap<D> {
     /// As [`Vmemmap::write_compound_info`].
     unsafe fn write_compound_head(&self, head: Pfn, order: u32) {
         let per_page = (self.page_size() as u64 / PAGE_STRUCT_SIZE).min(1 << order);
+        // SAFETY: the caller's contract.
+        unsafe { self.write_compound_head_n(head, per_page) };
+    }
+
+    /// Writes the pointer encoding into the first `nr` descriptors of the
+    /// folio (the head's is skipped).
+    ///
+    /// # Safety
+    /// As [`Vmemmap::write_compound_info_n`].
+    unsafe fn write_compound_head_n(&self, head: Pfn, nr: u64) {
         let head_page = self.vmemmap_base().wrapping_add(head.get() as usize);
-        for i in 1..per_page {
+        for i in 1..nr {
             // SAFETY: as in `write_compound_info`.
             unsafe {
                 let tail = &*self.vmemmap_base().add((head.get() + i) as usize);
@@ -237,8 +292,10 @@ impl<D: Detector> Vmemmap<D> {
         out
     }
 
-    /// Remaps and frees one folio's tail vmemmap (after its split).
-    fn remap_free(&self, span: Span, reuse: u64) -> Result<(), HvoError> {
+    /// `vmemmap_remap_pte` for one folio: every tail vmemmap page mapped
+    /// read-only onto `reuse`. On a failure the folio's own pages (not yet
+    /// freed) are mapped back and the error returned.
+    fn remap(&self, span: Span, reuse: u64) -> Result<(), HvoError> {
         let memfd = self.memfd()?;
         let ps = self.page_size();
         for i in 1..span.pages {
@@ -247,16 +304,50 @@ impl<D: Detector> Vmemmap<D> {
             // reservation; (2) the caller owns the folio and writes none of
             // its tails while optimised (trait contract); every descriptor
             // read through the new mapping is a tail as before.
-            unsafe { memfd.map_fixed(self.reservation.base().add(offset), ps, reuse, Prot::Read) }?;
+            let mapped = unsafe {
+                memfd.map_fixed(self.reservation.base().add(offset), ps, reuse, Prot::Read)
+            };
+            if let Err(e) = mapped {
+                self.map_own(span)?;
+                return Err(e.into());
+            }
         }
-        let start = (span.offset + ps) as u64;
-        memfd.punch_hole(start, ((span.pages - 1) * ps) as u64)?;
         Ok(())
     }
 
-    /// Allocates, fills and maps back one folio's tail vmemmap.
-    fn restore_one(&self, span: Span) -> Result<(), HvoError> {
-        let memfd = self.memfd()?;
+    /// Maps the folio's own tail vmemmap pages back, writable.
+    fn map_own(&self, span: Span) -> Result<(), HvoError> {
+        let ps = self.page_size();
+        // SAFETY: (1) the folio's tail vmemmap, in our reservation; (2) the
+        // file range holds the tails' own contents (not freed, or just
+        // rewritten by a restore); the caller holds no tail reference
+        // across the call.
+        unsafe {
+            self.memfd()?.map_fixed(
+                self.reservation.base().add(span.offset + ps),
+                (span.pages - 1) * ps,
+                (span.offset + ps) as u64,
+                Prot::ReadWrite,
+            )
+        }?;
+        Ok(())
+    }
+
+    /// `free_vmemmap_page_list` for one folio: its tail vmemmap pages'
+    /// file pages given back to the kernel.
+    fn release(&self, span: Span) -> Result<(), HvoError> {
+        let ps = self.page_size();
+        let start = (span.offset + ps) as u64;
+        self.memfd()?
+            .punch_hole(start, ((span.pages - 1) * ps) as u64)?;
+        Ok(())
+    }
+
+    /// `vmemmap_restore_pte`'s copy for one folio: the head's vmemmap page
+    /// with `reset_struct_pages` applied, written into each of its tail
+    /// pages' holes (allocating them). On a failure the holes are punched
+    /// again and the folio stays optimised.
+    fn refill(&self, span: Span) -> Result<(), HvoError> {
         let ps = self.page_size();
         let mut page = self.read_bytes(span.offset, ps);
         // reset_struct_pages: no copy of the head (or of the folio's first
@@ -267,20 +358,42 @@ impl<D: Detector> Vmemmap<D> {
             0,
         );
         let tails = page.repeat(span.pages - 1);
-        let start = (span.offset + ps) as u64;
-        memfd.write_at(start, &tails)?;
-        // SAFETY: (1) the folio's tail vmemmap, in our reservation; (2)
-        // the file range now holds what the tails read before, with the
-        // fake heads rewritten as tails; the caller uses no tail reference
-        // across the call.
-        unsafe {
-            memfd.map_fixed(
-                self.reservation.base().add(span.offset + ps),
-                (span.pages - 1) * ps,
-                start,
-                Prot::ReadWrite,
-            )
-        }?;
+        if let Err(e) = self.memfd()?.write_at((span.offset + ps) as u64, &tails) {
+            self.release(span)?;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Maps refilled folios' own tail vmemmap back and records them as
+    /// restored.
+    fn map_all(&self, inner: &mut Inner, refilled: &[(Pfn, Span)]) -> Result<(), HvoError> {
+        for &(head, span) in refilled {
+            self.map_own(span)?;
+            inner.folios.remove(&head.get());
+            inner.counts.restored += 1;
+            inner.counts.pages_restored += span.pages as u64 - 1;
+        }
+        Ok(())
+    }
+
+    /// Frees the tail vmemmap of remapped folios and records them as
+    /// optimised.
+    fn release_all(
+        &self,
+        inner: &mut Inner,
+        remapped: &[(Pfn, Span)],
+        order: u32,
+        layout: HvoLayout,
+    ) -> Result<(), HvoError> {
+        for &(head, span) in remapped {
+            // A folio is optimised once its tails are remapped; a failed
+            // punch leaves pages allocated but unmapped, and is reported.
+            inner.folios.insert(head.get(), (order, layout));
+            inner.counts.optimized += 1;
+            self.release(span)?;
+            inner.counts.pages_freed += span.pages as u64 - 1;
+        }
         Ok(())
     }
 
@@ -340,20 +453,32 @@ unsafe impl<D: Detector> HugetlbVmemmap for Vmemmap<D> {
                 self.split(&mut inner, s);
             }
         }
+        // Batched: remap all, then free all; else each folio in turn.
+        let mut remapped = Vec::new();
         for (&head, &span) in heads.iter().zip(&spans) {
             if !batched {
                 self.split(&mut inner, span);
             }
             let reuse = self.reuse_offset(&mut inner, head, order, span, layout)?;
-            self.remap_free(span, reuse)?;
-            inner.folios.insert(head.get(), (order, layout));
-            inner.counts.optimized += 1;
-            inner.counts.pages_freed += span.pages as u64 - 1;
+            if let Err(e) = self.remap(span, reuse) {
+                if layout == HvoLayout::SharedTail {
+                    // SAFETY: the caller owns the folio; its first vmemmap
+                    // page is its own.
+                    unsafe { self.write_compound_head(head, order) };
+                }
+                self.release_all(&mut inner, &remapped, order, layout)?;
+                return Err(e);
+            }
+            remapped.push((head, span));
+            if !batched {
+                self.release_all(&mut inner, &remapped, order, layout)?;
+                remapped.clear();
+            }
         }
-        Ok(())
+        self.release_all(&mut inner, &remapped, order, layout)
     }
 
-    unsafe fn restore(&self, heads: &[Pfn], order: u32, _batched: bool) -> Result<(), HvoError> {
+    unsafe fn restore(&self, heads: &[Pfn], order: u32, batched: bool) -> Result<(), HvoError> {
         let spans = self.spans(heads, order)?;
         let mut inner = self.hvo.lock();
         for &h in heads {
@@ -361,18 +486,30 @@ unsafe impl<D: Detector> HugetlbVmemmap for Vmemmap<D> {
                 return Err(HvoError::NotOptimized(h));
             }
         }
+        // Batched: refill all, then map all; else each folio in turn.
+        let mut refilled = Vec::new();
         for (&head, &span) in heads.iter().zip(&spans) {
             if inner.folios[&head.get()].1 == HvoLayout::SharedTail {
                 // SAFETY: the caller owns the folio; its first vmemmap page
                 // was never remapped.
                 unsafe { self.write_compound_head(head, order) };
             }
-            self.restore_one(span)?;
-            inner.folios.remove(&head.get());
-            inner.counts.restored += 1;
-            inner.counts.pages_restored += span.pages as u64 - 1;
+            let filled = self.refill(span);
+            if let Err(e) = filled {
+                if inner.folios[&head.get()].1 == HvoLayout::SharedTail {
+                    // SAFETY: as above; the folio stays optimised.
+                    unsafe { self.write_compound_info(head, order) };
+                }
+                self.map_all(&mut inner, &refilled)?;
+                return Err(e);
+            }
+            refilled.push((head, span));
+            if !batched {
+                self.map_all(&mut inner, &refilled)?;
+                refilled.clear();
+            }
         }
-        Ok(())
+        self.map_all(&mut inner, &refilled)
     }
 
     fn optimized(&self, head: Pfn) -> Option<HvoLayout> {

@@ -283,3 +283,32 @@ fn a_write_to_an_optimised_tail_kills_like_a_genuine_fault() {
         "reading an optimised tail is fine: {read:?}"
     );
 }
+
+#[test]
+fn both_encodings_find_the_head_of_a_plain_folio() {
+    let model =
+        VmemmapTable::with_options(&layout(Geometry::new(12, 27, 36).unwrap()), shared()).unwrap();
+    for (head, order) in [
+        (Pfn::new(0x1000), PMD_ORDER),
+        (Pfn::new(1 << PUD_ORDER), PUD_ORDER),
+    ] {
+        prep_compound(&model, head, order);
+        check_folio(&model, head, order, fake_head);
+        // SAFETY: the test owns the folio.
+        unsafe { model.prep_compound_info(head, order) }.unwrap();
+        check_folio(&model, head, order, compound_head_mask);
+        let tail = model.pfn_to_page(head + 1).unwrap();
+        let mask = tail.compound_head().unwrap().addr();
+        assert_eq!(
+            !mask + 1,
+            (PAGE_STRUCT_SIZE << order) as usize,
+            "the folio's memmap size"
+        );
+        // SAFETY: as above.
+        unsafe { model.prep_compound_head(head, order) }.unwrap();
+        check_folio(&model, head, order, |p| p.compound_head().unwrap_or(p));
+    }
+    // SAFETY: refused before anything is written.
+    let bad = unsafe { model.prep_compound_info(Pfn::new(0x1001), PMD_ORDER) };
+    assert!(matches!(bad, Err(HvoError::BadFolio(..))));
+}
