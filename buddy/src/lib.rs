@@ -61,7 +61,8 @@
 //! 5. `alloc` (the allocator and its zone path), `walk`
 //!    (`pageblock_pfn_to_page`, `zone->contiguous`, over a zone);
 //! 6. `chain` (a chain of allocated pages), `init` (construction),
-//!    `hotplug`, `compaction` (the scanners), each over the allocator;
+//!    `hotplug`, `compaction` (the scanners), `hugetlb` (the hugetlb pool),
+//!    each over the allocator;
 //! 7. `pcp` (the per-CPU handle), then `pcp::bulk` and `pcp::tune` (6.7's
 //!    tuning of `high`);
 //! 8. `views` (the kernel's `/proc` views of the zones, the zoneinfo
@@ -82,6 +83,10 @@ mod error;
 mod frames;
 mod gfp;
 mod hotplug;
+// The hugetlb pool: a gigantic folio's compound fields over the blocks it
+// owns, and the model's HVO calls for folios it owns.
+#[allow(unsafe_code)]
+mod hugetlb;
 mod init;
 // The intrusive lists and the owned-block token: the only writers of a
 // page's links.
@@ -120,6 +125,7 @@ pub use error::{AllocError, FreeError, InitError, MemHotplugError, RangeError, R
 pub use frames::{Frames, FramesError, MAX_FRAMES_BYTES};
 pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;
+pub use hugetlb::{HugetlbCounts, HugetlbError, HugetlbPool, HvoMode};
 pub use lock::ZoneLockKind;
 pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
 pub use node::{Node, NodeMask};
