@@ -150,7 +150,7 @@ pub struct TimedReplay {
 
 /// Replays the trace `open` reads through `alloc`, an allocator of any
 /// variant the caller built (the flags experiment replays one trace through
-/// each of its buddies): the timed pass of [`Replay`] without the counting
+/// each of its buddies): the timed pass of [`Replay`](super::Replay) without the counting
 /// pass.
 pub fn replay_through<M: MemoryModel, V: Variant>(
     alloc: &Allocator<M, V>,
