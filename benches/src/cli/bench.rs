@@ -32,9 +32,11 @@ pub struct Common {
     quick: bool,
 }
 
-/// `--model`, for the experiments that take one.
+/// [`Common`] and `--model`, for the experiments that take a model.
 #[derive(Clone, Debug, clap::Args)]
-pub struct ModelArg {
+pub struct WithModel {
+    #[command(flatten)]
+    common: Common,
     /// Memory model (default: the experiment's own choice).
     #[arg(long, value_parser = ModelKind::parse)]
     model: Option<ModelKind>,
@@ -47,9 +49,7 @@ pub enum BenchCommand {
     /// program and its recording through four buddies.
     Flags {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
         /// Threads of the multi-threaded program run (default 2).
         #[arg(long)]
         threads: Option<usize>,
@@ -65,9 +65,7 @@ pub enum BenchCommand {
     /// across a batch against taken per page.
     Lock {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
         /// Threads, one per CPU, pinned (default: the machine's CPUs).
         #[arg(long)]
         threads: Option<usize>,
@@ -83,24 +81,18 @@ pub enum BenchCommand {
     /// sparse-extreme, on the host and ia64-holes).
     PfnValid {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
     },
     /// The bulk page allocator (2021): list and array bulk against single
     /// pages.
     Bulk {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
     },
     /// cpuset checks in the zonelist walk under fake NUMA (2006).
     Cpuset {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
         /// Nodes in the cpuset (default 43 of 64).
         #[arg(long)]
         allowed: Option<u16>,
@@ -112,9 +104,7 @@ pub enum BenchCommand {
     /// Other buddy allocators beside pfnlab's, and the floor.
     Peers {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
     },
     /// `pfn_valid` and the allocator against the fraction of holes, on
     /// every model.
@@ -126,9 +116,7 @@ pub enum BenchCommand {
     /// memory model's share (default: every model).
     Breakdown {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
     },
     /// A name that is no experiment.
     #[command(external_subcommand)]
@@ -138,7 +126,7 @@ pub enum BenchCommand {
 /// Runs the experiment `command` names; `outer` is a `--layout` given
 /// before the command.
 pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliError> {
-    let setup = |common: Common, model: Option<ModelKind>| Setup {
+    let setup = |WithModel { common, model }: WithModel| Setup {
         layout: common.layout.or(outer.clone()),
         model,
         era: common.era,
@@ -147,8 +135,7 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
     };
     match command {
         BenchCommand::Flags {
-            common,
-            model,
+            run,
             threads,
             iterations,
             trace,
@@ -158,11 +145,10 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
                 iterations,
                 trace,
             };
-            run_one::<flags::Flags>(&setup(common, model.model), &options)
+            run_one::<flags::Flags>(&setup(run), &options)
         }
         BenchCommand::Lock {
-            common,
-            model,
+            run,
             threads,
             iterations,
             batch,
@@ -172,17 +158,12 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
                 jobs: iterations,
                 batch,
             };
-            run_one::<lock::Lock>(&setup(common, model.model), &options)
+            run_one::<lock::Lock>(&setup(run), &options)
         }
-        BenchCommand::PfnValid { common, model } => {
-            run_one::<pfn_valid::PfnValid>(&setup(common, model.model), &())
-        }
-        BenchCommand::Bulk { common, model } => {
-            run_one::<bulk::Bulk>(&setup(common, model.model), &())
-        }
+        BenchCommand::PfnValid { run } => run_one::<pfn_valid::PfnValid>(&setup(run), &()),
+        BenchCommand::Bulk { run } => run_one::<bulk::Bulk>(&setup(run), &()),
         BenchCommand::Cpuset {
-            common,
-            model,
+            run,
             allowed,
             threads,
         } => {
@@ -190,17 +171,17 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
                 allowed,
                 tasks: threads,
             };
-            run_one::<cpuset::Cpuset>(&setup(common, model.model), &options)
+            run_one::<cpuset::Cpuset>(&setup(run), &options)
         }
-        BenchCommand::Peers { common, model } => {
-            run_one::<peers::Peers>(&setup(common, model.model), &())
-        }
-        BenchCommand::HoleDensity { common } => {
-            run_one::<hole_density::HoleDensity>(&setup(common, None), &())
-        }
-        BenchCommand::Breakdown { common, model } => {
-            run_one::<breakdown::Breakdown>(&setup(common, model.model), &())
-        }
+        BenchCommand::Peers { run } => run_one::<peers::Peers>(&setup(run), &()),
+        BenchCommand::HoleDensity { common } => run_one::<hole_density::HoleDensity>(
+            &setup(WithModel {
+                common,
+                model: None,
+            }),
+            &(),
+        ),
+        BenchCommand::Breakdown { run } => run_one::<breakdown::Breakdown>(&setup(run), &()),
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();
             Err(CliError(UnknownExperiment(name).to_string()))

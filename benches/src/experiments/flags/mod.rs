@@ -7,7 +7,7 @@
 //! Two workloads, each through the four buddies (the three SMP builds and
 //! [`buddy::Up`]):
 //! - **program**: the seed's program as its kernel served it
-//!   ([`flags_iteration`]): a `__GFP_ZERO` order-0 page per fault, cleared
+//!   ([`flags_iteration`](crate::workloads::flags_iteration)): a `__GFP_ZERO` order-0 page per fault, cleared
 //!   on a real frame, `PG_referenced` set and cleared, freed through the
 //!   `munmap` gather; on one thread and on several.
 //! - **replay**: a recording of that program on this machine's kernel

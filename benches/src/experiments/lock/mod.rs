@@ -7,7 +7,7 @@
 //!
 //! Here: the 2.6.23 era (its batch and `high` from the kernel's formula),
 //! one thread per CPU pinned with `sched_setaffinity`, each running the
-//! same set of jobs ([`lock_job`]: page faults with `clear_page` and the
+//! same set of jobs ([`lock_job`](crate::workloads::lock_job): page faults with `clear_page` and the
 //! process's writes, an order-1 zone-path request, everything freed). The
 //! completion time of the job set is measured for both policies with the
 //! unfair byte lock of 2.6.23, the ticket lock and a queued (MCS) lock.
