@@ -596,6 +596,32 @@ pub fn xorshift(state: &mut u64) -> u64 {
     x
 }
 
+/// The valid pfns of `range` by walk `W`, counted (`bench walk`).
+#[inline(never)]
+pub fn walk_valid<M: MemoryModel, W: sparsemem::walk::WalkStrategy>(
+    model: &M,
+    range: sparsemem::PfnRange,
+) -> u64 {
+    sparsemem::walk::walk_range::<M, W>(model, range).count() as u64
+}
+
+/// `reserve_bootmem_region`'s loop over `range` by walk `W`: each valid
+/// pfn's descriptor is reached and its flags read (the kernel sets
+/// `PG_reserved` there; a model borrowed shared reads instead).
+#[inline(never)]
+pub fn reserve_bootmem_walk<M: MemoryModel, W: sparsemem::walk::WalkStrategy>(
+    model: &M,
+    range: sparsemem::PfnRange,
+) -> u64 {
+    sparsemem::walk::walk_range::<M, W>(model, range)
+        .map(|pfn| {
+            model
+                .pfn_to_page(pfn)
+                .map_or(0, |p| black_box(p.flags()) & 1)
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

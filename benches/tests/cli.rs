@@ -177,6 +177,7 @@ fn every_experiment_runs_in_quick_mode() {
         ("peers", vec![]),
         ("hole-density", vec![]),
         ("breakdown", vec!["--model", "sparse-extreme"]),
+        ("walk", vec!["--model", "sparse-extreme"]),
     ] {
         let json = s.path(&format!("{exp}.json"));
         let mut args = vec!["bench", exp, "--quick", "--json", json.to_str().unwrap()];
@@ -341,6 +342,21 @@ fn every_experiment_runs_in_quick_mode() {
                     pageblock("pcp-pageblock lookups"),
                     1.0,
                     "one lookup per free"
+                );
+            }
+            "walk" => {
+                // Three walkers on the one layout, then compaction off and
+                // on (whole and hinted), memmap_init's three forms,
+                // reserve_bootmem's two.
+                assert_eq!(rows.len(), 3 + 4 + 3 + 2);
+                for r in &rows {
+                    positive(&r["ns_per_valid_pfn"], "ns_per_valid_pfn");
+                    positive(&r["params"]["timed_pfns"], "timed_pfns");
+                }
+                let walk = |v: &str| rows.iter().find(|r| r["variant"] == v).unwrap().clone();
+                assert_eq!(
+                    walk("walk/for_each_valid_pfn")["params"]["valid_pfns"],
+                    walk("walk/per-pfn")["params"]["valid_pfns"]
                 );
             }
             _ => {}

@@ -141,6 +141,15 @@ impl PfnRange {
     pub fn nr_pages(&self) -> u64 {
         self.end - self.start
     }
+
+    /// The first `nr_pages` of the range (at least one, at most all).
+    pub fn prefix(&self, nr_pages: u64) -> PfnRange {
+        let nr = nr_pages.clamp(1, self.nr_pages());
+        PfnRange {
+            start: self.start,
+            end: self.start + nr,
+        }
+    }
 }
 
 /// How a walk finds the first and the next valid pfn.
@@ -380,6 +389,10 @@ mod tests {
             Ok(PfnRange::whole(&g))
         );
         assert_eq!(PfnRange::whole(&g).nr_pages(), 1 << 34);
+        let r = PfnRange::new(&g, p(10), p(20)).unwrap();
+        assert_eq!(r.prefix(4), PfnRange::new(&g, p(10), p(14)).unwrap());
+        assert_eq!(r.prefix(0).nr_pages(), 1);
+        assert_eq!(r.prefix(u64::MAX), r);
     }
 
     #[test]

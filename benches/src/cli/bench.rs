@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use pfnlab::experiments::{
     Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, hole_density,
-    lock, peers, pfn_valid,
+    lock, peers, pfn_valid, walk,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -118,6 +118,13 @@ pub enum BenchCommand {
         #[command(flatten)]
         run: WithModel,
     },
+    /// pfn walkers over a span (`for_each_valid_pfn`, the per-pfn loop),
+    /// and compaction, `memmap_init` and `reserve_bootmem_region` before
+    /// and after their published changes (default: every model).
+    Walk {
+        #[command(flatten)]
+        run: WithModel,
+    },
     /// A name that is no experiment.
     #[command(external_subcommand)]
     Unknown(Vec<String>),
@@ -182,6 +189,7 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             &(),
         ),
         BenchCommand::Breakdown { run } => run_one::<breakdown::Breakdown>(&setup(run), &()),
+        BenchCommand::Walk { run } => run_one::<walk::Walk>(&setup(run), &()),
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();
             Err(CliError(UnknownExperiment(name).to_string()))

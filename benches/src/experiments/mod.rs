@@ -39,6 +39,7 @@ pub mod kernel_fixup;
 pub mod lock;
 pub mod peers;
 pub mod pfn_valid;
+pub mod walk;
 
 use std::marker::PhantomData;
 use std::path::PathBuf;
@@ -115,6 +116,8 @@ pub enum ExperimentId {
     /// Where the hot path's time goes, mechanism by mechanism, with the
     /// memory model's share.
     Breakdown,
+    /// pfn walkers over a span, and the three published walker changes.
+    Walk,
     /// The default comparison (`pfnlab` with no command): every model on
     /// one layout.
     Compare,
@@ -123,7 +126,7 @@ pub enum ExperimentId {
 impl ExperimentId {
     /// Every experiment of `pfnlab bench`, in the order its help lists
     /// them (the default comparison is not one).
-    pub const ALL: [ExperimentId; 8] = [
+    pub const ALL: [ExperimentId; 9] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
         ExperimentId::PfnValid,
@@ -132,6 +135,7 @@ impl ExperimentId {
         ExperimentId::Peers,
         ExperimentId::HoleDensity,
         ExperimentId::Breakdown,
+        ExperimentId::Walk,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -145,6 +149,7 @@ impl ExperimentId {
             ExperimentId::Peers => "peers",
             ExperimentId::HoleDensity => "hole-density",
             ExperimentId::Breakdown => "breakdown",
+            ExperimentId::Walk => "walk",
             ExperimentId::Compare => "compare",
         }
     }
@@ -172,7 +177,7 @@ impl ExperimentId {
             | ExperimentId::Cpuset
             | ExperimentId::Peers => Era::V2_6_23,
             ExperimentId::Bulk | ExperimentId::HoleDensity => Era::V5_13,
-            ExperimentId::Breakdown | ExperimentId::Compare => Era::V6_18,
+            ExperimentId::Breakdown | ExperimentId::Walk | ExperimentId::Compare => Era::V6_18,
         }
     }
 
@@ -187,6 +192,7 @@ impl ExperimentId {
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
             | ExperimentId::Breakdown
+            | ExperimentId::Walk
             | ExperimentId::Compare => ModelKind::VmemmapTable,
         }
     }
@@ -202,6 +208,7 @@ impl ExperimentId {
             | ExperimentId::HoleDensity
             | ExperimentId::Breakdown => LayoutSpec::Preset("x86-pci-hole".into()),
             ExperimentId::PfnValid | ExperimentId::Compare => LayoutSpec::Host,
+            ExperimentId::Walk => LayoutSpec::Preset("sparse-52bit".into()),
         }
     }
 
@@ -210,7 +217,7 @@ impl ExperimentId {
     pub fn runs_each_model(self, model_chosen: bool) -> bool {
         match self {
             ExperimentId::HoleDensity | ExperimentId::Compare => true,
-            ExperimentId::PfnValid | ExperimentId::Breakdown => !model_chosen,
+            ExperimentId::PfnValid | ExperimentId::Breakdown | ExperimentId::Walk => !model_chosen,
             _ => false,
         }
     }

@@ -1,0 +1,713 @@
+//! `walk`: what a walk over a span of pfns costs, walker by walker and
+//! model by model (issue 28), and the three published changes to the
+//! kernel's walkers reproduced as before/after.
+//!
+//! The sweep times each walker — the model's own `for_each_valid_pfn`,
+//! the generic per-pfn loop, and pfnlab's bulk-skip variant — over the
+//! whole span of each layout: the hole-density layouts and
+//! `preset:sparse-52bit` (4 PiB), or the `--layout` alone. Where a walk
+//! asks `pfn_valid` of every pfn of a span too large to walk (the per-pfn
+//! loop on `sparse-52bit`), or pays a caught fault per hole pfn (the probe
+//! models, whose kernel walk is the per-pfn loop), it is timed over a
+//! slice — chunks spread evenly over the span — and reported per pfn of
+//! the slice, standing for the per-pfn cost of the whole span; the row
+//! says so (`timed_pfns`).
+//!
+//! The reproductions, on the chosen model (`vmemmap-table` instead for a
+//! model that faults on holes):
+//! - 2016, compaction with `zone->contiguous` off and on, over a
+//!   fragmented zone: the scanners of `/proc/sys/vm/compact_memory`, no
+//!   migration (Joonsoo Kim's workload measured the whole hugepage
+//!   allocation: 899 → 1194 MB/s);
+//! - 2017, `memmap_init` over a sparse span: per pfn, skipping to the next
+//!   memblock region, and over memblock ranges (Paul Burton: boot 109 s →
+//!   62 s; Jia He on arm64: 27,956 → 13,537 µs);
+//! - 2025, `reserve_bootmem_region` over large reserved (NOMAP) ranges:
+//!   per pfn against `for_each_valid_pfn` (no figure published).
+
+use buddy::{
+    CompactControl, CompactState, Era, Gfp, Kernel, MemmapInitForm, MemmapInitZone, Options,
+    compact_zone, memmap_init,
+};
+use serde::Serialize;
+use sparsemem::walk::{BulkSkipWalk, KernelWalk, PerPfnWalk, WalkStrategy};
+use sparsemem::{Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, PfnRange, RangeKind};
+use vmemmap::VmemmapOptions;
+
+use super::hole_density::{SPAN_SECTIONS, layout_with_holes};
+use super::{Ctx, Experiment, ExperimentId};
+use crate::error::RunError;
+use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
+use crate::report::Measured;
+use crate::timing::{Measurement, Plan, measure, measure_interleaved};
+use crate::units::fmt_ns;
+use crate::workloads::{reserve_bootmem_walk, walk_valid};
+
+/// The hole fractions of the sweep's generated layouts.
+pub const WALK_HOLE_FRACTIONS: [f64; 4] = [0.0, 0.5, 0.9, 0.97];
+
+/// The experiment `bench walk`.
+pub struct Walk;
+
+/// A walker of the sweep.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Walker {
+    /// The model's own `for_each_valid_pfn`.
+    ForEachValidPfn,
+    /// `pfn_valid` on every pfn.
+    PerPfn,
+    /// pfnlab's variant: absent EXTREME roots skipped whole.
+    BulkSkip,
+}
+
+impl Walker {
+    const ALL: [Walker; 3] = [Walker::ForEachValidPfn, Walker::PerPfn, Walker::BulkSkip];
+
+    fn name(self) -> &'static str {
+        match self {
+            Walker::ForEachValidPfn => KernelWalk::NAME,
+            Walker::PerPfn => PerPfnWalk::NAME,
+            Walker::BulkSkip => BulkSkipWalk::NAME,
+        }
+    }
+}
+
+/// What a row measured; serialised as its name (`walk/per-pfn`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Case {
+    /// A walk of the sweep.
+    Walk(Walker),
+    /// Compaction's scanners, `zone->contiguous` on or off.
+    Compaction {
+        /// Whether `zone->contiguous` was used.
+        contiguous: bool,
+        /// A run that honours the skip hints an earlier run set (most
+        /// pageblocks passed over after their check), per pageblock
+        /// checked; else a whole scan ignoring them, per pfn scanned.
+        hinted: bool,
+    },
+    /// `memmap_init` in one form.
+    MemmapInit(MemmapInitForm),
+    /// `reserve_bootmem_region`'s loop by one walker.
+    ReserveBootmem(Walker),
+}
+
+impl Case {
+    /// The row's variant name.
+    pub fn name(self) -> String {
+        match self {
+            Case::Walk(w) => format!("walk/{}", w.name()),
+            Case::Compaction { contiguous, hinted } => format!(
+                "compaction/{}/contiguous-{}",
+                if hinted { "hinted" } else { "whole" },
+                if contiguous { "on" } else { "off" }
+            ),
+            Case::MemmapInit(f) => format!("memmap-init/{}", f.name()),
+            Case::ReserveBootmem(w) => format!("reserve-bootmem/{}", w.name()),
+        }
+    }
+}
+
+impl Serialize for Case {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+/// A row's parameters: what was walked.
+#[derive(Clone, Debug, Serialize)]
+pub struct WalkParams {
+    /// The layout's name.
+    pub layout: String,
+    /// Pfns in the span walked.
+    pub span_pfns: u64,
+    /// Pfns actually timed (fewer than the span when timed over a slice);
+    /// for compaction, pfns scanned.
+    pub timed_pfns: u64,
+    /// Valid pfns among the timed ones; for `memmap_init`, pages written.
+    pub valid_pfns: u64,
+}
+
+/// One row of `bench walk`'s report.
+#[derive(Clone, Debug, Serialize)]
+pub struct WalkRow {
+    /// What was timed.
+    pub variant: Case,
+    /// The memory model.
+    pub model: ModelKind,
+    /// What was walked.
+    pub params: WalkParams,
+    /// Per pfn timed (per pfn of span); for compaction, per pfn scanned.
+    #[serde(flatten)]
+    pub measurement: Measurement,
+    /// Nanoseconds per valid pfn timed (median).
+    pub ns_per_valid_pfn: f64,
+}
+
+impl Measured for WalkRow {
+    fn measurement(&self) -> &Measurement {
+        &self.measurement
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "{} / {} / {}",
+            self.variant.name(),
+            self.model,
+            self.params.layout
+        )
+    }
+}
+
+/// What `bench walk` measured.
+#[derive(Clone, Debug, Default)]
+pub struct WalkResults {
+    /// The sweep's rows.
+    pub sweep: Vec<WalkRow>,
+    /// The reproductions' rows.
+    pub repro: Vec<WalkRow>,
+    /// `(model, layout, why)` of the models a layout could not build.
+    pub refused: Vec<(ModelKind, String, String)>,
+}
+
+fn row(
+    case: Case,
+    model: ModelKind,
+    layout: &Layout,
+    span: u64,
+    timed: u64,
+    valid: u64,
+    m: Measurement,
+) -> WalkRow {
+    let ns_per_valid_pfn = m.ns_per_op.median * timed as f64 / valid.max(1) as f64;
+    WalkRow {
+        variant: case,
+        model,
+        params: WalkParams {
+            layout: layout.source().into(),
+            span_pfns: span,
+            timed_pfns: timed,
+            valid_pfns: valid,
+        },
+        measurement: m,
+        ns_per_valid_pfn,
+    }
+}
+
+/// Chunks a sliced walk is timed over, spread evenly over the span.
+const SLICE_CHUNKS: u64 = 64;
+
+/// The ranges a walker is timed over: the span, or [`SLICE_CHUNKS`]
+/// chunks spread evenly over it when the walk asks `pfn_valid` per pfn of
+/// a huge span or faults per hole pfn (so the chunks meet holes and
+/// memory in about the span's proportion).
+fn timed_ranges(
+    g: &Geometry,
+    span: PfnRange,
+    per_pfn: bool,
+    faults: bool,
+    plan: Plan,
+) -> Vec<PfnRange> {
+    let limit = if faults {
+        plan.iters(1 << 14, 1 << 12)
+    } else if per_pfn {
+        plan.iters(1 << 26, 1 << 22)
+    } else {
+        u64::MAX
+    };
+    if limit >= span.nr_pages() {
+        return vec![span];
+    }
+    let each = (limit / SLICE_CHUNKS).max(1);
+    let stride = span.nr_pages() / SLICE_CHUNKS;
+    (0..SLICE_CHUNKS)
+        .map(|i| {
+            let start = span.start() + i * stride;
+            PfnRange::new(g, start, start + each.min(stride)).expect("a chunk of the span")
+        })
+        .collect()
+}
+
+/// Pfns in `ranges`.
+fn nr_pfns(ranges: &[PfnRange]) -> u64 {
+    ranges.iter().map(PfnRange::nr_pages).sum()
+}
+
+/// Valid pfns in `ranges`, by the model's walk, over each range.
+fn count<M: MemoryModel, W: WalkStrategy>(model: &M, ranges: &[PfnRange]) -> u64 {
+    ranges.iter().map(|&r| walk_valid::<M, W>(model, r)).sum()
+}
+
+struct SweepVisitor {
+    kind: ModelKind,
+    plan: Plan,
+    span: PfnRange,
+}
+
+impl ModelVisitor for SweepVisitor {
+    type Output = Vec<WalkRow>;
+
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        o: VmemmapOptions,
+    ) -> Result<Vec<WalkRow>, buddy::AllocError> {
+        let model = M::build(layout, o)?;
+        let span = self.span;
+        let faults = self.kind.faults_on_holes();
+        let own_per_pfn = model.pfn_walker() == sparsemem::PfnWalker::PerPfn;
+        // The three walkers' trials interleaved, so the machine's drift
+        // falls on all alike.
+        let g = *layout.geometry();
+        let mut walkers: Vec<(Walker, Vec<PfnRange>)> = Walker::ALL
+            .into_iter()
+            .map(|w| {
+                let per_pfn = w == Walker::PerPfn || own_per_pfn;
+                (w, timed_ranges(&g, span, per_pfn, faults, self.plan))
+            })
+            .collect();
+        // Short walks repeated, so each trial lasts long enough to rise
+        // above the scheduler's noise on a shared machine.
+        let floor = self.plan.iters(1 << 25, 1 << 21);
+        let ms = measure_interleaved(self.plan.trials, &mut walkers, |(w, ranges)| {
+            let reps = if faults {
+                1
+            } else {
+                (floor / nr_pfns(ranges)).max(1)
+            };
+            for _ in 0..reps {
+                std::hint::black_box(match w {
+                    Walker::ForEachValidPfn => count::<M, KernelWalk>(&model, ranges),
+                    Walker::PerPfn => count::<M, PerPfnWalk>(&model, ranges),
+                    Walker::BulkSkip => count::<M, BulkSkipWalk>(&model, ranges),
+                });
+            }
+            nr_pfns(ranges) * reps
+        });
+        Ok(walkers
+            .into_iter()
+            .zip(ms)
+            .map(|((w, ranges), m)| {
+                let valid = count::<M, KernelWalk>(&model, &ranges);
+                let timed = nr_pfns(&ranges);
+                row(
+                    Case::Walk(w),
+                    self.kind,
+                    layout,
+                    span.nr_pages(),
+                    timed,
+                    valid,
+                    m,
+                )
+            })
+            .collect())
+    }
+}
+
+/// A fragmented zone: every page taken as movable order-0, two in three
+/// given back.
+fn fragment<M: MemoryModel>(alloc: &buddy::Allocator<M, Kernel>) {
+    let mut taken = Vec::new();
+    while let Ok(p) = alloc.alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None) {
+        taken.push(p);
+    }
+    for (i, p) in taken.into_iter().enumerate() {
+        if i % 3 != 0 {
+            let _ = alloc.free_pages(p, Order::ZERO);
+        }
+    }
+}
+
+struct ReproVisitor {
+    kind: ModelKind,
+    plan: Plan,
+}
+
+impl ReproVisitor {
+    fn compaction<M: Buildable>(
+        &self,
+        o: VmemmapOptions,
+        rows: &mut Vec<WalkRow>,
+    ) -> Result<(), buddy::AllocError> {
+        let gib = if self.plan.scale < 1.0 { 1 } else { 4 };
+        let layout = Layout::new(
+            Geometry::X86_64,
+            vec![MemRange::new(0, gib << 30, RangeKind::Ram, 0)],
+            format!("{gib} GiB, fragmented"),
+        )
+        .expect("a valid layout");
+        let alloc = build_allocator::<M, Kernel>(&layout, o, Options::for_era(Era::V6_18))?;
+        fragment(&alloc);
+        let zone = alloc
+            .zones()
+            .iter()
+            .max_by_key(|z| z.managed_pages())
+            .expect("a zone");
+        let block = layout.geometry().pageblock_nr_pages();
+        let span = zone.end_pfn() - zone.start_pfn();
+        for (hinted, contiguous) in [(false, false), (false, true), (true, false), (true, true)] {
+            let cc = CompactControl {
+                use_contiguous: contiguous,
+                ignore_skip_hint: !hinted,
+                ..CompactControl::PROC
+            };
+            // Kept across runs: the warm-up run sets the hints a hinted
+            // run then honours.
+            let mut state = CompactState::new(zone, block);
+            let mut work = (0, 0);
+            let m = measure(self.plan.trials, || {
+                let n = compact_zone(&alloc, zone.id, &mut state, cc).expect("6.18 compacts");
+                work = (n.migrate_scanned + n.free_scanned, n.pageblock_checks);
+                if hinted { work.1 } else { work.0 }
+            });
+            let case = Case::Compaction { contiguous, hinted };
+            let timed = if hinted { work.1 } else { work.0 };
+            rows.push(row(case, self.kind, &layout, span, timed, timed, m));
+        }
+        Ok(())
+    }
+
+    fn memmap_init<M: Buildable>(
+        &self,
+        o: VmemmapOptions,
+        rows: &mut Vec<WalkRow>,
+    ) -> Result<(), buddy::AllocError> {
+        let layout = layout_with_holes(Geometry::X86_64, 0.97);
+        let mut model = M::build(&layout, o)?;
+        let memory: Vec<(Pfn, Pfn)> = layout.ram_ranges().map(|(_, a, b)| (a, b)).collect();
+        let end = Pfn::new(SPAN_SECTIONS * layout.geometry().pages_per_section());
+        let zone = MemmapInitZone {
+            zone: 1,
+            node: NodeId::ZERO,
+            start: Pfn::new(0),
+            end,
+        };
+        for form in MemmapInitForm::ALL {
+            let mut written = 0;
+            let m = measure(self.plan.trials, || {
+                written = memmap_init(&mut model, &memory, zone, form).pages_initialised;
+                end.get()
+            });
+            rows.push(row(
+                Case::MemmapInit(form),
+                self.kind,
+                &layout,
+                end.get(),
+                end.get(),
+                written,
+                m,
+            ));
+        }
+        Ok(())
+    }
+
+    fn reserve_bootmem<M: Buildable>(
+        &self,
+        o: VmemmapOptions,
+        rows: &mut Vec<WalkRow>,
+    ) -> Result<(), buddy::AllocError> {
+        const GIB: u64 = 1 << 30;
+        let nomap = if self.plan.scale < 1.0 { 8 } else { 64 };
+        let layout = Layout::new(
+            Geometry::X86_64,
+            vec![
+                MemRange::new(0, GIB, RangeKind::Ram, 0),
+                MemRange::new(GIB, (1 + nomap) * GIB, RangeKind::Reserved, 0),
+                MemRange::new((1 + nomap) * GIB, (2 + nomap) * GIB, RangeKind::Ram, 0),
+            ],
+            format!("{nomap} GiB reserved (NOMAP) between two 1 GiB banks"),
+        )
+        .expect("a valid layout");
+        let model = M::build(&layout, o)?;
+        let g = layout.geometry();
+        let range = PfnRange::new(
+            g,
+            g.phys_to_pfn(sparsemem::PhysAddr::new(GIB)),
+            g.phys_to_pfn(sparsemem::PhysAddr::new((1 + nomap) * GIB)),
+        )
+        .expect("a range");
+        let valid = walk_valid::<M, KernelWalk>(&model, range);
+        for walker in [Walker::PerPfn, Walker::ForEachValidPfn] {
+            let m = measure(self.plan.trials, || {
+                std::hint::black_box(match walker {
+                    Walker::PerPfn => reserve_bootmem_walk::<M, PerPfnWalk>(&model, range),
+                    _ => reserve_bootmem_walk::<M, KernelWalk>(&model, range),
+                });
+                range.nr_pages()
+            });
+            rows.push(row(
+                Case::ReserveBootmem(walker),
+                self.kind,
+                &layout,
+                range.nr_pages(),
+                range.nr_pages(),
+                valid,
+                m,
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ModelVisitor for ReproVisitor {
+    type Output = Vec<WalkRow>;
+
+    fn visit<M: Buildable>(
+        self,
+        _: &Layout,
+        o: VmemmapOptions,
+    ) -> Result<Vec<WalkRow>, buddy::AllocError> {
+        let mut rows = Vec::new();
+        self.compaction::<M>(o, &mut rows)?;
+        self.memmap_init::<M>(o, &mut rows)?;
+        self.reserve_bootmem::<M>(o, &mut rows)?;
+        Ok(rows)
+    }
+}
+
+/// The sweep's layouts and spans: `--layout` alone (from pfn 0 to the end
+/// of its memory), or the hole-density layouts (their whole span) and
+/// `preset:sparse-52bit`, the runner's default (the whole physical space).
+fn sweep_layouts(ctx: &Ctx) -> Vec<(Layout, PfnRange)> {
+    let span = |l: &Layout, end: Pfn| {
+        let g = l.geometry();
+        PfnRange::new(g, Pfn::new(0), end.clamp(Pfn::new(1), g.max_pfn())).expect("a span")
+    };
+    if ctx.layout_spec.is_some() {
+        let end = ctx.layout.memory_span().1;
+        return vec![(ctx.layout.clone(), span(&ctx.layout, end))];
+    }
+    let mut v: Vec<(Layout, PfnRange)> = WALK_HOLE_FRACTIONS
+        .iter()
+        .map(|&h| {
+            let l = layout_with_holes(Geometry::X86_64, h);
+            let end = Pfn::new(SPAN_SECTIONS * l.geometry().pages_per_section());
+            let s = span(&l, end);
+            (l, s)
+        })
+        .collect();
+    v.push((ctx.layout.clone(), PfnRange::whole(ctx.layout.geometry())));
+    v
+}
+
+impl Experiment for Walk {
+    const ID: ExperimentId = ExperimentId::Walk;
+    type Params = ();
+    type Results = WalkResults;
+    type Row = WalkRow;
+
+    fn measure(ctx: &Ctx, _: &()) -> Result<WalkResults, RunError> {
+        let mut r = WalkResults::default();
+        for (layout, span) in sweep_layouts(ctx) {
+            for kind in ctx.models() {
+                ctx.progress.stage(format!("{kind}: {}", layout.source()));
+                let v = SweepVisitor {
+                    kind,
+                    plan: ctx.plan,
+                    span,
+                };
+                match with_model_options(kind, &layout, VmemmapOptions::default(), v) {
+                    Ok(rows) => r.sweep.extend(rows),
+                    Err(e) => r
+                        .refused
+                        .push((kind, layout.source().into(), e.to_string())),
+                }
+                ctx.progress.advance();
+            }
+        }
+        let kind = if ctx.model.faults_on_holes() {
+            ModelKind::VmemmapTable
+        } else {
+            ctx.model
+        };
+        let v = ReproVisitor {
+            kind,
+            plan: ctx.plan,
+        };
+        r.repro = with_model_options(kind, &ctx.layout, VmemmapOptions::default(), v).map_err(
+            |source| RunError::Model {
+                model: kind,
+                source,
+            },
+        )?;
+        Ok(r)
+    }
+
+    fn rows(_: &Ctx, r: &WalkResults) -> Vec<WalkRow> {
+        r.sweep.iter().chain(&r.repro).cloned().collect()
+    }
+
+    fn render(_: &Ctx, r: &WalkResults) -> String {
+        render(r)
+    }
+
+    fn layout_label(ctx: &Ctx, _: &WalkResults) -> String {
+        if ctx.layout_spec.is_some() {
+            ctx.layout.source().into()
+        } else {
+            format!(
+                "generated hole-density layouts (x86_64) and {}",
+                ctx.layout.source()
+            )
+        }
+    }
+}
+
+/// The published figures beside the reproductions: `(what, before,
+/// after, unit)`.
+const PUBLISHED: [(&str, f64, f64, &str); 3] = [
+    (
+        "compaction, hugepage workload, zone->contiguous (2016)",
+        899.0,
+        1194.0,
+        "MB/s",
+    ),
+    (
+        "memmap_init skip, Samurai model boot (2017)",
+        109.0,
+        62.0,
+        "s",
+    ),
+    (
+        "memmap_init, arm64 96 GB 64K pages (2018, unmerged)",
+        27_956.0,
+        13_537.0,
+        "us",
+    ),
+];
+
+fn median(rows: &[WalkRow], case: Case) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.variant == case)
+        .map(|r| r.measurement.ns_per_op.median)
+}
+
+fn render_sweep(r: &WalkResults) -> String {
+    let mut out = format!(
+        "Walks over each layout's span: median ns per pfn of span | per valid pfn ({})\n{:<34} {:<15} {:>22} {:>22} {:>22}  {:>10}\n",
+        crate::timing::COUNTER_UNIT,
+        "layout",
+        "model",
+        Walker::ForEachValidPfn.name(),
+        Walker::PerPfn.name(),
+        Walker::BulkSkip.name(),
+        "speedup"
+    );
+    let mut keys: Vec<(String, ModelKind)> = Vec::new();
+    for row in &r.sweep {
+        if !keys.contains(&(row.params.layout.clone(), row.model)) {
+            keys.push((row.params.layout.clone(), row.model));
+        }
+    }
+    for (layout, model) in keys {
+        let of = |w: Walker| {
+            r.sweep.iter().find(|x| {
+                x.params.layout == layout && x.model == model && x.variant == Case::Walk(w)
+            })
+        };
+        out += &format!("{layout:<34} {:<15}", model.name());
+        for w in Walker::ALL {
+            out += &of(w).map_or(format!(" {:>22}", "-"), |x| {
+                let sliced = if x.params.timed_pfns < x.params.span_pfns {
+                    "*"
+                } else {
+                    " "
+                };
+                format!(
+                    " {:>22}",
+                    format!(
+                        "{}{sliced}| {}",
+                        fmt_ns(x.measurement.ns_per_op.median),
+                        fmt_ns(x.ns_per_valid_pfn)
+                    )
+                )
+            });
+        }
+        let speedup = of(Walker::PerPfn)
+            .zip(of(Walker::ForEachValidPfn))
+            .map(|(p, k)| p.measurement.ns_per_op.median / k.measurement.ns_per_op.median);
+        out += &speedup.map_or(String::new(), |s| format!("  {s:>9.1}x"));
+        out += "\n";
+    }
+    for (model, layout, why) in &r.refused {
+        out += &format!("{layout:<34} {:<15} not built: {why}\n", model.name());
+    }
+    out += "* timed over a slice, 64 chunks spread evenly over the span (a per-pfn walk of a huge span, or one that faults per hole pfn); per pfn of the slice stands for per pfn of the span.\n\
+            speedup: per-pfn over for_each_valid_pfn, per pfn of span.\n\n";
+    out
+}
+
+fn render_repro(r: &WalkResults) -> String {
+    let rows = &r.repro;
+    let Some(model) = rows.first().map(|x| x.model) else {
+        return String::new();
+    };
+    let mut out = format!("Published changes reproduced (model {model}), median ns per pfn:\n");
+    for (hinted, per) in [
+        (false, "pfn scanned, whole scan"),
+        (true, "pageblock checked, hinted run"),
+    ] {
+        let off = median(
+            rows,
+            Case::Compaction {
+                contiguous: false,
+                hinted,
+            },
+        );
+        let on = median(
+            rows,
+            Case::Compaction {
+                contiguous: true,
+                hinted,
+            },
+        );
+        if let (Some(off), Some(on)) = (off, on) {
+            let (what, b, a, unit) = PUBLISHED[0];
+            out += &format!(
+                "  compaction scanners, per {per}: contiguous off {} -> on {}: x{:.2}   [{what}: {b} -> {a} {unit}, x{:.2}, whole workload]\n",
+                fmt_ns(off),
+                fmt_ns(on),
+                off / on,
+                a / b
+            );
+        }
+    }
+    let form = |f| median(rows, Case::MemmapInit(f));
+    if let (Some(p), Some(s), Some(m)) = (
+        form(MemmapInitForm::PerPfn),
+        form(MemmapInitForm::SkipToNextRegion),
+        form(MemmapInitForm::MemblockRanges),
+    ) {
+        out += &format!(
+            "  memmap_init over 97 % holes, per pfn of span: per-pfn {} | skip {} (x{:.2}) | memblock ranges {} (x{:.2})\n",
+            fmt_ns(p),
+            fmt_ns(s),
+            p / s,
+            fmt_ns(m),
+            p / m
+        );
+        for (what, b, a, unit) in &PUBLISHED[1..] {
+            out += &format!(
+                "      [{what}: {b} -> {a} {unit}, x{:.2}, whole boot or whole memmap_init]\n",
+                b / a
+            );
+        }
+    }
+    let per_pfn = median(rows, Case::ReserveBootmem(Walker::PerPfn));
+    let walk = median(rows, Case::ReserveBootmem(Walker::ForEachValidPfn));
+    if let (Some(p), Some(w)) = (per_pfn, walk) {
+        out += &format!(
+            "  reserve_bootmem_region over reserved (NOMAP) memory, per pfn: per-pfn {} -> for_each_valid_pfn {}: x{:.0}   [2025: no figure published]\n",
+            fmt_ns(p),
+            fmt_ns(w),
+            p / w
+        );
+    }
+    out += "No migration runs in the compaction rows: the scanners' work only, as /proc/vmstat counts it.\n";
+    out
+}
+
+fn render(r: &WalkResults) -> String {
+    render_sweep(r) + &render_repro(r)
+}
