@@ -34,7 +34,7 @@ mod sizing;
 mod zoneinfo;
 
 pub use diff::{Cause, Difference, compare};
-pub use freeinfo::{BuddyInfo, PageTypeInfo, ZoneFree, ZoneTypes};
+pub use freeinfo::{BuddyInfo, FREECOUNT_CAP, PageTypeInfo, ZoneFree, ZoneTypes};
 pub use parse::{ZoneinfoError, parse_zoneinfo};
 pub use sizing::{SizingInputs, ZoneSizes, kernel_zone_sizes};
 pub use zoneinfo::{KERNEL_ZONE_NAMES, Pageset, Populated, ZoneInfo, Zoneinfo};

@@ -241,8 +241,14 @@ impl<'a, M: MemoryModel> Walker<'a, M> {
         cpusets: &'a Cpusets,
         home: NodeId,
     ) -> Result<Walker<'a, M>, AllocError> {
-        let mut cpu = alloc.cpu_on(home)?;
-        let held = fill(alloc, &mut cpu, cpusets.mems_allowed())?;
+        // The job's filling CPU gives what its lists still hold back when
+        // it is done (from 6.7 a refill can take `batch << 5` pages at
+        // once), so the zones end exactly where the fill aimed; the walk
+        // runs on a CPU of its own.
+        let mut filler = alloc.cpu_on(home)?;
+        let held = fill(alloc, &mut filler, cpusets.mems_allowed())?;
+        drop(filler);
+        let cpu = alloc.cpu_on(home)?;
         let zonelist = alloc.zonelist(home, GFP)?.to_vec();
         let nodes: Vec<NodeId> = zonelist
             .iter()
@@ -445,7 +451,8 @@ impl<M: MemoryModel> Drop for Walker<'_, M> {
 
 /// Fills every zone of the cpuset until it is below its low watermark,
 /// halfway to min, with pages taken from that zone through `cpu`; returns
-/// them (the job's usemem memory, held for the run).
+/// them (the job's usemem memory, held for the run). Pages on `cpu`'s
+/// lists count as free: dropping `cpu` gives them back.
 pub fn fill<M: MemoryModel>(
     alloc: &Allocator<M, Kernel>,
     cpu: &mut PerCpu<'_, M, Kernel>,
@@ -459,7 +466,7 @@ pub fn fill<M: MemoryModel>(
         let zid = ZoneId::new(i as u8);
         let w = zone.watermarks();
         let target = (w.min + w.low) / 2;
-        while zone.nr_free_pages() > target {
+        while zone.nr_free_pages() + cpu.count(zid) > target {
             match cpu.buffered_rmqueue(zid, Order::ZERO, GFP)? {
                 Some(pfn) => held.push(pfn),
                 None => break,
