@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use pfnlab::experiments::{
     Experiment, Knobs, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags,
-    hole_density, lock, peers, pfn_valid,
+    hole_density, hvo, lock, peers, pfn_valid,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -130,6 +130,15 @@ pub enum BenchCommand {
         #[command(flatten)]
         model: ModelArg,
     },
+    /// HugeTLB vmemmap optimisation (issue 26): a hugetlb pool grown and
+    /// shrunk with HVO off, 5.18+'s and 2026's layouts, unbatched and
+    /// batched, on a memfd-backed vmemmap; compound_head in both encodings.
+    Hvo {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArg,
+    },
     /// A name that is no experiment.
     #[command(external_subcommand)]
     Unknown(Vec<String>),
@@ -204,6 +213,9 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
         }
         BenchCommand::Breakdown { common, model } => {
             run_one::<breakdown::Breakdown>(&setup(common, model.model), &())
+        }
+        BenchCommand::Hvo { common, model } => {
+            run_one::<hvo::Hvo>(&setup(common, model.model), &())
         }
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();

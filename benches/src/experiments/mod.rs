@@ -35,6 +35,7 @@ pub mod compare;
 pub mod cpuset;
 pub mod flags;
 pub mod hole_density;
+pub mod hvo;
 pub mod kernel_fixup;
 mod legacy;
 pub mod lock;
@@ -119,6 +120,8 @@ pub enum ExperimentId {
     /// Where the hot path's time goes, mechanism by mechanism, with the
     /// memory model's share.
     Breakdown,
+    /// HugeTLB vmemmap optimisation on a memfd-backed vmemmap (issue 26).
+    Hvo,
     /// The default comparison (`pfnlab` with no command): every model on
     /// one layout.
     Compare,
@@ -127,7 +130,7 @@ pub enum ExperimentId {
 impl ExperimentId {
     /// Every experiment of `pfnlab bench`, in the order its help lists
     /// them (the default comparison is not one).
-    pub const ALL: [ExperimentId; 8] = [
+    pub const ALL: [ExperimentId; 9] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
         ExperimentId::PfnValid,
@@ -136,6 +139,7 @@ impl ExperimentId {
         ExperimentId::Peers,
         ExperimentId::HoleDensity,
         ExperimentId::Breakdown,
+        ExperimentId::Hvo,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -149,6 +153,7 @@ impl ExperimentId {
             ExperimentId::Peers => "peers",
             ExperimentId::HoleDensity => "hole-density",
             ExperimentId::Breakdown => "breakdown",
+            ExperimentId::Hvo => "hvo",
             ExperimentId::Compare => "compare",
         }
     }
@@ -176,7 +181,7 @@ impl ExperimentId {
             | ExperimentId::Cpuset
             | ExperimentId::Peers => Era::V2_6_23,
             ExperimentId::Bulk | ExperimentId::HoleDensity => Era::V5_13,
-            ExperimentId::Breakdown | ExperimentId::Compare => Era::V6_18,
+            ExperimentId::Breakdown | ExperimentId::Hvo | ExperimentId::Compare => Era::V6_18,
         }
     }
 
@@ -191,6 +196,7 @@ impl ExperimentId {
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
             | ExperimentId::Breakdown
+            | ExperimentId::Hvo
             | ExperimentId::Compare => ModelKind::VmemmapTable,
         }
     }
@@ -199,6 +205,7 @@ impl ExperimentId {
     pub fn default_layout(self) -> LayoutSpec {
         match self {
             ExperimentId::Cpuset => LayoutSpec::Preset("numa-fake-64".into()),
+            ExperimentId::Hvo => LayoutSpec::Preset("zone-device".into()),
             ExperimentId::Flags
             | ExperimentId::Lock
             | ExperimentId::Bulk
