@@ -622,6 +622,41 @@ pub fn reserve_bootmem_walk<M: MemoryModel, W: sparsemem::walk::WalkStrategy>(
         .sum()
 }
 
+/// `nr_hugepages` raised by `n` folios (`bench hvo`): the pool takes them
+/// from the buddy and, with HVO, optimises them. Returns the folios got.
+#[inline(never)]
+pub fn hugetlb_grow<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    pool: &mut buddy::HugetlbPool,
+    n: u64,
+) -> Result<u64, buddy::HugetlbError> {
+    pool.grow(alloc, n)
+}
+
+/// `nr_hugepages` lowered by `n` folios: restored (with HVO) and freed.
+/// Returns the folios freed.
+#[inline(never)]
+pub fn hugetlb_shrink<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    pool: &mut buddy::HugetlbPool,
+    n: u64,
+) -> Result<u64, buddy::HugetlbError> {
+    pool.shrink(alloc, n)
+}
+
+/// `compound_head` of each of `tails` (descriptors gathered before the
+/// timing, so no model lookup is timed) with `head_of`, an encoding's
+/// reader; returns a sum of the heads found.
+#[inline(never)]
+pub fn compound_heads(
+    tails: &[&sparsemem::Page],
+    head_of: impl Fn(&sparsemem::Page) -> *const sparsemem::Page,
+) -> u64 {
+    tails.iter().fold(0u64, |sum, tail| {
+        sum.wrapping_add(head_of(tail).addr() as u64)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -529,19 +529,18 @@ fn vmemmap_page_size() -> usize {
 /// at the start of a vmemmap page with `PG_head` set may be a fake head
 /// (an alias of the real head's page), and its next descriptor, always a
 /// tail, names the real head.
-///
-/// # Safety
-/// `page` is a descriptor of a memmap where a `PG_head` descriptor has a
-/// next descriptor (it heads a compound page of at least two pages).
 #[inline(always)]
-pub unsafe fn compound_head_fake_head(page: &Page) -> *const Page {
+pub fn compound_head_fake_head(page: &Page) -> *const Page {
     if let Some(head) = page.compound_head() {
         return head;
     }
     let addr = std::ptr::from_ref(page);
     if addr.addr().is_multiple_of(vmemmap_page_size()) && page.test(PageFlag::Head) {
-        // SAFETY: PG_head, so page[1] is a descriptor of the same compound
-        // page (caller's contract).
+        // SAFETY: `PG_head` is written only by the page's owners (an
+        // `unsafe` write), and only on the head of a compound page of at
+        // least two pages, so `page` is an element of a memmap array with
+        // a next element; that element lies in the same vmemmap page as
+        // `page` (a page holds more than one descriptor), which is mapped.
         if let Some(head) = unsafe { (*addr.add(1)).compound_head() } {
             return head;
         }

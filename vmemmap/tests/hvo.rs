@@ -78,8 +78,7 @@ fn check_folio<M: MemoryModel>(
 }
 
 fn fake_head(page: &sparsemem::Page) -> *const sparsemem::Page {
-    // SAFETY: every PG_head page here heads a folio of at least 512 pages.
-    unsafe { compound_head_fake_head(page) }
+    compound_head_fake_head(page)
 }
 
 fn optimise_and_restore(order: u32, heads: &[u64], layout_kind: HvoLayout, batched: bool) {

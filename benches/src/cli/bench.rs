@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use pfnlab::experiments::{
     Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, hole_density,
-    lock, peers, pfn_valid, walk,
+    hvo, lock, peers, pfn_valid, walk,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -125,6 +125,13 @@ pub enum BenchCommand {
         #[command(flatten)]
         run: WithModel,
     },
+    /// HugeTLB vmemmap optimisation (issue 26): a hugetlb pool grown and
+    /// shrunk with HVO off, 5.18+'s and 2026's layouts, unbatched and
+    /// batched, on a memfd-backed vmemmap; compound_head in both encodings.
+    Hvo {
+        #[command(flatten)]
+        run: WithModel,
+    },
     /// A name that is no experiment.
     #[command(external_subcommand)]
     Unknown(Vec<String>),
@@ -190,6 +197,7 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
         ),
         BenchCommand::Breakdown { run } => run_one::<breakdown::Breakdown>(&setup(run), &()),
         BenchCommand::Walk { run } => run_one::<walk::Walk>(&setup(run), &()),
+        BenchCommand::Hvo { run } => run_one::<hvo::Hvo>(&setup(run), &()),
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();
             Err(CliError(UnknownExperiment(name).to_string()))

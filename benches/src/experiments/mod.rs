@@ -35,6 +35,7 @@ pub mod compare;
 pub mod cpuset;
 pub mod flags;
 pub mod hole_density;
+pub mod hvo;
 pub mod kernel_fixup;
 pub mod lock;
 pub mod peers;
@@ -118,6 +119,8 @@ pub enum ExperimentId {
     Breakdown,
     /// pfn walkers over a span, and the three published walker changes.
     Walk,
+    /// HugeTLB vmemmap optimisation on a memfd-backed vmemmap (issue 26).
+    Hvo,
     /// The default comparison (`pfnlab` with no command): every model on
     /// one layout.
     Compare,
@@ -126,7 +129,7 @@ pub enum ExperimentId {
 impl ExperimentId {
     /// Every experiment of `pfnlab bench`, in the order its help lists
     /// them (the default comparison is not one).
-    pub const ALL: [ExperimentId; 9] = [
+    pub const ALL: [ExperimentId; 10] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
         ExperimentId::PfnValid,
@@ -136,6 +139,7 @@ impl ExperimentId {
         ExperimentId::HoleDensity,
         ExperimentId::Breakdown,
         ExperimentId::Walk,
+        ExperimentId::Hvo,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -150,6 +154,7 @@ impl ExperimentId {
             ExperimentId::HoleDensity => "hole-density",
             ExperimentId::Breakdown => "breakdown",
             ExperimentId::Walk => "walk",
+            ExperimentId::Hvo => "hvo",
             ExperimentId::Compare => "compare",
         }
     }
@@ -177,7 +182,10 @@ impl ExperimentId {
             | ExperimentId::Cpuset
             | ExperimentId::Peers => Era::V2_6_23,
             ExperimentId::Bulk | ExperimentId::HoleDensity => Era::V5_13,
-            ExperimentId::Breakdown | ExperimentId::Walk | ExperimentId::Compare => Era::V6_18,
+            ExperimentId::Breakdown
+            | ExperimentId::Walk
+            | ExperimentId::Hvo
+            | ExperimentId::Compare => Era::V6_18,
         }
     }
 
@@ -193,6 +201,7 @@ impl ExperimentId {
             | ExperimentId::HoleDensity
             | ExperimentId::Breakdown
             | ExperimentId::Walk
+            | ExperimentId::Hvo
             | ExperimentId::Compare => ModelKind::VmemmapTable,
         }
     }
@@ -201,6 +210,7 @@ impl ExperimentId {
     pub fn default_layout(self) -> LayoutSpec {
         match self {
             ExperimentId::Cpuset => LayoutSpec::Preset("numa-fake-64".into()),
+            ExperimentId::Hvo => LayoutSpec::Preset("zone-device".into()),
             ExperimentId::Flags
             | ExperimentId::Lock
             | ExperimentId::Bulk
