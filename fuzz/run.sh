@@ -20,7 +20,7 @@ rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly -
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 
 status=0
-for target in ${FUZZ_TARGETS:-layout_parsers pfn_valid allocator_ops public_api}; do
+for target in ${FUZZ_TARGETS:-layout_parsers pfn_valid allocator_ops public_api trace_text trace_recording}; do
   mkdir -p "corpus/$target"
   echo "=== $target: ${seconds}s"
   # A scratch copy of the corpus, so the run's new inputs do not pile up in git.

@@ -31,6 +31,13 @@ pub enum RunError {
     Fixup(io::Error),
     /// A peer allocator could not be set up.
     Peer(PeerError),
+    /// The hugetlb pool (or its HVO) refused a step.
+    Hugetlb {
+        /// The model.
+        model: ModelKind,
+        /// What the pool said.
+        source: buddy::HugetlbError,
+    },
 }
 
 impl fmt::Display for RunError {
@@ -44,6 +51,7 @@ impl fmt::Display for RunError {
             }
             RunError::Fixup(e) => write!(f, "timing the kernel's fault fixup: {e}"),
             RunError::Peer(e) => e.fmt(f),
+            RunError::Hugetlb { model, source } => write!(f, "{model}: {source}"),
         }
     }
 }
@@ -57,6 +65,7 @@ impl std::error::Error for RunError {
             RunError::NotPositive { .. } => None,
             RunError::Fixup(e) => Some(e),
             RunError::Peer(e) => Some(e),
+            RunError::Hugetlb { source, .. } => Some(source),
         }
     }
 }

@@ -410,7 +410,14 @@ fn convert_streams_text_into_a_recording() {
     .unwrap();
     let bad_out = dir.join("bad.trace");
     let e = pfnlab::trace::format::convert(&bad, &bad_out, None, false).unwrap_err();
-    assert!(e.contains("line 1: order=x is not a number"), "{e}");
+    assert!(
+        e.to_string().contains("line 1: order=x is not a number"),
+        "{e}"
+    );
+    assert!(
+        matches!(e, pfnlab::trace::format::ConvertError::Read { .. }),
+        "{e:?}"
+    );
     assert!(!bad_out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

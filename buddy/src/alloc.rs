@@ -63,6 +63,11 @@ pub struct Options {
     /// managed pages over `f`, split over the node's CPUs, instead of its
     /// low watermark; 0, the default, keeps the watermark.
     pub percpu_pagelist_high_fraction: u32,
+    /// `vm.min_free_kbytes`, `vm.watermark_scale_factor`,
+    /// `vm.lowmem_reserve_ratio` and whether THP is enabled: the inputs of
+    /// the watermarks and `lowmem_reserve` (default: the kernel's defaults
+    /// without THP).
+    pub sysctls: crate::watermark::Sysctls,
     /// Back the layout's memory with real frames ([`Frames`]), so
     /// [`Allocator::page_address`] answers and `__GFP_ZERO` clears pages
     /// (default: off; pfnlab then touches only `struct page`s).
@@ -186,7 +191,8 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// Whether `get_page_from_freelist` may take from `zone` for a
     /// request: the GFP zone limit, the cpuset (`allowed`), then
     /// `zone_watermark_fast` with `flags` (none when the watermark
-    /// mechanism is off).
+    /// mechanism is off) — from 6.7 against the high watermark first
+    /// unless the zone is already `ZONE_BELOW_HIGH`, which a failure sets.
     #[inline(always)]
     pub(crate) fn zone_usable(
         &self,
@@ -198,6 +204,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     ) -> bool {
         if zone.kind > ac.highest_zone || !allowed {
             return false;
+        }
+        // 6.7's `ZONE_BELOW_HIGH` detection: the high watermark first,
+        // and a zone that passes it is taken without the request's own.
+        if self.path.pcp_high_tuning && flags.wmark.is_some() && !zone.below_high() {
+            if zone.watermark_ok(order, zone.watermarks.high, ac.highest_zone, flags) {
+                return true;
+            }
+            zone.set_below_high(true);
         }
         match zone.wmark_pages(flags) {
             Some(mark) => zone.watermark_ok(order, mark, ac.highest_zone, flags),
@@ -322,6 +336,43 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             zone.mod_free_pages(-(order.nr_pages() as i64));
         }
         Some(self.prep_new_page(block, gfp))
+    }
+
+    /// Takes the free max-order blocks of `[head, head + nr_pages)` from
+    /// zone `zid` under one lock hold, each prepared as an order-`max`
+    /// allocation (the hugetlb pool's gigantic folios); all or none.
+    pub(crate) fn take_free_range(
+        &self,
+        zid: ZoneId,
+        head: Pfn,
+        nr_pages: u64,
+        max: Order,
+    ) -> bool {
+        let Some(zone) = self.zones.get(zid.index()) else {
+            return false;
+        };
+        let mut area = zone.free_area.lock();
+        let mut taken = Vec::new();
+        for i in 0..nr_pages / max.nr_pages() {
+            match area.take_free_block(&self.model, head + i * max.nr_pages(), max) {
+                Some(block) => taken.push(block),
+                None => {
+                    for block in taken {
+                        area.free_one(&self.model, block);
+                    }
+                    return false;
+                }
+            }
+        }
+        area.stats.allocs[max.index()] += taken.len() as u64;
+        drop(area);
+        if self.path.watermarks {
+            zone.mod_free_pages(-(nr_pages as i64));
+        }
+        for block in taken {
+            self.prep_new_page(block, Gfp::KERNEL);
+        }
+        true
     }
 
     /// Refuses an order above the geometry's `MAX_PAGE_ORDER` (the

@@ -82,6 +82,14 @@ impl Era {
         self >= Era::V6_18
     }
 
+    /// Whether a CPU's `pcp->high` is tuned between `high_min` and
+    /// `high_max` at run time (Linux 6.7 on): raised on refill, lowered
+    /// while the zone is below its high watermark, decayed by the vmstat
+    /// work.
+    pub fn pcp_high_tuning(self) -> bool {
+        self >= Era::V6_18
+    }
+
     /// Whether the per-CPU lists are guarded by `pcp->lock`, tried with
     /// `pcp_spin_trylock` (6.0 on), rather than by disabling interrupts.
     pub fn pcp_lock(self) -> bool {
@@ -185,6 +193,7 @@ pub(crate) struct Path {
     pub(crate) merge_likely: bool,
     pub(crate) pcp_high_orders: bool,
     pub(crate) pcp_lock: bool,
+    pub(crate) pcp_high_tuning: bool,
     /// The zone lock's kind ([`Options::zone_lock`](crate::Options::zone_lock)).
     pub(crate) zone_lock: crate::ZoneLockKind,
 }
@@ -199,6 +208,7 @@ impl Path {
             merge_likely: era.has_buddy_merge_likely() && m.page_prep,
             pcp_high_orders: era.pcp_high_orders(),
             pcp_lock: era.pcp_lock(),
+            pcp_high_tuning: era.pcp_high_tuning() && m.watermarks,
             zone_lock: crate::ZoneLockKind::Unfair,
         }
     }

@@ -25,7 +25,8 @@ use crate::node::build_nodes;
 use crate::types::{MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
 use crate::watermark::{
-    MIN_PERCPU_PAGELIST_HIGH_FRACTION, lowmem_reserve, setup_per_zone_wmarks, stat_threshold,
+    MIN_PERCPU_PAGELIST_HIGH_FRACTION, lowmem_reserve_with, setup_per_zone_wmarks_with,
+    stat_threshold,
 };
 use crate::zone::{FpiFlags, Zone};
 
@@ -213,12 +214,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     /// handle exists while `&mut self` does, so nothing is pending).
     pub(crate) fn setup_watermarks_and_pcp(&mut self) {
         let sizes: Vec<(ZoneType, u64)> = self.zones.iter().map(|z| (z.kind, z.managed)).collect();
-        let page_size = self.model.geometry().page_size();
-        let marks = setup_per_zone_wmarks(&sizes, page_size);
-        let cpus = self
-            .options
-            .cpus
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+        let g = self.model.geometry();
+        let marks = setup_per_zone_wmarks_with(
+            &sizes,
+            g.page_size(),
+            g.pageblock_nr_pages(),
+            &self.options.sysctls,
+        );
+        let cpus = self.nr_cpus();
         let nodes = self.nodes.len().max(1) as u32;
         let split = cpus.div_ceil(nodes).max(1);
         let page_shift = self.model.geometry().page_shift();
@@ -240,11 +243,18 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 .iter()
                 .map(|z| (self.zones[z.index()].kind, self.zones[z.index()].managed))
                 .collect();
-            let reserves = lowmem_reserve(&own);
+            let reserves = lowmem_reserve_with(&own, &self.options.sysctls.lowmem_reserve_ratio);
             for (z, reserve) in node.zones.iter().zip(reserves) {
                 self.zones[z.index()].lowmem_reserve = reserve;
             }
         }
+    }
+
+    /// The CPUs the machine has ([`Options::cpus`], or this machine's).
+    pub fn nr_cpus(&self) -> u32 {
+        self.options
+            .cpus
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
     }
 
     /// `build_all_zonelists`: every node's zonelists, from the zones.

@@ -15,10 +15,9 @@
 //! kswapd (below its watermark an ordinary request fails with
 //! [`RequestError::NoMemory`]); the HIGHATOMIC reserve
 //! (`reserve_highatomic_pageblock`: the migratetype and its free lists
-//! exist, but no pageblock is ever reserved); the 6.7 auto-tuning of
-//! `pcp->high` between `high_min` and `high_max` and the `free_high`
-//! heuristics (`high` stays at `high_min`, a drain frees `batch`); and the
-//! per-call work that does not touch the memory model (`local_lock` with
+//! exist, but no pageblock is ever reserved); `ZONE_RECLAIM_ACTIVE` and
+//! the NUMA expiry of remote per-CPU lists in 6.7's tuning of `pcp->high`
+//! (the rest of it is modelled); and the per-call work that does not touch the memory model (`local_lock` with
 //! interrupts disabled, memory-cgroup charging, memory-policy lookups, the
 //! `page_owner`/KASAN hooks).
 //!
@@ -62,9 +61,14 @@
 //! 5. `alloc` (the allocator and its zone path), `walk`
 //!    (`pageblock_pfn_to_page`, `zone->contiguous`, over a zone);
 //! 6. `chain` (a chain of allocated pages), `init` (construction),
-//!    `hotplug`, `compaction` (the scanners), each over the allocator;
-//! 7. `pcp` (the per-CPU handle), then `pcp::bulk`;
-//! 8. `testing` (feature `testing`: the reference and whole-allocator
+//!    `hotplug`, `compaction` (the scanners), `hugetlb` (the hugetlb pool),
+//!    each over the allocator;
+//! 7. `pcp` (the per-CPU handle), then `pcp::bulk` and `pcp::tune` (6.7's
+//!    tuning of `high`);
+//! 8. `views` (the kernel's `/proc` views of the zones, the zoneinfo
+//!    reader and the sizing from the sysctls), over the allocator and its
+//!    per-CPU handles;
+//! 9. `testing` (feature `testing`: the reference and whole-allocator
 //!    checks).
 
 #![deny(unsafe_code)]
@@ -79,6 +83,10 @@ mod error;
 mod frames;
 mod gfp;
 mod hotplug;
+// The hugetlb pool: a gigantic folio's compound fields over the blocks it
+// owns, and the model's HVO calls for folios it owns.
+#[allow(unsafe_code)]
+mod hugetlb;
 mod init;
 // The intrusive lists and the owned-block token: the only writers of a
 // page's links.
@@ -98,6 +106,7 @@ mod types;
 // Flag operations are the `Page` owners' `unsafe fn`s.
 #[allow(unsafe_code)]
 mod variant;
+pub mod views;
 // pageblock_pfn_to_page and zone->contiguous.
 mod walk;
 mod watermark;
@@ -116,6 +125,7 @@ pub use error::{AllocError, FreeError, InitError, MemHotplugError, RangeError, R
 pub use frames::{Frames, FramesError, MAX_FRAMES_BYTES};
 pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;
+pub use hugetlb::{HugetlbCounts, HugetlbError, HugetlbPool, HvoMode};
 pub use lock::ZoneLockKind;
 pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
 pub use node::{Node, NodeMask};
@@ -124,7 +134,9 @@ pub use types::{MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant};
 pub use walk::{__pageblock_pfn_to_page, pageblock_pfn_to_page};
 pub use watermark::{
-    LOWMEM_RESERVE_RATIO, MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, lowmem_reserve,
-    min_free_kbytes, setup_per_zone_wmarks, stat_threshold, zone_highsize,
+    LOWMEM_RESERVE_RATIO, MIN_PERCPU_PAGELIST_HIGH_FRACTION, NR_KERNEL_ZONES, Sysctls, Watermarks,
+    lowmem_reserve, lowmem_reserve_with, min_free_kbytes, node_lowmem_reserve,
+    recommended_min_free_kbytes, resolve_min_free_kbytes, setup_per_zone_wmarks,
+    setup_per_zone_wmarks_with, stat_threshold, zone_highsize,
 };
 pub use zone::{PCP_HIGH_BATCHES, Zone, zone_batchsize, zone_batchsize_for};

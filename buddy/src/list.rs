@@ -436,6 +436,12 @@ pub(crate) struct PcpList {
 }
 
 impl PcpList {
+    /// Blocks on the list (a walk, for tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> u64 {
+        self.list.len()
+    }
+
     /// Whether the list is empty.
     #[inline(always)]
     pub(crate) fn is_empty(&self) -> bool {

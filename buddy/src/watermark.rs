@@ -3,12 +3,18 @@
 //!
 //! `calculate_min_free_kbytes`: `min_free_kbytes = sqrt(16 × lowmem KiB)`,
 //! clamped to 128 KiB..256 MiB, where lowmem is the managed memory of every
-//! zone up to ZONE_NORMAL. `__setup_per_zone_wmarks`: each such zone's
+//! zone up to ZONE_NORMAL (at boot; after hotplug the kernel counts only
+//! the pages above each zone's high watermark, which pfnlab does not
+//! repeat). With transparent huge pages enabled, khugepaged raises it
+//! (`set_recommended_min_free_kbytes`) to eleven pageblocks per populated
+//! zone up to ZONE_NORMAL — two free, and `MIGRATE_PCPTYPES²` almost free
+//! — at most 5 % of lowmem; a value set with the sysctl replaces both
+//! ([`Sysctls`]). `__setup_per_zone_wmarks`: each such zone's
 //! `min` is its share of `min_free_kbytes` by managed pages; a Movable
 //! zone's `min` is `managed / 1024` clamped to 32..128 pages
-//! (`SWAP_CLUSTER_MAX`); the distances `min → low → high` are the larger of
-//! `min / 4` and `managed × watermark_scale_factor / 10000` (10 by default,
-//! 0.1 %). `setup_per_zone_lowmem_reserve` keeps part of each lower zone
+//! (`SWAP_CLUSTER_MAX`); the distances `min → low → high → promo` are the
+//! larger of `min / 4` and `managed × watermark_scale_factor / 10000` (10
+//! by default, 0.1 %; `WMARK_PROMO` is Linux 6.0's, for memory tiering). `setup_per_zone_lowmem_reserve` keeps part of each lower zone
 //! back from requests that could have used a higher one. The allocation
 //! path checks them as `zone_watermark_fast` does (see
 //! [`Allocator`](crate::Allocator)).
@@ -30,6 +36,50 @@ pub struct Watermarks {
     pub low: u64,
     /// `WMARK_HIGH`.
     pub high: u64,
+    /// `WMARK_PROMO` (Linux 6.0 on; nothing in pfnlab checks it).
+    pub promo: u64,
+}
+
+/// `MAX_NR_ZONES` of an x86_64 kernel with `CONFIG_ZONE_DEVICE`: DMA,
+/// DMA32, Normal, Movable and Device, the zones `/proc/zoneinfo` lists per
+/// node and `lowmem_reserve_ratio` has a ratio for (the model's zone types
+/// stop at Movable: [`MAX_NR_ZONES`](crate::types::MAX_NR_ZONES)).
+pub const NR_KERNEL_ZONES: usize = 5;
+
+/// `MIGRATE_PCPTYPES` (Unmovable, Movable, Reclaimable), as
+/// `set_recommended_min_free_kbytes` counts them.
+const MIGRATE_PCPTYPES: u64 = 3;
+
+/// The `vm` sysctls the zones' watermarks and reserves are computed from.
+/// The default is the kernel's default on a kernel without transparent
+/// huge pages (or with them `never` enabled); [`Sysctls::thp`] says
+/// otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sysctls {
+    /// `vm.min_free_kbytes` as set by hand; `None` for the kernel's own
+    /// value (`calculate_min_free_kbytes`, raised by khugepaged when
+    /// [`Sysctls::thp`]).
+    pub min_free_kbytes: Option<u64>,
+    /// `vm.watermark_scale_factor`, in units of 0.01 %.
+    pub watermark_scale_factor: u64,
+    /// `vm.lowmem_reserve_ratio`, one per zone type up to Device.
+    pub lowmem_reserve_ratio: [u64; NR_KERNEL_ZONES],
+    /// Whether PMD-sized transparent huge pages are enabled
+    /// (`/sys/kernel/mm/transparent_hugepage/enabled` is `always` or
+    /// `madvise`), so khugepaged's `set_recommended_min_free_kbytes`
+    /// decides the default `min_free_kbytes`.
+    pub thp: bool,
+}
+
+impl Default for Sysctls {
+    fn default() -> Sysctls {
+        Sysctls {
+            min_free_kbytes: None,
+            watermark_scale_factor: WATERMARK_SCALE_FACTOR,
+            lowmem_reserve_ratio: LOWMEM_RESERVE_RATIO,
+            thp: false,
+        }
+    }
 }
 
 /// `calculate_min_free_kbytes` for `lowmem_kbytes` of lowmem.
@@ -37,15 +87,90 @@ pub fn min_free_kbytes(lowmem_kbytes: u64) -> u64 {
     (lowmem_kbytes * 16).isqrt().clamp(128, 262_144)
 }
 
+/// `set_recommended_min_free_kbytes` (khugepaged, 2.6.38 on): eleven
+/// pageblocks of `pageblock_nr_pages` for each of `nr_zones` populated
+/// zones up to ZONE_NORMAL, at most a twentieth of `free_buffer_pages`
+/// (`nr_free_buffer_pages`: those zones' managed pages above their high
+/// watermarks), in KiB for pages of `page_size` bytes; never below
+/// `current_kbytes`.
+pub fn recommended_min_free_kbytes(
+    nr_zones: u64,
+    pageblock_nr_pages: u64,
+    free_buffer_pages: u64,
+    page_size: u64,
+    current_kbytes: u64,
+) -> u64 {
+    let pages = pageblock_nr_pages * nr_zones * (2 + MIGRATE_PCPTYPES * MIGRATE_PCPTYPES);
+    let kbytes = pages.min(free_buffer_pages / 20) * (page_size / 1024);
+    kbytes.max(current_kbytes)
+}
+
+/// `min_free_kbytes` as the kernel settles it for zones `(type, managed
+/// pages)` of pages of `page_size` bytes in pageblocks of
+/// `pageblock_nr_pages`: the sysctl's value if set, else
+/// `calculate_min_free_kbytes`, raised by khugepaged when THP is enabled.
+pub fn resolve_min_free_kbytes(
+    zones: &[(ZoneType, u64)],
+    page_size: u64,
+    pageblock_nr_pages: u64,
+    sysctls: &Sysctls,
+) -> u64 {
+    if let Some(kbytes) = sysctls.min_free_kbytes {
+        return kbytes;
+    }
+    let lowmem = |(kind, _): &&(ZoneType, u64)| *kind <= ZoneType::Normal;
+    let lowmem_pages: u64 = zones.iter().filter(lowmem).map(|(_, m)| m).sum();
+    let base = min_free_kbytes(lowmem_pages * page_size / 1024);
+    if !sysctls.thp {
+        return base;
+    }
+    let marks = wmarks_for(
+        zones,
+        base * 1024 / page_size,
+        sysctls.watermark_scale_factor,
+    );
+    let free_buffer: u64 = zones
+        .iter()
+        .zip(&marks)
+        .filter(|(z, _)| lowmem(z))
+        .map(|((_, managed), w)| managed.saturating_sub(w.high))
+        .sum();
+    let populated = zones.iter().filter(lowmem).filter(|(_, m)| *m > 0).count() as u64;
+    recommended_min_free_kbytes(populated, pageblock_nr_pages, free_buffer, page_size, base)
+}
+
 /// `__setup_per_zone_wmarks` over `(type, managed pages)` of every zone,
-/// for pages of `page_size` bytes; the watermarks in the same order.
+/// for pages of `page_size` bytes, with `min_free_kbytes` and
+/// `watermark_scale_factor` at their defaults (no THP); the watermarks in
+/// the same order.
 pub fn setup_per_zone_wmarks(zones: &[(ZoneType, u64)], page_size: u64) -> Vec<Watermarks> {
+    setup_per_zone_wmarks_with(zones, page_size, 1 << 9, &Sysctls::default())
+}
+
+/// `__setup_per_zone_wmarks` with the `sysctls` given (`min_free_kbytes`
+/// resolved by [`resolve_min_free_kbytes`]).
+pub fn setup_per_zone_wmarks_with(
+    zones: &[(ZoneType, u64)],
+    page_size: u64,
+    pageblock_nr_pages: u64,
+    sysctls: &Sysctls,
+) -> Vec<Watermarks> {
+    let kbytes = resolve_min_free_kbytes(zones, page_size, pageblock_nr_pages, sysctls);
+    wmarks_for(
+        zones,
+        kbytes * 1024 / page_size,
+        sysctls.watermark_scale_factor,
+    )
+}
+
+/// The watermarks for `pages_min` pages of `min_free_kbytes` and
+/// `scale_factor`.
+fn wmarks_for(zones: &[(ZoneType, u64)], pages_min: u64, scale_factor: u64) -> Vec<Watermarks> {
     let lowmem_pages: u64 = zones
         .iter()
         .filter(|(kind, _)| *kind != ZoneType::Movable)
         .map(|(_, managed)| managed)
         .sum();
-    let pages_min = min_free_kbytes(lowmem_pages * page_size / 1024) * 1024 / page_size;
     zones
         .iter()
         .map(|&(kind, managed)| {
@@ -55,43 +180,66 @@ pub fn setup_per_zone_wmarks(zones: &[(ZoneType, u64)], page_size: u64) -> Vec<W
             } else {
                 share
             };
-            let distance = (share / 4).max(managed * WATERMARK_SCALE_FACTOR / 10_000);
+            let distance = (share / 4).max(managed * scale_factor / 10_000);
             Watermarks {
                 min,
                 low: min + distance,
                 high: min + 2 * distance,
+                promo: min + 3 * distance,
             }
         })
         .collect()
 }
 
 /// `sysctl_lowmem_reserve_ratio`'s defaults per zone type (DMA, DMA32,
-/// Normal, Movable): a zone keeps `1/ratio` of the memory above it back from
-/// requests that could have used that memory.
-pub const LOWMEM_RESERVE_RATIO: [u64; MAX_NR_ZONES] = [256, 256, 32, 0];
+/// Normal, Movable, Device): a zone keeps `1/ratio` of the memory above it
+/// back from requests that could have used that memory.
+pub const LOWMEM_RESERVE_RATIO: [u64; NR_KERNEL_ZONES] = [256, 256, 32, 0, 0];
 
 /// `setup_per_zone_lowmem_reserve` for one node's zones, given as
-/// `(type, managed pages)`: each zone's `lowmem_reserve[]`, indexed by the
-/// highest zone type of a request, in the same order.
+/// `(type, managed pages)`, with the default ratios; see
+/// [`lowmem_reserve_with`].
 pub fn lowmem_reserve(zones: &[(ZoneType, u64)]) -> Vec<[u64; MAX_NR_ZONES]> {
+    lowmem_reserve_with(zones, &LOWMEM_RESERVE_RATIO)
+}
+
+/// `setup_per_zone_lowmem_reserve` for one node, given the managed pages
+/// of each zone type up to Device: row `i` is zone type `i`'s
+/// `lowmem_reserve[]`, entry `j` the managed pages of the types above `i`
+/// up to `j` over `ratio[i]` (a row of zeros for a ratio of 0 or a zone
+/// with no pages; the highest type keeps none).
+pub fn node_lowmem_reserve(
+    managed: &[u64; NR_KERNEL_ZONES],
+    ratio: &[u64; NR_KERNEL_ZONES],
+) -> [[u64; NR_KERNEL_ZONES]; NR_KERNEL_ZONES] {
+    let mut reserve = [[0; NR_KERNEL_ZONES]; NR_KERNEL_ZONES];
+    for i in (0..NR_KERNEL_ZONES - 1).filter(|&i| ratio[i] != 0 && managed[i] != 0) {
+        let mut above = 0;
+        for j in i + 1..NR_KERNEL_ZONES {
+            above += managed[j];
+            reserve[i][j] = above / ratio[i];
+        }
+    }
+    reserve
+}
+
+/// `setup_per_zone_lowmem_reserve` for one node's zones, given as
+/// `(type, managed pages)`, with `ratio` per zone type: each zone's
+/// `lowmem_reserve[]` up to Movable, indexed by the highest zone type of a
+/// request, in the same order (the Device zone manages no pages, so it
+/// adds nothing).
+pub fn lowmem_reserve_with(
+    zones: &[(ZoneType, u64)],
+    ratio: &[u64; NR_KERNEL_ZONES],
+) -> Vec<[u64; MAX_NR_ZONES]> {
+    let mut managed = [0; NR_KERNEL_ZONES];
+    for &(kind, pages) in zones {
+        managed[kind as usize] += pages;
+    }
+    let reserve = node_lowmem_reserve(&managed, ratio);
     zones
         .iter()
-        .map(|&(kind, managed)| {
-            let ratio = LOWMEM_RESERVE_RATIO[kind as usize];
-            let mut reserve = [0; MAX_NR_ZONES];
-            if ratio == 0 || managed == 0 {
-                return reserve;
-            }
-            for upper in ZoneType::ALL.into_iter().filter(|&t| t > kind) {
-                let above: u64 = zones
-                    .iter()
-                    .filter(|(t, _)| *t > kind && *t <= upper)
-                    .map(|(_, m)| m)
-                    .sum();
-                reserve[upper as usize] = above / ratio;
-            }
-            reserve
-        })
+        .map(|&(kind, _)| std::array::from_fn(|j| reserve[kind as usize][j]))
         .collect()
 }
 

@@ -52,6 +52,10 @@ mod error;
 #[allow(unsafe_code)]
 mod flat;
 mod geometry;
+// HugeTLB vmemmap optimisation: an unsafe trait (the model promises what
+// a remapped memmap still answers).
+#[allow(unsafe_code)]
+pub mod hvo;
 pub mod layout;
 pub mod pageblock;
 // Anonymous mappings for memmap blocks (memmap2's unchecked advice).

@@ -211,6 +211,12 @@ pub unsafe trait MemoryModel: Send + Sync {
     /// Memory spent on the memmap and its tables.
     fn memmap_bytes(&self) -> MemmapBytes;
 
+    /// The model's HugeTLB vmemmap optimisation: none but
+    /// SPARSEMEM_VMEMMAP's (the default refuses).
+    fn hugetlb_vmemmap(&self) -> Result<&dyn crate::hvo::HugetlbVmemmap, crate::hvo::HvoError> {
+        Err(crate::hvo::HvoError::NoVmemmap(self.name()))
+    }
+
     /// `get_pfnblock_migratetype`: the migratetype of `pfn`'s pageblock,
     /// from the model's pageblock flags (a section's usage under SPARSEMEM
     /// and VMEMMAP, the node's bitmap under FLATMEM). Every pageblock starts

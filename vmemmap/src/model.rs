@@ -28,7 +28,10 @@ use sparsemem::{
     first_valid_pfn_per_pfn,
 };
 
-use crate::reserve::{HoleStyle, Reservation, thp_available};
+use sparsemem::hvo::{HugetlbVmemmap, HvoError};
+
+use crate::hvo::HvoState;
+use crate::reserve::{Backing, HoleStyle, Reservation, thp_available};
 
 /// Options for building a vmemmap model.
 #[derive(Clone, Copy, Debug)]
@@ -36,12 +39,17 @@ pub struct VmemmapOptions {
     /// Ask for transparent huge pages on populated memmap (default: when
     /// the kernel allows it).
     pub thp: bool,
+    /// Back the memmap with a memfd instead of private anonymous memory,
+    /// so HugeTLB vmemmap optimisation can map a memmap page twice
+    /// (default: off). Refused for the userfaultfd detectors.
+    pub memfd: bool,
 }
 
 impl Default for VmemmapOptions {
     fn default() -> Self {
         VmemmapOptions {
             thp: thp_available(),
+            memfd: false,
         }
     }
 }
@@ -95,7 +103,8 @@ pub struct Vmemmap<D: Detector> {
     base: *const Page,
     max_pfn: u64,
     detector: D,
-    reservation: Reservation,
+    pub(crate) reservation: Reservation,
+    pub(crate) hvo: HvoState,
 }
 
 // SAFETY: `base` points into `reservation`, owned by this value; descriptors
@@ -134,7 +143,19 @@ impl<D: Detector> Vmemmap<D> {
         sparsemem::memmap::check_memmap_budget(populated * PAGE_STRUCT_SIZE)?;
         let max_pfn = g.max_pfn().get();
         let bytes = max_pfn * PAGE_STRUCT_SIZE;
-        let reservation = Reservation::new(bytes as usize, D::HOLES, options.thp).map_err(|e| {
+        if options.memfd && D::HOLES == HoleStyle::Missing {
+            return Err(BuildError::Unsupported(format!(
+                "{} cannot have a memfd-backed memmap: a userfaultfd on shmem is not modelled",
+                D::NAME
+            )));
+        }
+        let backing = if options.memfd {
+            Backing::Memfd
+        } else {
+            Backing::Anonymous
+        };
+        let reservation = Reservation::with_backing(bytes as usize, D::HOLES, options.thp, backing)
+            .map_err(|e| {
             BuildError::Unsupported(format!(
                 "cannot reserve {} GiB of address space for the memmap of a 2^{}-byte physical space ({e}); \
                  the user address space is 128 TiB with 4-level paging",
@@ -149,6 +170,7 @@ impl<D: Detector> Vmemmap<D> {
             max_pfn,
             detector,
             reservation,
+            hvo: HvoState::default(),
         };
         for (&nr, sp) in &plan {
             let first = g.section_nr_to_pfn(nr).get();
@@ -469,6 +491,10 @@ unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
             tables: self.table.table_bytes(),
             huge,
         }
+    }
+
+    fn hugetlb_vmemmap(&self) -> Result<&dyn HugetlbVmemmap, HvoError> {
+        Ok(self)
     }
 
     fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use pfnlab::experiments::{
-    Experiment, Knobs, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags,
-    hole_density, lock, peers, pfn_valid, walk,
+    Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, hole_density,
+    hvo, lock, peers, pfn_valid, walk,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -32,9 +32,11 @@ pub struct Common {
     quick: bool,
 }
 
-/// `--model`, for the experiments that take one.
+/// [`Common`] and `--model`, for the experiments that take a model.
 #[derive(Clone, Debug, clap::Args)]
-pub struct ModelArg {
+pub struct WithModel {
+    #[command(flatten)]
+    common: Common,
     /// Memory model (default: the experiment's own choice).
     #[arg(long, value_parser = ModelKind::parse)]
     model: Option<ModelKind>,
@@ -47,9 +49,7 @@ pub enum BenchCommand {
     /// program and its recording through four buddies.
     Flags {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
         /// Threads of the multi-threaded program run (default 2).
         #[arg(long)]
         threads: Option<usize>,
@@ -65,9 +65,7 @@ pub enum BenchCommand {
     /// across a batch against taken per page.
     Lock {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
         /// Threads, one per CPU, pinned (default: the machine's CPUs).
         #[arg(long)]
         threads: Option<usize>,
@@ -83,24 +81,18 @@ pub enum BenchCommand {
     /// sparse-extreme, on the host and ia64-holes).
     PfnValid {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
     },
     /// The bulk page allocator (2021): list and array bulk against single
     /// pages.
     Bulk {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
     },
     /// cpuset checks in the zonelist walk under fake NUMA (2006).
     Cpuset {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
         /// Nodes in the cpuset (default 43 of 64).
         #[arg(long)]
         allowed: Option<u16>,
@@ -112,9 +104,7 @@ pub enum BenchCommand {
     /// Other buddy allocators beside pfnlab's, and the floor.
     Peers {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
     },
     /// `pfn_valid` and the allocator against the fraction of holes, on
     /// every model.
@@ -126,18 +116,21 @@ pub enum BenchCommand {
     /// memory model's share (default: every model).
     Breakdown {
         #[command(flatten)]
-        common: Common,
-        #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
     },
     /// pfn walkers over a span (`for_each_valid_pfn`, the per-pfn loop),
     /// and compaction, `memmap_init` and `reserve_bootmem_region` before
     /// and after their published changes (default: every model).
     Walk {
         #[command(flatten)]
-        common: Common,
+        run: WithModel,
+    },
+    /// HugeTLB vmemmap optimisation (issue 26): a hugetlb pool grown and
+    /// shrunk with HVO off, 5.18+'s and 2026's layouts, unbatched and
+    /// batched, on a memfd-backed vmemmap; compound_head in both encodings.
+    Hvo {
         #[command(flatten)]
-        model: ModelArg,
+        run: WithModel,
     },
     /// A name that is no experiment.
     #[command(external_subcommand)]
@@ -147,76 +140,64 @@ pub enum BenchCommand {
 /// Runs the experiment `command` names; `outer` is a `--layout` given
 /// before the command.
 pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliError> {
-    let setup = |common: Common, model: Option<ModelKind>| Setup {
+    let setup = |WithModel { common, model }: WithModel| Setup {
         layout: common.layout.or(outer.clone()),
         model,
         era: common.era,
         plan: plan(common.quick),
         json: common.json,
     };
-    let none = Knobs::default();
     match command {
         BenchCommand::Flags {
-            common,
-            model,
+            run,
             threads,
             iterations,
             trace,
         } => {
-            let knobs = Knobs {
+            let options = flags::FlagsOptions {
                 threads,
                 iterations,
                 trace,
-                ..Knobs::default()
             };
-            run_one::<flags::Flags>(&setup(common, model.model), &knobs)
+            run_one::<flags::Flags>(&setup(run), &options)
         }
         BenchCommand::Lock {
-            common,
-            model,
+            run,
             threads,
             iterations,
             batch,
         } => {
-            let knobs = Knobs {
+            let options = lock::LockOptions {
                 threads,
-                iterations,
+                jobs: iterations,
                 batch,
-                ..Knobs::default()
             };
-            run_one::<lock::Lock>(&setup(common, model.model), &knobs)
+            run_one::<lock::Lock>(&setup(run), &options)
         }
-        BenchCommand::PfnValid { common, model } => {
-            run_one::<pfn_valid::PfnValid>(&setup(common, model.model), &none)
-        }
-        BenchCommand::Bulk { common, model } => {
-            run_one::<bulk::Bulk>(&setup(common, model.model), &())
-        }
+        BenchCommand::PfnValid { run } => run_one::<pfn_valid::PfnValid>(&setup(run), &()),
+        BenchCommand::Bulk { run } => run_one::<bulk::Bulk>(&setup(run), &()),
         BenchCommand::Cpuset {
-            common,
-            model,
+            run,
             allowed,
             threads,
         } => {
-            let knobs = Knobs {
+            let options = cpuset::CpusetOptions {
                 allowed,
-                threads,
-                ..Knobs::default()
+                tasks: threads,
             };
-            run_one::<cpuset::Cpuset>(&setup(common, model.model), &knobs)
+            run_one::<cpuset::Cpuset>(&setup(run), &options)
         }
-        BenchCommand::Peers { common, model } => {
-            run_one::<peers::Peers>(&setup(common, model.model), &none)
-        }
-        BenchCommand::HoleDensity { common } => {
-            run_one::<hole_density::HoleDensity>(&setup(common, None), &none)
-        }
-        BenchCommand::Breakdown { common, model } => {
-            run_one::<breakdown::Breakdown>(&setup(common, model.model), &none)
-        }
-        BenchCommand::Walk { common, model } => {
-            run_one::<walk::Walk>(&setup(common, model.model), &())
-        }
+        BenchCommand::Peers { run } => run_one::<peers::Peers>(&setup(run), &()),
+        BenchCommand::HoleDensity { common } => run_one::<hole_density::HoleDensity>(
+            &setup(WithModel {
+                common,
+                model: None,
+            }),
+            &(),
+        ),
+        BenchCommand::Breakdown { run } => run_one::<breakdown::Breakdown>(&setup(run), &()),
+        BenchCommand::Walk { run } => run_one::<walk::Walk>(&setup(run), &()),
+        BenchCommand::Hvo { run } => run_one::<hvo::Hvo>(&setup(run), &()),
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();
             Err(CliError(UnknownExperiment(name).to_string()))

@@ -3,13 +3,15 @@
 //! each command prints.
 //!
 //! Modules: `commands` (layout, query), `compare` (no command), `bench`
-//! (the experiments), `trace` (record, convert, replay); each uses only
+//! (the experiments), `trace` (record, convert, replay), `views`
+//! (zoneinfo, buddyinfo, pagetypeinfo); each uses only
 //! this module's helpers and the library.
 
 pub mod bench;
 pub mod commands;
 pub mod compare;
 pub mod trace;
+pub mod views;
 
 use std::convert::Infallible;
 use std::path::PathBuf;
@@ -58,23 +60,33 @@ enum Command {
     Trace(trace::TraceCommand),
     /// Replay a kernel trace (text or a pfnlab recording) through every model.
     Replay(trace::ReplayArgs),
+    /// The model's /proc/zoneinfo, or its differences from a machine's.
+    Zoneinfo(views::ZoneinfoArgs),
+    /// The model's /proc/buddyinfo.
+    Buddyinfo(views::ModelArgs),
+    /// The model's /proc/pagetypeinfo.
+    Pagetypeinfo(views::ModelArgs),
 }
 
 /// Runs the command `cli` names.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     let outer = cli.layout;
     match cli.command {
-        None => compare::run(compare::CompareArgs {
+        None => compare::run(&pfnlab::experiments::Setup {
             layout: outer,
-            json: cli.json,
-            plan: plan(cli.quick),
+            model: None,
             era: cli.era,
+            plan: plan(cli.quick),
+            json: cli.json,
         }),
         Some(Command::Layout(args)) => commands::layout(args, outer),
         Some(Command::Query(args)) => commands::query_command(args, outer),
         Some(Command::Bench(command)) => bench::run(command, outer),
         Some(Command::Trace(command)) => trace::trace(command),
         Some(Command::Replay(args)) => trace::replay(args, outer),
+        Some(Command::Zoneinfo(args)) => views::zoneinfo(args, outer),
+        Some(Command::Buddyinfo(args)) => views::buddyinfo(args, outer),
+        Some(Command::Pagetypeinfo(args)) => views::pagetypeinfo(args, outer),
     }
 }
 

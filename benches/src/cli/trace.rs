@@ -103,7 +103,7 @@ pub fn trace(command: TraceCommand) -> Result<(), CliError> {
             let layout = with_layout
                 .map(|spec| load_layout(Some(&spec)))
                 .transpose()?;
-            let n = convert(&input, &output, layout.as_ref(), skip_bad).map_err(CliError)?;
+            let n = convert(&input, &output, layout.as_ref(), skip_bad)?;
             println!("{n} events written to {}", output.display());
             Ok(())
         }
@@ -117,7 +117,7 @@ fn record(out: &Path, seconds: f64, command: Vec<String>) -> Result<(), CliError
     let _ = ctrlc::set_handler(|| STOP.store(true, Ordering::Relaxed));
     let options = RecordOptions { command, seconds };
     eprintln!("recording page allocations (Ctrl-C stops)...");
-    let rec = record_to(&options, out, &STOP).map_err(CliError)?;
+    let rec = record_to(&options, out, &STOP)?;
     let lost: u64 = rec.header.lost_events.iter().sum();
     println!(
         "{} events in {:.2} s on {} CPUs written to {}; lost events per CPU: {:?}{}",

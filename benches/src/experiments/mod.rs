@@ -35,10 +35,9 @@ pub mod compare;
 pub mod cpuset;
 pub mod flags;
 pub mod hole_density;
+pub mod hvo;
 pub mod kernel_fixup;
-mod legacy;
 pub mod lock;
-pub mod lock_sim;
 pub mod peers;
 pub mod pfn_valid;
 pub mod walk;
@@ -48,8 +47,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use sparsemem::{Layout, LayoutError};
-
-pub use legacy::Knobs;
 
 use crate::error::RunError;
 use crate::layout_spec::LayoutSpec;
@@ -77,6 +74,22 @@ pub trait Experiment {
 
     /// The printed table, with the seed's figures beside ours.
     fn render(ctx: &Ctx, results: &Self::Results) -> String;
+
+    /// The lines that open the run: what runs, on what machine.
+    fn header(ctx: &Ctx) -> String {
+        let models = if Self::ID.runs_each_model(ctx.model_chosen) {
+            "models: each".to_string()
+        } else {
+            format!("model {}", ctx.model)
+        };
+        format!(
+            "pfnlab bench {} | {models} | era {} | layout {}\nmachine: {}\n\n",
+            Self::ID,
+            ctx.era,
+            ctx.layout.source(),
+            ctx.machine.summary()
+        )
+    }
 
     /// The layout(s) the report names; the run's own by default.
     fn layout_label(ctx: &Ctx, _results: &Self::Results) -> String {
@@ -106,11 +119,17 @@ pub enum ExperimentId {
     Breakdown,
     /// pfn walkers over a span, and the three published walker changes.
     Walk,
+    /// HugeTLB vmemmap optimisation on a memfd-backed vmemmap (issue 26).
+    Hvo,
+    /// The default comparison (`pfnlab` with no command): every model on
+    /// one layout.
+    Compare,
 }
 
 impl ExperimentId {
-    /// Every experiment, in the order `pfnlab bench --help` lists them.
-    pub const ALL: [ExperimentId; 9] = [
+    /// Every experiment of `pfnlab bench`, in the order its help lists
+    /// them (the default comparison is not one).
+    pub const ALL: [ExperimentId; 10] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
         ExperimentId::PfnValid,
@@ -120,6 +139,7 @@ impl ExperimentId {
         ExperimentId::HoleDensity,
         ExperimentId::Breakdown,
         ExperimentId::Walk,
+        ExperimentId::Hvo,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -134,6 +154,8 @@ impl ExperimentId {
             ExperimentId::HoleDensity => "hole-density",
             ExperimentId::Breakdown => "breakdown",
             ExperimentId::Walk => "walk",
+            ExperimentId::Hvo => "hvo",
+            ExperimentId::Compare => "compare",
         }
     }
 
@@ -160,7 +182,10 @@ impl ExperimentId {
             | ExperimentId::Cpuset
             | ExperimentId::Peers => Era::V2_6_23,
             ExperimentId::Bulk | ExperimentId::HoleDensity => Era::V5_13,
-            ExperimentId::Breakdown | ExperimentId::Walk => Era::V6_18,
+            ExperimentId::Breakdown
+            | ExperimentId::Walk
+            | ExperimentId::Hvo
+            | ExperimentId::Compare => Era::V6_18,
         }
     }
 
@@ -175,7 +200,9 @@ impl ExperimentId {
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
             | ExperimentId::Breakdown
-            | ExperimentId::Walk => ModelKind::VmemmapTable,
+            | ExperimentId::Walk
+            | ExperimentId::Hvo
+            | ExperimentId::Compare => ModelKind::VmemmapTable,
         }
     }
 
@@ -183,13 +210,14 @@ impl ExperimentId {
     pub fn default_layout(self) -> LayoutSpec {
         match self {
             ExperimentId::Cpuset => LayoutSpec::Preset("numa-fake-64".into()),
+            ExperimentId::Hvo => LayoutSpec::Preset("zone-device".into()),
             ExperimentId::Flags
             | ExperimentId::Lock
             | ExperimentId::Bulk
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
             | ExperimentId::Breakdown => LayoutSpec::Preset("x86-pci-hole".into()),
-            ExperimentId::PfnValid => LayoutSpec::Host,
+            ExperimentId::PfnValid | ExperimentId::Compare => LayoutSpec::Host,
             ExperimentId::Walk => LayoutSpec::Preset("sparse-52bit".into()),
         }
     }
@@ -198,7 +226,7 @@ impl ExperimentId {
     /// sweep), or unless `--model` picks one (`pfn-valid`, `breakdown`).
     pub fn runs_each_model(self, model_chosen: bool) -> bool {
         match self {
-            ExperimentId::HoleDensity => true,
+            ExperimentId::HoleDensity | ExperimentId::Compare => true,
             ExperimentId::PfnValid | ExperimentId::Breakdown | ExperimentId::Walk => !model_chosen,
             _ => false,
         }
@@ -357,21 +385,9 @@ impl<'a, E: Experiment> Prepared<'a, E> {
         self.fallback.as_ref()
     }
 
-    /// The two lines that open the run: what runs, on what machine.
+    /// The lines that open the run: what runs, on what machine.
     pub fn header(&self) -> String {
-        let ctx = &self.ctx;
-        let models = if E::ID.runs_each_model(ctx.model_chosen) {
-            "models: each".to_string()
-        } else {
-            format!("model {}", ctx.model)
-        };
-        format!(
-            "pfnlab bench {} | {models} | era {} | layout {}\nmachine: {}\n\n",
-            E::ID,
-            ctx.era,
-            ctx.layout.source(),
-            ctx.machine.summary()
-        )
+        E::header(&self.ctx)
     }
 
     /// Measures, checks every number, writes the report if asked, and
@@ -398,7 +414,7 @@ impl<'a, E: Experiment> Prepared<'a, E> {
 pub(crate) fn cell(m: &crate::timing::Measurement) -> String {
     format!(
         "{} ({:.0})",
-        crate::report::fmt_ns(m.ns_per_op.median),
+        crate::units::fmt_ns(m.ns_per_op.median),
         m.cycles_per_op.median
     )
 }

@@ -16,9 +16,10 @@
 //! A file that is neither is read as the kernel's text.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use buddy::Gfp;
@@ -267,6 +268,9 @@ impl TextLines {
     }
 }
 
+/// Opens the trace afresh for each pass.
+pub type OpenTrace<'a> = &'a dyn Fn() -> Result<TraceReader, TraceError>;
+
 /// A streamed trace: events in timestamp order (sorted back within
 /// [`REORDER_WINDOW`] events), parse errors with their line.
 pub struct TraceReader {
@@ -478,6 +482,54 @@ fn io_error(e: io::Error) -> TraceError {
     TraceError::file(e.to_string())
 }
 
+/// A text trace that could not be converted; the partial output is gone.
+#[derive(Debug)]
+pub enum ConvertError {
+    /// The input cannot be read, or a line of it is malformed.
+    Read {
+        /// The input.
+        input: PathBuf,
+        /// Where and why.
+        source: TraceError,
+    },
+    /// The input is a recording already.
+    AlreadyRecording {
+        /// The input.
+        input: PathBuf,
+    },
+    /// The output cannot be written.
+    Write {
+        /// The output.
+        output: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for ConvertError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConvertError::Read { input, source } => write!(f, "{}: {source}", input.display()),
+            ConvertError::AlreadyRecording { input } => {
+                write!(f, "{} is a recording already", input.display())
+            }
+            ConvertError::Write { output, source } => {
+                write!(f, "cannot write {}: {source}", output.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConvertError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConvertError::Read { source, .. } => Some(source),
+            ConvertError::AlreadyRecording { .. } => None,
+            ConvertError::Write { source, .. } => Some(source),
+        }
+    }
+}
+
 /// Converts the text trace at `input` into a recording at `output`,
 /// streamed, with `layout` in its header; returns the events written. A
 /// failure removes the partial output.
@@ -486,11 +538,20 @@ pub fn convert(
     output: &Path,
     layout: Option<&sparsemem::Layout>,
     skip_bad: bool,
-) -> Result<u64, String> {
-    let name = |e: TraceError| format!("{}: {e}", input.display());
-    let reader = TraceReader::open(input).map_err(name)?.skip_bad(skip_bad);
+) -> Result<u64, ConvertError> {
+    let read = |source| ConvertError::Read {
+        input: input.to_owned(),
+        source,
+    };
+    let write = |source| ConvertError::Write {
+        output: output.to_owned(),
+        source,
+    };
+    let reader = TraceReader::open(input).map_err(read)?.skip_bad(skip_bad);
     if reader.header().is_some() {
-        return Err(format!("{} is a recording already", input.display()));
+        return Err(ConvertError::AlreadyRecording {
+            input: input.to_owned(),
+        });
     }
     let header = Header {
         kernel: String::new(),
@@ -502,16 +563,13 @@ pub fn convert(
         lost_events: Vec::new(),
     };
     let written = (|| {
-        let mut w = RecordingWriter::create(output, &header)
-            .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+        let mut w = RecordingWriter::create(output, &header).map_err(write)?;
         let mut n = 0;
         for e in reader {
-            w.write(&e.map_err(name)?)
-                .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+            w.write(&e.map_err(read)?).map_err(write)?;
             n += 1;
         }
-        w.finish()
-            .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+        w.finish().map_err(write)?;
         Ok(n)
     })();
     if written.is_err() {

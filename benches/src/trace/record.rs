@@ -48,6 +48,117 @@ pub struct Recording {
     pub status: Option<std::process::ExitStatus>,
 }
 
+/// A recording that could not be made or written; the tracing instance
+/// is gone either way.
+#[derive(Debug)]
+pub enum RecordError {
+    /// tracefs is root-only.
+    NeedsRoot,
+    /// tracefs is not mounted and cannot be.
+    NoTracefs {
+        /// Where it was to be mounted.
+        root: PathBuf,
+        /// Why not.
+        source: nix::Error,
+    },
+    /// The kernel lacks one of the five events.
+    NoEvent {
+        /// The event's name.
+        event: &'static str,
+    },
+    /// The private instance cannot be created.
+    Instance {
+        /// Its directory.
+        dir: PathBuf,
+        /// Why not.
+        source: io::Error,
+    },
+    /// A tracefs control file refused a write.
+    Control {
+        /// The value written.
+        value: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A CPU's `trace_pipe` could not be read.
+    TracePipe {
+        /// The CPU.
+        cpu: usize,
+        /// Why.
+        source: io::Error,
+    },
+    /// The command to record could not be started or waited for.
+    Command {
+        /// The program.
+        program: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The recording could not be written.
+    Output {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordError::NeedsRoot => {
+                f.write_str("recording a kernel trace needs root (tracefs is root-only)")
+            }
+            RecordError::NoTracefs { root, source } => {
+                write!(
+                    f,
+                    "no tracefs: cannot mount it on {}: {source}",
+                    root.display()
+                )
+            }
+            RecordError::NoEvent { event } => write!(
+                f,
+                "this kernel has no kmem:{event} trace event (CONFIG_TRACEPOINTS?)"
+            ),
+            RecordError::Instance { dir, source } => write!(
+                f,
+                "cannot create the tracing instance {}: {source}",
+                dir.display()
+            ),
+            RecordError::Control {
+                value,
+                path,
+                source,
+            } => write!(f, "cannot write {value} to {}: {source}", path.display()),
+            RecordError::TracePipe { cpu, source } => {
+                write!(f, "reading cpu{cpu}'s trace_pipe: {source}")
+            }
+            RecordError::Command { program, source } => {
+                write!(f, "cannot run {program}: {source}")
+            }
+            RecordError::Output { path, source } => {
+                write!(f, "cannot write {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for RecordError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecordError::NeedsRoot | RecordError::NoEvent { .. } => None,
+            RecordError::NoTracefs { source, .. } => Some(source),
+            RecordError::Instance { source, .. }
+            | RecordError::Control { source, .. }
+            | RecordError::TracePipe { source, .. }
+            | RecordError::Command { source, .. }
+            | RecordError::Output { source, .. } => Some(source),
+        }
+    }
+}
+
 /// The private tracing instance; removed (and tracefs unmounted when this
 /// recording mounted it) when dropped.
 pub struct Instance {
@@ -59,9 +170,9 @@ impl Instance {
     /// Checks root, mounts tracefs if needed, checks the five events exist
     /// and creates the instance. Every refusal is one line, and leaves
     /// nothing behind.
-    pub fn create() -> Result<Instance, String> {
+    pub fn create() -> Result<Instance, RecordError> {
         if !nix::unistd::geteuid().is_root() {
-            return Err("recording a kernel trace needs root (tracefs is root-only)".into());
+            return Err(RecordError::NeedsRoot);
         }
         let root = Path::new(TRACEFS);
         let mut mounted = false;
@@ -77,29 +188,23 @@ impl Instance {
         for kind in EventKind::ALL {
             if !root.join("events/kmem").join(kind.name()).is_dir() {
                 unmount(mounted);
-                return Err(format!(
-                    "this kernel has no kmem:{} trace event (CONFIG_TRACEPOINTS?)",
-                    kind.name()
-                ));
+                return Err(RecordError::NoEvent { event: kind.name() });
             }
         }
         let dir = root.join(format!("instances/pfnlab-{}", std::process::id()));
-        if let Err(e) = fs::create_dir(&dir) {
+        if let Err(source) = fs::create_dir(&dir) {
             unmount(mounted);
-            return Err(format!(
-                "cannot create the tracing instance {}: {e}",
-                dir.display()
-            ));
+            return Err(RecordError::Instance { dir, source });
         }
         Ok(Instance { dir, mounted })
     }
 
-    fn write(&self, file: &str, value: &str) -> Result<(), String> {
-        fs::write(self.dir.join(file), value).map_err(|e| {
-            format!(
-                "cannot write {value} to {}: {e}",
-                self.dir.join(file).display()
-            )
+    fn write(&self, file: &str, value: &str) -> Result<(), RecordError> {
+        let path = self.dir.join(file);
+        fs::write(&path, value).map_err(|source| RecordError::Control {
+            value: value.to_owned(),
+            path,
+            source,
         })
     }
 
@@ -160,7 +265,7 @@ impl Drop for Instance {
     }
 }
 
-fn mount_tracefs(root: &Path) -> Result<(), String> {
+fn mount_tracefs(root: &Path) -> Result<(), RecordError> {
     use nix::mount::{MsFlags, mount};
     mount(
         Some("nodev"),
@@ -169,7 +274,10 @@ fn mount_tracefs(root: &Path) -> Result<(), String> {
         MsFlags::empty(),
         None::<&str>,
     )
-    .map_err(|e| format!("no tracefs: cannot mount it on {}: {e}", root.display()))
+    .map_err(|source| RecordError::NoTracefs {
+        root: root.to_owned(),
+        source,
+    })
 }
 
 fn umount(root: &Path) {
@@ -223,7 +331,7 @@ fn read_cpu(pipe: &Path, cpu: usize, stop: &AtomicBool) -> io::Result<(Vec<Event
 
 /// Records while `options.command` runs (or for `options.seconds`, or
 /// until `stop` is set, e.g. by Ctrl-C).
-pub fn record(options: &RecordOptions, stop: &AtomicBool) -> Result<Recording, String> {
+pub fn record(options: &RecordOptions, stop: &AtomicBool) -> Result<Recording, RecordError> {
     let instance = Instance::create()?;
     instance.write("buffer_size_kb", &BUFFER_KB.to_string())?;
     for kind in EventKind::ALL {
@@ -258,7 +366,7 @@ pub fn record(options: &RecordOptions, stop: &AtomicBool) -> Result<Recording, S
     let status = status?;
     let mut events = Vec::new();
     for (r, cpu) in per_cpu.into_iter().zip(&cpus) {
-        let (mut ev, _) = r.map_err(|e| format!("reading cpu{cpu}'s trace_pipe: {e}"))?;
+        let (mut ev, _) = r.map_err(|source| RecordError::TracePipe { cpu: *cpu, source })?;
         events.append(&mut ev);
     }
     events.sort_by_key(|e| (e.ts_ns, e.cpu));
@@ -288,14 +396,15 @@ pub fn record(options: &RecordOptions, stop: &AtomicBool) -> Result<Recording, S
 fn run_workload(
     options: &RecordOptions,
     stop: &AtomicBool,
-) -> Result<Option<std::process::ExitStatus>, String> {
+) -> Result<Option<std::process::ExitStatus>, RecordError> {
     if let Some((program, args)) = options.command.split_first() {
-        let mut child = Command::new(program)
-            .args(args)
-            .spawn()
-            .map_err(|e| format!("cannot run {program}: {e}"))?;
+        let failed = |source| RecordError::Command {
+            program: program.clone(),
+            source,
+        };
+        let mut child = Command::new(program).args(args).spawn().map_err(failed)?;
         loop {
-            if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            if let Some(status) = child.try_wait().map_err(failed)? {
                 return Ok(Some(status));
             }
             if stop.load(Ordering::Relaxed) {
@@ -317,9 +426,13 @@ pub fn record_to(
     options: &RecordOptions,
     out: &Path,
     stop: &AtomicBool,
-) -> Result<Recording, String> {
+) -> Result<Recording, RecordError> {
     let recording = record(options, stop)?;
-    write_recording(out, &recording.header, &recording.events)
-        .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    write_recording(out, &recording.header, &recording.events).map_err(|source| {
+        RecordError::Output {
+            path: out.to_owned(),
+            source,
+        }
+    })?;
     Ok(recording)
 }

@@ -4,8 +4,10 @@
 //! its lists without the zone lock; an empty list is refilled by
 //! `rmqueue_bulk`, and when the lists together reach `high` pages a
 //! `batch` of pages goes back with `free_pcppages_bulk`, which takes the
-//! coldest block of each non-empty list in turn, starting with the list
-//! just freed to. The shape follows the era:
+//! coldest blocks of the lists in the era's order (5.13: round-robin from
+//! list 1 with `batch_free`; 6.x: each list emptied in turn from the one
+//! just freed to), keeping no position between calls. The shape follows
+//! the era:
 //!
 //! | era | lists per zone | orders | guard |
 //! |---|---|---|---|
@@ -17,11 +19,9 @@
 //! migratetype — a memory-model lookup on every free, as
 //! `free_unref_page` makes it — and an allocation takes from the list of
 //! its request's migratetype. A higher-order refill takes `batch >> order`
-//! blocks, at least two (`nr_pcp_alloc`); the 6.7 auto-tuning of `high`
-//! and of the drain size between `high_min` and `high_max` is not modelled
-//! (`high` stays at `high_min` and a drain frees `batch` pages; with
-//! `percpu_pagelist_high_fraction` set the kernel pins `high_max` to
-//! `high_min` too, so there the two agree). `high` and `batch` are copied
+//! blocks, at least two (`nr_pcp_alloc`); from 6.7 `high` and the refill
+//! and drain sizes are tuned between `high_min` and `high_max` ([`tune`];
+//! the vmstat tick is [`PerCpu::vmstat_update`]). `high` and `batch` are copied
 //! into the handle's `per_cpu_pages` when it is made, as the kernel keeps
 //! them per CPU; they change only with `&mut` on the allocator. In 6.18 a
 //! failed trylock sends the request to the zone; in pfnlab it only fails
@@ -56,6 +56,10 @@ use crate::zone::FreeArea;
 /// lists (6.x).
 pub const PAGE_ALLOC_COSTLY_ORDER: u8 = 3;
 
+/// `CONFIG_PCP_BATCH_SCALE_MAX` (default 5, Linux 6.7 on): the most a
+/// refill or a drain scales `batch` by, as a shift.
+pub const PCP_BATCH_SCALE_MAX: u32 = 5;
+
 /// Lists for orders `0..=PAGE_ALLOC_COSTLY_ORDER`, one per migratetype.
 const NR_LOWORDER_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER as usize + 1);
 
@@ -74,10 +78,20 @@ struct Pcp {
     /// `pcp->high` and `pcp->batch`: the zone's, copied when the handle is
     /// made (they change only with `&mut` on the allocator, when no handle
     /// exists), so the hot path reads its own line as the kernel's does.
+    /// From 6.7 `high` starts at 0 and is tuned ([`tune`]).
     high: u64,
     batch: u32,
-    /// The list `free_pcppages_bulk` takes from next.
-    next_drain: usize,
+    /// `pcp->high_min` and `pcp->high_max` (6.7), the zone's.
+    high_min: u64,
+    high_max: u64,
+    /// `pcp->free_count`: pages freed lately (halved on each allocation),
+    /// the size of the next drain (6.7).
+    free_count: u64,
+    /// `pcp->alloc_factor`: the shift of the next order-0 refill (6.7).
+    alloc_factor: u32,
+    /// `PCPF_PREV_FREE_HIGH_ORDER`: the last free was of an order from 1
+    /// to `PAGE_ALLOC_COSTLY_ORDER`.
+    prev_free_high_order: bool,
     /// Allocations and frees per order not yet folded into the zone's
     /// statistics (the kernel's per-CPU vm event counters).
     pending_allocs: [u64; NR_PAGE_ORDERS],
@@ -157,7 +171,8 @@ impl Pcp {
 
     /// `free_pcppages_bulk`: returns at least `count` pages (or all there
     /// are) of the coldest blocks of this CPU's lists for zone `zid` to the
-    /// buddy lists, taking the lists in turn from `pindex`.
+    /// buddy lists, in the era's order ([`DrainOrder`]); 6.x starts at
+    /// list `pindex`.
     fn free_pcppages_bulk<M: MemoryModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
@@ -171,8 +186,9 @@ impl Pcp {
         if count == 0 {
             return;
         }
-        self.next_drain = pindex;
+        let mut order_of_lists = DrainOrder::new(alloc.path.pcp_high_orders, pindex);
         let mut first = true;
+        let mut left = count;
         // One block back to the buddy, its pages; `None` when every list is
         // empty.
         let mut give = |area: &mut FreeArea<V>, pcp: &mut Pcp| {
@@ -180,15 +196,11 @@ impl Pcp {
                 area.stats.pcp_drains += 1;
                 pcp.fold(&mut area.stats);
             }
-            let k = (0..NR_PCP_LISTS)
-                .map(|k| (pcp.next_drain + k) % NR_PCP_LISTS)
-                .find(|&k| !pcp.lists[k].is_empty())?;
+            let k = order_of_lists.next_list(&pcp.lists, left)?;
             let order = pindex_to_order(k, pageblock_order);
             let block = pcp.lists[k].pop_back(&alloc.model, order)?;
-            if pcp.lists[k].is_empty() {
-                pcp.next_drain = (k + 1) % NR_PCP_LISTS;
-            }
             pcp.count -= order.nr_pages();
+            left = left.saturating_sub(order.nr_pages());
             area.free_one(&alloc.model, block);
             area.stats.pcp_drain_blocks += 1;
             Some(order.nr_pages())
@@ -231,8 +243,8 @@ impl Pcp {
 
     /// An empty list's refill, out of the hot path: `rmqueue_bulk` of
     /// `nr_pcp_alloc` blocks — `batch`, and for higher orders
-    /// `batch >> order`, at least 2 (the 6.7 scaling between `high_min` and
-    /// `high_max` is not modelled).
+    /// `batch >> order`, at least 2; from 6.7 scaled and raising `high`
+    /// ([`tune`]).
     #[cold]
     #[inline(never)]
     fn refill<M: MemoryModel, V: Variant>(
@@ -244,7 +256,9 @@ impl Pcp {
         pindex: usize,
     ) {
         let batch = self.batch;
-        let count = if order == Order::ZERO {
+        let count = if alloc.path.pcp_high_tuning {
+            self.nr_pcp_alloc(alloc.zones[zid.index()].below_high(), order)
+        } else if order == Order::ZERO {
             batch
         } else {
             (batch >> order.get()).max(2)
@@ -271,6 +285,67 @@ fn pindex_to_order(pindex: usize, pageblock_order: Order) -> Order {
     }
 }
 
+/// The order `free_pcppages_bulk` takes the lists in. The kernel keeps
+/// no position between calls: each drain starts afresh.
+///
+/// - 5.13 and older (`batch_free`): the `MIGRATE_PCPTYPES` order-0 lists
+///   round-robin from list 1 (the kernel's `migratetype` starts at 0 and
+///   is incremented before use); each list visited, empty or not, adds
+///   one to `batch_free`, and up to `batch_free` pages come from the
+///   non-empty list found, so fuller lists give more; when only one list
+///   has pages, all of the rest come from it.
+/// - 6.x: from the list of the page just freed (`pindex`), each list
+///   emptied in turn before the next, wrapping past the last.
+enum DrainOrder {
+    /// 5.13: the list taken from and the pages it may still give.
+    BatchFree { list: usize, batch_free: u64 },
+    /// 6.x: the list being emptied.
+    InTurn { list: usize },
+}
+
+impl DrainOrder {
+    fn new(high_orders: bool, pindex: usize) -> DrainOrder {
+        if high_orders {
+            DrainOrder::InTurn { list: pindex }
+        } else {
+            DrainOrder::BatchFree {
+                list: 0,
+                batch_free: 0,
+            }
+        }
+    }
+
+    /// The list the next block comes from, with `left` pages still to
+    /// free; `None` when every list is empty.
+    fn next_list(&mut self, lists: &[PcpList; NR_PCP_LISTS], left: u64) -> Option<usize> {
+        match self {
+            DrainOrder::InTurn { list } => {
+                *list = (0..NR_PCP_LISTS)
+                    .map(|j| (*list + j) % NR_PCP_LISTS)
+                    .find(|&k| !lists[k].is_empty())?;
+                Some(*list)
+            }
+            DrainOrder::BatchFree { list, batch_free } => {
+                if *batch_free == 0 || lists[*list].is_empty() {
+                    lists[..MIGRATE_PCPTYPES].iter().find(|l| !l.is_empty())?;
+                    loop {
+                        *batch_free += 1;
+                        *list = (*list + 1) % MIGRATE_PCPTYPES;
+                        if !lists[*list].is_empty() {
+                            break;
+                        }
+                    }
+                    if *batch_free == MIGRATE_PCPTYPES as u64 {
+                        *batch_free = left;
+                    }
+                }
+                *batch_free -= 1;
+                Some(*list)
+            }
+        }
+    }
+}
+
 /// One CPU's per-CPU lists; see the module documentation.
 pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
@@ -293,8 +368,15 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 .zones
                 .iter()
                 .map(|zone| Pcp {
-                    high: u64::from(zone.high),
+                    // `BOOT_PAGESET_HIGH` until the first use clamps it.
+                    high: if self.path.pcp_high_tuning {
+                        0
+                    } else {
+                        u64::from(zone.high)
+                    },
                     batch: zone.batch,
+                    high_min: u64::from(zone.high),
+                    high_max: u64::from(zone.high_max),
                     ..Pcp::default()
                 })
                 .collect(),
@@ -314,6 +396,11 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// of no zone).
     pub fn count(&self, zid: ZoneId) -> u64 {
         self.pcp.get(zid.index()).map_or(0, |p| p.count)
+    }
+
+    /// This CPU's `pcp->high` for zone `zid` (0 for an id of no zone).
+    pub fn high(&self, zid: ZoneId) -> u64 {
+        self.pcp.get(zid.index()).map_or(0, |p| p.high)
     }
 
     /// The node this CPU belongs to.
@@ -392,6 +479,10 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         let locked = self.alloc.path.pcp_lock;
         if locked && !self.pcp[zid.index()].lock.try_lock() {
             return None;
+        }
+        if self.alloc.path.pcp_high_tuning {
+            // Allocations shrink the next drain (6.7).
+            self.pcp[zid.index()].free_count >>= 1;
         }
         let block = self.__rmqueue_pcplist(zid, mt, order);
         if locked {
@@ -531,7 +622,12 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         pcp.lists[pindex].push_front(block);
         pcp.count += order.nr_pages();
         pcp.pending_frees[order.index()] += 1;
-        if pcp.count >= pcp.high {
+        if alloc.path.pcp_high_tuning {
+            let free_high = pcp.note_free(order);
+            if free_high || pcp.count >= pcp.high || alloc.zones[zid.index()].below_high() {
+                pcp.commit_tuned(alloc, zid, pindex, free_high);
+            }
+        } else if pcp.count >= pcp.high {
             pcp.drain_batch(alloc, zid, pindex);
         }
         if locked {
@@ -551,15 +647,54 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         self.pcp[zid.index()].mod_free_pages(self.alloc, zid, order.nr_pages() as i64);
     }
 
+    /// `drain_pages_zone`: everything on this CPU's lists for zone `zid`
+    /// back to the buddy lists, starting at list 0 — from 6.x in chunks of
+    /// at most `batch << PCP_BATCH_SCALE_MAX` pages, each its own
+    /// `free_pcppages_bulk` (one zone-lock hold), 5.13 in one.
+    fn drain_pages_zone(&mut self, zid: ZoneId) {
+        let high_orders = self.alloc.path.pcp_high_orders;
+        let pcp = &mut self.pcp[zid.index()];
+        while pcp.count > 0 {
+            let before = pcp.count;
+            let chunk = if high_orders {
+                before.min(u64::from(pcp.batch) << PCP_BATCH_SCALE_MAX)
+            } else {
+                before
+            };
+            pcp.free_pcppages_bulk(self.alloc, zid, chunk, 0);
+            // `count` is the pages on the lists, so a drain always frees.
+            debug_assert!(pcp.count < before, "pcp->count without pages");
+            if pcp.count >= before {
+                break;
+            }
+        }
+    }
+
+    /// `refresh_cpu_vm_stats(do_pagesets)`, the vmstat work each CPU runs
+    /// every `vm.stat_interval` (1 s): this CPU's `NR_FREE_PAGES` deltas
+    /// folded into its zones and, from 6.7, each zone's `high` decayed and
+    /// the excess drained (`decay_pcp_high`). Returns whether anything
+    /// changed, so the kernel would run it again.
+    pub fn vmstat_update(&mut self) -> bool {
+        let mut todo = false;
+        for (z, pcp) in self.pcp.iter_mut().enumerate() {
+            let diff = std::mem::take(&mut pcp.stat_diff);
+            if diff != 0 {
+                self.alloc.zones[z].mod_free_pages(diff);
+                todo = true;
+            }
+            if self.alloc.path.pcp_high_tuning {
+                todo |= pcp.decay_pcp_high(self.alloc, ZoneId::new(z as u8));
+            }
+        }
+        todo
+    }
+
     /// Returns every page on this CPU's lists to the buddy lists
     /// (`drain_local_pages`).
     pub fn drain(&mut self) {
         for z in 0..self.pcp.len() {
-            let n = self.pcp[z].count;
-            if n > 0 {
-                let from = self.pcp[z].next_drain;
-                self.pcp[z].free_pcppages_bulk(self.alloc, ZoneId::new(z as u8), n, from);
-            }
+            self.drain_pages_zone(ZoneId::new(z as u8));
         }
     }
 }
@@ -592,6 +727,11 @@ impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
         }
     }
 }
+
+mod tune;
+
+#[cfg(test)]
+mod drain_tests;
 
 #[cfg(test)]
 mod tests {

@@ -25,7 +25,7 @@
 mod fallback;
 mod free_area;
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use sparsemem::{MemoryModel, NR_PAGE_ORDERS, NodeId, Order, PageFlag, Pfn};
 
@@ -36,7 +36,7 @@ use crate::list::{OwnedBlock, page_offset};
 use crate::lock::SpinLock;
 use crate::types::{MAX_NR_ZONES, ZoneId, ZoneStats, ZoneType};
 use crate::variant::Variant;
-use crate::watermark::{Watermarks, zone_highsize};
+use crate::watermark::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, zone_highsize};
 
 pub(crate) use free_area::FpiFlags;
 pub use free_area::FreeArea;
@@ -56,6 +56,9 @@ pub struct Zone<V> {
     pub(crate) free_area: SpinLock<FreeArea<V>>,
     pub(crate) batch: u32,
     pub(crate) high: u32,
+    /// `pageset_high_max`: how far 6.7's tuning may raise a CPU's `high`
+    /// (equal to `high` before 6.7, or with `percpu_pagelist_high_fraction`).
+    pub(crate) high_max: u32,
     pub(crate) watermarks: Watermarks,
     /// `lowmem_reserve[]`: pages this zone keeps back from a request whose
     /// highest zone is the index (`setup_per_zone_lowmem_reserve`).
@@ -69,6 +72,11 @@ pub struct Zone<V> {
     pub(crate) stat_threshold: i64,
     /// `zone->contiguous`, kept by `walk::set_zone_contiguous`.
     pub(crate) contiguous: bool,
+    /// `ZONE_BELOW_HIGH` (6.7 on): an allocation found the zone below its
+    /// high watermark; set by the allocation path, cleared by a drain
+    /// that brought it back above. A hint read without a lock, so
+    /// `Relaxed`, as the kernel's `test_bit`/`set_bit` on `zone->flags`.
+    pub(crate) below_high: AtomicBool,
 }
 
 /// `pcp->high` before 5.14: six batches (`pageset_set_batch`,
@@ -100,11 +108,13 @@ impl<V: Variant> Zone<V> {
             ),
             batch: 1,
             high: PCP_HIGH_BATCHES,
+            high_max: PCP_HIGH_BATCHES,
             watermarks: Watermarks::default(),
             lowmem_reserve: [0; MAX_NR_ZONES],
             vm_free: AtomicI64::new(0),
             stat_threshold: 0,
             contiguous: false,
+            below_high: AtomicBool::new(false),
         }
     }
 
@@ -142,6 +152,12 @@ impl<V: Variant> Zone<V> {
     /// Per-CPU `high`.
     pub fn high(&self) -> u32 {
         self.high
+    }
+
+    /// `pageset_high_max`: the most 6.7's tuning raises a CPU's `high` to
+    /// (the same as [`Zone::high`] in older eras).
+    pub fn high_max(&self) -> u32 {
+        self.high_max
     }
 
     /// Free pages on the zone's lists, counted under the lock (not counting
@@ -182,6 +198,18 @@ impl<V: Variant> Zone<V> {
     #[inline(always)]
     pub fn nr_free_pages_state(&self) -> u64 {
         self.vm_free.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Whether `ZONE_BELOW_HIGH` is set.
+    #[inline(always)]
+    pub fn below_high(&self) -> bool {
+        self.below_high.load(Ordering::Relaxed)
+    }
+
+    /// Sets or clears `ZONE_BELOW_HIGH`.
+    #[inline(always)]
+    pub(crate) fn set_below_high(&self, below: bool) {
+        self.below_high.store(below, Ordering::Relaxed);
     }
 
     /// Adds `delta` to `NR_FREE_PAGES` at once (a change made without a
@@ -242,13 +270,12 @@ impl<V: Variant> Zone<V> {
     }
 
     /// Sets `batch` (the kernel's `zone_batchsize` for `era` unless
-    /// `batch_override` gives it) and `high`: `6 × batch` before Linux
-    /// 5.14, `zone_highsize` after — of the low watermark, or of the
+    /// `batch_override` gives it), `high` and `high_max`
+    /// (`zone_set_pageset_high_and_batch`): `6 × batch` before Linux 5.14;
+    /// after, `zone_highsize` of the low watermark and of an eighth of the
+    /// managed pages (`MIN_PERCPU_PAGELIST_HIGH_FRACTION`), or both of the
     /// managed pages over `high_fraction` (`percpu_pagelist_high_fraction`)
-    /// when that is not 0 — split over `nr_split_cpus` (the 6.7 auto-tuning
-    /// between `high_min` and `high_max` is not modelled: `high` stays at
-    /// `high_min`, its starting value, which the fraction also fixes as
-    /// `high_max`).
+    /// when that is not 0, split over `nr_split_cpus`.
     pub(crate) fn set_pcp_sizes(
         &mut self,
         era: Era,
@@ -259,14 +286,20 @@ impl<V: Variant> Zone<V> {
         self.batch = batch_override
             .unwrap_or_else(|| zone_batchsize_for(self.managed, era))
             .max(1);
-        self.high = if era.pcp_high_from_watermark() {
-            let total_pages = match high_fraction {
-                0 => self.watermarks.low,
-                fraction => self.managed / u64::from(fraction),
-            };
-            zone_highsize(total_pages, self.batch, nr_split_cpus)
+        (self.high, self.high_max) = if era.pcp_high_from_watermark() {
+            let highsize = |total_pages| zone_highsize(total_pages, self.batch, nr_split_cpus);
+            match high_fraction {
+                0 => (
+                    highsize(self.watermarks.low),
+                    highsize(self.managed / u64::from(MIN_PERCPU_PAGELIST_HIGH_FRACTION)),
+                ),
+                fraction => {
+                    let high = highsize(self.managed / u64::from(fraction));
+                    (high, high)
+                }
+            }
         } else {
-            PCP_HIGH_BATCHES * self.batch
+            (PCP_HIGH_BATCHES * self.batch, PCP_HIGH_BATCHES * self.batch)
         };
     }
 

@@ -1,0 +1,184 @@
+//! Replaying a trace through an allocator over any model.
+//!
+//! Events go in timestamp order; each trace CPU gets its own per-CPU
+//! handle (on the layout's first node). What each event does:
+//! - `mm_page_alloc` allocates a block of the event's order with its GFP
+//!   mask through that CPU's handle, and remembers which block stands for
+//!   the trace's pfn (the replay's allocator hands out its own pfns); a
+//!   failed kernel allocation (`page=NULL`) is counted, not replayed;
+//! - `mm_page_free` frees the block that stands for the trace's pfn; a
+//!   pfn allocated before the recording began is counted as unknown and
+//!   skipped, and so is a free of another order than the allocation's
+//!   (a block split by `split_page` and freed page by page);
+//! - `mm_page_free_batched` never frees: it follows the `mm_page_free`
+//!   of the same page (counted as paired, or unpaired);
+//! - `mm_page_alloc_zone_locked` and `mm_page_pcpu_drain` are the
+//!   kernel's own zone-side work: counted and compared with the replay's
+//!   refills and drains, never allocated or freed again.
+
+//!
+//! Parts, bottom to top: `exact` (the trace's own pfn stream), `engine`
+//! (the options, the results and the pass), `report` (the table and the
+//! rows); this module runs a replay per model.
+
+mod engine;
+mod exact;
+mod report;
+
+pub use engine::{
+    AllocatorCounts, EventCounts, ModelCounts, ModelResults, ReplayOptions, ReplayResult,
+    TimedReplay, fragmentation_index, replay_through,
+};
+pub use exact::{EXACT_MAX_PFNS, ExactResult, trace_pfns};
+
+use engine::run;
+use exact::exact;
+pub use report::{replay_rows, replay_table};
+
+use std::collections::BTreeMap;
+
+use buddy::{AllocError, Allocator, Kernel, Options};
+use sparsemem::{Layout, Pfn};
+use vmemmap::VmemmapOptions;
+
+use crate::counting::{Counted, ModelOp};
+use crate::layout_spec::{LayoutSpec, LoadError, Loaded};
+use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
+use crate::trace::TraceError;
+use crate::trace::format::Header;
+pub use crate::trace::format::OpenTrace;
+
+/// Replays the trace `open` reads through one model type, as a
+/// [`ModelVisitor`]: a timed pass over the model, then a counting pass
+/// over [`Counted`] for the memory-model calls.
+pub struct Replay<'a> {
+    /// Opens the trace.
+    pub open: OpenTrace<'a>,
+    /// How.
+    pub options: ReplayOptions,
+    /// Called with the events done so far, now and then.
+    pub progress: &'a dyn Fn(u64),
+    /// With `--exact`: the trace's pfns ([`trace_pfns`]).
+    pub exact_pfns: Option<&'a [Pfn]>,
+}
+
+impl ModelVisitor for Replay<'_> {
+    type Output = Result<ReplayResult, TraceError>;
+
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Self::Output, AllocError> {
+        let alloc_options = Options::for_era(self.options.era);
+        let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
+        let timed = match run(&alloc, layout, self.open, self.options, self.progress) {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
+        };
+        drop(alloc);
+        let counted = Allocator::<_, Kernel>::new(
+            Counted::new(M::build(layout, options)?),
+            layout,
+            alloc_options,
+        )?;
+        // Count the replay's calls only, not the allocator's construction.
+        counted.model().reset();
+        let pass = match run(&counted, layout, self.open, self.options, &|_| {}) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        let exact = self
+            .exact_pfns
+            .map(|pfns| exact(counted.model().inner(), pfns, 5));
+        let model = counted.model();
+        let ops = model.ops();
+        let mut calls = BTreeMap::new();
+        for op in ModelOp::ALL {
+            calls.insert(op.name(), ops.count(op));
+        }
+        let model_ops = ModelCounts {
+            calls,
+            hole_hits: model.hole_hits(),
+        };
+        debug_assert_eq!(pass.events.allocs, timed.events.allocs);
+        let events = timed.events.events.max(1) as f64;
+        Ok(Ok(ReplayResult {
+            model: timed.model,
+            elapsed_ns: timed.elapsed_ns,
+            events_per_second: events / (timed.elapsed_ns / 1e9),
+            ns_per_event: timed.elapsed_ns / events,
+            ns_per_alloc: timed.alloc_ns / timed.events.allocs.max(1) as f64,
+            ns_per_free: timed.free_ns / timed.events.frees.max(1) as f64,
+            events: timed.events,
+            allocator: timed.allocator,
+            model_ops,
+            verify_failures: timed.verify_failures,
+            first_verify_failure: timed.first_verify_failure,
+            exact,
+        }))
+    }
+}
+
+/// The layout a replay runs on: `recorded` (the recording's own), `host`,
+/// `preset:NAME` or a layout file; by default the recording's layout when
+/// it has one, else the host's.
+pub fn replay_layout(
+    spec: Option<&LayoutSpec>,
+    header: Option<&Header>,
+) -> Result<Loaded, LoadError> {
+    let recorded = || -> Result<Loaded, LoadError> {
+        let text = header
+            .and_then(|h| h.layout.as_deref())
+            .ok_or(LoadError::NotRecorded)?;
+        let layout = Layout::from_toml(text).map_err(LoadError::Recorded)?;
+        let source = match header.map(|h| h.kernel.as_str()) {
+            Some(k) if !k.is_empty() => format!("recorded (kernel {k})"),
+            _ => "recorded".to_owned(),
+        };
+        let layout = Layout::new(*layout.geometry(), layout.ranges().to_vec(), source)
+            .map_err(LoadError::Recorded)?;
+        Ok(Loaded {
+            layout,
+            fallback: None,
+        })
+    };
+    match spec {
+        Some(LayoutSpec::Recorded) => recorded(),
+        Some(other) => other.load(),
+        None if header.is_some_and(|h| h.layout.is_some()) => recorded(),
+        None => LayoutSpec::Host.load(),
+    }
+}
+
+/// Replays the trace `open` reads through each model of `kinds`. A trace
+/// that cannot be read stops everything; a model that cannot be built on
+/// the layout is reported in its place.
+pub fn replay_models(
+    open: OpenTrace<'_>,
+    layout: &Layout,
+    kinds: &[ModelKind],
+    options: ReplayOptions,
+    progress: &dyn Fn(ModelKind, u64),
+) -> Result<ModelResults, TraceError> {
+    let pfns = if options.exact {
+        Some(trace_pfns(open, options.skip_bad)?)
+    } else {
+        None
+    };
+    let mut out = Vec::new();
+    for &kind in kinds {
+        let visitor = Replay {
+            open,
+            options,
+            progress: &|n| progress(kind, n),
+            exact_pfns: pfns.as_deref(),
+        };
+        match with_model(kind, layout, visitor) {
+            Ok(Ok(result)) => out.push((kind, Ok(result))),
+            Ok(Err(trace)) => return Err(trace),
+            Err(e) => out.push((kind, Err(e))),
+        }
+    }
+    Ok(out)
+}

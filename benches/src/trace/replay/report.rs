@@ -1,0 +1,159 @@
+//! The replay's table and its rows in the one JSON shape.
+
+use buddy::AllocError;
+use serde_json::{Value, json};
+
+use super::engine::{EventCounts, ReplayOptions, ReplayResult};
+use crate::models::ModelKind;
+use crate::report::JsonRow;
+use crate::timing::{Measurement, Stat, tsc_hz};
+
+/// The replay's table: one row per model, then what happened to the
+/// trace's events (the same for every model but the allocation failures).
+pub fn replay_table(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -> String {
+    let mut t = format!(
+        "{:<16} {:>10} {:>9} {:>9} {:>9} {:>10} {:>6} {:>10} {:>17} {:>16} {:>8} {:>6} {:>5}\n",
+        "model",
+        "Mevents/s",
+        "ns/event",
+        "ns/alloc",
+        "ns/free",
+        "pfn_valid",
+        "holes",
+        "pageblock",
+        "refilled (trace)",
+        "drained (trace)",
+        "merges",
+        "frag",
+        "cons"
+    );
+    for (kind, r) in results {
+        match r {
+            Ok(r) => t += &model_line(r),
+            Err(e) => t += &format!("{:<16} cannot replay here: {e}\n", kind.name()),
+        }
+    }
+    if let Some((_, Ok(r))) = results.iter().find(|(_, r)| r.is_ok()) {
+        t += &events_summary(&r.events);
+        for (kind, r) in results {
+            if let Ok(r) = r {
+                t += &model_notes(*kind, r);
+            }
+        }
+    }
+    t.push_str("ns/alloc and ns/free time the allocator call alone (unserialised TSC reads around it, a few ns of their own included); Mevents/s and ns/event include reading and parsing. Model calls come from a second, counting pass. refilled/drained: blocks the replay's per-CPU refills took from the zone and its drains gave back (in brackets the trace's percpu_refill and mm_page_pcpu_drain events, which count the same); frag: fragmentation_index at pageblock_order in thousandths (-1000: a block is free); cons: free + held == managed.\n");
+    t
+}
+
+/// One model's row of the table.
+fn model_line(r: &ReplayResult) -> String {
+    let calls = |name: &str| r.model_ops.calls.get(name).copied().unwrap_or(0);
+    format!(
+        "{:<16} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>6} {:>10} {:>17} {:>16} {:>8} {:>6} {:>5}\n",
+        r.model,
+        r.events_per_second / 1e6,
+        r.ns_per_event,
+        r.ns_per_alloc,
+        r.ns_per_free,
+        calls("pfn_valid"),
+        r.model_ops.hole_hits,
+        calls("get_pfnblock_migratetype") + calls("set_pfnblock_migratetype"),
+        format!(
+            "{} ({})",
+            r.allocator.pcp_refill_blocks, r.events.zone_locked_refills
+        ),
+        format!(
+            "{} ({})",
+            r.allocator.pcp_drain_blocks, r.events.pcpu_drains
+        ),
+        r.allocator.merges,
+        r.allocator.fragmentation_index,
+        if r.allocator.conserved { "ok" } else { "LOST" },
+    )
+}
+
+/// What happened to the trace's events (the same for every model).
+fn events_summary(e: &EventCounts) -> String {
+    format!(
+        "\nevents: {} replayed ({} allocations, {} frees); {} kernel-failed allocations; {} frees of pages allocated before the recording, {} of another order, {} untraced; mm_page_free_batched {} paired / {} unpaired; {} zone-locked ({} refills); {} pcp drains; {} other events, {} bad lines skipped\n",
+        e.events,
+        e.allocs,
+        e.frees,
+        e.kernel_failed_allocs,
+        e.unknown_frees,
+        e.order_mismatch_frees,
+        e.untraced_frees,
+        e.batched_paired,
+        e.batched_unpaired,
+        e.zone_locked,
+        e.zone_locked_refills,
+        e.pcpu_drains,
+        e.read.unknown_events,
+        e.read.bad_lines,
+    )
+}
+
+/// One model's refused allocations, `--exact` line and `--verify` failures.
+fn model_notes(kind: ModelKind, r: &ReplayResult) -> String {
+    let mut t = String::new();
+    if !r.events.alloc_failures.is_empty() {
+        t += &format!(
+            "{}: allocations refused: {:?}\n",
+            kind.name(),
+            r.events.alloc_failures
+        );
+    }
+    if let Some(x) = &r.exact {
+        t += &format!(
+            "{}: --exact: the trace's {} pfns ({} valid here) through pfn_valid + pfn_to_page + a flags read: {:.2} ns ({:.1} TSC cycles) per pfn\n",
+            kind.name(),
+            x.pfns,
+            x.valid,
+            x.ns_per_pfn,
+            x.cycles_per_pfn
+        );
+    }
+    if r.verify_failures > 0 {
+        t += &format!(
+            "{}: --verify found {} wrong operations; the first: {}\n",
+            kind.name(),
+            r.verify_failures,
+            r.first_verify_failure.as_deref().unwrap_or("")
+        );
+    }
+    t
+}
+
+/// The replay's rows in the one JSON shape: one per model, `variant`
+/// `replay`, the measurement per event (one trial), every count beside.
+pub fn replay_rows(
+    results: &[(ModelKind, Result<ReplayResult, AllocError>)],
+    options: ReplayOptions,
+) -> Vec<JsonRow> {
+    let ns_per_cycle = 1e9 / tsc_hz() as f64;
+    results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .map(|r| {
+            let one = |x: f64| Stat::of(vec![x]);
+            let measurement = Measurement {
+                ns_per_op: one(r.ns_per_event),
+                cycles_per_op: one(r.ns_per_event / ns_per_cycle),
+            };
+            let mut row = JsonRow::new(
+                "replay",
+                r.model.clone(),
+                json!({ "era": options.era.name(), "verify": options.verify }),
+                measurement,
+            );
+            if let Ok(Value::Object(fields)) = serde_json::to_value(r) {
+                for (k, v) in fields {
+                    if k != "model" {
+                        row = row.with(&k, v);
+                    }
+                }
+            }
+            row
+        })
+        .collect()
+}

@@ -1,0 +1,203 @@
+//! `pfnlab zoneinfo`, `buddyinfo` and `pagetypeinfo` end to end: the
+//! model's files parse as the kernel's, a machine's managed pages and
+//! sysctls reproduce its computed fields through `--managed-from` and
+//! `--compare`, and bad input is one line and exit status 2.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn pfnlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pfnlab"))
+        .args(args)
+        .output()
+        .expect("run pfnlab")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// A scratch directory with the small layout (1 GiB: DMA and DMA32).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("pfnlab-views-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("small.toml"),
+            "[[range]]\nstart = 0x0\nend = 0x9fc00\nkind = \"ram\"\n\
+             [[range]]\nstart = 0x100000\nend = 0x40000000\nkind = \"ram\"\n",
+        )
+        .unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, file: &str) -> String {
+        self.0.join(file).to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn fixture(name: &str, file: &str) -> String {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../buddy/tests/data/zoneinfo")
+        .join(name);
+    dir.join(file).to_str().unwrap().to_owned()
+}
+
+#[test]
+fn the_models_views_are_the_kernels_files() {
+    let s = Scratch::new("files");
+    let layout = s.path("small.toml");
+    let args = ["--layout", &layout, "--cpus", "2"];
+    let text = stdout(&pfnlab(&[&["zoneinfo"], &args[..]].concat()));
+    let info = buddy::views::parse_zoneinfo(&text).unwrap();
+    assert_eq!(info.zones.len(), 5, "every zone type of node 0");
+    assert_eq!(info.nr_cpus(), 2);
+    let buddyinfo = stdout(&pfnlab(&[&["buddyinfo"], &args[..]].concat()));
+    let zones: Vec<&str> = buddyinfo.lines().map(|l| l[13..21].trim()).collect();
+    assert_eq!(zones, ["DMA", "DMA32"], "populated zones only");
+    let pagetypes = stdout(&pfnlab(&[&["pagetypeinfo"], &args[..]].concat()));
+    assert!(pagetypes.starts_with("Page block order: 9\nPages per block:  512\n"));
+    assert_eq!(pagetypes.matches(", type ").count(), 2 * 5);
+}
+
+/// With the machine's managed pages, CPUs and sysctls, only live state
+/// and the layout differ: every computed field is the machine's.
+#[test]
+fn a_machines_computed_fields_come_out_exactly() {
+    let s = Scratch::new("exact");
+    let layout = s.path("small.toml");
+    for (name, wsf, fraction) in [
+        ("host-6.18-2cpu", "10", "0"),
+        ("host-6.18-2cpu-wsf50", "50", "0"),
+        ("host-6.18-2cpu-fraction8", "10", "8"),
+    ] {
+        let file = fixture(name, "zoneinfo");
+        let out = stdout(&pfnlab(&[
+            "zoneinfo",
+            "--layout",
+            &layout,
+            "--cpus",
+            "2",
+            "--watermark-scale-factor",
+            wsf,
+            "--percpu-pagelist-high-fraction",
+            fraction,
+            "--managed-from",
+            &file,
+            "--compare",
+            &file,
+        ]));
+        let lines: Vec<&str> = out.lines().collect();
+        let (summary, diffs) = lines.split_last().unwrap();
+        assert!(summary.ends_with("fields differ"), "{name}: {summary}");
+        for d in diffs {
+            assert!(
+                d.ends_with("(live state)") || d.contains("(the layout's RAM"),
+                "{name}: {d}"
+            );
+        }
+        assert!(diffs.iter().any(|d| d.contains("pages free")), "{name}");
+    }
+}
+
+/// Given the wrong sysctl, the watermarks differ and say why.
+#[test]
+fn a_difference_names_its_cause() {
+    let s = Scratch::new("cause");
+    let file = fixture("host-6.18-2cpu-wsf50", "zoneinfo");
+    let out = stdout(&pfnlab(&[
+        "zoneinfo",
+        "--layout",
+        &s.path("small.toml"),
+        "--cpus",
+        "2",
+        "--managed-from",
+        &file,
+        "--compare",
+        &file,
+    ]));
+    let low = out
+        .lines()
+        .find(|l| l.starts_with("node 0 Normal low:"))
+        .expect("Normal's low differs at the default scale factor");
+    assert!(
+        low.contains("sysctls or CPUs are not the ones given"),
+        "{low}"
+    );
+    // Without --managed-from the model's own (smaller) zones differ, and
+    // the machine's managed pages explain its values.
+    let out = stdout(&pfnlab(&[
+        "zoneinfo",
+        "--layout",
+        &s.path("small.toml"),
+        "--cpus",
+        "2",
+        "--watermark-scale-factor",
+        "50",
+        "--compare",
+        &file,
+    ]));
+    let min = out
+        .lines()
+        .find(|l| l.starts_with("node 0 DMA32 min:"))
+        .unwrap();
+    assert!(min.contains("follows managed"), "{min}");
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = pfnlab(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(needle), "{err}");
+    assert!(out.stdout.is_empty(), "nothing printed");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let s = Scratch::new("bad");
+    let layout = s.path("small.toml");
+    let text = std::fs::read_to_string(fixture("host-6.18-2cpu", "zoneinfo")).unwrap();
+    let cut = s.path("truncated");
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    let swapped = s.path("reordered");
+    let min = text.find("        min").unwrap();
+    let low = text.find("        low").unwrap();
+    let high = text.find("        high").unwrap();
+    let reordered = format!(
+        "{}{}{}{}",
+        &text[..min],
+        &text[low..high],
+        &text[min..low],
+        &text[high..]
+    );
+    std::fs::write(&swapped, reordered).unwrap();
+    let base = ["zoneinfo", "--layout", layout.as_str(), "--cpus", "2"];
+    fails_with(&[&base[..], &["--compare", &cut]].concat(), "truncated");
+    fails_with(
+        &[&base[..], &["--managed-from", &swapped]].concat(),
+        "out of order",
+    );
+    fails_with(
+        &[&base[..], &["--compare", "/nonexistent/zoneinfo"]].concat(),
+        "/nonexistent",
+    );
+    fails_with(
+        &[&base[..], &["--lowmem-reserve-ratio", "256 32"]].concat(),
+        "2 ratios",
+    );
+    fails_with(&[&base[..], &["--sysctls", "elsewhere"]].concat(), "host");
+}

@@ -1,0 +1,184 @@
+//! 6.7's tuning of `pcp->high` (the 6.18 era).
+//!
+//! From Linux 6.7 a CPU's `high` is not fixed: it starts at 0
+//! (`BOOT_PAGESET_HIGH`) and is clamped into `high_min..=high_max` where
+//! it is used. Each refill (`nr_pcp_alloc`) raises it by the refill's
+//! size unless the zone is `ZONE_BELOW_HIGH`, and refills double
+//! (`alloc_factor`, up to `batch << PCP_BATCH_SCALE_MAX`) while order-0
+//! allocations come without frees. A free (`free_frozen_page_commit`)
+//! halves `alloc_factor` and counts itself in `free_count` (halved by
+//! each allocation); when the lists reach `high` it raises `high` only as
+//! far as `free_count + batch` and drains `free_count` pages (at least
+//! `batch`, leaving `batch`). While the zone is `ZONE_BELOW_HIGH` each
+//! free lowers `high` towards `high_min` and drains above `high_min`; a
+//! run of high-order frees with no allocation between (`free_high`)
+//! drains up to `batch << PCP_BATCH_SCALE_MAX` and lowers `high` as
+//! much. The vmstat work (`decay_pcp_high`, every `stat_interval`)
+//! lowers `high` by an eighth towards `high_min` and drains what is above
+//! it.
+//!
+//! Not modelled: `ZONE_RECLAIM_ACTIVE` (set by kswapd, which pfnlab does
+//! not have), `PCPF_FREE_HIGH_BATCH` (set for batched folio frees; pfnlab
+//! frees blocks one at a time), and the NUMA expiry that drains a remote
+//! zone's lists after three idle vmstat ticks.
+
+use super::{PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX, Pcp};
+use crate::alloc::Allocator;
+use crate::gfp::AllocFlags;
+use crate::types::{ZoneId, ZoneType};
+use crate::variant::Variant;
+use sparsemem::{MemoryModel, Order};
+
+impl Pcp {
+    /// `free_frozen_page_commit`'s bookkeeping on every free of a block of
+    /// `order` (already listed): `alloc_factor` halved, the high-order
+    /// run noted, `free_count` grown; returns `free_high`.
+    #[inline(always)]
+    pub(super) fn note_free(&mut self, order: Order) -> bool {
+        self.alloc_factor >>= 1;
+        let batch = u64::from(self.batch);
+        let high_order = order.get() > 0 && order.get() <= PAGE_ALLOC_COSTLY_ORDER;
+        let free_high =
+            high_order && self.prev_free_high_order && self.free_count >= batch + self.high_min / 2;
+        self.prev_free_high_order = high_order;
+        if self.free_count < batch << PCP_BATCH_SCALE_MAX {
+            self.free_count += order.nr_pages();
+        }
+        free_high
+    }
+
+    /// The rest of `free_frozen_page_commit`, out of the hot path: tunes
+    /// `high` (`nr_pcp_high`) and, with the lists at it, drains
+    /// `nr_pcp_free` pages from `pindex`, clearing `ZONE_BELOW_HIGH` when
+    /// that brings the zone back above its high watermark.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn commit_tuned<M: MemoryModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+        pindex: usize,
+        free_high: bool,
+    ) {
+        let zone = &alloc.zones[zid.index()];
+        let high = self.nr_pcp_high(zone.below_high(), free_high);
+        if self.count >= high {
+            let nr = self.nr_pcp_free(high, free_high);
+            self.free_pcppages_bulk(alloc, zid, nr, pindex);
+            if zone.below_high()
+                && zone.watermark_ok(
+                    Order::ZERO,
+                    zone.watermarks.high,
+                    ZoneType::Movable,
+                    AllocFlags::FAST,
+                )
+            {
+                zone.set_below_high(false);
+            }
+        }
+    }
+
+    /// `clamp(pcp->high, high_min, high_max)`, stored.
+    fn clamp_high(&mut self) -> u64 {
+        self.high = self.high.clamp(self.high_min, self.high_max);
+        self.high
+    }
+
+    /// `nr_pcp_high`: the count at which a free drains, tuning `high`.
+    fn nr_pcp_high(&mut self, below_high: bool, free_high: bool) -> u64 {
+        let batch = u64::from(self.batch);
+        let high = self.clamp_high();
+        if high == 0 {
+            return 0;
+        }
+        if free_high {
+            self.high = high
+                .saturating_sub(batch << PCP_BATCH_SCALE_MAX)
+                .max(self.high_min);
+            return 0;
+        }
+        if self.high_min == self.high_max {
+            return high;
+        }
+        if below_high {
+            let free_count = self.free_count.max(batch);
+            self.high = high.saturating_sub(free_count).max(self.high_min);
+            return self.count.max(self.high_min);
+        }
+        if self.count >= high {
+            let need_high = self.free_count + batch;
+            if self.high < need_high {
+                self.high = need_high.clamp(self.high_min, self.high_max);
+            }
+        }
+        high
+    }
+
+    /// `nr_pcp_free`: how many pages a drain at `high` frees.
+    fn nr_pcp_free(&self, high: u64, free_high: bool) -> u64 {
+        let batch = u64::from(self.batch);
+        if free_high {
+            return self.count.min(batch << PCP_BATCH_SCALE_MAX);
+        }
+        if high < batch {
+            return 1;
+        }
+        // `clamp_t`: at least `batch`, and leave `batch` on the lists.
+        self.free_count.max(batch).min(high - batch)
+    }
+
+    /// `nr_pcp_alloc`: how many blocks of `order` a refill takes, raising
+    /// `high` by the refill unless the zone is `ZONE_BELOW_HIGH`.
+    pub(super) fn nr_pcp_alloc(&mut self, below_high: bool, order: Order) -> u32 {
+        let base = i64::from(self.batch);
+        let mut high = self.clamp_high() as i64;
+        if high < base {
+            return 1;
+        }
+        let mut batch = if order == Order::ZERO {
+            base << self.alloc_factor
+        } else {
+            base
+        };
+        if self.high_min != self.high_max && !below_high {
+            high = (high + batch).min(self.high_max as i64);
+            self.high = high as u64;
+        }
+        if order == Order::ZERO {
+            let max_nr_alloc = (high - self.count as i64 - base).max(base);
+            if batch <= max_nr_alloc && self.alloc_factor < PCP_BATCH_SCALE_MAX {
+                self.alloc_factor += 1;
+            }
+            batch = batch.min(max_nr_alloc);
+        }
+        if batch > 1 {
+            batch = (batch >> order.get()).max(2);
+        }
+        batch as u32
+    }
+
+    /// `decay_pcp_high`: `high` lowered to `max3(count − (batch << 5),
+    /// high − high/8, high_min)` and whatever is above it drained from
+    /// list 0; whether there is more to do.
+    pub(super) fn decay_pcp_high<M: MemoryModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+    ) -> bool {
+        let batch = u64::from(self.batch);
+        let mut todo = false;
+        if self.high > self.high_min {
+            self.high = self
+                .count
+                .saturating_sub(batch << PCP_BATCH_SCALE_MAX)
+                .max(self.high - (self.high >> 3))
+                .max(self.high_min);
+            todo = self.high > self.high_min;
+        }
+        if self.count > self.high {
+            self.free_pcppages_bulk(alloc, zid, self.count - self.high, 0);
+            todo = true;
+        }
+        todo
+    }
+}

@@ -1,0 +1,225 @@
+//! Two zoneinfos side by side — the model's and a machine's — field by
+//! field, each difference with its cause where one can be known.
+//!
+//! What can match: every field the kernel computes (watermarks,
+//! `protection`, `batch`, `high_min`, `high_max`, the vmstat threshold),
+//! once the managed pages, CPUs and sysctls are the machine's
+//! ([`kernel_zone_sizes`](super::kernel_zone_sizes)). What cannot: live
+//! state (`pages free`, a pageset's `count` and `high`), and `managed`
+//! itself unless it is taken from the machine — the kernel's excludes
+//! what memblock kept at boot (the memmap among it) and, with deferred
+//! struct page init, pages not yet initialised.
+
+use std::fmt;
+
+use super::sizing::{SizingInputs, kernel_zone_sizes};
+use super::zoneinfo::{KERNEL_ZONE_NAMES, Zoneinfo};
+
+/// Why a field differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// Live state (free pages, a pageset's `count` and `high`): it moves
+    /// with the workload.
+    LiveState,
+    /// The zone's present pages differ: the layout's RAM is not the
+    /// machine's.
+    Layout,
+    /// The machine's `managed` is below its `present`: memblock
+    /// reservations (the memmap among them) and pages deferred init has
+    /// not freed yet come out of it, and pfnlab reserves none.
+    Reserved,
+    /// A field computed from `managed`, which differs: the machine's own
+    /// managed pages, with the inputs given, give the machine's value.
+    FollowsManaged,
+    /// The machine's managed pages, with the inputs given, do not give its
+    /// value: its sysctls (`min_free_kbytes`, `watermark_scale_factor`,
+    /// `lowmem_reserve_ratio`, `percpu_pagelist_high_fraction`) or CPU
+    /// count are not the ones given, or its managed pages changed since
+    /// its kernel computed the value (deferred init grows a zone after
+    /// boot; `protection` follows at once, the watermarks and pagesets
+    /// wait for the next `setup_per_zone_wmarks`).
+    Inputs,
+    /// The zone is missing from one side.
+    Missing,
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Cause::LiveState => "live state",
+            Cause::Layout => "the layout's RAM is not the machine's (present pages)",
+            Cause::Reserved => {
+                "memblock reservations (the memmap among them) and pages deferred init has not freed come out of the machine's managed"
+            }
+            Cause::FollowsManaged => "follows managed, which differs",
+            Cause::Inputs => {
+                "the machine's sysctls or CPUs are not the ones given, or its managed changed since its kernel computed this (deferred init)"
+            }
+            Cause::Missing => "zone missing on one side",
+        })
+    }
+}
+
+/// One field that differs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Difference {
+    /// The node.
+    pub node: u32,
+    /// The zone's name.
+    pub zone: String,
+    /// The field (`min`, `protection[2]`, `cpu 0 high_max`, …).
+    pub field: String,
+    /// The model's value.
+    pub ours: u64,
+    /// The machine's value.
+    pub theirs: u64,
+    /// Why, where known.
+    pub cause: Option<Cause>,
+}
+
+impl fmt::Display for Difference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "node {} {} {}: pfnlab {} machine {}",
+            self.node, self.zone, self.field, self.ours, self.theirs
+        )?;
+        match self.cause {
+            Some(c) => write!(f, " ({c})"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The fields of `ours` (the model's) that differ from `theirs` (a
+/// machine's), in file order; `inputs` are what the model's computed
+/// fields came from, used to tell a changed `managed` from other inputs.
+pub fn compare(ours: &Zoneinfo, theirs: &Zoneinfo, inputs: &SizingInputs) -> Vec<Difference> {
+    let managed = theirs.managed_zones();
+    let sizes = kernel_zone_sizes(&managed, inputs);
+    let mut out = Vec::new();
+    for t in &theirs.zones {
+        let mut diff = |field: String, ours: u64, theirs: u64, cause: Option<Cause>| {
+            if ours != theirs {
+                out.push(Difference {
+                    node: t.node,
+                    zone: t.zone.clone(),
+                    field,
+                    ours,
+                    theirs,
+                    cause,
+                });
+            }
+        };
+        let Some(o) = ours.zone(t.node, &t.zone) else {
+            diff("managed".into(), 0, t.managed, Some(Cause::Missing));
+            continue;
+        };
+        // What the machine's own managed pages give with these inputs.
+        let own = sizes
+            .iter()
+            .find(|s| s.node == t.node && KERNEL_ZONE_NAMES[s.zone] == t.zone);
+        // A computed field's cause: whether the machine's own managed
+        // pages give the machine's value.
+        let computed = |own_value: Option<u64>, theirs: u64| {
+            own_value.map(|v| {
+                if v == theirs {
+                    Cause::FollowsManaged
+                } else {
+                    Cause::Inputs
+                }
+            })
+        };
+        diff(
+            "pages free".into(),
+            o.pages_free,
+            t.pages_free,
+            Some(Cause::LiveState),
+        );
+        diff("present".into(), o.present, t.present, Some(Cause::Layout));
+        let reserved = (t.managed < t.present).then_some(Cause::Reserved);
+        diff("managed".into(), o.managed, t.managed, reserved);
+        let (ow, tw) = (o.watermarks, t.watermarks);
+        let sw = own.map(|s| s.watermarks);
+        diff(
+            "min".into(),
+            ow.min,
+            tw.min,
+            computed(sw.map(|w| w.min), tw.min),
+        );
+        diff(
+            "low".into(),
+            ow.low,
+            tw.low,
+            computed(sw.map(|w| w.low), tw.low),
+        );
+        diff(
+            "high".into(),
+            ow.high,
+            tw.high,
+            computed(sw.map(|w| w.high), tw.high),
+        );
+        diff(
+            "promo".into(),
+            ow.promo,
+            tw.promo,
+            computed(sw.map(|w| w.promo), tw.promo),
+        );
+        for (j, (&a, &b)) in o.protection.iter().zip(&t.protection).enumerate() {
+            let own_value = own.and_then(|s| s.protection.get(j).copied());
+            diff(format!("protection[{j}]"), a, b, computed(own_value, b));
+        }
+        let (Some(op), Some(tp)) = (&o.populated, &t.populated) else {
+            continue;
+        };
+        for (a, b) in op.pagesets.iter().zip(&tp.pagesets) {
+            let cpu = b.cpu;
+            let live = Some(Cause::LiveState);
+            diff(format!("cpu {cpu} count"), a.count, b.count, live);
+            diff(format!("cpu {cpu} high"), a.high, b.high, live);
+            let own_batch = own.map(|s| u64::from(s.batch));
+            diff(
+                format!("cpu {cpu} batch"),
+                a.batch,
+                b.batch,
+                computed(own_batch, b.batch),
+            );
+            let own_min = own.map(|s| u64::from(s.high_min));
+            diff(
+                format!("cpu {cpu} high_min"),
+                a.high_min,
+                b.high_min,
+                computed(own_min, b.high_min),
+            );
+            let own_max = own.map(|s| u64::from(s.high_max));
+            diff(
+                format!("cpu {cpu} high_max"),
+                a.high_max,
+                b.high_max,
+                computed(own_max, b.high_max),
+            );
+            let own_t = own.map(|s| s.stat_threshold);
+            diff(
+                format!("cpu {cpu} vm stats threshold"),
+                a.stat_threshold,
+                b.stat_threshold,
+                computed(own_t, b.stat_threshold),
+            );
+        }
+        if op.pagesets.len() != tp.pagesets.len() {
+            diff(
+                "online CPUs".into(),
+                op.pagesets.len() as u64,
+                tp.pagesets.len() as u64,
+                Some(Cause::Inputs),
+            );
+        }
+        diff(
+            "start_pfn".into(),
+            op.start_pfn,
+            tp.start_pfn,
+            Some(Cause::Layout),
+        );
+    }
+    out
+}
