@@ -40,7 +40,6 @@ use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Measured;
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
-use crate::units::fmt_ns;
 use crate::workloads::{reserve_bootmem_walk, walk_valid};
 
 mod render;

@@ -5,7 +5,7 @@ use buddy::MemmapInitForm;
 
 use super::{Case, WalkResults, WalkRow, Walker};
 use crate::models::ModelKind;
-use crate::report::fmt_ns;
+use crate::units::fmt_ns;
 
 /// The published figures beside the reproductions: `(what, before,
 /// after, unit)`.
