@@ -16,9 +16,10 @@ fn breakdown(c: &mut criterion::Criterion<common::TscCycles>) {
     let layout = Layout::preset("x86-pci-hole").unwrap();
     let mut g = c.benchmark_group("breakdown");
     g.throughput(Throughput::Elements(256));
-    for (step, (name, mechanisms, zero)) in STEPS.into_iter().enumerate() {
+    for (i, step) in STEPS.into_iter().enumerate() {
+        let (name, zero) = (step.label(), step.zero());
         let options = Options {
-            mechanisms,
+            mechanisms: step.mechanisms(),
             frames: zero,
             ..Options::for_era(Era::V6_18)
         };
@@ -31,11 +32,11 @@ fn breakdown(c: &mut criterion::Criterion<common::TscCycles>) {
             Gfp::KERNEL
         };
         let mut cpu = alloc.cpu_on(NodeId::ZERO).expect("node 0");
-        g.bench_function(format!("pcp/{step}: {name}"), |b| {
+        g.bench_function(format!("pcp/{i}: {name}"), |b| {
             b.iter(|| pcp_pairs_gfp(&mut cpu, 256, gfp))
         });
         drop(cpu);
-        g.bench_function(format!("zone/{step}: {name}"), |b| {
+        g.bench_function(format!("zone/{i}: {name}"), |b| {
             b.iter(|| zone_pairs_gfp(&alloc, NodeId::ZERO, 256, gfp))
         });
     }

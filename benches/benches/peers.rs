@@ -7,9 +7,9 @@ mod common;
 
 use buddy::{Allocator, Kernel, Options};
 use criterion::{Criterion, criterion_group, criterion_main};
+use pfnlab::experiments::peers::crates::{SegmentTree, SummaryBuddy, frame_allocator};
+use pfnlab::experiments::peers::floor::FloorBuddy;
 use pfnlab::experiments::peers::whole_blocks;
-use pfnlab::floor::FloorBuddy;
-use pfnlab::peer_crates::{SegmentTree, SummaryBuddy, frame_allocator};
 use pfnlab::workloads::{Frames, bursts, frame_bursts, frame_pairs, pcp_pairs, zone_pairs};
 use sparsemem::{Layout, NodeId};
 use vmemmap::VmemmapTable;

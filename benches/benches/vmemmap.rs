@@ -72,7 +72,10 @@ fn valid_then_read(c: &mut Criterion) {
         &pfns,
     );
     for thp in [true, false] {
-        let o = VmemmapOptions { thp };
+        let o = VmemmapOptions {
+            thp,
+            ..VmemmapOptions::default()
+        };
         let tag = if thp { "thp" } else { "4k" };
         read_one(
             &mut g,

@@ -7,6 +7,13 @@
 //! (`src/main.rs`, `src/cli/`) does, and turns the typed errors here into
 //! one line and an exit status.
 
+//!
+//! Modules, bottom to top (each imports only modules below it):
+//! `units`, `timing`, `threads`, `layout_spec`, `models`, `counting`,
+//! `workloads`, `error`, `machine`, `report`, `trace` (`text`, `format`,
+//! `record`, `replay`), `picture`, `experiments` (the shape in its
+//! `mod.rs`, each experiment below it, its parts below it).
+
 #![deny(unsafe_code)]
 
 // `Counted` forwards `MemoryModel`'s unsafe promises to the model it wraps,
@@ -15,24 +22,18 @@
 pub mod counting;
 pub mod error;
 pub mod experiments;
-pub mod floor;
-/// The default comparison (`pfnlab` with no command).
-pub use experiments::compare;
 pub mod layout_spec;
 pub mod machine;
 pub mod models;
-// The peer crates: frame-alloc's pool mapping and unsafe free, and
-// bitmap-allocator's zeroed tree.
-#[cfg(feature = "peers")]
-#[allow(unsafe_code)]
-pub mod peer_crates;
 pub mod picture;
 pub mod report;
 pub mod spread;
 // The counter reads (`rdtsc`/`rdtscp` with `lfence`; aarch64 `mrs cntvct_el0`).
+pub mod threads;
 #[allow(unsafe_code)]
 pub mod timing;
 pub mod trace;
+pub mod units;
 // `pfn_to_page_unchecked` on pfns checked valid beforehand, as the kernel's
 // callers do after one `pfn_valid`.
 #[allow(unsafe_code)]
@@ -42,19 +43,3 @@ pub mod workloads;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/library.md")]
 pub struct LibraryGuide;
-
-/// Bytes as a short human string (KiB, MiB, GiB, TiB).
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}

@@ -55,7 +55,7 @@ impl Machine {
             crate::timing::COUNTER_NAME,
             rate(self.tsc_hz),
             self.cores,
-            crate::human_bytes(self.memory_bytes),
+            crate::units::human_bytes(self.memory_bytes),
             self.kernel,
             self.thp
         )

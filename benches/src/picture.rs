@@ -15,8 +15,8 @@ use plotters::prelude::*;
 use sparsemem::layout::SectionPlan;
 use sparsemem::{Layout, MemmapBytes, RangeKind, SectionNr};
 
-use crate::human_bytes;
 use crate::models::ModelKind;
+use crate::units::human_bytes;
 
 /// Absent sections drawn one by one between present ones; longer stretches
 /// collapse into one cell.

@@ -1,6 +1,7 @@
 //! The one JSON shape every command that writes `--json` uses, and writing
 //! it without ever leaving a half-written file.
 
+use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -9,11 +10,98 @@ use serde_json::{Map, Value};
 
 use crate::error::{JsonError, JsonErrorKind, RunError};
 use crate::machine::Machine;
+use crate::models::ModelKind;
 use crate::timing::Measurement;
 
-/// One measured result.
+/// One measured result as the JSON report shows it: what was measured
+/// (`variant`, an experiment's own enum), on what (`model`), with which
+/// parameters (`params`, an experiment's struct), the measurement, and the
+/// experiment's extra fields (`extra`, a struct flattened into the row).
 #[derive(Clone, Debug, Serialize)]
-pub struct Row {
+pub struct Row<V, P = NoParams, X = NoExtra> {
+    /// What the experiment compares.
+    pub variant: V,
+    /// What ran it: a memory model, or the host kernel.
+    pub model: Subject,
+    /// The experiment's parameters for this row.
+    pub params: P,
+    /// Per-operation time.
+    #[serde(flatten)]
+    pub measurement: Measurement,
+    /// Experiment-specific fields (seed figures, shares, counts).
+    #[serde(flatten)]
+    pub extra: X,
+}
+
+impl<V, P, X> Row<V, P, X> {
+    /// A row.
+    pub fn new(variant: V, model: impl Into<Subject>, params: P, m: Measurement, extra: X) -> Self {
+        Row {
+            variant,
+            model: model.into(),
+            params,
+            measurement: m,
+            extra,
+        }
+    }
+}
+
+impl<V: fmt::Debug, P, X> Measured for Row<V, P, X> {
+    fn measurement(&self) -> &Measurement {
+        &self.measurement
+    }
+
+    fn label(&self) -> String {
+        format!("{:?} / {}", self.variant, self.model)
+    }
+}
+
+/// A row without parameters (`"params": {}`).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct NoParams {}
+
+/// A row without extra fields.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct NoExtra {}
+
+/// What a row was measured on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subject {
+    /// A memory model of the lab.
+    Model(ModelKind),
+    /// The host's own kernel.
+    Kernel,
+    /// No memory model: a peer allocator that keeps its own frames.
+    NoModel,
+}
+
+impl From<ModelKind> for Subject {
+    fn from(kind: ModelKind) -> Self {
+        Subject::Model(kind)
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subject::Model(kind) => f.write_str(kind.name()),
+            Subject::Kernel => f.write_str("kernel"),
+            Subject::NoModel => f.write_str("none"),
+        }
+    }
+}
+
+/// Reported as its name (`vmemmap`, `kernel`, `none`).
+impl Serialize for Subject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One measured result with untyped parameters and extras (the bridge's
+/// and the replay's rows).
+#[derive(Clone, Debug, Serialize)]
+pub struct JsonRow {
     /// What the experiment compares (`array`, `per-page`, `pfnlab`, …).
     pub variant: String,
     /// The memory model.
@@ -28,15 +116,15 @@ pub struct Row {
     pub extra: Map<String, Value>,
 }
 
-impl Row {
+impl JsonRow {
     /// A row with no extra fields.
     pub fn new(
         variant: impl Into<String>,
         model: impl Into<String>,
         params: Value,
         measurement: Measurement,
-    ) -> Row {
-        Row {
+    ) -> JsonRow {
+        JsonRow {
             variant: variant.into(),
             model: model.into(),
             params,
@@ -46,7 +134,7 @@ impl Row {
     }
 
     /// Adds an extra field.
-    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Row {
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> JsonRow {
         self.extra.insert(key.to_owned(), value.into());
         self
     }
@@ -60,7 +148,7 @@ pub trait Measured {
     fn label(&self) -> String;
 }
 
-impl Measured for Row {
+impl Measured for JsonRow {
     fn measurement(&self) -> &Measurement {
         &self.measurement
     }
@@ -83,9 +171,9 @@ pub fn check_positive<R: Measured>(rows: &[R]) -> Result<(), RunError> {
 }
 
 /// A whole report: `{"experiment", "machine", "layout", "results"}`, its
-/// rows an experiment's own typed rows or the untyped [`Row`].
+/// rows an experiment's own typed [`Row`]s or the untyped [`JsonRow`].
 #[derive(Clone, Debug, Serialize)]
-pub struct Report<R = Row> {
+pub struct Report<R = JsonRow> {
     /// The experiment name (`compare`, `bulk`, …).
     pub experiment: String,
     /// Where it ran.
@@ -151,16 +239,5 @@ impl Drop for JsonOut {
         // After a successful rename the temporary is gone; otherwise remove
         // it so nothing half-written is left behind.
         let _ = std::fs::remove_file(&self.tmp);
-    }
-}
-
-/// Formats a per-op number for tables: ns with two decimals below 10.
-pub fn fmt_ns(ns: f64) -> String {
-    if ns < 10.0 {
-        format!("{ns:.2}")
-    } else if ns < 1000.0 {
-        format!("{ns:.1}")
-    } else {
-        format!("{ns:.0}")
     }
 }

@@ -15,6 +15,8 @@ use buddy::{Allocator, Gfp, PageChain, PerCpu, Variant};
 use sparsemem::reference::{Reference, Semantics};
 use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn, UserFlag};
 
+use crate::threads::{Placement, on_threads};
+
 /// A small, fast, seeded generator (xorshift64).
 #[derive(Clone, Debug)]
 pub struct XorShift(pub u64);
@@ -387,7 +389,7 @@ pub fn mark_pairs<V: Variant>(page: &sparsemem::Page, rounds: u64) {
 
 /// A frame allocator as the peer workloads see it: one order-0 frame out,
 /// one back. Implemented for the floor buddy and, with the `peers` feature,
-/// for the peer crates (`crate::peer_crates`).
+/// for the peer crates (`crate::experiments::peers`).
 pub trait Frames {
     /// One frame, or `None` when none is free.
     fn alloc_frame(&mut self) -> Option<u64>;
@@ -397,17 +399,6 @@ pub trait Frames {
     /// `frame` was returned by `alloc_frame` of this allocator and not
     /// given back since (some peers cannot check it, and trust it).
     unsafe fn free_frame(&mut self, frame: u64);
-}
-
-impl Frames for crate::floor::FloorBuddy {
-    #[inline]
-    fn alloc_frame(&mut self) -> Option<u64> {
-        self.alloc(0).map(Pfn::get)
-    }
-    #[inline]
-    unsafe fn free_frame(&mut self, frame: u64) {
-        self.free(Pfn::new(frame), 0);
-    }
 }
 
 /// A frame allocator several threads share: one frame out, one back,
@@ -495,14 +486,12 @@ pub fn shared_bursts<F: SharedFrames>(
     rounds: u64,
     burst: usize,
 ) -> u64 {
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut held = Vec::with_capacity(burst);
-                black_box(frame_bursts(&mut &*frames, rounds, burst, &mut held));
-            });
-        }
-    });
+    on_threads(
+        threads,
+        Placement::Free,
+        |_| Vec::with_capacity(burst),
+        |_, mut held| black_box(frame_bursts(&mut &*frames, rounds, burst, &mut held)),
+    );
     threads as u64 * rounds * burst as u64
 }
 
@@ -515,15 +504,15 @@ pub fn pcp_bursts_threads<M: MemoryModel, V: Variant>(
     rounds: u64,
     burst: usize,
 ) -> u64 {
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut cpu = alloc.cpu_on(node).expect("a node with memory");
-                let mut held = Vec::with_capacity(burst);
-                std::hint::black_box(bursts(&mut cpu, rounds, burst, &mut held));
-            });
-        }
-    });
+    on_threads(
+        threads,
+        Placement::Free,
+        |_| {
+            let cpu = alloc.cpu_on(node).expect("a node with memory");
+            (cpu, Vec::with_capacity(burst))
+        },
+        |_, (mut cpu, mut held)| black_box(bursts(&mut cpu, rounds, burst, &mut held)),
+    );
     threads as u64 * rounds * burst as u64
 }
 

@@ -69,8 +69,15 @@ fn every_model_runs_the_hotplug_lifecycle_or_refuses_clearly() {
         for device in [false, true] {
             let layout = layout(device);
             for t in OnlineType::ALL {
-                let got =
-                    with_model_options(kind, &layout, VmemmapOptions { thp: false }, Lifecycle(t));
+                let got = with_model_options(
+                    kind,
+                    &layout,
+                    VmemmapOptions {
+                        thp: false,
+                        ..VmemmapOptions::default()
+                    },
+                    Lifecycle(t),
+                );
                 let holds = match kind {
                     ModelKind::Flat => false,
                     ModelKind::Sparse | ModelKind::SparseExtreme => !device,

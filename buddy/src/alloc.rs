@@ -338,6 +338,43 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         Some(self.prep_new_page(block, gfp))
     }
 
+    /// Takes the free max-order blocks of `[head, head + nr_pages)` from
+    /// zone `zid` under one lock hold, each prepared as an order-`max`
+    /// allocation (the hugetlb pool's gigantic folios); all or none.
+    pub(crate) fn take_free_range(
+        &self,
+        zid: ZoneId,
+        head: Pfn,
+        nr_pages: u64,
+        max: Order,
+    ) -> bool {
+        let Some(zone) = self.zones.get(zid.index()) else {
+            return false;
+        };
+        let mut area = zone.free_area.lock();
+        let mut taken = Vec::new();
+        for i in 0..nr_pages / max.nr_pages() {
+            match area.take_free_block(&self.model, head + i * max.nr_pages(), max) {
+                Some(block) => taken.push(block),
+                None => {
+                    for block in taken {
+                        area.free_one(&self.model, block);
+                    }
+                    return false;
+                }
+            }
+        }
+        area.stats.allocs[max.index()] += taken.len() as u64;
+        drop(area);
+        if self.path.watermarks {
+            zone.mod_free_pages(-(nr_pages as i64));
+        }
+        for block in taken {
+            self.prep_new_page(block, Gfp::KERNEL);
+        }
+        true
+    }
+
     /// Refuses an order above the geometry's `MAX_PAGE_ORDER` (the
     /// kernel's `WARN_ON_ONCE(order > MAX_PAGE_ORDER)` in `__alloc_pages`).
     #[inline(always)]

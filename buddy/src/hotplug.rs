@@ -223,6 +223,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             self.model.set_online(start, nr_pages, false)?;
             return Err(e.into());
         }
+        crate::walk::set_zone_contiguous(&self.model, zone, Some([start, end]));
         let id = zone.id;
         for b in blocks {
             self.offline.remove(&b);
@@ -279,6 +280,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         self.model.set_online(start, nr_pages, false)?;
         let zone = &mut self.zones[zid.index()];
         zone.take_range(&self.model, start, Pfn::new(end), &free_blocks)?;
+        crate::walk::set_zone_contiguous(&self.model, zone, None);
         let node = zone.node;
         self.offline.extend(blocks.map(|b| (b, node)));
         self.setup_watermarks_and_pcp();

@@ -199,6 +199,9 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 alloc.offline.insert(b, Layout::node_id(r));
             }
         }
+        for zone in &mut alloc.zones {
+            crate::walk::set_zone_contiguous(&alloc.model, zone, None);
+        }
         alloc.rebuild_nodes();
         alloc.setup_watermarks_and_pcp();
         Ok(alloc)

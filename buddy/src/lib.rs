@@ -10,8 +10,9 @@
 //! and frame contents only with [`Options::frames`] (real frames, cleared
 //! for `__GFP_ZERO`).
 //!
-//! What the kernel does and pfnlab does not model: reclaim, compaction
-//! and kswapd (below its watermark an ordinary request fails with
+//! What the kernel does and pfnlab does not model: reclaim, compaction's
+//! migration (its scanners run in `compact_zone`, moving nothing) and
+//! kswapd (below its watermark an ordinary request fails with
 //! [`RequestError::NoMemory`]); the HIGHATOMIC reserve
 //! (`reserve_highatomic_pageblock`: the migratetype and its free lists
 //! exist, but no pageblock is ever reserved); `ZONE_RECLAIM_ACTIVE` and
@@ -52,13 +53,16 @@
 //! 2. `era` (each kernel's mechanisms), `gfp` (GFP masks), `watermark`
 //!    (the kernel's formulas), `frames` (real frames);
 //! 3. `error` (one enum per domain, and their join), `node` (nodes,
-//!    zonelists, node masks);
+//!    zonelists, node masks), `memmap_init` (the boot memmap walk's
+//!    forms, over a model);
 //! 4. `zone`: `zone::free_area` (the buddy algorithm), then
 //!    `zone::fallback` and `zone` itself (the zone, its memory, the claim
 //!    of a free);
-//! 5. `alloc` (the allocator and its zone path);
+//! 5. `alloc` (the allocator and its zone path), `walk`
+//!    (`pageblock_pfn_to_page`, `zone->contiguous`, over a zone);
 //! 6. `chain` (a chain of allocated pages), `init` (construction),
-//!    `hotplug`, each over the allocator;
+//!    `hotplug`, `compaction` (the scanners), `hugetlb` (the hugetlb pool),
+//!    each over the allocator;
 //! 7. `pcp` (the per-CPU handle), then `pcp::bulk` and `pcp::tune` (6.7's
 //!    tuning of `high`);
 //! 8. `views` (the kernel's `/proc` views of the zones, the zoneinfo
@@ -71,6 +75,7 @@
 
 mod alloc;
 mod chain;
+mod compaction;
 mod era;
 mod error;
 // Real frames: a mapping written by the allocator for blocks it owns.
@@ -78,6 +83,10 @@ mod error;
 mod frames;
 mod gfp;
 mod hotplug;
+// The hugetlb pool: a gigantic folio's compound fields over the blocks it
+// owns, and the model's HVO calls for folios it owns.
+#[allow(unsafe_code)]
+mod hugetlb;
 mod init;
 // The intrusive lists and the owned-block token: the only writers of a
 // page's links.
@@ -86,6 +95,9 @@ mod list;
 // The zone lock hands out `&mut` to the free area through an `UnsafeCell`.
 #[allow(unsafe_code)]
 mod lock;
+// memmap_init writes the descriptors of a model it holds by `&mut`.
+#[allow(unsafe_code)]
+mod memmap_init;
 mod node;
 mod pcp;
 #[cfg(feature = "testing")]
@@ -95,6 +107,8 @@ mod types;
 #[allow(unsafe_code)]
 mod variant;
 pub mod views;
+// pageblock_pfn_to_page and zone->contiguous.
+mod walk;
 mod watermark;
 // Zones and the buddy algorithm: merges and splits reach pages as
 // `page + offset`; a zone takes and gives back its pages' descriptors.
@@ -103,16 +117,22 @@ mod zone;
 
 pub use alloc::{Allocator, LockPolicy, Options};
 pub use chain::PageChain;
+pub use compaction::{
+    COMPACT_CLUSTER_MAX, CompactControl, CompactCounts, CompactError, CompactState, compact_zone,
+};
 pub use era::{Era, Mechanisms};
 pub use error::{AllocError, FreeError, InitError, MemHotplugError, RangeError, RequestError};
 pub use frames::{Frames, FramesError, MAX_FRAMES_BYTES};
 pub use gfp::{Gfp, GfpError};
 pub use hotplug::OnlineType;
+pub use hugetlb::{HugetlbCounts, HugetlbError, HugetlbPool, HvoMode};
 pub use lock::ZoneLockKind;
+pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
 pub use types::{MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};
 pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant};
+pub use walk::{__pageblock_pfn_to_page, pageblock_pfn_to_page};
 pub use watermark::{
     LOWMEM_RESERVE_RATIO, MIN_PERCPU_PAGELIST_HIGH_FRACTION, NR_KERNEL_ZONES, Sysctls, Watermarks,
     lowmem_reserve, lowmem_reserve_with, min_free_kbytes, node_lowmem_reserve,

@@ -21,7 +21,7 @@ use crate::error::{BuildError, HOTPLUG_MODELS, HotplugError, NO_HOTPLUG, VMEMMAP
 use crate::geometry::Geometry;
 use crate::layout::{Layout, RangeKind};
 use crate::memmap::{MemmapBlock, check_memmap_budget};
-use crate::model::{MemmapBytes, MemoryModel};
+use crate::model::{MemmapBytes, MemoryModel, PfnWalker};
 use crate::page::{PAGE_STRUCT_SIZE, Page};
 use crate::pageblock::{Migratetype, NR_PAGEBLOCK_BITS, get_bits, set_bits};
 use crate::types::Pfn;
@@ -140,6 +140,19 @@ unsafe impl MemoryModel for Flat {
         // SAFETY: the caller promises pfn_valid(pfn), so index < nr_pages and
         // the result stays inside the memmap block.
         unsafe { self.mem_map.as_ptr().add(index) }
+    }
+
+    fn pfn_walker(&self) -> PfnWalker {
+        PfnWalker::FlatClamp
+    }
+
+    /// FLATMEM's `for_each_valid_pfn` start: the range clamped to the
+    /// array; every pfn of the array is valid.
+    #[inline(always)]
+    fn first_valid_pfn(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        let first = pfn.get().max(self.pfn_offset);
+        let limit = end.get().min(self.pfn_offset + self.nr_pages);
+        if first < limit { Pfn::new(first) } else { end }
     }
 
     fn page_to_pfn(&self, page: &Page) -> Pfn {

@@ -52,6 +52,10 @@ mod error;
 #[allow(unsafe_code)]
 mod flat;
 mod geometry;
+// HugeTLB vmemmap optimisation: an unsafe trait (the model promises what
+// a remapped memmap still answers).
+#[allow(unsafe_code)]
+pub mod hvo;
 pub mod layout;
 pub mod pageblock;
 // Anonymous mappings for memmap blocks (memmap2's unchecked advice).
@@ -77,6 +81,7 @@ pub mod table;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;
+pub mod walk;
 
 pub use error::{
     BuildError, Granule, HOTPLUG_MODELS, HotplugError, MemmapTooLarge, TableTooLarge,
@@ -88,7 +93,7 @@ pub use geometry::{
     SectionChunk, ZoneLimits,
 };
 pub use layout::{Layout, LayoutError, LayoutSpec, MemRange, RangeKind};
-pub use model::{MemmapBytes, MemoryModel};
+pub use model::{MemmapBytes, MemoryModel, PfnWalker, first_valid_pfn_per_pfn};
 pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, TAIL_MAPPING, UserFlag, ZONE_DEVICE_ID};
 pub use pageblock::{MIGRATE_PCPTYPES, MIGRATE_TYPES, Migratetype};
 pub use sparse::{Sparse, SparseClassic, SparseExtreme};
@@ -97,3 +102,4 @@ pub use types::{
     DEFAULT_MAX_PAGE_ORDER, MAX_NUMNODES, MAX_PAGE_ORDER_LIMIT, NR_PAGE_ORDERS, NodeId,
     NodeIdTooLarge, Order, OrderTooLarge, Pfn, PhysAddr, SectionNr,
 };
+pub use walk::{PfnRange, WalkError, for_each_valid_pfn};

@@ -26,6 +26,54 @@ pub struct MemmapBytes {
     pub huge: u64,
 }
 
+/// Which `for_each_valid_pfn` the kernel builds for a memory model
+/// (include/linux/mmzone.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PfnWalker {
+    /// FLATMEM: the range clamped to `[ARCH_PFN_OFFSET, ARCH_PFN_OFFSET +
+    /// max_mapnr)`, then every pfn of it.
+    FlatClamp,
+    /// SPARSEMEM without VMEMMAP: section numbers one at a time up to
+    /// `__highest_present_section_nr`; a present section is walked whole.
+    Sections,
+    /// SPARSEMEM_VMEMMAP: as [`PfnWalker::Sections`], and inside a section
+    /// that is not early the next present subsection (`find_next_bit` on
+    /// the subsection map); `pfn_valid` is re-asked only at subsection
+    /// boundaries.
+    Subsections,
+    /// The generic fallback (`pfn_valid` on every pfn of the range): what
+    /// the kernel runs when the architecture brings its own `pfn_valid`
+    /// (`CONFIG_HAVE_ARCH_PFN_VALID`), because the section walker is
+    /// defined only beside the generic SPARSEMEM `pfn_valid`.
+    PerPfn,
+}
+
+impl PfnWalker {
+    /// The walker's name in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PfnWalker::FlatClamp => "flat-clamp",
+            PfnWalker::Sections => "sections",
+            PfnWalker::Subsections => "subsections",
+            PfnWalker::PerPfn => "per-pfn",
+        }
+    }
+}
+
+/// The generic per-pfn `first_valid_pfn`: `pfn_valid` on each pfn of
+/// `[pfn, end)` until one is valid; `end` when none is.
+#[inline]
+pub fn first_valid_pfn_per_pfn<M: MemoryModel + ?Sized>(model: &M, pfn: Pfn, end: Pfn) -> Pfn {
+    let mut p = pfn;
+    while p < end {
+        if model.pfn_valid(p) {
+            return p;
+        }
+        p = p + 1;
+    }
+    end
+}
+
 /// A physical memory model: how a pfn is validated and turned into its
 /// `struct page`.
 ///
@@ -110,6 +158,48 @@ pub unsafe trait MemoryModel: Send + Sync {
         }
     }
 
+    /// The walker the kernel builds for this model; what
+    /// [`first_valid_pfn`](MemoryModel::first_valid_pfn) implements.
+    fn pfn_walker(&self) -> PfnWalker {
+        PfnWalker::PerPfn
+    }
+
+    /// `first_valid_pfn`: the first pfn of `[pfn, end)` for which
+    /// `pfn_valid` is true, or `end` (or above) when there is none. Total:
+    /// any input gives an answer, never a panic. The default is the
+    /// generic per-pfn loop ([`PfnWalker::PerPfn`]).
+    #[inline(always)]
+    fn first_valid_pfn(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        first_valid_pfn_per_pfn(self, pfn, end)
+    }
+
+    /// `next_valid_pfn`: the valid pfn after `pfn`, a pfn the walk just
+    /// yielded, below `end`, or `end` (or above). The kernel's section
+    /// walkers re-ask only at a (sub)section boundary, so for a `pfn` that
+    /// is not valid the answer is some pfn above it (never a panic).
+    #[inline(always)]
+    fn next_valid_pfn(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        match pfn.checked_add(1) {
+            Some(next) if next < end => self.first_valid_pfn(next, end),
+            _ => end,
+        }
+    }
+
+    /// [`first_valid_pfn`](MemoryModel::first_valid_pfn) with absent
+    /// EXTREME root pages skipped 256 sections at a time: pfnlab's
+    /// variant, in no kernel (6.x walks section numbers one by one). Where
+    /// a model has no root pages it is the kernel's walk.
+    #[inline(always)]
+    fn first_valid_pfn_bulk(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        self.first_valid_pfn(pfn, end)
+    }
+
+    /// [`next_valid_pfn`](MemoryModel::next_valid_pfn) of the bulk variant.
+    #[inline(always)]
+    fn next_valid_pfn_bulk(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        self.next_valid_pfn(pfn, end)
+    }
+
     /// `page_to_pfn` for a page this model handed out.
     fn page_to_pfn(&self, page: &Page) -> Pfn;
 
@@ -120,6 +210,12 @@ pub unsafe trait MemoryModel: Send + Sync {
 
     /// Memory spent on the memmap and its tables.
     fn memmap_bytes(&self) -> MemmapBytes;
+
+    /// The model's HugeTLB vmemmap optimisation: none but
+    /// SPARSEMEM_VMEMMAP's (the default refuses).
+    fn hugetlb_vmemmap(&self) -> Result<&dyn crate::hvo::HugetlbVmemmap, crate::hvo::HvoError> {
+        Err(crate::hvo::HvoError::NoVmemmap(self.name()))
+    }
 
     /// `get_pfnblock_migratetype`: the migratetype of `pfn`'s pageblock,
     /// from the model's pageblock flags (a section's usage under SPARSEMEM

@@ -24,7 +24,7 @@ use crate::error::{BuildError, HotplugError, VMEMMAP_MODELS};
 use crate::geometry::Geometry;
 use crate::layout::{Layout, RangeKind};
 use crate::memmap::{MemmapBlock, check_memmap_budget};
-use crate::model::{MemmapBytes, MemoryModel};
+use crate::model::{MemmapBytes, MemoryModel, PfnWalker};
 use crate::page::{PAGE_STRUCT_SIZE, Page};
 use crate::pageblock::Migratetype;
 use crate::table::{Classic, Extreme, HotplugOp, MemoryKind, SectionRoot, SectionTable};
@@ -124,6 +124,30 @@ unsafe impl<R: SectionRoot> MemoryModel for Sparse<R> {
         // exists; its decoded pointer (taken from the block's full-provenance
         // base) plus `pfn` lies in that section's MemmapBlock.
         unsafe { self.table.pfn_to_section(pfn).unwrap_unchecked() }.page_ptr(pfn.get())
+    }
+
+    fn pfn_walker(&self) -> PfnWalker {
+        PfnWalker::Sections
+    }
+
+    #[inline(always)]
+    fn first_valid_pfn(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        self.table.first_valid_pfn::<false>(pfn, end)
+    }
+
+    #[inline(always)]
+    fn next_valid_pfn(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        self.table.next_valid_pfn::<false>(pfn, end)
+    }
+
+    #[inline(always)]
+    fn first_valid_pfn_bulk(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        self.table.first_valid_pfn::<true>(pfn, end)
+    }
+
+    #[inline(always)]
+    fn next_valid_pfn_bulk(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        self.table.next_valid_pfn::<true>(pfn, end)
     }
 
     fn page_to_pfn(&self, page: &Page) -> Pfn {

@@ -33,6 +33,26 @@ impl SubsectionMap {
         self.0[(index / 64) as usize] & (1 << (index % 64)) != 0
     }
 
+    /// `find_next_bit`: the first present subsection at or after `index`.
+    #[inline]
+    pub fn next_set(&self, index: u64) -> Option<u64> {
+        let mut word = (index / 64) as usize;
+        if word >= WORDS {
+            return None;
+        }
+        let mut bits = self.0[word] & (u64::MAX << (index % 64));
+        loop {
+            if bits != 0 {
+                return Some(word as u64 * 64 + u64::from(bits.trailing_zeros()));
+            }
+            word += 1;
+            if word == WORDS {
+                return None;
+            }
+            bits = self.0[word];
+        }
+    }
+
     /// Whether no subsection is present.
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(|&w| w == 0)
@@ -78,5 +98,22 @@ mod tests {
         assert_eq!(a.or(&b).count(), 509);
         assert_eq!(a.and_not(&b).iter().last(), Some(59));
         assert!(a.and_not(&a).is_empty());
+    }
+
+    #[test]
+    fn next_set_finds_the_following_bit() {
+        let m = SubsectionMap::range(3, 3).or(&SubsectionMap::range(130, 131));
+        assert_eq!(m.next_set(0), Some(3));
+        assert_eq!(m.next_set(3), Some(3));
+        assert_eq!(m.next_set(4), Some(130));
+        assert_eq!(m.next_set(131), Some(131));
+        assert_eq!(m.next_set(132), None);
+        assert_eq!(m.next_set(MAX_SUBSECTIONS_PER_SECTION), None);
+        assert_eq!(SubsectionMap::EMPTY.next_set(0), None);
+        let top = SubsectionMap::range(0, MAX_SUBSECTIONS_PER_SECTION - 1);
+        assert_eq!(
+            top.next_set(MAX_SUBSECTIONS_PER_SECTION - 1),
+            Some(MAX_SUBSECTIONS_PER_SECTION - 1)
+        );
     }
 }

@@ -56,6 +56,16 @@ pub trait SectionRoot: Send + Sync + Sized + 'static {
 
     /// Bytes of table memory (entries and root pointers).
     fn table_bytes(&self) -> u64;
+
+    /// For pfnlab's bulk-skipping walk (a labelled variant, in no kernel):
+    /// when `nr`'s root page is absent, the first section number of the
+    /// next root page; `None` when the entry exists (always, for the
+    /// classic table).
+    #[inline(always)]
+    fn absent_root_end(&self, nr: u64) -> Option<u64> {
+        let _ = nr;
+        None
+    }
 }
 
 /// Classic SPARSEMEM: one array of every section's entry.
@@ -151,6 +161,15 @@ impl SectionRoot for Extreme {
     fn table_bytes(&self) -> u64 {
         std::mem::size_of_val(&*self.roots) as u64 + self.nr_root_pages * 4096
     }
+
+    #[inline(always)]
+    fn absent_root_end(&self, nr: u64) -> Option<u64> {
+        let root = (nr / SECTIONS_PER_ROOT) as usize;
+        match self.roots.get(root) {
+            Some(Some(_)) => None,
+            _ => Some((root as u64 + 1) * SECTIONS_PER_ROOT),
+        }
+    }
 }
 
 /// One section's part of a hotplug request, produced by
@@ -206,6 +225,10 @@ pub struct SectionTable<R, const VMEMMAP: bool> {
     /// Device-memory subsections (global numbers): the kernel finds these
     /// through `get_dev_pagemap`'s pgmap lookup.
     pgmap: BTreeSet<u64>,
+    /// `__highest_present_section_nr`: raised when a section becomes
+    /// present and, as in the kernel, never lowered on removal; `None`
+    /// until the first section.
+    highest_present: Option<u64>,
 }
 
 impl<R: SectionRoot, const VMEMMAP: bool> SectionTable<R, VMEMMAP> {
@@ -216,6 +239,7 @@ impl<R: SectionRoot, const VMEMMAP: bool> SectionTable<R, VMEMMAP> {
             geometry,
             present: BTreeSet::new(),
             pgmap: BTreeSet::new(),
+            highest_present: None,
         })
     }
 
@@ -333,7 +357,26 @@ impl<R: SectionRoot, const VMEMMAP: bool> SectionTable<R, VMEMMAP> {
             .fill(g.pageblocks_per_section(), Migratetype::Movable);
         let first_sub = first_pfn >> g.pfn_subsection_shift();
         self.pgmap.extend(plan.device.iter().map(|i| first_sub + i));
+        self.mark_present(nr);
+    }
+
+    /// `section_mark_present`'s bookkeeping: the section joins `present`
+    /// and raises `__highest_present_section_nr`.
+    fn mark_present(&mut self, nr: SectionNr) {
         self.present.insert(nr);
+        self.highest_present = self.highest_present.max(Some(nr.get()));
+    }
+
+    /// `__highest_present_section_nr`, `None` before the first section.
+    #[inline(always)]
+    pub(crate) fn highest_present_section(&self) -> Option<u64> {
+        self.highest_present
+    }
+
+    /// The table's first level.
+    #[inline(always)]
+    pub(crate) fn root(&self) -> &R {
+        &self.root
     }
 
     /// Present sections, ascending, with their entries.
@@ -446,6 +489,7 @@ impl<R: SectionRoot, const VMEMMAP: bool> SectionTable<R, VMEMMAP> {
                     .pageblock_flags
                     .fill(g.pageblocks_per_section(), Migratetype::Movable);
                 self.present.insert(c.nr);
+                self.highest_present = self.highest_present.max(Some(c.nr.get()));
             }
             let usage = ms.usage_mut();
             usage.subsection_map = usage.subsection_map.or(&c.bits);

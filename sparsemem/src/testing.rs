@@ -371,3 +371,126 @@ pub fn apply_step<M: MemoryModel + ?Sized>(
         ))
     }
 }
+
+/// How much of a layout [`check_walks`] walks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalkReach {
+    /// Ranges around every range and (sub)section edge only: for models
+    /// whose hole pfns cost a caught fault each.
+    Edges,
+    /// The edges, the whole window, and (by the model's own walk and the
+    /// bulk variant) the whole physical span.
+    Whole,
+}
+
+/// Checks every walk of `model` against `reference`: over each range,
+/// [`walk::KernelWalk`](crate::walk::KernelWalk),
+/// [`walk::PerPfnWalk`](crate::walk::PerPfnWalk) and
+/// [`walk::BulkSkipWalk`](crate::walk::BulkSkipWalk) yield exactly the
+/// pfns the reference holds valid, in order; `first_valid_pfn` from every
+/// interesting pfn finds the reference's first; bad ranges are errors.
+pub fn check_walks<M: MemoryModel + ?Sized>(
+    model: &M,
+    reference: &Reference,
+    layout: &Layout,
+    reach: WalkReach,
+) -> Result<(), String> {
+    use crate::walk::{BulkSkipWalk, KernelWalk, PerPfnWalk, WalkError, walk};
+    let g = layout.geometry();
+    let max = g.max_pfn().get();
+    let ws = window_start(layout).get();
+    // A generated hotplug step starts in the window and reaches at most
+    // two sections past it.
+    let we = (ws + (WINDOW_SECTIONS + 2) * g.pages_per_section()).min(max);
+    let expect = |s: u64, e: u64| -> Vec<Pfn> {
+        (s..e)
+            .map(Pfn::new)
+            .filter(|&p| reference.pfn_valid(p))
+            .collect()
+    };
+    let reach_sub = g.pages_per_subsection() + 3;
+    let mut ranges: Vec<(u64, u64)> = interesting_pfns(layout)
+        .into_iter()
+        .map(Pfn::get)
+        .filter(|&p| p >= ws && p <= we)
+        .map(|p| (p.saturating_sub(reach_sub).max(ws), (p + reach_sub).min(we)))
+        .filter(|(s, e)| s < e)
+        .collect();
+    if reach == WalkReach::Whole {
+        ranges.push((ws, we));
+    }
+    for (s, e) in ranges {
+        let want = expect(s, e);
+        let (start, end) = (Pfn::new(s), Pfn::new(e));
+        let got: [Vec<Pfn>; 3] = [
+            walk::<_, KernelWalk>(model, start, end).map(Iterator::collect),
+            walk::<_, PerPfnWalk>(model, start, end).map(Iterator::collect),
+            walk::<_, BulkSkipWalk>(model, start, end).map(Iterator::collect),
+        ]
+        .map(|r| r.unwrap_or_default());
+        for (name, got) in ["kernel", "per-pfn", "bulk"].iter().zip(&got) {
+            if *got != want {
+                return Err(format!(
+                    "{}: {name} walk of {start}..{end} yields {} pfns (first {:?}), reference {} (first {:?})",
+                    model.name(),
+                    got.len(),
+                    got.first(),
+                    want.len(),
+                    want.first()
+                ));
+            }
+        }
+        let first = model.first_valid_pfn(start, end);
+        let want_first = want.first().copied().unwrap_or(end);
+        if first.min(end) != want_first {
+            return Err(format!(
+                "{}: first_valid_pfn({start}, {end}) = {first}, reference {want_first}",
+                model.name()
+            ));
+        }
+    }
+    if reach == WalkReach::Whole {
+        // Every valid pfn lies in the (widened) window, so the whole span
+        // walks to exactly the window's.
+        let want = expect(ws, we);
+        let whole = crate::walk::PfnRange::whole(g);
+        let kernel: Vec<Pfn> = crate::walk::walk_range::<_, KernelWalk>(model, whole).collect();
+        let bulk: Vec<Pfn> = crate::walk::walk_range::<_, BulkSkipWalk>(model, whole).collect();
+        if kernel != want || bulk != want {
+            return Err(format!(
+                "{}: whole-span walks yield {} and {} pfns, reference {}",
+                model.name(),
+                kernel.len(),
+                bulk.len(),
+                want.len()
+            ));
+        }
+    }
+    let bad = [
+        (
+            walk::<_, KernelWalk>(model, Pfn::new(ws), Pfn::new(ws)).err(),
+            "empty",
+        ),
+        (
+            walk::<_, KernelWalk>(model, Pfn::new(ws + 1), Pfn::new(ws)).err(),
+            "inverted",
+        ),
+        (
+            walk::<_, KernelWalk>(model, Pfn::new(0), Pfn::new(max + 1)).err(),
+            "past max",
+        ),
+    ];
+    for (err, what) in bad {
+        if !matches!(
+            err,
+            Some(
+                WalkError::Empty { .. }
+                    | WalkError::Inverted { .. }
+                    | WalkError::BeyondMaxPhysmem { .. }
+            )
+        ) {
+            return Err(format!("{}: {what} range gave {err:?}", model.name()));
+        }
+    }
+    Ok(())
+}

@@ -33,9 +33,17 @@
 // The exception-table probe: inline asm, a signal handler that edits the
 // saved context, per-thread alternate stacks. x86_64 and aarch64 only; on
 // other architectures `vmemmap-probe` is refused when built.
+// The memfd behind a shareable memmap: memfd_create, mmap(MAP_FIXED),
+// fallocate, pwrite, fstat.
+#[allow(unsafe_code)]
+pub mod backing;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[allow(unsafe_code)]
 pub mod fixup;
+// HugeTLB vmemmap optimisation: remaps of the memmap and the owner's
+// writes of tail compound fields.
+#[allow(unsafe_code)]
+pub mod hvo;
 // A PROT_NONE page's address handed to write(2), to time the kernel's fixup.
 #[allow(unsafe_code)]
 pub mod kernel_fixup;
@@ -50,6 +58,7 @@ pub mod reserve;
 #[allow(unsafe_code)]
 mod uffd;
 
+pub use hvo::{HvoCounts, compound_head_fake_head, compound_head_mask};
 pub use model::{Detector, Probe, Table, Vmemmap, VmemmapOptions};
 #[cfg(feature = "uffd")]
 pub use uffd::{UffdSigbus, UffdZeroPage};

@@ -24,10 +24,14 @@ use std::io;
 use sparsemem::table::{Extreme, HotplugOp, MemoryKind, SectionChange, SectionTable};
 use sparsemem::{
     BuildError, Geometry, HotplugError, Layout, MemmapBytes, MemoryModel, Migratetype, NodeId,
-    PAGE_STRUCT_SIZE, Page, PageFlag, Pfn, RangeKind, SectionNr,
+    PAGE_STRUCT_SIZE, Page, PageFlag, Pfn, PfnWalker, RangeKind, SectionNr,
+    first_valid_pfn_per_pfn,
 };
 
-use crate::reserve::{HoleStyle, Reservation, thp_available};
+use sparsemem::hvo::{HugetlbVmemmap, HvoError};
+
+use crate::hvo::HvoState;
+use crate::reserve::{Backing, HoleStyle, Reservation, thp_available};
 
 /// Options for building a vmemmap model.
 #[derive(Clone, Copy, Debug)]
@@ -35,12 +39,17 @@ pub struct VmemmapOptions {
     /// Ask for transparent huge pages on populated memmap (default: when
     /// the kernel allows it).
     pub thp: bool,
+    /// Back the memmap with a memfd instead of private anonymous memory,
+    /// so HugeTLB vmemmap optimisation can map a memmap page twice
+    /// (default: off). Refused for the userfaultfd detectors.
+    pub memfd: bool,
 }
 
 impl Default for VmemmapOptions {
     fn default() -> Self {
         VmemmapOptions {
             thp: thp_available(),
+            memfd: false,
         }
     }
 }
@@ -51,6 +60,14 @@ pub trait Detector: Sized + Send + Sync + 'static {
     const NAME: &'static str;
     /// How holes in the reservation must behave for this detector.
     const HOLES: HoleStyle;
+    /// The `for_each_valid_pfn` the kernel would build:
+    /// [`PfnWalker::Subsections`] for the stock table, and
+    /// [`PfnWalker::PerPfn`] for a detector that replaces `pfn_valid`
+    /// (`CONFIG_HAVE_ARCH_PFN_VALID`, as ia64's `ia64_pfn_valid` did): the
+    /// section walker is defined only beside the generic SPARSEMEM
+    /// `pfn_valid`, so such a kernel falls back to `pfn_valid` per pfn,
+    /// each a probe (a caught fault per hole pfn).
+    const WALKER: PfnWalker;
 
     /// Sets the detector up on a fresh reservation, before anything is
     /// populated.
@@ -86,7 +103,8 @@ pub struct Vmemmap<D: Detector> {
     base: *const Page,
     max_pfn: u64,
     detector: D,
-    reservation: Reservation,
+    pub(crate) reservation: Reservation,
+    pub(crate) hvo: HvoState,
 }
 
 // SAFETY: `base` points into `reservation`, owned by this value; descriptors
@@ -125,7 +143,19 @@ impl<D: Detector> Vmemmap<D> {
         sparsemem::memmap::check_memmap_budget(populated * PAGE_STRUCT_SIZE)?;
         let max_pfn = g.max_pfn().get();
         let bytes = max_pfn * PAGE_STRUCT_SIZE;
-        let reservation = Reservation::new(bytes as usize, D::HOLES, options.thp).map_err(|e| {
+        if options.memfd && D::HOLES == HoleStyle::Missing {
+            return Err(BuildError::Unsupported(format!(
+                "{} cannot have a memfd-backed memmap: a userfaultfd on shmem is not modelled",
+                D::NAME
+            )));
+        }
+        let backing = if options.memfd {
+            Backing::Memfd
+        } else {
+            Backing::Anonymous
+        };
+        let reservation = Reservation::with_backing(bytes as usize, D::HOLES, options.thp, backing)
+            .map_err(|e| {
             BuildError::Unsupported(format!(
                 "cannot reserve {} GiB of address space for the memmap of a 2^{}-byte physical space ({e}); \
                  the user address space is 128 TiB with 4-level paging",
@@ -140,6 +170,7 @@ impl<D: Detector> Vmemmap<D> {
             max_pfn,
             detector,
             reservation,
+            hvo: HvoState::default(),
         };
         for (&nr, sp) in &plan {
             let first = g.section_nr_to_pfn(nr).get();
@@ -390,6 +421,45 @@ unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
         unsafe { self.base.add(pfn.get() as usize) }
     }
 
+    fn pfn_walker(&self) -> PfnWalker {
+        D::WALKER
+    }
+
+    #[inline(always)]
+    fn first_valid_pfn(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        match D::WALKER {
+            PfnWalker::Subsections => self.table.first_valid_pfn::<false>(pfn, end),
+            _ => first_valid_pfn_per_pfn(self, pfn, end),
+        }
+    }
+
+    #[inline(always)]
+    fn next_valid_pfn(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        match D::WALKER {
+            PfnWalker::Subsections => self.table.next_valid_pfn::<false>(pfn, end),
+            _ => match pfn.checked_add(1) {
+                Some(next) => first_valid_pfn_per_pfn(self, next, end),
+                None => end,
+            },
+        }
+    }
+
+    #[inline(always)]
+    fn first_valid_pfn_bulk(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        match D::WALKER {
+            PfnWalker::Subsections => self.table.first_valid_pfn::<true>(pfn, end),
+            _ => self.first_valid_pfn(pfn, end),
+        }
+    }
+
+    #[inline(always)]
+    fn next_valid_pfn_bulk(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        match D::WALKER {
+            PfnWalker::Subsections => self.table.next_valid_pfn::<true>(pfn, end),
+            _ => self.next_valid_pfn(pfn, end),
+        }
+    }
+
     fn page_to_pfn(&self, page: &Page) -> Pfn {
         let offset = std::ptr::from_ref(page).addr() - self.base.addr();
         Pfn::new(offset as u64 / PAGE_STRUCT_SIZE)
@@ -421,6 +491,10 @@ unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
             tables: self.table.table_bytes(),
             huge,
         }
+    }
+
+    fn hugetlb_vmemmap(&self) -> Result<&dyn HugetlbVmemmap, HvoError> {
+        Ok(self)
     }
 
     fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
@@ -464,6 +538,7 @@ pub struct Table;
 impl Detector for Table {
     const NAME: &'static str = "vmemmap-table";
     const HOLES: HoleStyle = HoleStyle::Inaccessible;
+    const WALKER: PfnWalker = PfnWalker::Subsections;
 
     fn attach(_: &Reservation) -> Result<Self, BuildError> {
         Ok(Table)
@@ -482,6 +557,7 @@ pub struct Probe;
 impl Detector for Probe {
     const NAME: &'static str = "vmemmap-probe";
     const HOLES: HoleStyle = HoleStyle::Inaccessible;
+    const WALKER: PfnWalker = PfnWalker::PerPfn;
 
     fn attach(_: &Reservation) -> Result<Self, BuildError> {
         install_fixup()?;

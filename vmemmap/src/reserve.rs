@@ -16,6 +16,14 @@
 //! maps vmemmap with 2 MiB PMDs where it can. Residency and huge-page use
 //! are read from `/proc/self/smaps` for the reservation's address range.
 //!
+//! Two backings: private anonymous memory (the default), or a sparse memfd
+//! mapped shared over the whole reservation ([`Backing::Memfd`], see
+//! [`crate::backing`]), so HVO can map one memmap page at several
+//! addresses. With a memfd, depopulating punches a hole in the file, and
+//! the resident memmap is the file's allocated bytes; only
+//! [`HoleStyle::Inaccessible`] is offered (a userfaultfd on shmem is not
+//! modelled).
+//!
 //! # Safety
 //! This module calls `mmap`, `mprotect`, `madvise` and `munmap` (nix's
 //! `sys::mman`) on the
@@ -30,6 +38,8 @@ use std::ptr::NonNull;
 
 use nix::sys::mman::{self, MapFlags, MmapAdvise, ProtFlags};
 
+use crate::backing::{Memfd, Prot};
+
 /// How holes in the reservation behave.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum HoleStyle {
@@ -42,6 +52,26 @@ pub enum HoleStyle {
 /// Alignment of the reservation: one PMD, so section memmaps can be THP.
 const RESERVATION_ALIGN: usize = 2 << 20;
 
+/// Alignment of a memfd-backed reservation: 1 GiB, so the `struct page` of
+/// every hugetlb head (up to a 1 GiB folio of 4 KiB pages, 16 MiB of
+/// memmap) is naturally aligned to its folio's memmap size, which the mask
+/// encoding of `compound_info` needs.
+const MEMFD_RESERVATION_ALIGN: usize = 1 << 30;
+
+/// File bytes past a memfd-backed memmap for 2026's shared read-only tail
+/// pages (one per hugetlb order, zone and node): 512 pages of 4 KiB.
+pub(crate) const HVO_SHARED_TAIL_BYTES: usize = 2 << 20;
+
+/// What is behind the reservation's populated pages.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum Backing {
+    /// Private anonymous memory: one address per page.
+    #[default]
+    Anonymous,
+    /// A sparse memfd mapped shared: a page can be mapped twice (HVO).
+    Memfd,
+}
+
 /// An owned `MAP_NORESERVE` reservation.
 ///
 /// Invariants: `[base, base + len)` is mapped by this reservation for its
@@ -53,6 +83,7 @@ pub struct Reservation {
     mapped_base: NonNull<c_void>,
     style: HoleStyle,
     thp: bool,
+    memfd: Option<Memfd>,
 }
 
 // SAFETY: the reservation is plain memory owned by this value; the raw
@@ -63,10 +94,30 @@ unsafe impl Send for Reservation {}
 unsafe impl Sync for Reservation {}
 
 impl Reservation {
-    /// Reserves `len` bytes (rounded up to 2 MiB).
+    /// Reserves `len` bytes (rounded up to 2 MiB) of anonymous memory.
     pub fn new(len: usize, style: HoleStyle, thp: bool) -> io::Result<Reservation> {
+        Self::with_backing(len, style, thp, Backing::Anonymous)
+    }
+
+    /// Reserves `len` bytes (rounded up to 2 MiB) with `backing`.
+    pub fn with_backing(
+        len: usize,
+        style: HoleStyle,
+        thp: bool,
+        backing: Backing,
+    ) -> io::Result<Reservation> {
+        let align = match backing {
+            Backing::Anonymous => RESERVATION_ALIGN,
+            Backing::Memfd if style == HoleStyle::Inaccessible => MEMFD_RESERVATION_ALIGN,
+            Backing::Memfd => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "a memfd-backed memmap has PROT_NONE holes only (no userfaultfd on shmem)",
+                ));
+            }
+        };
         let len = len.div_ceil(RESERVATION_ALIGN) * RESERVATION_ALIGN;
-        let mapped_len = len.checked_add(RESERVATION_ALIGN).ok_or_else(|| {
+        let mapped_len = len.checked_add(align).ok_or_else(|| {
             io::Error::new(io::ErrorKind::OutOfMemory, "reservation size overflows")
         })?;
         let prot = match style {
@@ -85,16 +136,31 @@ impl Reservation {
                 MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
             )
         }?;
-        let offset = mapped_base.cast::<u8>().align_offset(RESERVATION_ALIGN);
-        Ok(Reservation {
-            // SAFETY: offset < RESERVATION_ALIGN, within the mapping.
+        let offset = mapped_base.cast::<u8>().align_offset(align);
+        let mut reservation = Reservation {
+            // SAFETY: offset < align, within the mapping.
             base: unsafe { mapped_base.cast::<u8>().add(offset) },
             len,
             mapped_len,
             mapped_base,
             style,
             thp,
-        })
+            memfd: None,
+        };
+        if backing == Backing::Memfd {
+            let memfd = Memfd::new((len + HVO_SHARED_TAIL_BYTES) as u64)?;
+            // SAFETY: (1) `[base, base + len)` lies in the mapping just made
+            // and nothing refers into it yet; (2) base is 1 GiB aligned and
+            // len a multiple of 2 MiB.
+            unsafe { memfd.map_fixed(reservation.base(), len, 0, Prot::None) }?;
+            reservation.memfd = Some(memfd);
+        }
+        Ok(reservation)
+    }
+
+    /// The memfd behind the reservation, when it is memfd-backed.
+    pub fn memfd(&self) -> Option<&Memfd> {
+        self.memfd.as_ref()
     }
 
     /// First byte.
@@ -156,6 +222,15 @@ impl Reservation {
         Ok(())
     }
 
+    /// `MADV_NOHUGEPAGE` on `[offset, offset + len)`: no huge page maps
+    /// it again (HVO's split of a memmap PMD stays split).
+    pub fn advise_nohugepage(&self, offset: usize, len: usize) -> io::Result<()> {
+        self.check(offset, len)?;
+        // SAFETY: advice on our own range (checked); it changes no contents.
+        unsafe { mman::madvise(self.range_start(offset), len, MmapAdvise::MADV_NOHUGEPAGE) }?;
+        Ok(())
+    }
+
     /// The address `offset` bytes into the reservation.
     fn range_start(&self, offset: usize) -> NonNull<c_void> {
         self.base
@@ -170,10 +245,14 @@ impl Reservation {
     pub fn depopulate(&self, offset: usize, len: usize) -> io::Result<()> {
         self.check(offset, len)?;
         let addr = self.range_start(offset);
-        // SAFETY: the range lies within our reservation (checked) and the
-        // caller holds no reference into it; DONTNEED on private anonymous
-        // memory drops the pages, later reads see zeros or fault.
-        unsafe { mman::madvise(addr, len, MmapAdvise::MADV_DONTNEED) }?;
+        match &self.memfd {
+            Some(memfd) => memfd.punch_hole(offset as u64, len as u64)?,
+            // SAFETY: the range lies within our reservation (checked) and
+            // the caller holds no reference into it; DONTNEED on private
+            // anonymous memory drops the pages, later reads see zeros or
+            // fault.
+            None => unsafe { mman::madvise(addr, len, MmapAdvise::MADV_DONTNEED) }?,
+        }
         if self.style == HoleStyle::Inaccessible {
             // SAFETY: as above.
             unsafe { mman::mprotect(addr, len, ProtFlags::PROT_NONE) }?;
@@ -181,13 +260,24 @@ impl Reservation {
         Ok(())
     }
 
-    /// Resident bytes and bytes in transparent huge pages, from
-    /// `/proc/self/smaps` over the reservation's address range.
+    /// Resident bytes and bytes in transparent huge pages. Anonymous:
+    /// `Rss` and `AnonHugePages` from `/proc/self/smaps` over the
+    /// reservation's address range. Memfd: the file's allocated bytes (an
+    /// aliased page counts once) and `ShmemPmdMapped`.
     pub fn residency(&self) -> io::Result<(u64, u64)> {
+        let smaps = self.smaps()?;
+        match &self.memfd {
+            Some(memfd) => Ok((memfd.allocated_bytes()?, smaps.huge)),
+            None => Ok((smaps.rss, smaps.huge)),
+        }
+    }
+
+    /// The reservation's `/proc/self/smaps` totals.
+    pub fn smaps(&self) -> io::Result<Smaps> {
         let smaps = std::fs::read_to_string("/proc/self/smaps")?;
         let lo = self.base.as_ptr() as u64;
         let hi = lo + self.len as u64;
-        let (mut rss, mut huge) = (0u64, 0u64);
+        let mut totals = Smaps::default();
         let mut inside = false;
         for line in smaps.lines() {
             if let Some((range, _)) = line.split_once(' ')
@@ -209,13 +299,30 @@ impl Reservation {
                     * 1024
             };
             if let Some(rest) = line.strip_prefix("Rss:") {
-                rss += kib(rest);
-            } else if let Some(rest) = line.strip_prefix("AnonHugePages:") {
-                huge += kib(rest);
+                totals.rss += kib(rest);
+            } else if let Some(rest) = line.strip_prefix("Pss:") {
+                totals.pss += kib(rest);
+            } else if let Some(rest) = line
+                .strip_prefix("AnonHugePages:")
+                .or_else(|| line.strip_prefix("ShmemPmdMapped:"))
+            {
+                totals.huge += kib(rest);
             }
         }
-        Ok((rss, huge))
+        Ok(totals)
     }
+}
+
+/// Totals of `/proc/self/smaps` over a reservation, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Smaps {
+    /// `Rss`: mapped resident pages, a page mapped at k addresses k times.
+    pub rss: u64,
+    /// `Pss`: each page divided by its map count, so an aliased page counts
+    /// once when all its mappings are in the range.
+    pub pss: u64,
+    /// `AnonHugePages` + `ShmemPmdMapped`: bytes mapped by PMDs.
+    pub huge: u64,
 }
 
 impl Drop for Reservation {

@@ -151,6 +151,7 @@ impl UffdZeroPage {
 
 impl Detector for UffdZeroPage {
     const NAME: &'static str = "vmemmap-uffd";
+    const WALKER: sparsemem::PfnWalker = sparsemem::PfnWalker::PerPfn;
     const HOLES: HoleStyle = HoleStyle::Missing;
 
     fn attach(reservation: &Reservation) -> Result<Self, BuildError> {
@@ -202,6 +203,7 @@ pub struct UffdSigbus {
 
 impl Detector for UffdSigbus {
     const NAME: &'static str = "vmemmap-uffd-sigbus";
+    const WALKER: sparsemem::PfnWalker = sparsemem::PfnWalker::PerPfn;
     const HOLES: HoleStyle = HoleStyle::Missing;
 
     fn attach(reservation: &Reservation) -> Result<Self, BuildError> {

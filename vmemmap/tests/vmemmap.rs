@@ -30,7 +30,14 @@ fn sparse_52bit_span_reserves_64tib_and_stays_proportional() {
 fn hot_add_then_remove_probes_and_gives_memory_back() {
     let layout = Layout::preset("x86-pci-hole").unwrap();
     for thp in [false, true] {
-        let mut model = VmemmapProbe::with_options(&layout, VmemmapOptions { thp }).unwrap();
+        let mut model = VmemmapProbe::with_options(
+            &layout,
+            VmemmapOptions {
+                thp,
+                ..VmemmapOptions::default()
+            },
+        )
+        .unwrap();
         let base = (64u64 << 30) >> 12;
         let before = model.memmap_bytes().resident;
         assert!(!model.pfn_valid(Pfn::new(base)));

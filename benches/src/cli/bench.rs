@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use pfnlab::experiments::{
-    Experiment, Knobs, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags,
-    hole_density, lock, peers, pfn_valid,
+    Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, hole_density,
+    lock, peers, pfn_valid,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -145,7 +145,6 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
         plan: plan(common.quick),
         json: common.json,
     };
-    let none = Knobs::default();
     match command {
         BenchCommand::Flags {
             common,
@@ -154,13 +153,12 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             iterations,
             trace,
         } => {
-            let knobs = Knobs {
+            let options = flags::FlagsOptions {
                 threads,
                 iterations,
                 trace,
-                ..Knobs::default()
             };
-            run_one::<flags::Flags>(&setup(common, model.model), &knobs)
+            run_one::<flags::Flags>(&setup(common, model.model), &options)
         }
         BenchCommand::Lock {
             common,
@@ -169,16 +167,15 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             iterations,
             batch,
         } => {
-            let knobs = Knobs {
+            let options = lock::LockOptions {
                 threads,
-                iterations,
+                jobs: iterations,
                 batch,
-                ..Knobs::default()
             };
-            run_one::<lock::Lock>(&setup(common, model.model), &knobs)
+            run_one::<lock::Lock>(&setup(common, model.model), &options)
         }
         BenchCommand::PfnValid { common, model } => {
-            run_one::<pfn_valid::PfnValid>(&setup(common, model.model), &none)
+            run_one::<pfn_valid::PfnValid>(&setup(common, model.model), &())
         }
         BenchCommand::Bulk { common, model } => {
             run_one::<bulk::Bulk>(&setup(common, model.model), &())
@@ -189,21 +186,20 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             allowed,
             threads,
         } => {
-            let knobs = Knobs {
+            let options = cpuset::CpusetOptions {
                 allowed,
-                threads,
-                ..Knobs::default()
+                tasks: threads,
             };
-            run_one::<cpuset::Cpuset>(&setup(common, model.model), &knobs)
+            run_one::<cpuset::Cpuset>(&setup(common, model.model), &options)
         }
         BenchCommand::Peers { common, model } => {
-            run_one::<peers::Peers>(&setup(common, model.model), &none)
+            run_one::<peers::Peers>(&setup(common, model.model), &())
         }
         BenchCommand::HoleDensity { common } => {
-            run_one::<hole_density::HoleDensity>(&setup(common, None), &none)
+            run_one::<hole_density::HoleDensity>(&setup(common, None), &())
         }
         BenchCommand::Breakdown { common, model } => {
-            run_one::<breakdown::Breakdown>(&setup(common, model.model), &none)
+            run_one::<breakdown::Breakdown>(&setup(common, model.model), &())
         }
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();

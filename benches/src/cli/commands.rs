@@ -6,8 +6,8 @@ use std::io::{BufRead, Write};
 
 use sparsemem::{Layout, MemoryModel, Pfn};
 
-use pfnlab::human_bytes;
 use pfnlab::models::{Buildable, ModelKind, ModelVisitor, with_model};
+use pfnlab::units::human_bytes;
 use std::io::BufWriter;
 use std::path::PathBuf;
 
@@ -40,6 +40,26 @@ pub fn parse_pfn(text: &str) -> Result<Pfn, CliError> {
 
 /// The `pfnlab layout` report: ranges, sections, memmap bytes per model.
 pub fn layout_report(layout: &Layout) -> String {
+    let mut out = ranges_report(layout);
+    if let Err(e) = sparsemem::memmap::check_memmap_budget(
+        layout
+            .present_pages()
+            .saturating_mul(sparsemem::PAGE_STRUCT_SIZE),
+    ) {
+        let _ = writeln!(
+            out,
+            "\npresent pages: {} — sections not listed and no model built: {e}",
+            layout.present_pages()
+        );
+        return out;
+    }
+    out += &sections_report(layout);
+    out += &memmap_report(layout);
+    out
+}
+
+/// The layout's source, geometry and ranges.
+fn ranges_report(layout: &Layout) -> String {
     let g = layout.geometry();
     let mut out = String::new();
     let _ = writeln!(out, "layout: {}", layout.source());
@@ -60,18 +80,13 @@ pub fn layout_report(layout: &Layout) -> String {
             human_bytes(r.size_bytes())
         );
     }
-    if let Err(e) = sparsemem::memmap::check_memmap_budget(
-        layout
-            .present_pages()
-            .saturating_mul(sparsemem::PAGE_STRUCT_SIZE),
-    ) {
-        let _ = writeln!(
-            out,
-            "\npresent pages: {} — sections not listed and no model built: {e}",
-            layout.present_pages()
-        );
-        return out;
-    }
+    out
+}
+
+/// Present pages, sections by state, memory blocks and nodes.
+fn sections_report(layout: &Layout) -> String {
+    let g = layout.geometry();
+    let mut out = String::new();
     let plan = layout.section_plan();
     let early = plan.values().filter(|p| p.early).count();
     let device: Vec<_> = plan.values().filter(|p| !p.device.is_empty()).collect();
@@ -106,6 +121,12 @@ pub fn layout_report(layout: &Layout) -> String {
         "memory block: {} (one section); nodes with memory: {nodes:?}",
         human_bytes(g.memory_block_pages() * g.page_size()),
     );
+    out
+}
+
+/// Memmap bytes of every model on the layout.
+fn memmap_report(layout: &Layout) -> String {
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "\n{:<22} {:>12} {:>12} {:>12} {:>12}",

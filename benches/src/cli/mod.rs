@@ -72,11 +72,12 @@ enum Command {
 pub fn run(cli: Cli) -> Result<(), CliError> {
     let outer = cli.layout;
     match cli.command {
-        None => compare::run(compare::CompareArgs {
+        None => compare::run(&pfnlab::experiments::Setup {
             layout: outer,
-            json: cli.json,
-            plan: plan(cli.quick),
+            model: None,
             era: cli.era,
+            plan: plan(cli.quick),
+            json: cli.json,
         }),
         Some(Command::Layout(args)) => commands::layout(args, outer),
         Some(Command::Query(args)) => commands::query_command(args, outer),

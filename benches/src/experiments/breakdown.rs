@@ -19,44 +19,88 @@
 //! path's cache behaviour; counting leaves the path as it is.
 
 use buddy::{AllocError, Allocator, Gfp, Kernel, Mechanisms, Options};
-use serde_json::{Map, Value, json};
+use std::fmt;
+
+use serde::Serialize;
 use sparsemem::Layout;
 use vmemmap::VmemmapOptions;
 
-use super::legacy::{Outcome, legacy_experiment};
-use super::{Ctx, Knobs, cell};
+use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::counting::{Counted, ModelOp, ModelOps};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
-use crate::report::{Row, fmt_ns};
+use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure};
+use crate::units::fmt_ns;
 use crate::workloads::{pcp_pairs_gfp, zone_pairs_gfp};
 
-/// The steps, each adding mechanisms to the one before; the last also
-/// backs the pages with real frames and asks for `__GFP_ZERO`.
-pub const STEPS: [(&str, Mechanisms, bool); 5] = [
-    ("bookkeeping", Mechanisms::BOOKKEEPING, false),
-    (
-        "+ pageblock lookups",
-        Mechanisms {
-            pageblock: true,
-            watermarks: false,
-            page_prep: false,
-        },
-        false,
-    ),
-    (
-        "+ watermarks, GFP, counters",
-        Mechanisms {
-            pageblock: true,
-            watermarks: true,
-            page_prep: false,
-        },
-        false,
-    ),
-    ("+ page prep and checks", Mechanisms::ALL, false),
-    ("+ __GFP_ZERO on real frames", Mechanisms::ALL, true),
+/// A step of the breakdown, each adding mechanisms to the one before;
+/// the last also backs the pages with real frames and asks for
+/// `__GFP_ZERO`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Step {
+    /// The free lists alone.
+    Bookkeeping,
+    /// + the pageblock migratetype lookups.
+    Pageblock,
+    /// + watermarks, the GFP flags and the counters.
+    Watermarks,
+    /// + page preparation and the checks.
+    PagePrep,
+    /// + `__GFP_ZERO` on real frames.
+    Zero,
+}
+
+/// The steps, in order.
+pub const STEPS: [Step; 5] = [
+    Step::Bookkeeping,
+    Step::Pageblock,
+    Step::Watermarks,
+    Step::PagePrep,
+    Step::Zero,
 ];
+
+impl Step {
+    /// The step's name in the rows (`pageblock lookups`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Bookkeeping => "bookkeeping",
+            Step::Pageblock => "pageblock lookups",
+            Step::Watermarks => "watermarks, GFP, counters",
+            Step::PagePrep => "page prep and checks",
+            Step::Zero => "__GFP_ZERO on real frames",
+        }
+    }
+
+    /// The step's line in the table: what it adds (`+ pageblock lookups`).
+    pub fn label(self) -> String {
+        match self {
+            Step::Bookkeeping => self.name().into(),
+            _ => format!("+ {}", self.name()),
+        }
+    }
+
+    /// The mechanisms the step runs.
+    pub fn mechanisms(self) -> Mechanisms {
+        let upto = |pageblock, watermarks, page_prep| Mechanisms {
+            pageblock,
+            watermarks,
+            page_prep,
+        };
+        match self {
+            Step::Bookkeeping => Mechanisms::BOOKKEEPING,
+            Step::Pageblock => upto(true, false, false),
+            Step::Watermarks => upto(true, true, false),
+            Step::PagePrep | Step::Zero => Mechanisms::ALL,
+        }
+    }
+
+    /// Whether the step backs pages with real frames and asks for
+    /// `__GFP_ZERO`.
+    pub fn zero(self) -> bool {
+        self == Step::Zero
+    }
+}
 
 /// The request the rows make (with `__GFP_ZERO` in the last step).
 const GFP: Gfp = Gfp::KERNEL;
@@ -90,12 +134,8 @@ impl PathCost {
 /// One step's results for one model.
 #[derive(Clone, Debug)]
 pub struct StepResult {
-    /// The step's name.
-    pub step: &'static str,
-    /// Its mechanisms.
-    pub mechanisms: Mechanisms,
-    /// Real frames and `__GFP_ZERO`.
-    pub zero: bool,
+    /// The step.
+    pub step: Step,
     /// Through the per-CPU lists.
     pub pcp: PathCost,
     /// On the zone path.
@@ -210,17 +250,15 @@ impl ModelVisitor for Visitor {
     ) -> Result<Vec<StepResult>, AllocError> {
         STEPS
             .iter()
-            .map(|&(step, mechanisms, zero)| {
+            .map(|&step| {
                 let alloc_options = Options {
                     era: self.era,
-                    mechanisms,
-                    frames: zero,
+                    mechanisms: step.mechanisms(),
+                    frames: step.zero(),
                     ..Options::default()
                 };
                 Ok(StepResult {
                     step,
-                    mechanisms,
-                    zero,
                     pcp: self.path::<M>(layout, options, alloc_options, Which::Pcp)?,
                     zone: self.path::<M>(layout, options, alloc_options, Which::Zone)?,
                 })
@@ -273,87 +311,194 @@ fn ops_text(ops: &[f64; 6]) -> String {
     }
 }
 
-fn path_json(p: &PathCost) -> Map<String, Value> {
-    let ops: Map<String, Value> = ModelOp::ALL
-        .iter()
-        .zip(&p.ops_per_pair)
-        .map(|(op, &n)| (op.name().to_string(), json!(n)))
-        .collect();
-    let mut m = Map::new();
-    m.insert("model_ops_per_pair".into(), Value::Object(ops));
-    m.insert("model_ns_per_pair".into(), json!(p.model_ns));
-    m.insert("model_cycles_per_pair".into(), json!(p.model_cycles));
-    m.insert("model_share".into(), json!(p.share()));
-    m
+/// Every model's steps, or why it was not built.
+#[derive(Clone, Debug)]
+pub struct BreakdownResults {
+    /// In report order.
+    pub models: Vec<(ModelKind, Result<Vec<StepResult>, String>)>,
 }
 
-legacy_experiment!(
-    /// Where the hot path's time goes, mechanism by mechanism.
-    Breakdown = Breakdown,
-    run
-);
+/// Which path a row timed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PathKind {
+    /// Through the per-CPU lists.
+    Pcp,
+    /// On the zone path.
+    Zone,
+}
 
-fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, RunError> {
-    let kinds: Vec<ModelKind> = if ctx.model_chosen {
-        vec![ctx.model]
-    } else {
-        ModelKind::ALL.to_vec()
-    };
-    let mut rows = Vec::new();
-    let mut table = format!(
-        "Order-0 {GFP} alloc+free pairs, era {}; the last step adds real frames and __GFP_ZERO; model share = memory-model calls per pair x their cost replayed alone (see docs/experiments.md)\n",
-        ctx.era
-    );
-    for kind in kinds {
-        let steps = match measure_model(kind, &ctx.layout, ctx.era, ctx.plan) {
-            Ok(s) => s,
-            Err(e) => {
-                table += &format!("\n{kind}: not built: {e}\n");
-                continue;
-            }
+/// A row's variant: the path and the step (`pcp-pageblock lookups`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct BreakdownVariant {
+    /// The path.
+    pub path: PathKind,
+    /// The step.
+    pub step: Step,
+}
+
+impl fmt::Display for BreakdownVariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = match self.path {
+            PathKind::Pcp => "pcp",
+            PathKind::Zone => "zone",
         };
-        table += &format!(
-            "\n{kind}\nstep                          pcp alloc+free   model share   zone alloc+free   model share\n"
-        );
-        for s in &steps {
-            table += &format!(
-                "{:<29} {:>14}   {:>11}   {:>15}   {:>11}\n",
-                s.step,
-                cell(&s.pcp.pair),
-                format!("{:.0}%", 100.0 * s.pcp.share()),
-                cell(&s.zone.pair),
-                format!("{:.0}%", 100.0 * s.zone.share()),
-            );
-            for (which, p) in [("pcp", &s.pcp), ("zone", &s.zone)] {
-                let mut row = Row::new(
-                    format!("{which}-{}", s.step.trim_start_matches("+ ")),
-                    kind.name(),
-                    json!({"era": ctx.era.name(), "gfp": gfp(s.zero).to_string(), "frames": s.zero, "mechanisms": {
-                        "pageblock": s.mechanisms.pageblock,
-                        "watermarks": s.mechanisms.watermarks,
-                        "page_prep": s.mechanisms.page_prep,
-                    }}),
-                    p.pair.clone(),
-                );
-                row.extra.extend(path_json(p));
-                rows.push(row);
+        write!(f, "{path}-{}", self.step.name())
+    }
+}
+
+impl Serialize for BreakdownVariant {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The mechanisms a row's step runs.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct MechanismParams {
+    /// Pageblock migratetype lookups.
+    pub pageblock: bool,
+    /// Watermarks, GFP flags and counters.
+    pub watermarks: bool,
+    /// Page preparation and checks.
+    pub page_prep: bool,
+}
+
+/// A row's parameters.
+#[derive(Clone, Debug, Serialize)]
+pub struct BreakdownParams {
+    /// The era.
+    pub era: &'static str,
+    /// The request.
+    pub gfp: String,
+    /// Real frames.
+    pub frames: bool,
+    /// The step's mechanisms.
+    pub mechanisms: MechanismParams,
+}
+
+/// Memory-model calls per pair, by kernel function name.
+#[derive(Clone, Copy, Debug)]
+pub struct OpsPerPair(pub [f64; 6]);
+
+impl Serialize for OpsPerPair {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(ModelOp::ALL.iter().map(|op| op.name()).zip(self.0))
+    }
+}
+
+/// A row's memory-model share.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ModelShare {
+    /// Calls per pair.
+    pub model_ops_per_pair: OpsPerPair,
+    /// ns per pair spent in them.
+    pub model_ns_per_pair: f64,
+    /// The same in TSC cycles.
+    pub model_cycles_per_pair: f64,
+    /// The share of the pair, 0 to 1.
+    pub model_share: f64,
+}
+
+/// One row of `bench breakdown`'s report.
+pub type BreakdownRow = Row<BreakdownVariant, BreakdownParams, ModelShare>;
+
+/// The experiment `bench breakdown`.
+pub struct Breakdown;
+
+impl Experiment for Breakdown {
+    const ID: ExperimentId = ExperimentId::Breakdown;
+    type Params = ();
+    type Results = BreakdownResults;
+    type Row = BreakdownRow;
+
+    fn measure(ctx: &Ctx, _: &()) -> Result<BreakdownResults, RunError> {
+        let models = ctx
+            .models()
+            .into_iter()
+            .map(|kind| {
+                let steps = measure_model(kind, &ctx.layout, ctx.era, ctx.plan);
+                (kind, steps.map_err(|e| e.to_string()))
+            })
+            .collect();
+        Ok(BreakdownResults { models })
+    }
+
+    fn rows(ctx: &Ctx, results: &BreakdownResults) -> Vec<BreakdownRow> {
+        let mut rows = Vec::new();
+        for (kind, steps) in &results.models {
+            for s in steps.iter().flatten() {
+                let m = s.step.mechanisms();
+                let params = BreakdownParams {
+                    era: ctx.era.name(),
+                    gfp: gfp(s.step.zero()).to_string(),
+                    frames: s.step.zero(),
+                    mechanisms: MechanismParams {
+                        pageblock: m.pageblock,
+                        watermarks: m.watermarks,
+                        page_prep: m.page_prep,
+                    },
+                };
+                for (path, p) in [(PathKind::Pcp, &s.pcp), (PathKind::Zone, &s.zone)] {
+                    let share = ModelShare {
+                        model_ops_per_pair: OpsPerPair(p.ops_per_pair),
+                        model_ns_per_pair: p.model_ns,
+                        model_cycles_per_pair: p.model_cycles,
+                        model_share: p.share(),
+                    };
+                    let variant = BreakdownVariant { path, step: s.step };
+                    rows.push(Row::new(
+                        variant,
+                        *kind,
+                        params.clone(),
+                        p.pair.clone(),
+                        share,
+                    ));
+                }
             }
         }
-        if let Some(last) = steps.last() {
-            table += &format!(
-                "full path, per pcp pair: {}; model time {} ns ({:.0} cycles)\nfull path, per zone pair: {}; model time {} ns ({:.0} cycles)\n",
-                ops_text(&last.pcp.ops_per_pair),
-                fmt_ns(last.pcp.model_ns),
-                last.pcp.model_cycles,
-                ops_text(&last.zone.ops_per_pair),
-                fmt_ns(last.zone.model_ns),
-                last.zone.model_cycles,
-            );
-        }
+        rows
     }
-    Ok(Outcome {
-        rows,
-        table,
-        layout: ctx.layout.source().to_string(),
-    })
+
+    fn render(ctx: &Ctx, results: &BreakdownResults) -> String {
+        let mut table = format!(
+            "Order-0 {GFP} alloc+free pairs, era {}; the last step adds real frames and __GFP_ZERO; model share = memory-model calls per pair x their cost replayed alone (see docs/experiments.md)\n",
+            ctx.era
+        );
+        for (kind, steps) in &results.models {
+            match steps {
+                Ok(steps) => table += &model_table(*kind, steps),
+                Err(e) => table += &format!("\n{kind}: not built: {e}\n"),
+            }
+        }
+        table
+    }
+}
+
+/// One model's steps, and where its full path's model time goes.
+fn model_table(kind: ModelKind, steps: &[StepResult]) -> String {
+    let mut table = format!(
+        "\n{kind}\nstep                          pcp alloc+free   model share   zone alloc+free   model share\n"
+    );
+    for s in steps {
+        table += &format!(
+            "{:<29} {:>14}   {:>11}   {:>15}   {:>11}\n",
+            s.step.label(),
+            cell(&s.pcp.pair),
+            format!("{:.0}%", 100.0 * s.pcp.share()),
+            cell(&s.zone.pair),
+            format!("{:.0}%", 100.0 * s.zone.share()),
+        );
+    }
+    if let Some(last) = steps.last() {
+        table += &format!(
+            "full path, per pcp pair: {}; model time {} ns ({:.0} cycles)\nfull path, per zone pair: {}; model time {} ns ({:.0} cycles)\n",
+            ops_text(&last.pcp.ops_per_pair),
+            fmt_ns(last.pcp.model_ns),
+            last.pcp.model_cycles,
+            ops_text(&last.zone.ops_per_pair),
+            fmt_ns(last.zone.model_ns),
+            last.zone.model_cycles,
+        );
+    }
+    table
 }

@@ -11,8 +11,8 @@ use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
-use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator};
-use crate::report::Measured;
+use crate::models::{Buildable, ModelVisitor, build_allocator};
+use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
 use crate::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
 
@@ -127,17 +127,11 @@ pub struct BulkParams {
 }
 
 /// One row of `bench bulk`'s report.
-#[derive(Clone, Debug, Serialize)]
-pub struct BulkRow {
-    /// The interface.
-    pub variant: BulkVariant,
-    /// The memory model.
-    pub model: ModelKind,
-    /// Pages per call.
-    pub params: BulkParams,
-    /// Per page.
-    #[serde(flatten)]
-    pub measurement: Measurement,
+pub type BulkRow = Row<BulkVariant, BulkParams, BulkExtra>;
+
+/// The seed's figures beside a row, and the gains at the largest size.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct BulkExtra {
     /// The seed's figure at this size, where it published one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<SeedCycles>,
@@ -148,52 +142,31 @@ pub struct BulkRow {
     /// per call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gain_from_1: Option<f64>,
-    /// The seed's [`BulkRow::gain_from_1`].
+    /// The seed's [`BulkExtra::gain_from_1`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed_gain_from_1: Option<f64>,
     /// The list at 128 pages: cycles per page over the array's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cycles_over_array: Option<f64>,
-    /// The seed's [`BulkRow::cycles_over_array`].
+    /// The seed's [`BulkExtra::cycles_over_array`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed_cycles_over_array: Option<f64>,
 }
 
-impl BulkRow {
-    fn new(variant: BulkVariant, model: ModelKind, bulk: usize, m: &Measurement) -> BulkRow {
-        BulkRow {
-            variant,
-            model,
-            params: BulkParams { bulk },
-            measurement: m.clone(),
-            seed: None,
-            ratio_to_seed: None,
-            gain_from_1: None,
-            seed_gain_from_1: None,
-            cycles_over_array: None,
-            seed_cycles_over_array: None,
-        }
-    }
-
-    fn with_seed(mut self, seed_cycles: Option<f64>) -> BulkRow {
-        if let Some(seed) = seed_cycles {
-            self.seed = Some(SeedCycles {
-                cycles_per_page: seed,
-            });
-            self.ratio_to_seed = Some(self.measurement.cycles_per_op.median / seed);
-        }
-        self
-    }
-}
-
-impl Measured for BulkRow {
-    fn measurement(&self) -> &Measurement {
-        &self.measurement
-    }
-
-    fn label(&self) -> String {
-        format!("{:?} x{} / {}", self.variant, self.params.bulk, self.model)
-    }
+/// A row with the seed's cycles beside ours, where the seed has a figure.
+fn row(
+    ctx: &Ctx,
+    variant: BulkVariant,
+    bulk: usize,
+    m: &Measurement,
+    seed: Option<f64>,
+) -> BulkRow {
+    let extra = BulkExtra {
+        seed: seed.map(|cycles_per_page| SeedCycles { cycles_per_page }),
+        ratio_to_seed: seed.map(|seed| m.cycles_per_op.median / seed),
+        ..BulkExtra::default()
+    };
+    Row::new(variant, ctx.model, BulkParams { bulk }, m.clone(), extra)
 }
 
 struct Visitor {
@@ -260,24 +233,34 @@ impl Experiment for Bulk {
     }
 
     fn rows(ctx: &Ctx, r: &BulkResults) -> Vec<BulkRow> {
-        let single = BulkRow::new(BulkVariant::Single, ctx.model, 1, &r.single);
-        let mut rows = vec![single.with_seed(Some(SEED_SINGLE))];
+        let mut rows = vec![row(
+            ctx,
+            BulkVariant::Single,
+            1,
+            &r.single,
+            Some(SEED_SINGLE),
+        )];
         let last = r.sizes.last().map(|s| s.bulk);
         for s in &r.sizes {
             let seed = [SEED_1, SEED_128]
                 .into_iter()
                 .find(|seed| seed.bulk == s.bulk);
             for (variant, m) in [(BulkVariant::List, &s.list), (BulkVariant::Array, &s.array)] {
-                let mut row = BulkRow::new(variant, ctx.model, s.bulk, m)
-                    .with_seed(seed.and_then(|seed| seed.cycles(variant)));
+                let mut row = row(
+                    ctx,
+                    variant,
+                    s.bulk,
+                    m,
+                    seed.and_then(|s| s.cycles(variant)),
+                );
                 if Some(s.bulk) == last {
                     let gain = r.gain_from_1(variant);
-                    row.gain_from_1 = gain.map(|g| g.0);
-                    row.seed_gain_from_1 = gain.map(|g| g.1);
+                    row.extra.gain_from_1 = gain.map(|g| g.0);
+                    row.extra.seed_gain_from_1 = gain.map(|g| g.1);
                     if variant == BulkVariant::List {
                         let over = r.list_over_array();
-                        row.cycles_over_array = over.map(|o| o.0);
-                        row.seed_cycles_over_array = over.map(|o| o.1);
+                        row.extra.cycles_over_array = over.map(|o| o.0);
+                        row.extra.seed_cycles_over_array = over.map(|o| o.1);
                     }
                 }
                 rows.push(row);

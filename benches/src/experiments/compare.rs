@@ -7,7 +7,7 @@
 //! `MAX_PAGE_ORDER` blocks, so each pair splits and merges all the way —
 //! ten `pfn_valid` calls per free with the check on), and memmap bytes.
 
-use serde_json::json;
+use serde::Serialize;
 use sparsemem::{Layout, MemmapBytes};
 use vmemmap::VmemmapOptions;
 
@@ -15,13 +15,13 @@ use buddy::{
     AllocError, Allocator, InitError, Kernel, KernelHoleCheck, Options, RangeError, Variant,
 };
 
-use super::Progress;
-use super::kernel_fixup::KernelFixup;
+use super::kernel_fixup::{KernelFixup, OrFixup, measure_kernel_fixup, with_fixup};
+use super::{Ctx, Experiment, ExperimentId, Progress, cell};
 use crate::error::RunError;
-use crate::human_bytes;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
-use crate::report::{Row, fmt_ns};
+use crate::report::{NoParams, Row};
 use crate::timing::{Measurement, Plan, measure};
+use crate::units::{fmt_ns, human_bytes};
 use crate::workloads::{count_valid, hole_pfns, read_flags, valid_pfns, zone_pairs};
 
 /// One model's results.
@@ -149,9 +149,20 @@ impl ModelVisitor for CompareVisitor<'_> {
     }
 }
 
-/// Runs the comparison; models that cannot be built on this layout are
+/// What the default comparison measures.
+#[derive(Clone, Debug)]
+pub struct CompareResults {
+    /// Each model built, in report order.
+    pub models: Vec<ModelResult>,
+    /// The models that could not be built on the layout, with why.
+    pub refused: Vec<(ModelKind, String)>,
+    /// The host kernel's own fault fixup.
+    pub fixup: KernelFixup,
+}
+
+/// Every model on the layout; models that cannot be built on it are
 /// reported with the reason.
-pub fn run(
+fn measure_models(
     layout: &Layout,
     plan: Plan,
     alloc_options: Options,
@@ -175,20 +186,8 @@ pub fn run(
     (done, refused)
 }
 
-fn cell(m: &Measurement) -> String {
-    format!(
-        "{} ({:.0})",
-        fmt_ns(m.ns_per_op.median),
-        m.cycles_per_op.median
-    )
-}
-
 /// The table, the notes on refused models, and a short reading.
-pub fn table(
-    results: &[ModelResult],
-    refused: &[(ModelKind, String)],
-    fixup: Option<&KernelFixup>,
-) -> String {
+fn table(results: &[ModelResult], refused: &[(ModelKind, String)], fixup: &KernelFixup) -> String {
     let mut out = format!(
         "median ns per op ({})\n\
          model                 pfn_valid valid   pfn_valid hole     pfn_to_page+flags  alloc+free (no check)  model share  alloc+free (hole check)  memmap reserved  memmap resident\n",
@@ -217,16 +216,14 @@ pub fn table(
     }
     out += "\n";
     out += &reading(results);
-    if let Some(fixup) = fixup {
-        out += "\n";
-        out += &fixup.text();
-        if let Some(probe) = results.iter().find(|r| r.kind == ModelKind::VmemmapProbe) {
-            out += &format!(
-                "vmemmap-probe pays a user-space signal round trip per hole instead ({} ns): {:.1}x the kernel's fixup.\n",
-                fmt_ns(probe.hole.ns_per_op.median),
-                probe.hole.ns_per_op.median / fixup.fixup_ns().max(1.0)
-            );
-        }
+    out += "\n";
+    out += &fixup.text();
+    if let Some(probe) = results.iter().find(|r| r.kind == ModelKind::VmemmapProbe) {
+        out += &format!(
+            "vmemmap-probe pays a user-space signal round trip per hole instead ({} ns): {:.1}x the kernel's fixup.\n",
+            fmt_ns(probe.hole.ns_per_op.median),
+            probe.hole.ns_per_op.median / fixup.fixup_ns().max(1.0)
+        );
     }
     out
 }
@@ -291,57 +288,120 @@ pub fn reading(results: &[ModelResult]) -> String {
     s.trim_start().to_string() + "\n"
 }
 
-/// The JSON rows: one per model and column.
-pub fn rows(results: &[ModelResult]) -> Vec<Row> {
+/// What a row of the default comparison timed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub enum CompareVariant {
+    /// `pfn_valid` on random valid pfns.
+    #[serde(rename = "pfn_valid-valid")]
+    PfnValidValid,
+    /// `pfn_valid` on random holes.
+    #[serde(rename = "pfn_valid-hole")]
+    PfnValidHole,
+    /// `pfn_to_page` + a flags read.
+    #[serde(rename = "pfn_to_page-flags")]
+    PfnToPageFlags,
+    /// Zone-path alloc+free, hole check off.
+    #[serde(rename = "alloc-free-nocheck")]
+    AllocFreeNoCheck,
+    /// Zone-path alloc+free with the hole check.
+    #[serde(rename = "alloc-free-holecheck")]
+    AllocFreeHoleCheck,
+}
+
+/// The model's memmap beside each of its rows, and the model's share of
+/// the allocator's time on the no-check row.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct MemmapExtra {
+    /// Virtual memmap bytes reserved.
+    pub memmap_reserved_bytes: u64,
+    /// Memmap bytes resident.
+    pub memmap_resident_bytes: u64,
+    /// Of those, in transparent huge pages.
+    pub memmap_thp_bytes: u64,
+    /// Section tables.
+    pub table_bytes: u64,
+    /// The memory model's share of the alloc+free pair.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_share: Option<f64>,
+}
+
+/// One row of the default comparison (before the fixup's rows).
+pub type CompareRow = Row<CompareVariant, NoParams, MemmapExtra>;
+
+/// One row per model and column.
+fn model_rows(results: &[ModelResult]) -> Vec<CompareRow> {
     let mut rows = Vec::new();
     for r in results {
-        let name = r.kind.name();
-        let bytes = json!({
-            "memmap_reserved_bytes": r.memmap.reserved,
-            "memmap_resident_bytes": r.memmap.resident,
-            "memmap_thp_bytes": r.memmap.huge,
-            "table_bytes": r.memmap.tables
-        });
-        let mut push = |variant: &str, m: &Measurement, share: Option<f64>| {
-            let mut row = Row::new(variant, name, json!({}), m.clone());
-            if let Some(obj) = bytes.as_object() {
-                row.extra.extend(obj.clone());
-            }
-            if let Some(share) = share {
-                row.extra.insert("model_share".into(), json!(share));
-            }
-            rows.push(row);
+        let bytes = MemmapExtra {
+            memmap_reserved_bytes: r.memmap.reserved,
+            memmap_resident_bytes: r.memmap.resident,
+            memmap_thp_bytes: r.memmap.huge,
+            table_bytes: r.memmap.tables,
+            model_share: None,
         };
-        push("pfn_valid-valid", &r.valid, None);
-        push("pfn_valid-hole", &r.hole, None);
-        push("pfn_to_page-flags", &r.page_read, None);
-        if let Some(m) = &r.alloc_off {
-            push("alloc-free-nocheck", m, r.model_share);
-        }
-        if let Some(m) = &r.alloc_on {
-            push("alloc-free-holecheck", m, None);
+        let columns = [
+            (CompareVariant::PfnValidValid, Some(&r.valid), None),
+            (CompareVariant::PfnValidHole, Some(&r.hole), None),
+            (CompareVariant::PfnToPageFlags, Some(&r.page_read), None),
+            (
+                CompareVariant::AllocFreeNoCheck,
+                r.alloc_off.as_ref(),
+                r.model_share,
+            ),
+            (
+                CompareVariant::AllocFreeHoleCheck,
+                r.alloc_on.as_ref(),
+                None,
+            ),
+        ];
+        for (variant, m, model_share) in columns {
+            if let Some(m) = m {
+                let extra = MemmapExtra {
+                    model_share,
+                    ..bytes
+                };
+                rows.push(Row::new(variant, r.kind, NoParams {}, m.clone(), extra));
+            }
         }
     }
     rows
 }
 
-/// Makes sure every number is a finite positive measurement (used by tests
-/// and before writing JSON).
-pub fn check_finite(results: &[ModelResult]) -> Result<(), RunError> {
-    for r in results {
-        for m in [&r.valid, &r.hole, &r.page_read]
-            .into_iter()
-            .chain(r.alloc_off.as_ref())
-            .chain(r.alloc_on.as_ref())
-        {
-            for v in m.ns_per_op.trials.iter().chain(&m.cycles_per_op.trials) {
-                if !v.is_finite() || *v <= 0.0 {
-                    return Err(RunError::NotPositive {
-                        row: r.kind.name().into(),
-                    });
-                }
-            }
-        }
+/// The default comparison (`pfnlab` with no command).
+pub struct Compare;
+
+impl Experiment for Compare {
+    const ID: ExperimentId = ExperimentId::Compare;
+    type Params = ();
+    type Results = CompareResults;
+    type Row = OrFixup<CompareRow>;
+
+    fn measure(ctx: &Ctx, _: &()) -> Result<CompareResults, RunError> {
+        let (models, refused) = measure_models(&ctx.layout, ctx.plan, ctx.options(), ctx.progress);
+        ctx.progress.stage("kernel fault fixup".into());
+        let fixup = measure_kernel_fixup(ctx.plan)?;
+        Ok(CompareResults {
+            models,
+            refused,
+            fixup,
+        })
     }
-    Ok(())
+
+    fn rows(_: &Ctx, r: &CompareResults) -> Vec<Self::Row> {
+        with_fixup(model_rows(&r.models), &r.fixup)
+    }
+
+    fn render(_: &Ctx, r: &CompareResults) -> String {
+        table(&r.models, &r.refused, &r.fixup)
+    }
+
+    fn header(ctx: &Ctx) -> String {
+        format!(
+            "pfnlab default comparison on {} ({}), kernel era {}\nmachine: {}\n\n",
+            ctx.layout.source(),
+            ctx.layout.geometry(),
+            ctx.era,
+            ctx.machine.summary()
+        )
+    }
 }

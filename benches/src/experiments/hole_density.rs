@@ -15,15 +15,14 @@
 //! its curve shows the check's cost at each density, not faults.
 
 use buddy::{AllocError, KernelHoleCheck, Options};
-use serde_json::json;
+use serde::Serialize;
 use sparsemem::{Layout, MemRange, Pfn, RangeKind};
 use vmemmap::VmemmapOptions;
 
-use super::legacy::{Outcome, legacy_experiment};
-use super::{Ctx, Knobs, cell};
+use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
-use crate::report::Row;
+use crate::report::{NoExtra, Row};
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{XorShift, count_valid, zone_pairs};
 
@@ -148,24 +147,41 @@ pub fn measure_hole_density(
     results
 }
 
+/// What a row of `bench hole-density` measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum DensityVariant {
+    /// `pfn_valid` per call.
+    #[serde(rename = "pfn_valid")]
+    PfnValid,
+    /// Zone-path alloc+free with the hole check.
+    #[serde(rename = "alloc-free-holecheck")]
+    AllocFree,
+}
+
+/// The density a row was measured at.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct DensityParams {
+    /// The fraction of holes in the span.
+    pub hole_fraction: f64,
+}
+
+/// One row of `bench hole-density`'s report.
+pub type DensityRow = Row<DensityVariant, DensityParams>;
+
 /// The JSON rows: per model and density, the lookup and the alloc+free.
-pub fn rows(results: &DensityResults) -> Vec<Row> {
+pub fn rows(results: &DensityResults) -> Vec<DensityRow> {
     let mut rows = Vec::new();
     for (kind, points) in &results.curves {
         for p in points {
-            let params = json!({"hole_fraction": p.holes});
-            rows.push(Row::new(
-                "pfn_valid",
-                kind.name(),
-                params.clone(),
-                p.pfn_valid.clone(),
-            ));
-            rows.push(Row::new(
-                "alloc-free-holecheck",
-                kind.name(),
-                params,
-                p.alloc_free.clone(),
-            ));
+            let params = DensityParams {
+                hole_fraction: p.holes,
+            };
+            for (variant, m) in [
+                (DensityVariant::PfnValid, &p.pfn_valid),
+                (DensityVariant::AllocFree, &p.alloc_free),
+            ] {
+                rows.push(Row::new(variant, *kind, params, m.clone(), NoExtra {}));
+            }
         }
     }
     rows
@@ -213,17 +229,32 @@ pub fn render(results: &DensityResults) -> String {
     out
 }
 
-legacy_experiment!(
-    /// `pfn_valid` and the allocator against the fraction of holes.
-    HoleDensity = HoleDensity,
-    run
-);
+/// The experiment `bench hole-density`.
+pub struct HoleDensity;
 
-fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, RunError> {
-    let results = measure_hole_density(ctx.plan, *ctx.layout.geometry(), ctx.options());
-    Ok(Outcome {
-        rows: rows(&results),
-        table: render(&results),
-        layout: format!("generated ({} geometry)", ctx.layout.geometry().name()),
-    })
+impl Experiment for HoleDensity {
+    const ID: ExperimentId = ExperimentId::HoleDensity;
+    type Params = ();
+    type Results = DensityResults;
+    type Row = DensityRow;
+
+    fn measure(ctx: &Ctx, _: &()) -> Result<DensityResults, RunError> {
+        Ok(measure_hole_density(
+            ctx.plan,
+            *ctx.layout.geometry(),
+            ctx.options(),
+        ))
+    }
+
+    fn rows(_: &Ctx, results: &DensityResults) -> Vec<DensityRow> {
+        rows(results)
+    }
+
+    fn render(_: &Ctx, results: &DensityResults) -> String {
+        render(results)
+    }
+
+    fn layout_label(ctx: &Ctx, _: &DensityResults) -> String {
+        format!("generated ({} geometry)", ctx.layout.geometry().name())
+    }
 }

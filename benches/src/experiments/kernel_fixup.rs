@@ -3,12 +3,13 @@
 //! [`vmemmap::kernel_fixup`] for the mechanism and why it is an upper
 //! bound). Shown by the default comparison and by `bench pfn-valid`.
 
-use serde_json::json;
+use serde::Serialize;
 use vmemmap::kernel_fixup::KernelFixupProbe;
 
 use crate::error::RunError;
-use crate::report::{Row, fmt_ns};
+use crate::report::{Measured, Row, Subject};
 use crate::timing::{Measurement, Plan, measure};
+use crate::units::fmt_ns;
 use crate::workloads::kernel_fixup_writes;
 
 /// Both writes, timed.
@@ -46,25 +47,95 @@ impl KernelFixup {
     }
 
     /// The JSON rows (model `kernel`).
-    pub fn rows(&self) -> Vec<Row> {
-        let note = json!({"what": "write(2) of 1 byte to a pipe"});
+    pub fn rows(&self) -> Vec<FixupRow> {
+        let what = WriteParams {
+            what: "write(2) of 1 byte to a pipe",
+        };
+        let faulting = FixupExtra {
+            fixup_ns: Some(self.fixup_ns()),
+            fixup_cycles: Some(self.fixup_cycles()),
+        };
         vec![
             Row::new(
-                "kernel-fixup-mapped-write",
-                "kernel",
-                note.clone(),
+                FixupVariant::Mapped,
+                Subject::Kernel,
+                what,
                 self.mapped.clone(),
+                FixupExtra::default(),
             ),
             Row::new(
-                "kernel-fixup-faulting-write",
-                "kernel",
-                note,
+                FixupVariant::Faulting,
+                Subject::Kernel,
+                what,
                 self.faulting.clone(),
-            )
-            .with("fixup_ns", self.fixup_ns())
-            .with("fixup_cycles", self.fixup_cycles()),
+                faulting,
+            ),
         ]
     }
+}
+
+/// Which write a row timed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub enum FixupVariant {
+    /// From mapped memory.
+    #[serde(rename = "kernel-fixup-mapped-write")]
+    Mapped,
+    /// From a `PROT_NONE` page.
+    #[serde(rename = "kernel-fixup-faulting-write")]
+    Faulting,
+}
+
+/// What the writes are.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct WriteParams {
+    /// The operation timed.
+    pub what: &'static str,
+}
+
+/// The fixup itself, on the faulting write's row.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct FixupExtra {
+    /// Faulting minus mapped, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixup_ns: Option<f64>,
+    /// The same in TSC cycles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixup_cycles: Option<f64>,
+}
+
+/// A row of the kernel's fixup.
+pub type FixupRow = Row<FixupVariant, WriteParams, FixupExtra>;
+
+/// An experiment's rows with the kernel's fixup rows after them.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum OrFixup<R> {
+    /// The experiment's own row.
+    Lab(R),
+    /// A row of the kernel's fixup.
+    Fixup(FixupRow),
+}
+
+impl<R: Measured> Measured for OrFixup<R> {
+    fn measurement(&self) -> &Measurement {
+        match self {
+            OrFixup::Lab(r) => r.measurement(),
+            OrFixup::Fixup(r) => r.measurement(),
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            OrFixup::Lab(r) => r.label(),
+            OrFixup::Fixup(r) => r.label(),
+        }
+    }
+}
+
+/// `rows`, then the fixup's.
+pub fn with_fixup<R>(rows: Vec<R>, fixup: &KernelFixup) -> Vec<OrFixup<R>> {
+    let fixup = fixup.rows().into_iter().map(OrFixup::Fixup);
+    rows.into_iter().map(OrFixup::Lab).chain(fixup).collect()
 }
 
 /// Times both writes: medians over `plan.trials` trials of each.

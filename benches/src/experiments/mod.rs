@@ -36,9 +36,7 @@ pub mod cpuset;
 pub mod flags;
 pub mod hole_density;
 pub mod kernel_fixup;
-mod legacy;
 pub mod lock;
-pub mod lock_sim;
 pub mod peers;
 pub mod pfn_valid;
 
@@ -47,8 +45,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use sparsemem::{Layout, LayoutError};
-
-pub use legacy::Knobs;
 
 use crate::error::RunError;
 use crate::layout_spec::LayoutSpec;
@@ -77,6 +73,22 @@ pub trait Experiment {
     /// The printed table, with the seed's figures beside ours.
     fn render(ctx: &Ctx, results: &Self::Results) -> String;
 
+    /// The lines that open the run: what runs, on what machine.
+    fn header(ctx: &Ctx) -> String {
+        let models = if Self::ID.runs_each_model(ctx.model_chosen) {
+            "models: each".to_string()
+        } else {
+            format!("model {}", ctx.model)
+        };
+        format!(
+            "pfnlab bench {} | {models} | era {} | layout {}\nmachine: {}\n\n",
+            Self::ID,
+            ctx.era,
+            ctx.layout.source(),
+            ctx.machine.summary()
+        )
+    }
+
     /// The layout(s) the report names; the run's own by default.
     fn layout_label(ctx: &Ctx, _results: &Self::Results) -> String {
         ctx.layout.source().into()
@@ -103,10 +115,14 @@ pub enum ExperimentId {
     /// Where the hot path's time goes, mechanism by mechanism, with the
     /// memory model's share.
     Breakdown,
+    /// The default comparison (`pfnlab` with no command): every model on
+    /// one layout.
+    Compare,
 }
 
 impl ExperimentId {
-    /// Every experiment, in the order `pfnlab bench --help` lists them.
+    /// Every experiment of `pfnlab bench`, in the order its help lists
+    /// them (the default comparison is not one).
     pub const ALL: [ExperimentId; 8] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
@@ -129,6 +145,7 @@ impl ExperimentId {
             ExperimentId::Peers => "peers",
             ExperimentId::HoleDensity => "hole-density",
             ExperimentId::Breakdown => "breakdown",
+            ExperimentId::Compare => "compare",
         }
     }
 
@@ -155,7 +172,7 @@ impl ExperimentId {
             | ExperimentId::Cpuset
             | ExperimentId::Peers => Era::V2_6_23,
             ExperimentId::Bulk | ExperimentId::HoleDensity => Era::V5_13,
-            ExperimentId::Breakdown => Era::V6_18,
+            ExperimentId::Breakdown | ExperimentId::Compare => Era::V6_18,
         }
     }
 
@@ -169,7 +186,8 @@ impl ExperimentId {
             ExperimentId::Bulk
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
-            | ExperimentId::Breakdown => ModelKind::VmemmapTable,
+            | ExperimentId::Breakdown
+            | ExperimentId::Compare => ModelKind::VmemmapTable,
         }
     }
 
@@ -183,7 +201,7 @@ impl ExperimentId {
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
             | ExperimentId::Breakdown => LayoutSpec::Preset("x86-pci-hole".into()),
-            ExperimentId::PfnValid => LayoutSpec::Host,
+            ExperimentId::PfnValid | ExperimentId::Compare => LayoutSpec::Host,
         }
     }
 
@@ -191,7 +209,7 @@ impl ExperimentId {
     /// sweep), or unless `--model` picks one (`pfn-valid`, `breakdown`).
     pub fn runs_each_model(self, model_chosen: bool) -> bool {
         match self {
-            ExperimentId::HoleDensity => true,
+            ExperimentId::HoleDensity | ExperimentId::Compare => true,
             ExperimentId::PfnValid | ExperimentId::Breakdown => !model_chosen,
             _ => false,
         }
@@ -350,21 +368,9 @@ impl<'a, E: Experiment> Prepared<'a, E> {
         self.fallback.as_ref()
     }
 
-    /// The two lines that open the run: what runs, on what machine.
+    /// The lines that open the run: what runs, on what machine.
     pub fn header(&self) -> String {
-        let ctx = &self.ctx;
-        let models = if E::ID.runs_each_model(ctx.model_chosen) {
-            "models: each".to_string()
-        } else {
-            format!("model {}", ctx.model)
-        };
-        format!(
-            "pfnlab bench {} | {models} | era {} | layout {}\nmachine: {}\n\n",
-            E::ID,
-            ctx.era,
-            ctx.layout.source(),
-            ctx.machine.summary()
-        )
+        E::header(&self.ctx)
     }
 
     /// Measures, checks every number, writes the report if asked, and
@@ -391,7 +397,7 @@ impl<'a, E: Experiment> Prepared<'a, E> {
 pub(crate) fn cell(m: &crate::timing::Measurement) -> String {
     format!(
         "{} ({:.0})",
-        crate::report::fmt_ns(m.ns_per_op.median),
+        crate::units::fmt_ns(m.ns_per_op.median),
         m.cycles_per_op.median
     )
 }

@@ -29,7 +29,7 @@ use super::{Event, EventKind, TraceError};
 use crate::counting::{Counted, ModelOp};
 use crate::layout_spec::{LayoutSpec, LoadError, Loaded};
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
-use crate::report::Row;
+use crate::report::JsonRow;
 use crate::timing::{Measurement, Stat, measure, tsc_hz, tsc_now};
 use serde_json::{Value, json};
 
@@ -785,7 +785,7 @@ pub fn replay_table(results: &[(ModelKind, Result<ReplayResult, String>)]) -> St
 pub fn replay_rows(
     results: &[(ModelKind, Result<ReplayResult, String>)],
     options: ReplayOptions,
-) -> Vec<Row> {
+) -> Vec<JsonRow> {
     let ns_per_cycle = 1e9 / tsc_hz() as f64;
     results
         .iter()
@@ -796,7 +796,7 @@ pub fn replay_rows(
                 ns_per_op: one(r.ns_per_event),
                 cycles_per_op: one(r.ns_per_event / ns_per_cycle),
             };
-            let mut row = Row::new(
+            let mut row = JsonRow::new(
                 "replay",
                 r.model.clone(),
                 json!({ "era": options.era.name(), "verify": options.verify }),

@@ -18,6 +18,14 @@
 //! Simplifications, said: no `MIGRATE_HIGHATOMIC` reserve, no
 //! "alike pages" count of in-use movable pages, and the 6.x
 //! `find_smallest` retry for Movable requests is not modelled.
+//!
+//! # Safety
+//! Only free blocks move here, from one list of the free area to another,
+//! under the zone lock: every page unlinked is a block head the free area's
+//! invariants put on exactly that list (its order, its pageblock's
+//! migratetype), and it is relinked before the lock is let go. Pointers
+//! come from the lists themselves or from `pfn_to_page_ptr` of a pfn the
+//! model just found valid.
 
 use sparsemem::{MemoryModel, Migratetype, Order, PageFlag, Pfn};
 

@@ -32,10 +32,11 @@ use crate::list::{OwnedBlock, PageList, page_offset};
 use crate::types::ZoneStats;
 use crate::variant::Variant;
 
-/// `fpi_t`: how `__free_one_page` frees a block (the kernel's
-/// `FPI_NONE`, `FPI_TO_TAIL`; its other flags skip work pfnlab does not
-/// model: page reporting, the trylock of a free from any context).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+/// `fpi_t`: how `__free_one_page` frees a block, with the kernel's bits
+/// (mm/page_alloc.c: `FPI_NONE` 0, `FPI_TO_TAIL` `BIT(1)`; its other flags
+/// skip work pfnlab does not model: page reporting, the trylock of a free
+/// from any context).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct FpiFlags(u8);
 
 impl FpiFlags {

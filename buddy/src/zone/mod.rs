@@ -70,6 +70,8 @@ pub struct Zone<V> {
     pub(crate) vm_free: AtomicI64,
     /// `stat_threshold` (`calculate_normal_threshold`).
     pub(crate) stat_threshold: i64,
+    /// `zone->contiguous`, kept by `walk::set_zone_contiguous`.
+    pub(crate) contiguous: bool,
     /// `ZONE_BELOW_HIGH` (6.7 on): an allocation found the zone below its
     /// high watermark; set by the allocation path, cleared by a drain
     /// that brought it back above. A hint read without a lock, so
@@ -111,6 +113,7 @@ impl<V: Variant> Zone<V> {
             lowmem_reserve: [0; MAX_NR_ZONES],
             vm_free: AtomicI64::new(0),
             stat_threshold: 0,
+            contiguous: false,
             below_high: AtomicBool::new(false),
         }
     }

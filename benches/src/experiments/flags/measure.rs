@@ -1,33 +1,17 @@
-//! `flags`: the no-bitmap buddy and atomic page-flag operations (Dave
-//! Hansen / Hiroyuki Kamezawa, 2004). The seed's program mapped 16 MiB,
-//! stored to every page and unmapped it, 1000 times, on the 2.6.9 bitmap
-//! buddy, the no-bitmap buddy with atomic flag operations and with
-//! non-atomic ones; SMP and UP.
-//!
-//! Two workloads, each through the four buddies (the three SMP builds and
-//! [`buddy::Up`]):
-//! - **program**: the seed's program as its kernel served it
-//!   ([`flags_iteration`]): a `__GFP_ZERO` order-0 page per fault, cleared
-//!   on a real frame, `PG_referenced` set and cleared, freed through the
-//!   `munmap` gather; on one thread and on several.
-//! - **replay**: a recording of that program on this machine's kernel
-//!   (`benches/data/seed-flags.trace.zst`, made with
-//!   `examples/seed_flags.rs`) replayed through each buddy, frames cleared
-//!   for the trace's `__GFP_ZERO` allocations.
+//! `bench flags`' measurements: the four buddies, the seed's program on
+//! one thread and on several, the recording replayed, and the marking
+//! operations counted and timed.
 
 use std::path::{Path, PathBuf};
 
 use buddy::AllocError;
 use buddy::{Allocator, Bitmap, Kernel, NoBitmapAtomic, Options, Up, Variant};
-use serde_json::json;
+use serde::Serialize;
 use sparsemem::{Layout, MemoryModel, NodeId};
 use vmemmap::VmemmapOptions;
 
-use super::legacy::{Outcome, legacy_experiment};
-use super::{Ctx, Knobs, cell};
-use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
-use crate::report::Row;
+use crate::threads::{Placement, on_threads};
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
 use crate::trace::format::TraceReader;
 use crate::trace::replay::{ReplayOptions, replay_through};
@@ -101,7 +85,8 @@ impl FlagsVariant {
 }
 
 /// The two workloads.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum FlagsWorkload {
     /// The seed's program, as pfnlab's kernel path serves it.
     Program,
@@ -185,7 +170,7 @@ impl FlagsResults {
 
     /// The variant's marking operations per page and the cost of one (half
     /// a set + clear pair), if measured.
-    fn marks(&self, v: FlagsVariant) -> Option<(f64, f64)> {
+    pub(super) fn marks(&self, v: FlagsVariant) -> Option<(f64, f64)> {
         let n = self.marks_per_page.iter().find(|(x, _)| *x == v)?.1;
         let c = self
             .mark_cost
@@ -205,115 +190,6 @@ impl FlagsResults {
         let (n, c) = self.marks(v)?;
         let (nb, cb) = self.marks(FlagsVariant::Bitmap)?;
         Some(n * c - nb * cb)
-    }
-
-    /// The JSON rows: `seed` and `ratio_to_seed` (pfnlab's ratio to the
-    /// bitmap buddy over the seed's) beside the results.
-    pub fn rows(&self, model: &str) -> Vec<Row> {
-        self.runs
-            .iter()
-            .map(|r| {
-                let ratio = self.ratio_vs_bitmap(r);
-                Row::new(
-                    format!("{}/{}", r.workload.name(), r.variant.name()),
-                    model,
-                    json!({
-                        "workload": r.workload.name(),
-                        "threads": r.threads,
-                        "iterations": self.iterations,
-                        "pages": self.pages,
-                    }),
-                    r.per_page.clone(),
-                )
-                .with("run_seconds", Self::run_seconds(r))
-                .with("ratio_vs_bitmap", ratio)
-                .with("delta_ns_per_page", self.delta_ns(r))
-                .with(
-                    "seed",
-                    json!({
-                        "seconds": r.variant.seed_seconds(),
-                        "ratio_vs_bitmap": r.variant.seed_ratio(),
-                        "delta_ns_per_page": r.variant.seed_delta_ns(),
-                        "smp": r.variant != FlagsVariant::Up,
-                    }),
-                )
-                .with("ratio_to_seed", ratio / r.variant.seed_ratio())
-                .with("marks_per_page", self.marks(r.variant).map(|(n, _)| n))
-                .with("ns_per_mark", self.marks(r.variant).map(|(_, c)| c))
-                .with(
-                    "predicted_delta_ns_per_page",
-                    self.predicted_delta_ns(r.variant),
-                )
-            })
-            .collect()
-    }
-
-    /// The printed table, with the seed's figures.
-    pub fn render(&self) -> String {
-        let mut table = format!(
-            "program: {} x (map 16 MiB = {} order-0 __GFP_ZERO pages on real frames, store to each, munmap);\n\
-             replay: the recorded seed program through each buddy (allocator calls only). Per page; run = 4.1 M pages per thread.\n\n\
-             {:<8} {:<10} {:>3}  {:>16}  {:>8}  {:>9}  {:>9}   {:>8}  {:>9}  {:>9}  {:>8}\n",
-            self.iterations,
-            self.pages,
-            "workload",
-            "variant",
-            "thr",
-            "ns (cycles)/page",
-            "run (s)",
-            "vs bitmap",
-            "delta ns",
-            "seed (s)",
-            "seed vs b",
-            "seed dns",
-            "/seed"
-        );
-        for r in &self.runs {
-            let ratio = self.ratio_vs_bitmap(r);
-            let seed_s = r
-                .variant
-                .seed_seconds()
-                .map_or("UP: =".to_string(), |s| format!("{s:.2}"));
-            table += &format!(
-                "{:<8} {:<10} {:>3}  {:>16}  {:>8.3}  {:>8.3}x  {:>+9.1}   {:>8}  {:>8.3}x  {:>+9.1}  {:>7.3}x\n",
-                r.workload.name(),
-                r.variant.name(),
-                r.threads,
-                cell(&r.per_page),
-                Self::run_seconds(r),
-                ratio,
-                self.delta_ns(r),
-                seed_s,
-                r.variant.seed_ratio(),
-                r.variant.seed_delta_ns(),
-                ratio / r.variant.seed_ratio()
-            );
-        }
-        table += "\nbuddy marking (the operations the variant decides): per page of the program, ns each, and the difference from bitmap they predict\n";
-        for v in FlagsVariant::ALL {
-            if let Some((n, c)) = self.marks(v) {
-                table += &format!(
-                    "  {:<10} {:>6.3} marks/page  x {:>6.2} ns  -> {:>+6.1} ns/page vs bitmap\n",
-                    v.name(),
-                    n,
-                    c,
-                    self.predicted_delta_ns(v).unwrap_or(0.0)
-                );
-            }
-        }
-        if let Some((n, _)) = self.marks(FlagsVariant::Atomic) {
-            table += &format!(
-                "  the seed's +437 ns/page at this many marks would be {:.0} ns per locked operation on its machine\n",
-                FlagsVariant::Atomic.seed_delta_ns() / n.max(f64::MIN_POSITIVE)
-            );
-        }
-        if let Some(why) = &self.replay_skipped {
-            table += &format!("\nreplay not run: {why}\n");
-        }
-        table += "\nSeed (2.6.9, SMP): bitmap 35.79 s, no-bitmap atomic 37.58 s (+437 ns/page), non-atomic 35.28 s (-125 ns/page) for 4.1 M pages, \
-                  about 8.3 us of system time per page; no difference on UP.\n";
-        table += "Only the buddy marking in __free_pages_bulk, expand and __rmqueue follows the variant; per-CPU marks are plain, PG_referenced is atomic on SMP.\n";
-        table
     }
 }
 
@@ -361,10 +237,29 @@ struct Visitor<'t> {
     trace: Option<&'t Path>,
 }
 
-/// One build's program run, returning the pages it allocated.
-type ProgramRun<'a> = Box<dyn FnMut() -> u64 + 'a>;
-/// One build's replay, returning ns per page.
-type ReplayRun<'a> = Box<dyn FnMut() -> Result<f64, String> + 'a>;
+/// One buddy build as the experiment drives it, whatever its variant
+/// type: the trials of all four interleave through this (one call per
+/// trial; the loops inside are the variant's own, monomorphised).
+trait Buddy: Sync {
+    /// The program on `threads` threads, `iterations` rounds each;
+    /// returns the pages allocated.
+    fn program(&self, node: NodeId, pages: usize, iterations: u64, threads: usize) -> u64;
+    /// One replay of `trace`: ns per page allocated.
+    fn replay(&self, layout: &Layout, trace: &Path, era: buddy::Era) -> Result<f64, String>;
+}
+
+impl<M: MemoryModel, V: Variant> Buddy for Allocator<M, V>
+where
+    Allocator<M, V>: Sync,
+{
+    fn program(&self, node: NodeId, pages: usize, iterations: u64, threads: usize) -> u64 {
+        program(self, node, pages, iterations, threads)
+    }
+
+    fn replay(&self, layout: &Layout, trace: &Path, era: buddy::Era) -> Result<f64, String> {
+        replay_once(self, layout, trace, era)
+    }
+}
 
 /// One replay of `trace` through `alloc`: the allocator calls' time over
 /// the pages allocated. Each replay starts from the state the previous
@@ -394,17 +289,19 @@ fn program<M: MemoryModel, V: Variant>(
     iterations: u64,
     threads: usize,
 ) -> u64 {
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(move || {
-                let mut cpu = alloc.cpu_on(node).expect("checked when built");
-                let mut held = Vec::with_capacity(pages);
-                for _ in 0..iterations {
-                    std::hint::black_box(flags_iteration(&mut cpu, pages, &mut held));
-                }
-            });
-        }
-    });
+    on_threads(
+        threads,
+        Placement::Free,
+        |_| {
+            let cpu = alloc.cpu_on(node).expect("checked when built");
+            (cpu, Vec::with_capacity(pages))
+        },
+        |_, (mut cpu, mut held)| {
+            for _ in 0..iterations {
+                std::hint::black_box(flags_iteration(&mut cpu, pages, &mut held));
+            }
+        },
+    );
     iterations * pages as u64 * threads as u64
 }
 
@@ -469,47 +366,27 @@ impl Visitor<'_> {
         let up = self.program_allocator::<M, Up>(layout, options, results, FlagsVariant::Up)?;
         let node = layout.first_node();
         let (pages, iterations, n) = (self.pages, self.iterations, self.threads);
-        let mut runs: Vec<(FlagsVariant, usize, ProgramRun<'_>)> = vec![
-            (
-                FlagsVariant::Bitmap,
-                1,
-                Box::new(|| program(&bitmap, node, pages, iterations, 1)),
-            ),
-            (
-                FlagsVariant::Bitmap,
-                n,
-                Box::new(|| program(&bitmap, node, pages, iterations, n)),
-            ),
-            (
-                FlagsVariant::Atomic,
-                1,
-                Box::new(|| program(&atomic, node, pages, iterations, 1)),
-            ),
-            (
-                FlagsVariant::Atomic,
-                n,
-                Box::new(|| program(&atomic, node, pages, iterations, n)),
-            ),
-            (
-                FlagsVariant::NonAtomic,
-                1,
-                Box::new(|| program(&nonatomic, node, pages, iterations, 1)),
-            ),
-            (
-                FlagsVariant::NonAtomic,
-                n,
-                Box::new(|| program(&nonatomic, node, pages, iterations, n)),
-            ),
-            // A UP kernel has one CPU.
-            (
-                FlagsVariant::Up,
-                1,
-                Box::new(|| program(&up, node, pages, iterations, 1)),
-            ),
+        let buddies: [(FlagsVariant, &dyn Buddy); 4] = [
+            (FlagsVariant::Bitmap, &bitmap),
+            (FlagsVariant::Atomic, &atomic),
+            (FlagsVariant::NonAtomic, &nonatomic),
+            (FlagsVariant::Up, &up),
         ];
-        let mut fns: Vec<&mut dyn FnMut() -> u64> =
-            runs.iter_mut().map(|(_, _, f)| &mut **f as _).collect();
-        let measured = measure_interleaved(self.plan.trials, &mut fns, |f| f());
+        // Each SMP buddy on one thread and on `n`; a UP kernel has one CPU.
+        let mut runs: Vec<(FlagsVariant, usize, &dyn Buddy)> = buddies
+            .into_iter()
+            .flat_map(|(v, b)| {
+                let counts = if v == FlagsVariant::Up {
+                    vec![1]
+                } else {
+                    vec![1, n]
+                };
+                counts.into_iter().map(move |t| (v, t, b))
+            })
+            .collect();
+        let measured = measure_interleaved(self.plan.trials, &mut runs, |(_, threads, b)| {
+            b.program(node, pages, iterations, *threads)
+        });
         for ((variant, threads, _), per_page) in runs.iter().zip(measured) {
             results.runs.push(FlagsRun {
                 workload: FlagsWorkload::Program,
@@ -539,29 +416,17 @@ impl Visitor<'_> {
         let atomic = build_allocator::<M, NoBitmapAtomic>(layout, options, plain)?;
         let nonatomic = build_allocator::<M, Kernel>(layout, options, plain)?;
         let up = build_allocator::<M, Up>(layout, options, plain)?;
-        let mut runs: Vec<(FlagsVariant, ReplayRun<'_>)> = vec![
-            (
-                FlagsVariant::Bitmap,
-                Box::new(|| replay_once(&bitmap, layout, trace, era)),
-            ),
-            (
-                FlagsVariant::Atomic,
-                Box::new(|| replay_once(&atomic, layout, trace, era)),
-            ),
-            (
-                FlagsVariant::NonAtomic,
-                Box::new(|| replay_once(&nonatomic, layout, trace, era)),
-            ),
-            (
-                FlagsVariant::Up,
-                Box::new(|| replay_once(&up, layout, trace, era)),
-            ),
+        let runs: [(FlagsVariant, &dyn Buddy); 4] = [
+            (FlagsVariant::Bitmap, &bitmap),
+            (FlagsVariant::Atomic, &atomic),
+            (FlagsVariant::NonAtomic, &nonatomic),
+            (FlagsVariant::Up, &up),
         ];
         let mut ns = vec![Vec::new(); runs.len()];
         // One warm-up replay of each, then the trials in turn.
         for trial in 0..=self.plan.trials.max(1) {
-            for (i, (_, run)) in runs.iter_mut().enumerate() {
-                match run() {
+            for (i, (_, buddy)) in runs.iter().enumerate() {
+                match buddy.replay(layout, trace, era) {
                     Ok(v) if trial > 0 => ns[i].push(v),
                     Ok(_) => {}
                     Err(e) => {
@@ -606,37 +471,4 @@ impl ModelVisitor for Visitor<'_> {
         }
         Ok(results)
     }
-}
-
-legacy_experiment!(
-    /// The no-bitmap buddy and atomic page-flag operations (2004).
-    Flags = Flags,
-    run
-);
-
-fn run(ctx: &Ctx, knobs: &Knobs) -> Result<Outcome, RunError> {
-    let iterations = knobs.iterations.unwrap_or(ctx.plan.iters(1000, 5));
-    let threads = knobs.threads.unwrap_or(2);
-    let trace = knobs.trace.clone().unwrap_or_else(default_trace);
-    let trace = trace.exists().then_some(trace);
-    let mut results = ctx.named(measure_flags(
-        ctx.model,
-        &ctx.layout,
-        ctx.plan,
-        iterations,
-        threads,
-        ctx.options(),
-        trace.as_deref(),
-    ))?;
-    if trace.is_none() {
-        results.replay_skipped = Some(format!(
-            "no recording at {} (give one with --trace)",
-            knobs.trace.clone().unwrap_or_else(default_trace).display()
-        ));
-    }
-    Ok(Outcome {
-        rows: results.rows(ctx.model.name()),
-        table: results.render(),
-        layout: ctx.layout.source().into(),
-    })
 }

@@ -12,6 +12,7 @@
 use sparsemem::{Layout, Pfn};
 
 use crate::error::PeerError;
+use crate::workloads::Frames;
 
 /// No descriptor: the end of a list.
 const NIL: u32 = u32::MAX;
@@ -151,6 +152,20 @@ impl FloorBuddy {
             }
         }
         total
+    }
+}
+
+// The trait's `free_frame` is an `unsafe fn` (some peers trust the frame);
+// the floor checks nothing it could break, and its body needs no unsafe.
+#[allow(unsafe_code)]
+impl Frames for FloorBuddy {
+    #[inline]
+    fn alloc_frame(&mut self) -> Option<u64> {
+        self.alloc(0).map(Pfn::get)
+    }
+    #[inline]
+    unsafe fn free_frame(&mut self, frame: u64) {
+        self.free(Pfn::new(frame), 0);
     }
 }
 

@@ -6,41 +6,78 @@
 //! pfnlab on one per-CPU handle each, the peers on one shared allocator —
 //! `frame-alloc` lock-free, the others behind a `Mutex`).
 //!
-//! The floor ([`FloorBuddy`]) is the least a buddy can do and is always
-//! measured; the peer crates join with the `peers` feature. Every figure
-//! printed comes from this run.
+//! The floor ([`FloorBuddy`], in `floor`) is the least a buddy can do and
+//! is always measured; the peer crates (`crates`) join with the `peers`
+//! feature. Every figure printed comes from this run.
 
 use buddy::AllocError;
 use buddy::{Kernel, Options};
-use serde_json::json;
+use serde::Serialize;
 use sparsemem::{Layout, MemRange, RangeKind};
 use vmemmap::VmemmapOptions;
 
-use super::legacy::{Outcome, legacy_experiment};
-use super::{Ctx, Knobs, cell};
+pub mod floor;
+// The peer crates: frame-alloc's pool mapping and unsafe free, and
+// bitmap-allocator's zeroed tree.
+#[cfg(feature = "peers")]
+#[allow(unsafe_code)]
+pub mod crates;
+
+use floor::FloorBuddy;
+
+use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::{PeerError, RunError};
-use crate::floor::FloorBuddy;
-use crate::models::{Buildable, ModelVisitor, build_allocator};
-use crate::report::Row;
+use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator};
+use crate::report::{Row, Subject};
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{
     Frames, SharedFrames, bursts, frame_bursts, frame_pairs, pcp_bursts_threads, pcp_pairs,
     shared_bursts, zone_pairs,
 };
 
-/// The workloads, in table order.
-pub const WORKLOADS: [&str; 4] = [
-    "hot-pair",
-    "split-merge-pair",
-    "burst-128",
-    "burst-128-2threads",
-];
+/// A workload every contender runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// Order-0 alloc+free with no split or merge.
+    HotPair,
+    /// Each pair splits a max-order block and merges it back.
+    SplitMergePair,
+    /// 128 allocations, then 128 frees, per page.
+    #[serde(rename = "burst-128")]
+    Burst,
+    /// Two threads doing `burst-128` at once.
+    #[serde(rename = "burst-128-2threads")]
+    BurstTwoThreads,
+}
+
+impl Workload {
+    /// The workloads, in table order (and the order of each contender's
+    /// `[Measurement; 4]`).
+    pub const ALL: [Workload; 4] = [
+        Workload::HotPair,
+        Workload::SplitMergePair,
+        Workload::Burst,
+        Workload::BurstTwoThreads,
+    ];
+
+    /// The name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::HotPair => "hot-pair",
+            Workload::SplitMergePair => "split-merge-pair",
+            Workload::Burst => "burst-128",
+            Workload::BurstTwoThreads => "burst-128-2threads",
+        }
+    }
+}
 
 /// Threads of the two-thread workload.
 pub const THREADS: usize = 2;
 
 /// An allocator in the comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Contender {
     /// pfnlab's allocator (the `Kernel` variant) over the chosen model.
     Pfnlab,
@@ -48,6 +85,7 @@ pub enum Contender {
     Floor,
     /// `buddy_system_allocator::FrameAllocator<11>`.
     #[cfg(feature = "peers")]
+    #[serde(rename = "buddy_system_allocator")]
     BuddySystemAllocator,
     /// `frame-alloc`'s `SummaryBuddyAllocator<11>`.
     #[cfg(feature = "peers")]
@@ -100,8 +138,8 @@ impl Contender {
 /// One workload's measurements, pfnlab first.
 #[derive(Clone, Debug)]
 pub struct PeerWorkload {
-    /// One of [`WORKLOADS`].
-    pub workload: &'static str,
+    /// The workload.
+    pub workload: Workload,
     /// Each contender's per-page cost.
     pub results: Vec<(Contender, Measurement)>,
 }
@@ -116,7 +154,7 @@ impl PeerWorkload {
 /// Every workload.
 #[derive(Clone, Debug)]
 pub struct PeersResults {
-    /// In [`WORKLOADS`] order.
+    /// In [`Workload::ALL`] order.
     pub workloads: Vec<PeerWorkload>,
     /// pfnlab's splits and merges per split-merge pair, counted by its
     /// zone statistics during the run.
@@ -241,7 +279,7 @@ fn peer_columns(
     plan: Plan,
     blocks: &Layout,
 ) -> Result<Vec<(Contender, [Measurement; 4])>, RunError> {
-    use crate::peer_crates::{SegmentTree, SummaryBuddy, frame_allocator};
+    use crates::{SegmentTree, SummaryBuddy, frame_allocator};
     let summary = {
         let [hot, split, burst] = peer_workloads(plan, || {
             SummaryBuddy::new(blocks).expect("built once before")
@@ -297,51 +335,79 @@ pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, RunError> {
             .into_iter()
             .chain(peer_columns(ctx.plan, &blocks)?)
             .collect();
-    let workloads = WORKLOADS
-        .iter()
-        .enumerate()
-        .map(|(i, &workload)| PeerWorkload {
+    let mut workloads: Vec<PeerWorkload> = Workload::ALL
+        .into_iter()
+        .map(|workload| PeerWorkload {
             workload,
-            results: columns.iter().map(|(c, m)| (*c, m[i].clone())).collect(),
+            results: Vec::new(),
         })
         .collect();
+    for (c, per_workload) in columns {
+        for (w, m) in workloads.iter_mut().zip(per_workload) {
+            w.results.push((c, m));
+        }
+    }
     Ok(PeersResults {
         workloads,
         splits_merges_per_pair,
     })
 }
 
+/// A row's parameters.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct PeerParams {
+    /// The workload.
+    pub workload: Workload,
+}
+
+/// A row's extra fields.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PeerExtra {
+    /// pfnlab's split-merge row: splits per pair (its zone statistics).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub splits_per_pair: Option<f64>,
+    /// pfnlab's split-merge row: merges per pair.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merges_per_pair: Option<f64>,
+    /// Every other contender: its time over pfnlab's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_vs_pfnlab: Option<f64>,
+}
+
+/// One row of `bench peers`' report.
+pub type PeerRow = Row<Contender, PeerParams, PeerExtra>;
+
 /// The JSON rows: one per (workload, contender), with ratios to pfnlab.
-pub fn rows(results: &PeersResults, model: &str) -> Vec<Row> {
+pub fn rows(results: &PeersResults, model: ModelKind) -> Vec<PeerRow> {
     let mut rows = Vec::new();
     for w in &results.workloads {
         let Some(mine) = w.of(Contender::Pfnlab) else {
             continue;
         };
         for (c, m) in &w.results {
-            let row = Row::new(
-                c.name(),
-                if *c == Contender::Pfnlab {
-                    model
-                } else {
-                    "none"
-                },
-                json!({"workload": w.workload}),
-                m.clone(),
-            );
-            rows.push(if *c == Contender::Pfnlab {
-                if w.workload == "split-merge-pair" {
-                    row.with("splits_per_pair", results.splits_merges_per_pair.0)
-                        .with("merges_per_pair", results.splits_merges_per_pair.1)
-                } else {
-                    row
+            let (subject, extra) = match c {
+                Contender::Pfnlab => {
+                    let counts = w.workload == Workload::SplitMergePair;
+                    let (splits, merges) = results.splits_merges_per_pair;
+                    let extra = PeerExtra {
+                        splits_per_pair: counts.then_some(splits),
+                        merges_per_pair: counts.then_some(merges),
+                        ratio_vs_pfnlab: None,
+                    };
+                    (Subject::Model(model), extra)
                 }
-            } else {
-                row.with(
-                    "ratio_vs_pfnlab",
-                    m.ns_per_op.median / mine.ns_per_op.median,
-                )
-            });
+                _ => {
+                    let extra = PeerExtra {
+                        ratio_vs_pfnlab: Some(m.ns_per_op.median / mine.ns_per_op.median),
+                        ..PeerExtra::default()
+                    };
+                    (Subject::NoModel, extra)
+                }
+            };
+            let params = PeerParams {
+                workload: w.workload,
+            };
+            rows.push(Row::new(*c, subject, params, m.clone(), extra));
         }
     }
     rows
@@ -360,7 +426,7 @@ pub fn render(results: &PeersResults) -> String {
     }
     table += "   pfnlab/floor\n";
     for w in &results.workloads {
-        table += &format!("{:<17}", w.workload);
+        table += &format!("{:<17}", w.workload.name());
         for (_, m) in &w.results {
             table += &format!(" {:>24}", cell(m));
         }
@@ -388,17 +454,24 @@ pub fn render(results: &PeersResults) -> String {
     table
 }
 
-legacy_experiment!(
-    /// Other buddy allocators beside pfnlab's.
-    Peers = Peers,
-    run
-);
+/// The experiment `bench peers`.
+pub struct Peers;
 
-fn run(ctx: &Ctx, _: &Knobs) -> Result<Outcome, RunError> {
-    let results = measure_peers(ctx)?;
-    Ok(Outcome {
-        rows: rows(&results, ctx.model.name()),
-        table: render(&results),
-        layout: ctx.layout.source().into(),
-    })
+impl Experiment for Peers {
+    const ID: ExperimentId = ExperimentId::Peers;
+    type Params = ();
+    type Results = PeersResults;
+    type Row = PeerRow;
+
+    fn measure(ctx: &Ctx, _: &()) -> Result<PeersResults, RunError> {
+        measure_peers(ctx)
+    }
+
+    fn rows(ctx: &Ctx, results: &PeersResults) -> Vec<PeerRow> {
+        rows(results, ctx.model)
+    }
+
+    fn render(_: &Ctx, results: &PeersResults) -> String {
+        render(results)
+    }
 }

@@ -1,0 +1,463 @@
+//! The compaction scanners on the allocator's real state, without
+//! migration.
+//!
+//! `compact_zone` (mm/compaction.c) runs two scanners towards each other:
+//! the *migrate* scanner (`isolate_migratepages`) from the zone's start
+//! upwards, isolating pages that could be moved, and the *free* scanner
+//! (`isolate_freepages`) from the zone's end downwards, isolating free
+//! pages to move them into; the run is complete when they meet in the same
+//! pageblock. Both go pageblock by pageblock and ask
+//! [`pageblock_pfn_to_page`] first — the check the 2016 `zone->contiguous`
+//! change took out of the loop — and both honour and set the pageblock
+//! *skip* hints (`isolation_suitable`, `set_pageblock_skip`). Their work is
+//! what `/proc/vmstat` counts: `compact_migrate_scanned`,
+//! `compact_free_scanned` and `compact_isolated` ([`CompactCounts`]).
+//!
+//! What pfnlab models, per page:
+//! - migrate scanner (`isolate_migratepages_block`): a free block
+//!   (`PageBuddy`) or a compound page is skipped by its order (its pages
+//!   still count as scanned); a page is *movable* — the stand-in for
+//!   `PageLRU` or `__PageMovable` — when it heads an allocation (one
+//!   reference, not reserved, not on a per-CPU list, not compound) in a
+//!   `MIGRATE_MOVABLE` pageblock; isolation stops at
+//!   [`COMPACT_CLUSTER_MAX`] pages; a pageblock scanned whole with nothing
+//!   isolated gets its skip hint.
+//! - free scanner (`isolate_freepages` / `isolate_freepages_block`): only
+//!   `MIGRATE_MOVABLE` pageblocks not headed by a pageblock-sized free
+//!   block (`suitable_migration_target`); each free block found counts its
+//!   pages as isolated, until as many free pages as migrate pages are in
+//!   hand; a pageblock scanned whole gets its skip hint.
+//!
+//! What it leaves out, deliberately: migration itself (`migrate_pages`):
+//! nothing is moved, the isolated pages stay where they are and the
+//! scanners simply go on, as after a migration that put every page back;
+//! `fast_find_migrateblock` / `fast_isolate_freepages`; the watermark
+//! check of `__isolate_free_page`; async compaction's stride and
+//! `compact_finished`'s early success for an order (a run here goes until
+//! the scanners meet, as `/proc/sys/vm/compact_memory`'s `order = -1`
+//! does). The skip hints live in [`CompactState`], beside the zone, not in
+//! the fourth pageblock bit, and the cached restart pfns are where an
+//! aborted run stopped ([`CompactControl::budget_pageblocks`] standing in
+//! for async compaction's contention abort), reset when the scanners meet.
+
+use sparsemem::{MemoryModel, Migratetype, Order, Page, PageFlag, Pfn};
+
+use crate::alloc::Allocator;
+use crate::era::Era;
+use crate::types::ZoneId;
+use crate::variant::Variant;
+use crate::walk::{__pageblock_pfn_to_page, pageblock_pfn_to_page};
+use crate::zone::Zone;
+
+/// `COMPACT_CLUSTER_MAX` (`SWAP_CLUSTER_MAX`, include/linux/swap.h): the
+/// migrate scanner's isolation batch.
+pub const COMPACT_CLUSTER_MAX: u64 = 32;
+
+/// Why a compaction run cannot start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactError {
+    /// No zone has this id.
+    NoZone(ZoneId),
+    /// The era predates memory compaction (2.6.35).
+    NoCompaction(Era),
+}
+
+impl std::fmt::Display for CompactError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompactError::NoZone(z) => write!(f, "no zone {z}"),
+            CompactError::NoCompaction(era) => {
+                write!(f, "{era:?} has no memory compaction (added in 2.6.35)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CompactError {}
+
+/// How one run goes (`struct compact_control`'s switches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactControl {
+    /// `ignore_skip_hint`: scan pageblocks whose skip hint is set
+    /// (`/proc/sys/vm/compact_memory` does).
+    pub ignore_skip_hint: bool,
+    /// `whole_zone`: start at the zone's ends, not at the cached pfns.
+    pub whole_zone: bool,
+    /// Use `zone->contiguous` (the 2016 change); off, every pageblock gets
+    /// the full `__pageblock_pfn_to_page` check, as before it.
+    pub use_contiguous: bool,
+    /// Stop after this many pageblocks checked, keeping the cached pfns
+    /// (pfnlab's stand-in for an async run's contention abort).
+    pub budget_pageblocks: Option<u64>,
+}
+
+impl CompactControl {
+    /// `compact_node`, as `echo 1 > /proc/sys/vm/compact_memory` runs it.
+    pub const PROC: CompactControl = CompactControl {
+        ignore_skip_hint: true,
+        whole_zone: true,
+        use_contiguous: true,
+        budget_pageblocks: None,
+    };
+}
+
+/// What one run did, in `/proc/vmstat`'s terms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactCounts {
+    /// `compact_migrate_scanned`.
+    pub migrate_scanned: u64,
+    /// `compact_free_scanned`.
+    pub free_scanned: u64,
+    /// Pages the migrate scanner isolated.
+    pub migrate_isolated: u64,
+    /// Free pages the free scanner isolated.
+    pub free_isolated: u64,
+    /// `pageblock_pfn_to_page` calls.
+    pub pageblock_checks: u64,
+    /// Pageblocks passed over for their skip hint.
+    pub skipped_by_hint: u64,
+    /// Whether the scanners met (`COMPACT_COMPLETE`).
+    pub complete: bool,
+}
+
+impl CompactCounts {
+    /// `compact_isolated`: both scanners' isolations.
+    pub fn compact_isolated(&self) -> u64 {
+        self.migrate_isolated + self.free_isolated
+    }
+}
+
+/// A zone's compaction state: skip hints and cached restart pfns
+/// (`compact_cached_migrate_pfn`, `compact_cached_free_pfn`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactState {
+    zone_start: Pfn,
+    zone_end: Pfn,
+    pageblock_nr_pages: u64,
+    skip: Vec<bool>,
+    cached_migrate_pfn: Pfn,
+    cached_free_pfn: Pfn,
+}
+
+impl CompactState {
+    /// A fresh state for `zone`: no hints, cached pfns at the zone's ends.
+    pub fn new<V>(zone: &Zone<V>, pageblock_nr_pages: u64) -> CompactState {
+        let first = zone.start.get() / pageblock_nr_pages;
+        let last = zone.end.get().div_ceil(pageblock_nr_pages);
+        let mut s = CompactState {
+            zone_start: zone.start,
+            zone_end: zone.end,
+            pageblock_nr_pages,
+            skip: vec![false; (last - first) as usize],
+            cached_migrate_pfn: zone.start,
+            cached_free_pfn: zone.start,
+        };
+        s.reset_cached_positions();
+        s
+    }
+
+    /// `reset_cached_positions`.
+    fn reset_cached_positions(&mut self) {
+        self.cached_migrate_pfn = self.zone_start;
+        self.cached_free_pfn = self.block_start(Pfn::new(
+            self.zone_end
+                .get()
+                .saturating_sub(1)
+                .max(self.zone_start.get()),
+        ));
+    }
+
+    /// `__reset_isolation_suitable`: clears every hint and resets the
+    /// cached pfns.
+    pub fn reset_isolation_suitable(&mut self) {
+        self.skip.fill(false);
+        self.reset_cached_positions();
+    }
+
+    fn block_start(&self, pfn: Pfn) -> Pfn {
+        Pfn::new(pfn.get() & !(self.pageblock_nr_pages - 1))
+    }
+
+    fn index(&self, pfn: Pfn) -> Option<usize> {
+        let i = pfn.get() / self.pageblock_nr_pages;
+        i.checked_sub(self.zone_start.get() / self.pageblock_nr_pages)
+            .map(|i| i as usize)
+            .filter(|&i| i < self.skip.len())
+    }
+
+    /// `get_pageblock_skip`.
+    pub fn skip_hint(&self, pfn: Pfn) -> bool {
+        self.index(pfn).is_some_and(|i| self.skip[i])
+    }
+
+    fn set_skip(&mut self, pfn: Pfn) {
+        if let Some(i) = self.index(pfn) {
+            self.skip[i] = true;
+        }
+    }
+
+    /// `compact_cached_migrate_pfn`.
+    pub fn cached_migrate_pfn(&self) -> Pfn {
+        self.cached_migrate_pfn
+    }
+
+    /// `compact_cached_free_pfn`.
+    pub fn cached_free_pfn(&self) -> Pfn {
+        self.cached_free_pfn
+    }
+}
+
+/// One run's scanners over one zone.
+struct Scan<'a, M, V> {
+    model: &'a M,
+    zone: &'a Zone<V>,
+    cc: CompactControl,
+    state: &'a mut CompactState,
+    n: CompactCounts,
+    block: u64,
+    migrate_pfn: Pfn,
+    free_pfn: Pfn,
+}
+
+/// A compound page's order, from its first tail (`compound_order`).
+fn compound_order<M: MemoryModel>(model: &M, pfn: Pfn, page: &Page) -> u64 {
+    if !page.test(PageFlag::Head) {
+        return 0;
+    }
+    model
+        .pfn_to_page(pfn + 1)
+        .map_or(0, |tail| tail.private().min(u64::from(Order::LIMIT.get())))
+}
+
+/// The migrate scanner's test: an allocation's head, not compound, in a
+/// movable pageblock.
+fn movable<M: MemoryModel>(model: &M, pfn: Pfn, page: &Page) -> bool {
+    page.refcount() > 0
+        && !page.test(PageFlag::Reserved)
+        && !page.test(PageFlag::Pcp)
+        && !page.test(PageFlag::Buddy)
+        && !page.test(PageFlag::Head)
+        && page.compound_head().is_none()
+        && !page.is_zone_device()
+        && model.get_pfnblock_migratetype(pfn) == Migratetype::Movable
+}
+
+impl<M: MemoryModel, V> Scan<'_, M, V> {
+    fn block_end(&self, block_start: Pfn) -> Pfn {
+        Pfn::new((block_start.get() | (self.block - 1)) + 1).min(self.zone.end)
+    }
+
+    fn out_of_budget(&self) -> bool {
+        self.cc
+            .budget_pageblocks
+            .is_some_and(|b| self.n.pageblock_checks >= b)
+    }
+
+    fn check_block(&mut self, start: Pfn, end: Pfn) -> bool {
+        self.n.pageblock_checks += 1;
+        if self.cc.use_contiguous {
+            pageblock_pfn_to_page(self.model, self.zone, start, end).is_some()
+        } else {
+            __pageblock_pfn_to_page(self.model, self.zone, start, end).is_some()
+        }
+    }
+
+    /// `compact_scanners_met`.
+    fn met(&self) -> bool {
+        self.free_pfn.get() / self.block <= self.migrate_pfn.get() / self.block
+    }
+
+    /// `isolate_migratepages`: pageblocks from `migrate_pfn` up to the free
+    /// scanner; returns the pages isolated (0: none before the scanners met
+    /// or the budget ran out).
+    fn isolate_migratepages(&mut self) -> u64 {
+        let mut block_start = self
+            .state
+            .block_start(self.migrate_pfn)
+            .max(self.zone.start);
+        let mut block_end = self.block_end(block_start);
+        while block_end <= self.free_pfn && !self.out_of_budget() {
+            let low = self.migrate_pfn.max(block_start);
+            let suitable = self.check_block(block_start, block_end);
+            if suitable && !self.cc.ignore_skip_hint && self.state.skip_hint(block_start) {
+                self.n.skipped_by_hint += 1;
+            } else if suitable {
+                let (next, isolated) = self.isolate_migratepages_block(low, block_end);
+                self.migrate_pfn = next;
+                if next >= block_end && isolated == 0 {
+                    self.state.set_skip(block_start);
+                }
+                if isolated > 0 {
+                    return isolated;
+                }
+            }
+            block_start = block_end;
+            block_end = self.block_end(block_start);
+            self.migrate_pfn = block_start;
+        }
+        0
+    }
+
+    /// `isolate_migratepages_block` over `[low, end)`: the pfn it stopped
+    /// at and the pages it isolated.
+    fn isolate_migratepages_block(&mut self, mut low: Pfn, end: Pfn) -> (Pfn, u64) {
+        let (mut scanned, mut isolated) = (0, 0);
+        while low < end {
+            scanned += 1;
+            if let Some(page) = self.model.pfn_to_page(low) {
+                let skip = if page.test(PageFlag::Buddy) {
+                    page.private().min(u64::from(Order::LIMIT.get()))
+                } else {
+                    compound_order(self.model, low, page)
+                };
+                if skip > 0 {
+                    low = low + ((1 << skip) - 1);
+                    scanned += (1 << skip) - 1;
+                } else if movable(self.model, low, page) {
+                    isolated += 1;
+                    if isolated == COMPACT_CLUSTER_MAX {
+                        low = low + 1;
+                        break;
+                    }
+                }
+            }
+            low = low + 1;
+        }
+        self.n.migrate_scanned += scanned;
+        self.n.migrate_isolated += isolated;
+        (low.min(end), isolated)
+    }
+
+    /// `suitable_migration_target`: a movable pageblock not headed by a
+    /// free block of at least a pageblock.
+    fn suitable_target(&self, block_start: Pfn) -> bool {
+        let Some(page) = self.model.pfn_to_page(block_start) else {
+            return false;
+        };
+        let pageblock_order = self.model.geometry().pageblock_order().get();
+        if page.test(PageFlag::Buddy) && page.private() >= u64::from(pageblock_order) {
+            return false;
+        }
+        self.model.get_pfnblock_migratetype(block_start) == Migratetype::Movable
+    }
+
+    /// `isolate_freepages`: pageblocks from `free_pfn` down to the migrate
+    /// scanner's next pageblock, until `wanted` free pages are isolated.
+    fn isolate_freepages(&mut self, wanted: u64) {
+        let low = self.block_end(self.state.block_start(self.migrate_pfn));
+        let mut isolate_start = self.free_pfn;
+        let mut block_start = self.state.block_start(isolate_start);
+        let mut have = 0;
+        while block_start >= low && !self.out_of_budget() {
+            let block_end = self.block_end(block_start);
+            let ok = self.check_block(block_start, block_end) && self.suitable_target(block_start);
+            if ok && !self.cc.ignore_skip_hint && self.state.skip_hint(block_start) {
+                self.n.skipped_by_hint += 1;
+            } else if ok {
+                let start = isolate_start.max(block_start);
+                let (next, got) = self.isolate_freepages_block(start, block_end, wanted - have);
+                have += got;
+                isolate_start = next;
+                if next >= block_end {
+                    self.state.set_skip(block_start);
+                    self.state.cached_free_pfn = self.state.cached_free_pfn.min(block_start);
+                }
+                if have >= wanted {
+                    if next >= block_end {
+                        isolate_start = Pfn::new(block_start.get().saturating_sub(self.block));
+                    }
+                    break;
+                }
+            }
+            let Some(prev) = block_start.get().checked_sub(self.block) else {
+                break;
+            };
+            block_start = Pfn::new(prev);
+            isolate_start = block_start;
+        }
+        self.free_pfn = isolate_start.min(self.free_pfn);
+    }
+
+    /// `isolate_freepages_block` over `[start, end)`, up to `wanted`
+    /// pages: the pfn it stopped at and the pages it isolated.
+    fn isolate_freepages_block(&mut self, start: Pfn, end: Pfn, wanted: u64) -> (Pfn, u64) {
+        let (mut pfn, mut scanned, mut isolated) = (start, 0, 0);
+        while pfn < end {
+            scanned += 1;
+            if let Some(page) = self.model.pfn_to_page(pfn) {
+                let compound = compound_order(self.model, pfn, page);
+                if compound > 0 && pfn.get() + (1 << compound) <= end.get() {
+                    pfn = pfn + ((1 << compound) - 1);
+                    scanned += (1 << compound) - 1;
+                } else if page.test(PageFlag::Buddy) && page.zone_id() == self.zone.id.get() {
+                    let nr = 1u64 << page.private().min(u64::from(Order::LIMIT.get()));
+                    scanned += nr - 1;
+                    isolated += nr;
+                    if isolated >= wanted {
+                        pfn = pfn + nr;
+                        break;
+                    }
+                    pfn = pfn + (nr - 1);
+                }
+            }
+            pfn = pfn + 1;
+        }
+        self.n.free_scanned += scanned;
+        self.n.free_isolated += isolated;
+        (pfn.min(end), isolated)
+    }
+}
+
+/// `compact_zone` over zone `zid` of `alloc`, with no migration (see the
+/// module doc): the scanners run until they meet (or the budget ends),
+/// counting as `/proc/vmstat` counts and keeping `state`'s hints and
+/// cached pfns.
+pub fn compact_zone<M: MemoryModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    zid: ZoneId,
+    state: &mut CompactState,
+    cc: CompactControl,
+) -> Result<CompactCounts, CompactError> {
+    let era = alloc.options().era;
+    if matches!(era, Era::V2_6_9 | Era::V2_6_23) {
+        return Err(CompactError::NoCompaction(era));
+    }
+    let zone = alloc.zone(zid).ok_or(CompactError::NoZone(zid))?;
+    let block = alloc.model().geometry().pageblock_nr_pages();
+    if state.zone_start != zone.start || state.zone_end != zone.end {
+        *state = CompactState::new(zone, block);
+    }
+    let (migrate_pfn, free_pfn) = if cc.whole_zone {
+        let fresh = CompactState::new(zone, block);
+        (fresh.cached_migrate_pfn, fresh.cached_free_pfn)
+    } else {
+        (state.cached_migrate_pfn, state.cached_free_pfn)
+    };
+    let mut scan = Scan {
+        model: alloc.model(),
+        zone,
+        cc,
+        state,
+        n: CompactCounts::default(),
+        block,
+        migrate_pfn,
+        free_pfn,
+    };
+    while !scan.met() && !scan.out_of_budget() {
+        let isolated = scan.isolate_migratepages();
+        if isolated > 0 {
+            scan.isolate_freepages(isolated);
+        }
+    }
+    scan.n.complete = scan.met();
+    let (migrate_pfn, free_pfn) = (scan.migrate_pfn, scan.free_pfn);
+    let mut n = scan.n;
+    if n.complete {
+        state.reset_cached_positions();
+    } else {
+        state.cached_migrate_pfn = migrate_pfn;
+        state.cached_free_pfn = state.block_start(free_pfn);
+    }
+    n.complete = n.complete || zone.start >= zone.end;
+    Ok(n)
+}
