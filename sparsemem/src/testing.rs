@@ -395,19 +395,11 @@ pub fn check_walks<M: MemoryModel + ?Sized>(
     layout: &Layout,
     reach: WalkReach,
 ) -> Result<(), String> {
-    use crate::walk::{BulkSkipWalk, KernelWalk, PerPfnWalk, WalkError, walk};
     let g = layout.geometry();
-    let max = g.max_pfn().get();
     let ws = window_start(layout).get();
     // A generated hotplug step starts in the window and reaches at most
     // two sections past it.
-    let we = (ws + (WINDOW_SECTIONS + 2) * g.pages_per_section()).min(max);
-    let expect = |s: u64, e: u64| -> Vec<Pfn> {
-        (s..e)
-            .map(Pfn::new)
-            .filter(|&p| reference.pfn_valid(p))
-            .collect()
-    };
+    let we = (ws + (WINDOW_SECTIONS + 2) * g.pages_per_section()).min(g.max_pfn().get());
     let reach_sub = g.pages_per_subsection() + 3;
     let mut ranges: Vec<(u64, u64)> = interesting_pfns(layout)
         .into_iter()
@@ -420,52 +412,97 @@ pub fn check_walks<M: MemoryModel + ?Sized>(
         ranges.push((ws, we));
     }
     for (s, e) in ranges {
-        let want = expect(s, e);
-        let (start, end) = (Pfn::new(s), Pfn::new(e));
-        let got: [Vec<Pfn>; 3] = [
-            walk::<_, KernelWalk>(model, start, end).map(Iterator::collect),
-            walk::<_, PerPfnWalk>(model, start, end).map(Iterator::collect),
-            walk::<_, BulkSkipWalk>(model, start, end).map(Iterator::collect),
-        ]
-        .map(|r| r.unwrap_or_default());
-        for (name, got) in ["kernel", "per-pfn", "bulk"].iter().zip(&got) {
-            if *got != want {
-                return Err(format!(
-                    "{}: {name} walk of {start}..{end} yields {} pfns (first {:?}), reference {} (first {:?})",
-                    model.name(),
-                    got.len(),
-                    got.first(),
-                    want.len(),
-                    want.first()
-                ));
-            }
-        }
-        let first = model.first_valid_pfn(start, end);
-        let want_first = want.first().copied().unwrap_or(end);
-        if first.min(end) != want_first {
-            return Err(format!(
-                "{}: first_valid_pfn({start}, {end}) = {first}, reference {want_first}",
-                model.name()
-            ));
-        }
+        check_range_walks(model, reference, Pfn::new(s), Pfn::new(e))?;
     }
     if reach == WalkReach::Whole {
-        // Every valid pfn lies in the (widened) window, so the whole span
-        // walks to exactly the window's.
-        let want = expect(ws, we);
-        let whole = crate::walk::PfnRange::whole(g);
-        let kernel: Vec<Pfn> = crate::walk::walk_range::<_, KernelWalk>(model, whole).collect();
-        let bulk: Vec<Pfn> = crate::walk::walk_range::<_, BulkSkipWalk>(model, whole).collect();
-        if kernel != want || bulk != want {
+        check_whole_span_walks(model, reference, layout, Pfn::new(ws), Pfn::new(we))?;
+    }
+    check_bad_ranges(model, layout, Pfn::new(ws))
+}
+
+/// The reference's valid pfns of `start..end`, in order.
+fn expected_walk(reference: &Reference, start: Pfn, end: Pfn) -> Vec<Pfn> {
+    (start.get()..end.get())
+        .map(Pfn::new)
+        .filter(|&p| reference.pfn_valid(p))
+        .collect()
+}
+
+/// Each walker over `start..end` yields the reference's pfns, and
+/// `first_valid_pfn` finds its first.
+fn check_range_walks<M: MemoryModel + ?Sized>(
+    model: &M,
+    reference: &Reference,
+    start: Pfn,
+    end: Pfn,
+) -> Result<(), String> {
+    use crate::walk::{BulkSkipWalk, KernelWalk, PerPfnWalk, walk};
+    let want = expected_walk(reference, start, end);
+    let got: [Vec<Pfn>; 3] = [
+        walk::<_, KernelWalk>(model, start, end).map(Iterator::collect),
+        walk::<_, PerPfnWalk>(model, start, end).map(Iterator::collect),
+        walk::<_, BulkSkipWalk>(model, start, end).map(Iterator::collect),
+    ]
+    .map(|r| r.unwrap_or_default());
+    for (name, got) in ["kernel", "per-pfn", "bulk"].iter().zip(&got) {
+        if *got != want {
             return Err(format!(
-                "{}: whole-span walks yield {} and {} pfns, reference {}",
+                "{}: {name} walk of {start}..{end} yields {} pfns (first {:?}), reference {} (first {:?})",
                 model.name(),
-                kernel.len(),
-                bulk.len(),
-                want.len()
+                got.len(),
+                got.first(),
+                want.len(),
+                want.first()
             ));
         }
     }
+    let first = model.first_valid_pfn(start, end);
+    let want_first = want.first().copied().unwrap_or(end);
+    if first.min(end) != want_first {
+        return Err(format!(
+            "{}: first_valid_pfn({start}, {end}) = {first}, reference {want_first}",
+            model.name()
+        ));
+    }
+    Ok(())
+}
+
+/// Every valid pfn lies in the (widened) window `ws..we`, so the whole
+/// span walks to exactly the window's, by the kernel's walk and the bulk
+/// variant.
+fn check_whole_span_walks<M: MemoryModel + ?Sized>(
+    model: &M,
+    reference: &Reference,
+    layout: &Layout,
+    ws: Pfn,
+    we: Pfn,
+) -> Result<(), String> {
+    use crate::walk::{BulkSkipWalk, KernelWalk, PfnRange, walk_range};
+    let want = expected_walk(reference, ws, we);
+    let whole = PfnRange::whole(layout.geometry());
+    let kernel: Vec<Pfn> = walk_range::<_, KernelWalk>(model, whole).collect();
+    let bulk: Vec<Pfn> = walk_range::<_, BulkSkipWalk>(model, whole).collect();
+    if kernel != want || bulk != want {
+        return Err(format!(
+            "{}: whole-span walks yield {} and {} pfns, reference {}",
+            model.name(),
+            kernel.len(),
+            bulk.len(),
+            want.len()
+        ));
+    }
+    Ok(())
+}
+
+/// An empty, an inverted and a too-large range are each refused.
+fn check_bad_ranges<M: MemoryModel + ?Sized>(
+    model: &M,
+    layout: &Layout,
+    ws: Pfn,
+) -> Result<(), String> {
+    use crate::walk::{KernelWalk, WalkError, walk};
+    let ws = ws.get();
+    let max = layout.geometry().max_pfn().get();
     let bad = [
         (
             walk::<_, KernelWalk>(model, Pfn::new(ws), Pfn::new(ws)).err(),
