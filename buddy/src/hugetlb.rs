@@ -253,10 +253,12 @@ impl HugetlbPool {
         if let (true, Some(e)) = (fresh.is_empty() && n > 0, last) {
             return Err(e);
         }
-        self.optimize_new(alloc, &fresh)?;
+        // The folios are the pool's whether or not HVO took them all (a
+        // folio left plain is restored as a no-op on shrink).
+        let optimized = self.optimize_new(alloc, &fresh);
         let got = fresh.len() as u64;
         self.free.extend(fresh);
-        Ok(got)
+        optimized.map(|()| got)
     }
 
     /// `alloc_fresh_hugetlb_folio`: one folio from the buddy.
@@ -310,13 +312,14 @@ impl HugetlbPool {
             // SAFETY: the pool owns the fresh folios and writes none of
             // their tails while optimised.
             unsafe { hvo.optimize(fresh, self.order, mode.layout, true) }?;
+            self.counts.optimized += fresh.len() as u64;
         } else {
             for &h in fresh {
                 // SAFETY: as above.
                 unsafe { hvo.optimize(&[h], self.order, mode.layout, false) }?;
+                self.counts.optimized += 1;
             }
         }
-        self.counts.optimized += fresh.len() as u64;
         let freed = fresh.len() as u64 * self.tail_vmemmap_pages();
         for _ in 0..freed.min(self.vmemmap_pages.len() as u64) {
             if let Some(p) = self.vmemmap_pages.pop() {

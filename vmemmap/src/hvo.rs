@@ -173,7 +173,11 @@ impl<D: Detector> Vmemmap<D> {
                     .cycle()
                     .take(self.page_size())
                     .collect();
-                self.memfd()?.write_at(offset, &bytes)?;
+                if let Err(e) = self.memfd()?.write_at(offset, &bytes) {
+                    // SAFETY: as above; the folio stays plain.
+                    unsafe { self.write_compound_head(head, order) };
+                    return Err(e.into());
+                }
                 inner.shared.insert(key, offset);
                 Ok(offset)
             }
@@ -459,8 +463,10 @@ unsafe impl<D: Detector> HugetlbVmemmap for Vmemmap<D> {
             if !batched {
                 self.split(&mut inner, span);
             }
-            let reuse = self.reuse_offset(&mut inner, head, order, span, layout)?;
-            if let Err(e) = self.remap(span, reuse) {
+            let step = self
+                .reuse_offset(&mut inner, head, order, span, layout)
+                .and_then(|reuse| self.remap(span, reuse));
+            if let Err(e) = step {
                 if layout == HvoLayout::SharedTail {
                     // SAFETY: the caller owns the folio; its first vmemmap
                     // page is its own.

@@ -188,7 +188,8 @@ fn run<M: MemoryModel>(
 ) -> Result<HvoResults, buddy::HugetlbError> {
     let order = hugetlb_orders(alloc.model().geometry())[0];
     let node = layout.first_node();
-    let room = alloc.free_pages_total() / (1 << order) / 2;
+    // Three pools hold folios at once for the compound_head part.
+    let room = alloc.free_pages_total() / (1 << order) / 4;
     let folios = plan.iters(512, 16).min(room).max(1);
     let mut pools = HvoModeId::ALL
         .iter()
