@@ -63,8 +63,9 @@
 //! 6. `chain` (a chain of allocated pages), `init` (construction),
 //!    `hotplug`, `compaction` (the scanners), `hugetlb` (the hugetlb pool),
 //!    each over the allocator;
-//! 7. `pcp` (the per-CPU handle), then `pcp::bulk` and `pcp::tune` (6.7's
-//!    tuning of `high`);
+//! 7. `pcp` (the per-CPU handle), then `pcp::refill`, `pcp::drain` (and
+//!    its order of lists), `pcp::bulk` and `pcp::tune` (6.7's tuning of
+//!    `high`);
 //! 8. `views` (the kernel's `/proc` views of the zones, the zoneinfo
 //!    reader and the sizing from the sysctls), over the allocator and its
 //!    per-CPU handles;

@@ -27,22 +27,23 @@
 //! failed trylock sends the request to the zone; in pfnlab it only fails
 //! in a test, since no interrupt or remote drain shares a handle's lists.
 //! Refill and drain take the zone lock once per batch
-//! ([`LockPolicy::PerBatch`], the kernel) or once per block
-//! ([`LockPolicy::PerPage`], the 2007 proposal). A handle belongs to one
-//! thread; dropping it (thread exit) drains everything back, so pages are
-//! never lost.
+//! ([`LockPolicy::PerBatch`](crate::LockPolicy::PerBatch), the kernel) or
+//! once per block ([`LockPolicy::PerPage`](crate::LockPolicy::PerPage), the
+//! 2007 proposal). A handle belongs to one thread; dropping it (thread
+//! exit) drains everything back, so pages are never lost.
 //!
 //! Pages moved between a zone and a per-CPU list change the zone's
 //! `NR_FREE_PAGES` through this CPU's delta, folded in at the zone's stat
 //! threshold (`__mod_zone_page_state`).
 //!
-//! Bulk allocation through these lists is [`bulk`]'s.
+//! The refill is [`refill`]'s, the drain and its order of lists
+//! [`drain`]'s; bulk allocation through these lists is [`bulk`]'s.
 
 mod bulk;
 
 use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
 
-use crate::alloc::{Allocator, LockPolicy};
+use crate::alloc::Allocator;
 use crate::error::{FreeError, RequestError};
 use crate::gfp::{AllocContext, Gfp};
 use crate::list::{OwnedBlock, PcpList};
@@ -50,7 +51,6 @@ use crate::lock::TryLock;
 use crate::node::{Node, NodeMask};
 use crate::types::{ZoneId, ZoneStats};
 use crate::variant::Variant;
-use crate::zone::FreeArea;
 
 /// `PAGE_ALLOC_COSTLY_ORDER`: the highest order of the low-order per-CPU
 /// lists (6.x).
@@ -127,145 +127,6 @@ impl Pcp {
         }
     }
 
-    /// `rmqueue_bulk`: moves up to `count` blocks of `order` from the zone
-    /// to the list `pindex`; returns how many.
-    fn rmqueue_bulk<M: MemoryModel, V: Variant>(
-        &mut self,
-        alloc: &Allocator<M, V>,
-        zid: ZoneId,
-        order: Order,
-        count: u32,
-        mt: Migratetype,
-        pindex: usize,
-    ) -> u32 {
-        let zone = &alloc.zones[zid.index()];
-        let mut moved = 0;
-        let mut first = true;
-        let mut take = |area: &mut FreeArea<V>, pcp: &mut Pcp| {
-            if std::mem::take(&mut first) {
-                area.stats.pcp_refills += 1;
-                pcp.fold(&mut area.stats);
-            }
-            pcp.lists[pindex].push_back(area.rmqueue(&alloc.model, order, mt)?);
-            area.stats.pcp_refill_blocks += 1;
-            Some(())
-        };
-        match alloc.options.lock_policy {
-            LockPolicy::PerBatch => {
-                let mut area = zone.free_area.lock();
-                while moved < count && take(&mut area, self).is_some() {
-                    moved += 1;
-                }
-            }
-            LockPolicy::PerPage => {
-                while moved < count && take(&mut zone.free_area.lock(), self).is_some() {
-                    moved += 1;
-                }
-            }
-        }
-        let pages = u64::from(moved) << order.get();
-        self.count += pages;
-        self.mod_free_pages(alloc, zid, -(pages as i64));
-        moved
-    }
-
-    /// `free_pcppages_bulk`: returns at least `count` pages (or all there
-    /// are) of the coldest blocks of this CPU's lists for zone `zid` to the
-    /// buddy lists, in the era's order ([`DrainOrder`]); 6.x starts at
-    /// list `pindex`.
-    fn free_pcppages_bulk<M: MemoryModel, V: Variant>(
-        &mut self,
-        alloc: &Allocator<M, V>,
-        zid: ZoneId,
-        count: u64,
-        pindex: usize,
-    ) {
-        let zone = &alloc.zones[zid.index()];
-        let pageblock_order = alloc.model.geometry().pageblock_order();
-        let count = count.min(self.count);
-        if count == 0 {
-            return;
-        }
-        let mut order_of_lists = DrainOrder::new(alloc.path.pcp_high_orders, pindex);
-        let mut first = true;
-        let mut left = count;
-        // One block back to the buddy, its pages; `None` when every list is
-        // empty.
-        let mut give = |area: &mut FreeArea<V>, pcp: &mut Pcp| {
-            if std::mem::take(&mut first) {
-                area.stats.pcp_drains += 1;
-                pcp.fold(&mut area.stats);
-            }
-            let k = order_of_lists.next_list(&pcp.lists, left)?;
-            let order = pindex_to_order(k, pageblock_order);
-            let block = pcp.lists[k].pop_back(&alloc.model, order)?;
-            pcp.count -= order.nr_pages();
-            left = left.saturating_sub(order.nr_pages());
-            area.free_one(&alloc.model, block);
-            area.stats.pcp_drain_blocks += 1;
-            Some(order.nr_pages())
-        };
-        let mut freed = 0;
-        match alloc.options.lock_policy {
-            LockPolicy::PerBatch => {
-                let mut area = zone.free_area.lock();
-                while freed < count {
-                    let Some(n) = give(&mut area, self) else {
-                        break;
-                    };
-                    freed += n;
-                }
-            }
-            LockPolicy::PerPage => {
-                while freed < count {
-                    let Some(n) = give(&mut zone.free_area.lock(), self) else {
-                        break;
-                    };
-                    freed += n;
-                }
-            }
-        }
-        self.mod_free_pages(alloc, zid, freed as i64);
-    }
-
-    /// `free_unref_page_commit`'s drain once the lists reach `high`: a
-    /// `batch` back to the buddy, out of the hot path.
-    #[cold]
-    #[inline(never)]
-    fn drain_batch<M: MemoryModel, V: Variant>(
-        &mut self,
-        alloc: &Allocator<M, V>,
-        zid: ZoneId,
-        pindex: usize,
-    ) {
-        self.free_pcppages_bulk(alloc, zid, u64::from(self.batch), pindex);
-    }
-
-    /// An empty list's refill, out of the hot path: `rmqueue_bulk` of
-    /// `nr_pcp_alloc` blocks — `batch`, and for higher orders
-    /// `batch >> order`, at least 2; from 6.7 scaled and raising `high`
-    /// ([`tune`]).
-    #[cold]
-    #[inline(never)]
-    fn refill<M: MemoryModel, V: Variant>(
-        &mut self,
-        alloc: &Allocator<M, V>,
-        zid: ZoneId,
-        order: Order,
-        mt: Migratetype,
-        pindex: usize,
-    ) {
-        let batch = self.batch;
-        let count = if alloc.path.pcp_high_tuning {
-            self.nr_pcp_alloc(alloc.zones[zid.index()].below_high(), order)
-        } else if order == Order::ZERO {
-            batch
-        } else {
-            (batch >> order.get()).max(2)
-        };
-        self.rmqueue_bulk(alloc, zid, order, count, mt, pindex);
-    }
-
     /// Adds the pending counts to a zone's statistics (zone lock held).
     fn fold(&mut self, stats: &mut ZoneStats) {
         for o in 0..NR_PAGE_ORDERS {
@@ -282,67 +143,6 @@ fn pindex_to_order(pindex: usize, pageblock_order: Order) -> Order {
         Order::new((pindex / MIGRATE_PCPTYPES) as u8)
     } else {
         pageblock_order
-    }
-}
-
-/// The order `free_pcppages_bulk` takes the lists in. The kernel keeps
-/// no position between calls: each drain starts afresh.
-///
-/// - 5.13 and older (`batch_free`): the `MIGRATE_PCPTYPES` order-0 lists
-///   round-robin from list 1 (the kernel's `migratetype` starts at 0 and
-///   is incremented before use); each list visited, empty or not, adds
-///   one to `batch_free`, and up to `batch_free` pages come from the
-///   non-empty list found, so fuller lists give more; when only one list
-///   has pages, all of the rest come from it.
-/// - 6.x: from the list of the page just freed (`pindex`), each list
-///   emptied in turn before the next, wrapping past the last.
-enum DrainOrder {
-    /// 5.13: the list taken from and the pages it may still give.
-    BatchFree { list: usize, batch_free: u64 },
-    /// 6.x: the list being emptied.
-    InTurn { list: usize },
-}
-
-impl DrainOrder {
-    fn new(high_orders: bool, pindex: usize) -> DrainOrder {
-        if high_orders {
-            DrainOrder::InTurn { list: pindex }
-        } else {
-            DrainOrder::BatchFree {
-                list: 0,
-                batch_free: 0,
-            }
-        }
-    }
-
-    /// The list the next block comes from, with `left` pages still to
-    /// free; `None` when every list is empty.
-    fn next_list(&mut self, lists: &[PcpList; NR_PCP_LISTS], left: u64) -> Option<usize> {
-        match self {
-            DrainOrder::InTurn { list } => {
-                *list = (0..NR_PCP_LISTS)
-                    .map(|j| (*list + j) % NR_PCP_LISTS)
-                    .find(|&k| !lists[k].is_empty())?;
-                Some(*list)
-            }
-            DrainOrder::BatchFree { list, batch_free } => {
-                if *batch_free == 0 || lists[*list].is_empty() {
-                    lists[..MIGRATE_PCPTYPES].iter().find(|l| !l.is_empty())?;
-                    loop {
-                        *batch_free += 1;
-                        *list = (*list + 1) % MIGRATE_PCPTYPES;
-                        if !lists[*list].is_empty() {
-                            break;
-                        }
-                    }
-                    if *batch_free == MIGRATE_PCPTYPES as u64 {
-                        *batch_free = left;
-                    }
-                }
-                *batch_free -= 1;
-                Some(*list)
-            }
-        }
     }
 }
 
@@ -728,6 +528,8 @@ impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
     }
 }
 
+mod drain;
+mod refill;
 mod tune;
 
 #[cfg(test)]

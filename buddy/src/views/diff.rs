@@ -12,8 +12,8 @@
 
 use std::fmt;
 
-use super::sizing::{SizingInputs, kernel_zone_sizes};
-use super::zoneinfo::{KERNEL_ZONE_NAMES, Zoneinfo};
+use super::sizing::{SizingInputs, ZoneSizes, kernel_zone_sizes};
+use super::zoneinfo::{KERNEL_ZONE_NAMES, Populated, ZoneInfo, Zoneinfo};
 
 /// Why a field differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,127 +99,150 @@ pub fn compare(ours: &Zoneinfo, theirs: &Zoneinfo, inputs: &SizingInputs) -> Vec
     let sizes = kernel_zone_sizes(&managed, inputs);
     let mut out = Vec::new();
     for t in &theirs.zones {
-        let mut diff = |field: String, ours: u64, theirs: u64, cause: Option<Cause>| {
-            if ours != theirs {
-                out.push(Difference {
-                    node: t.node,
-                    zone: t.zone.clone(),
-                    field,
-                    ours,
-                    theirs,
-                    cause,
-                });
-            }
+        let mut diff = ZoneDiff {
+            node: t.node,
+            zone: &t.zone,
+            out: &mut out,
         };
         let Some(o) = ours.zone(t.node, &t.zone) else {
-            diff("managed".into(), 0, t.managed, Some(Cause::Missing));
+            diff.field("managed".into(), 0, t.managed, Some(Cause::Missing));
             continue;
         };
         // What the machine's own managed pages give with these inputs.
         let own = sizes
             .iter()
             .find(|s| s.node == t.node && KERNEL_ZONE_NAMES[s.zone] == t.zone);
-        // A computed field's cause: whether the machine's own managed
-        // pages give the machine's value.
-        let computed = |own_value: Option<u64>, theirs: u64| {
-            own_value.map(|v| {
-                if v == theirs {
-                    Cause::FollowsManaged
-                } else {
-                    Cause::Inputs
-                }
-            })
-        };
-        diff(
-            "pages free".into(),
-            o.pages_free,
-            t.pages_free,
-            Some(Cause::LiveState),
-        );
-        diff("present".into(), o.present, t.present, Some(Cause::Layout));
-        let reserved = (t.managed < t.present).then_some(Cause::Reserved);
-        diff("managed".into(), o.managed, t.managed, reserved);
-        let (ow, tw) = (o.watermarks, t.watermarks);
-        let sw = own.map(|s| s.watermarks);
-        diff(
-            "min".into(),
-            ow.min,
-            tw.min,
-            computed(sw.map(|w| w.min), tw.min),
-        );
-        diff(
-            "low".into(),
-            ow.low,
-            tw.low,
-            computed(sw.map(|w| w.low), tw.low),
-        );
-        diff(
-            "high".into(),
-            ow.high,
-            tw.high,
-            computed(sw.map(|w| w.high), tw.high),
-        );
-        diff(
-            "promo".into(),
-            ow.promo,
-            tw.promo,
-            computed(sw.map(|w| w.promo), tw.promo),
-        );
-        for (j, (&a, &b)) in o.protection.iter().zip(&t.protection).enumerate() {
-            let own_value = own.and_then(|s| s.protection.get(j).copied());
-            diff(format!("protection[{j}]"), a, b, computed(own_value, b));
+        compare_counts(&mut diff, o, t);
+        compare_watermarks(&mut diff, o, t, own);
+        if let (Some(op), Some(tp)) = (&o.populated, &t.populated) {
+            compare_pagesets(&mut diff, op, tp, own);
         }
-        let (Some(op), Some(tp)) = (&o.populated, &t.populated) else {
-            continue;
-        };
-        for (a, b) in op.pagesets.iter().zip(&tp.pagesets) {
-            let cpu = b.cpu;
-            let live = Some(Cause::LiveState);
-            diff(format!("cpu {cpu} count"), a.count, b.count, live);
-            diff(format!("cpu {cpu} high"), a.high, b.high, live);
-            let own_batch = own.map(|s| u64::from(s.batch));
-            diff(
-                format!("cpu {cpu} batch"),
-                a.batch,
-                b.batch,
-                computed(own_batch, b.batch),
-            );
-            let own_min = own.map(|s| u64::from(s.high_min));
-            diff(
-                format!("cpu {cpu} high_min"),
-                a.high_min,
-                b.high_min,
-                computed(own_min, b.high_min),
-            );
-            let own_max = own.map(|s| u64::from(s.high_max));
-            diff(
-                format!("cpu {cpu} high_max"),
-                a.high_max,
-                b.high_max,
-                computed(own_max, b.high_max),
-            );
-            let own_t = own.map(|s| s.stat_threshold);
-            diff(
-                format!("cpu {cpu} vm stats threshold"),
-                a.stat_threshold,
-                b.stat_threshold,
-                computed(own_t, b.stat_threshold),
-            );
-        }
-        if op.pagesets.len() != tp.pagesets.len() {
-            diff(
-                "online CPUs".into(),
-                op.pagesets.len() as u64,
-                tp.pagesets.len() as u64,
-                Some(Cause::Inputs),
-            );
-        }
-        diff(
-            "start_pfn".into(),
-            op.start_pfn,
-            tp.start_pfn,
-            Some(Cause::Layout),
-        );
     }
     out
+}
+
+/// The differences of one zone, recorded in the order they are found.
+struct ZoneDiff<'a> {
+    node: u32,
+    zone: &'a str,
+    out: &'a mut Vec<Difference>,
+}
+
+impl ZoneDiff<'_> {
+    /// Records `field` if the model's value is not the machine's.
+    fn field(&mut self, field: String, ours: u64, theirs: u64, cause: Option<Cause>) {
+        if ours != theirs {
+            self.out.push(Difference {
+                node: self.node,
+                zone: self.zone.to_owned(),
+                field,
+                ours,
+                theirs,
+                cause,
+            });
+        }
+    }
+
+    /// Records a field the kernel computes, `own_value` being what the
+    /// machine's own managed pages give with the inputs.
+    fn computed(&mut self, field: String, ours: u64, theirs: u64, own_value: Option<u64>) {
+        self.field(field, ours, theirs, computed_cause(own_value, theirs));
+    }
+}
+
+/// A computed field's cause: whether the machine's own managed pages
+/// give the machine's value.
+fn computed_cause(own_value: Option<u64>, theirs: u64) -> Option<Cause> {
+    own_value.map(|v| {
+        if v == theirs {
+            Cause::FollowsManaged
+        } else {
+            Cause::Inputs
+        }
+    })
+}
+
+/// The zone's page counts: `pages free`, `present` and `managed`.
+fn compare_counts(diff: &mut ZoneDiff<'_>, o: &ZoneInfo, t: &ZoneInfo) {
+    diff.field(
+        "pages free".into(),
+        o.pages_free,
+        t.pages_free,
+        Some(Cause::LiveState),
+    );
+    diff.field("present".into(), o.present, t.present, Some(Cause::Layout));
+    let reserved = (t.managed < t.present).then_some(Cause::Reserved);
+    diff.field("managed".into(), o.managed, t.managed, reserved);
+}
+
+/// The watermarks (`min`, `low`, `high`, `promo`) and `protection`.
+fn compare_watermarks(
+    diff: &mut ZoneDiff<'_>,
+    o: &ZoneInfo,
+    t: &ZoneInfo,
+    own: Option<&ZoneSizes>,
+) {
+    let (ow, tw) = (o.watermarks, t.watermarks);
+    let sw = own.map(|s| s.watermarks);
+    diff.computed("min".into(), ow.min, tw.min, sw.map(|w| w.min));
+    diff.computed("low".into(), ow.low, tw.low, sw.map(|w| w.low));
+    diff.computed("high".into(), ow.high, tw.high, sw.map(|w| w.high));
+    diff.computed("promo".into(), ow.promo, tw.promo, sw.map(|w| w.promo));
+    for (j, (&a, &b)) in o.protection.iter().zip(&t.protection).enumerate() {
+        let own_value = own.and_then(|s| s.protection.get(j).copied());
+        diff.computed(format!("protection[{j}]"), a, b, own_value);
+    }
+}
+
+/// A populated zone's pagesets, CPU by CPU, the number of online CPUs,
+/// and `start_pfn`.
+fn compare_pagesets(
+    diff: &mut ZoneDiff<'_>,
+    op: &Populated,
+    tp: &Populated,
+    own: Option<&ZoneSizes>,
+) {
+    for (a, b) in op.pagesets.iter().zip(&tp.pagesets) {
+        let cpu = b.cpu;
+        let live = Some(Cause::LiveState);
+        diff.field(format!("cpu {cpu} count"), a.count, b.count, live);
+        diff.field(format!("cpu {cpu} high"), a.high, b.high, live);
+        let own_batch = own.map(|s| u64::from(s.batch));
+        diff.computed(format!("cpu {cpu} batch"), a.batch, b.batch, own_batch);
+        let own_min = own.map(|s| u64::from(s.high_min));
+        diff.computed(
+            format!("cpu {cpu} high_min"),
+            a.high_min,
+            b.high_min,
+            own_min,
+        );
+        let own_max = own.map(|s| u64::from(s.high_max));
+        diff.computed(
+            format!("cpu {cpu} high_max"),
+            a.high_max,
+            b.high_max,
+            own_max,
+        );
+        let own_t = own.map(|s| s.stat_threshold);
+        diff.computed(
+            format!("cpu {cpu} vm stats threshold"),
+            a.stat_threshold,
+            b.stat_threshold,
+            own_t,
+        );
+    }
+    if op.pagesets.len() != tp.pagesets.len() {
+        diff.field(
+            "online CPUs".into(),
+            op.pagesets.len() as u64,
+            tp.pagesets.len() as u64,
+            Some(Cause::Inputs),
+        );
+    }
+    diff.field(
+        "start_pfn".into(),
+        op.start_pfn,
+        tp.start_pfn,
+        Some(Cause::Layout),
+    );
 }

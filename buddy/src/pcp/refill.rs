@@ -1,0 +1,82 @@
+//! Refilling a CPU's list from its zone: `rmqueue_bulk`, and the refill an
+//! empty list gets (`nr_pcp_alloc` blocks, out of the hot path).
+//!
+//! The zone lock is taken once per batch ([`LockPolicy::PerBatch`]) or
+//! once per block ([`LockPolicy::PerPage`]).
+
+use sparsemem::{MemoryModel, Migratetype, Order};
+
+use super::Pcp;
+use crate::alloc::{Allocator, LockPolicy};
+use crate::types::ZoneId;
+use crate::variant::Variant;
+use crate::zone::FreeArea;
+
+impl Pcp {
+    /// `rmqueue_bulk`: moves up to `count` blocks of `order` from the zone
+    /// to the list `pindex`; returns how many.
+    pub(super) fn rmqueue_bulk<M: MemoryModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+        order: Order,
+        count: u32,
+        mt: Migratetype,
+        pindex: usize,
+    ) -> u32 {
+        let zone = &alloc.zones[zid.index()];
+        let mut moved = 0;
+        let mut first = true;
+        let mut take = |area: &mut FreeArea<V>, pcp: &mut Pcp| {
+            if std::mem::take(&mut first) {
+                area.stats.pcp_refills += 1;
+                pcp.fold(&mut area.stats);
+            }
+            pcp.lists[pindex].push_back(area.rmqueue(&alloc.model, order, mt)?);
+            area.stats.pcp_refill_blocks += 1;
+            Some(())
+        };
+        match alloc.options.lock_policy {
+            LockPolicy::PerBatch => {
+                let mut area = zone.free_area.lock();
+                while moved < count && take(&mut area, self).is_some() {
+                    moved += 1;
+                }
+            }
+            LockPolicy::PerPage => {
+                while moved < count && take(&mut zone.free_area.lock(), self).is_some() {
+                    moved += 1;
+                }
+            }
+        }
+        let pages = u64::from(moved) << order.get();
+        self.count += pages;
+        self.mod_free_pages(alloc, zid, -(pages as i64));
+        moved
+    }
+
+    /// An empty list's refill, out of the hot path: `rmqueue_bulk` of
+    /// `nr_pcp_alloc` blocks — `batch`, and for higher orders
+    /// `batch >> order`, at least 2; from 6.7 scaled and raising `high`
+    /// ([`tune`]).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refill<M: MemoryModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+        order: Order,
+        mt: Migratetype,
+        pindex: usize,
+    ) {
+        let batch = self.batch;
+        let count = if alloc.path.pcp_high_tuning {
+            self.nr_pcp_alloc(alloc.zones[zid.index()].below_high(), order)
+        } else if order == Order::ZERO {
+            batch
+        } else {
+            (batch >> order.get()).max(2)
+        };
+        self.rmqueue_bulk(alloc, zid, order, count, mt, pindex);
+    }
+}
