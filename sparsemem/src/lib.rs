@@ -29,6 +29,18 @@
 //!   holds hot-added or device memory.
 //! - Reserved ranges never make a pfn valid.
 //!
+//! ## Module order
+//! Bottom to top; a module uses only modules on its own level or below
+//! (checked by `.ci/structure.py`):
+//! 1. `types` (the newtypes), `page` (`struct page`), `pageblock`;
+//! 2. `error`, `geometry`, `subsection` (the subsection bitmap);
+//! 3. `memmap` (the memmap's own mappings), `section` (the encoded
+//!    `section_mem_map`), `layout`, `hvo` (HVO's vocabulary);
+//! 4. `model` (the `MemoryModel` trait), `table` (the section tables),
+//!    `reference` (the plain rules);
+//! 5. `flat`, `sparse` (the models), `walk` (the pfn walkers);
+//! 6. `testing` (the checks generic over every model).
+//!
 //! [`reference::Reference`] is a plain implementation of these rules used by
 //! the differential tests.
 //!

@@ -37,50 +37,16 @@
 //! compound fields, under [`HugetlbVmemmap`]'s contract: the caller owns
 //! each folio.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
-
 use sparsemem::hvo::{HugetlbVmemmap, HvoError, HvoLayout, vmemmap_pages_per_folio};
 use sparsemem::{MemoryModel, PAGE_STRUCT_SIZE, Page, PageFlag, Pfn};
 
 use crate::backing::Prot;
+use crate::hvo_state::{HvoCounts, HvoInner};
 use crate::model::{Detector, Vmemmap};
 
 /// `NR_RESET_STRUCT_PAGE`: descriptors rewritten at the start of each
 /// restored vmemmap page (mm/hugetlb_vmemmap.c), from the ones after them.
 pub const NR_RESET_STRUCT_PAGE: usize = 4;
-
-/// Outcomes of the model's HVO operations (for the lab and the tests).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HvoCounts {
-    /// Folios optimised.
-    pub optimized: u64,
-    /// Folios restored.
-    pub restored: u64,
-    /// Vmemmap pages freed (holes punched).
-    pub pages_freed: u64,
-    /// Vmemmap pages allocated back.
-    pub pages_restored: u64,
-    /// Memmap PMDs split.
-    pub pmd_splits: u64,
-}
-
-/// The model's HVO bookkeeping.
-#[derive(Default)]
-pub(crate) struct HvoState {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Default)]
-struct Inner {
-    /// Optimised folios by head pfn: order and layout.
-    folios: BTreeMap<u64, (u32, HvoLayout)>,
-    /// 2026's shared tail pages: file offset by (order, zone, node).
-    shared: BTreeMap<(u32, u8, u16), u64>,
-    /// Memmap PMDs split so far, by offset.
-    split: BTreeSet<usize>,
-    counts: HvoCounts,
-}
 
 /// One folio's vmemmap: its byte offset and page count.
 #[derive(Clone, Copy)]
@@ -125,7 +91,7 @@ impl<D: Detector> Vmemmap<D> {
     }
 
     /// `vmemmap_split_pmd` for the PMDs of memmap `span` touches.
-    fn split(&self, inner: &mut Inner, span: Span) {
+    fn split(&self, inner: &mut HvoInner, span: Span) {
         if !self.reservation.thp_requested() {
             return;
         }
@@ -145,7 +111,7 @@ impl<D: Detector> Vmemmap<D> {
     /// The file offset every tail vmemmap page of the folio maps.
     fn reuse_offset(
         &self,
-        inner: &mut Inner,
+        inner: &mut HvoInner,
         head: Pfn,
         order: u32,
         span: Span,
@@ -371,7 +337,7 @@ impl<D: Detector> Vmemmap<D> {
 
     /// Maps refilled folios' own tail vmemmap back and records them as
     /// restored.
-    fn map_all(&self, inner: &mut Inner, refilled: &[(Pfn, Span)]) -> Result<(), HvoError> {
+    fn map_all(&self, inner: &mut HvoInner, refilled: &[(Pfn, Span)]) -> Result<(), HvoError> {
         for &(head, span) in refilled {
             self.map_own(span)?;
             inner.folios.remove(&head.get());
@@ -385,7 +351,7 @@ impl<D: Detector> Vmemmap<D> {
     /// optimised.
     fn release_all(
         &self,
-        inner: &mut Inner,
+        inner: &mut HvoInner,
         remapped: &[(Pfn, Span)],
         order: u32,
         layout: HvoLayout,
@@ -405,12 +371,6 @@ impl<D: Detector> Vmemmap<D> {
     fn spans(&self, heads: &[Pfn], order: u32) -> Result<Vec<Span>, HvoError> {
         self.hvo_supported(order)?;
         heads.iter().map(|&h| self.span(h, order)).collect()
-    }
-}
-
-impl HvoState {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -15,6 +15,13 @@
 //!   with userfaultfd; a handler thread answers the first touch with the
 //!   zero page, or the kernel raises SIGBUS caught by the same fixup.
 //!
+//! ## Module order
+//! Bottom to top; a module uses only modules below it (checked by
+//! `.ci/structure.py`): `fixup` and `kernel_fixup` (the fault fixups),
+//! `backing` (anonymous or memfd memory), `hvo_state`; then `reserve` (the
+//! reservation); `model` (the model and its detectors); `hvo` (the remap)
+//! and `uffd` over the model.
+//!
 //! ```
 //! use sparsemem::{Layout, MemoryModel, Pfn};
 //! use vmemmap::VmemmapProbe;
@@ -44,6 +51,8 @@ pub mod fixup;
 // writes of tail compound fields.
 #[allow(unsafe_code)]
 pub mod hvo;
+// HVO's bookkeeping, held by the model and kept by `hvo`.
+mod hvo_state;
 // A PROT_NONE page's address handed to write(2), to time the kernel's fixup.
 #[allow(unsafe_code)]
 pub mod kernel_fixup;
@@ -58,7 +67,8 @@ pub mod reserve;
 #[allow(unsafe_code)]
 mod uffd;
 
-pub use hvo::{HvoCounts, compound_head_fake_head, compound_head_mask};
+pub use hvo::{compound_head_fake_head, compound_head_mask};
+pub use hvo_state::HvoCounts;
 pub use model::{Detector, Probe, Table, Vmemmap, VmemmapOptions};
 #[cfg(feature = "uffd")]
 pub use uffd::{UffdSigbus, UffdZeroPage};

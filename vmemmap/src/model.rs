@@ -30,7 +30,7 @@ use sparsemem::{
 
 use sparsemem::hvo::{HugetlbVmemmap, HvoError};
 
-use crate::hvo::HvoState;
+use crate::hvo_state::HvoState;
 use crate::reserve::{Backing, HoleStyle, Reservation, thp_available};
 
 /// Options for building a vmemmap model.
