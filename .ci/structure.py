@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The code-structure rules of STYLE.md, checked (issue 24):
+
+- no top-level module of a crate uses, directly or through others, a module
+  that uses it back (paths `crate::NAME` in non-test code, re-exports of
+  the crate root resolved to the module they come from);
+- no non-test part of a source file over 700 lines (the part before its
+  inline `#[cfg(test)] mod tests {`; `tests.rs` files are tests);
+- no non-test function over 80 lines.
+
+Prints each violation and exits 1 when there is one; prints each crate's
+module order, bottom to top, otherwise.
+"""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CRATES = {"sparsemem": "sparsemem/src", "vmemmap": "vmemmap/src",
+          "buddy": "buddy/src", "pfnlab": "benches/src"}
+MAX_FILE, MAX_FN = 700, 80
+TEST_MOD = re.compile(r"\n#\[cfg\(test\)\]\s*\n\s*(pub(\(crate\))?\s+)?mod \w+ \{")
+FN = re.compile(r'^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(unsafe\s+)?(extern\s+"C"\s+)?fn\s+(\w+)')
+
+
+def is_test_file(path):
+    name = os.path.basename(path)
+    return name == "tests.rs" or name.endswith("_tests.rs")
+
+
+def non_test(text):
+    m = TEST_MOD.search(text)
+    return text[: m.start()] if m else text
+
+
+def rust_files(src):
+    for dirpath, _, files in os.walk(src):
+        for f in sorted(files):
+            if f.endswith(".rs"):
+                yield os.path.join(dirpath, f)
+
+
+def function_lengths(lines):
+    i = 0
+    while i < len(lines):
+        m = FN.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        depth, started, j = 0, False, i
+        while j < len(lines):
+            depth += lines[j].count("{") - lines[j].count("}")
+            started = started or "{" in lines[j]
+            if started and depth <= 0:
+                break
+            if not started and lines[j].rstrip().endswith(";"):
+                break
+            j += 1
+        if started:
+            yield m.group(6), i + 1, j - i + 1
+            i = j + 1
+        else:
+            i += 1
+
+
+def module_graph(src):
+    root = os.path.join(src, "lib.rs")
+    lib = re.sub(r"//[^\n]*", "", open(root).read())
+    alias = {}
+    for mod, rest in re.findall(r"pub use (\w+)::(\{[^}]*\}|\w+)", lib):
+        for name in re.findall(r"\w+", rest):
+            alias[name] = mod
+    graph = {}
+    for path in rust_files(src):
+        rel = os.path.relpath(path, src)
+        top = rel.split(os.sep)[0].removesuffix(".rs")
+        if top in ("lib", "main") or is_test_file(path) or rel.startswith(("bin" + os.sep, "cli" + os.sep)):
+            continue
+        text = re.sub(r"//[^\n]*", "", non_test(open(path).read()))
+        uses = set(re.findall(r"crate::(\w+)", text))
+        for group in re.findall(r"crate::\{([^}]*)\}", text, re.S):
+            uses.update(re.findall(r"(?:^|,)\s*(\w+)", group))
+        graph.setdefault(top, set()).update(alias.get(u, u) for u in uses)
+    return {k: {v for v in vs if v in graph and v != k} for k, vs in graph.items()}
+
+
+def components(graph):
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main():
+    problems = []
+    files = subprocess.run(["git", "ls-files", "*.rs"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        if f.startswith("fuzz/") or "/tests/" in f or "/benches/benches/" in f or is_test_file(f):
+            continue
+        lines = non_test(open(os.path.join(ROOT, f)).read()).split("\n")
+        if len(lines) > MAX_FILE:
+            problems.append(f"{f}: {len(lines)} non-test lines (at most {MAX_FILE})")
+        for name, line, length in function_lengths(lines):
+            if length > MAX_FN:
+                problems.append(f"{f}:{line}: fn {name} is {length} lines (at most {MAX_FN})")
+    for crate, src in CRATES.items():
+        comps = components(module_graph(os.path.join(ROOT, src)))
+        cycles = [c for c in comps if len(c) > 1]
+        for c in cycles:
+            problems.append(f"{crate}: modules that use each other: {', '.join(c)}")
+        if not cycles:
+            print(f"{crate}: " + " < ".join(m for c in comps for m in c))
+    for p in problems:
+        print("structure:", p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
