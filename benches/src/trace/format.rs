@@ -163,6 +163,10 @@ enum Source {
     Text {
         lines: Option<TextLines>,
         rx: Option<mpsc::Receiver<Batch>>,
+        /// The parsing thread, joined when its stream ends or the reader
+        /// is dropped (it stops at its next send once `rx` is gone), so no
+        /// thread outlives its reader.
+        worker: Option<std::thread::JoinHandle<()>>,
         batch: std::vec::IntoIter<Event>,
     },
     Recording {
@@ -327,6 +331,7 @@ impl TraceReader {
                     counts: ReadCounts::default(),
                 }),
                 rx: None,
+                worker: None,
                 batch: Vec::new().into_iter(),
             },
             None,
@@ -384,28 +389,36 @@ impl TraceReader {
     /// The next event in file order, before reordering.
     fn next_raw(&mut self) -> Option<Result<Event, TraceError>> {
         match &mut self.source {
-            Source::Text { lines, rx, batch } => loop {
+            Source::Text {
+                lines,
+                rx,
+                worker,
+                batch,
+            } => loop {
                 if let Some(e) = batch.next() {
                     return Some(Ok(e));
                 }
                 if let Some(mut text) = lines.take() {
                     text.skip_bad = self.skip_bad;
                     let (tx, receiver) = mpsc::sync_channel(4);
-                    std::thread::spawn(move || text.run(tx));
+                    *worker = Some(std::thread::spawn(move || text.run(tx)));
                     *rx = Some(receiver);
                 }
                 match rx.as_ref()?.recv() {
                     Ok(Batch::Events(v)) => *batch = v.into_iter(),
                     Ok(Batch::Error(e)) => {
-                        *rx = None;
+                        stop_worker(rx, worker);
                         return Some(Err(e));
                     }
                     Ok(Batch::Done(counts)) => {
                         self.counts = counts;
-                        *rx = None;
+                        stop_worker(rx, worker);
                         return None;
                     }
-                    Err(_) => return None,
+                    Err(_) => {
+                        stop_worker(rx, worker);
+                        return None;
+                    }
                 }
             },
             Source::Recording { input, record } => {
@@ -435,6 +448,28 @@ impl TraceReader {
                 *record += 1;
                 Some(decode(&r, *record))
             }
+        }
+    }
+}
+
+/// Drops the parsing thread's channel, so the thread stops at its next
+/// send, and joins it.
+fn stop_worker(
+    rx: &mut Option<mpsc::Receiver<Batch>>,
+    worker: &mut Option<std::thread::JoinHandle<()>>,
+) {
+    *rx = None;
+    if let Some(handle) = worker.take() {
+        // What the parser had to say came through the channel; a panic
+        // there has already closed it.
+        let _ = handle.join();
+    }
+}
+
+impl Drop for TraceReader {
+    fn drop(&mut self) {
+        if let Source::Text { rx, worker, .. } = &mut self.source {
+            stop_worker(rx, worker);
         }
     }
 }
