@@ -393,6 +393,10 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
     );
     assert_refused(&["--frobnicate"], "--frobnicate");
     assert_refused(
+        &["--quick", "bench", "bulk"],
+        "--quick before a command is the default comparison's",
+    );
+    assert_refused(
         &["bench", "lock", "--era", "3.0"],
         "unknown era `3.0` (known: 2.6.9, 2.6.23, 5.13, 6.18)",
     );

@@ -71,6 +71,20 @@ enum Command {
 /// Runs the command `cli` names.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     let outer = cli.layout;
+    if cli.command.is_some() {
+        // The default comparison's own options say nothing to a command:
+        // refused rather than silently ignored.
+        let given = [
+            (cli.quick, "--quick"),
+            (cli.json.is_some(), "--json"),
+            (cli.era.is_some(), "--era"),
+        ];
+        if let Some((_, flag)) = given.into_iter().find(|(on, _)| *on) {
+            return Err(CliError(format!(
+                "{flag} before a command is the default comparison's; give it after the command (for example `pfnlab bench bulk {flag} ...`)"
+            )));
+        }
+    }
     match cli.command {
         None => compare::run(&pfnlab::experiments::Setup {
             layout: outer,
