@@ -1,12 +1,16 @@
 //! The differential tests of the sparsemem crate (the same generic checker)
 //! run over every vmemmap detector.
 
+#[macro_use]
+mod common;
+
+use common::ALL_GEOMETRIES;
 use proptest::prelude::*;
 use sparsemem::reference::{Reference, Semantics};
 use sparsemem::testing::{
     SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, sampled_pfns,
 };
-use sparsemem::{Geometry, Layout, Pfn};
+use sparsemem::{Layout, Pfn};
 use vmemmap::{Detector, Vmemmap, VmemmapProbe, VmemmapTable};
 
 fn check<D: Detector>(layout: &Layout) -> Result<(), String> {
@@ -32,27 +36,6 @@ fn check_hotplug<D: Detector>(
     }
     Ok(())
 }
-
-macro_rules! for_each_detector {
-    ($f:ident, $($arg:expr),*) => {(|| {
-        $f::<vmemmap::Table>($($arg),*)?;
-        $f::<vmemmap::Probe>($($arg),*)?;
-        #[cfg(feature = "uffd")]
-        {
-            $f::<vmemmap::UffdZeroPage>($($arg),*)?;
-            $f::<vmemmap::UffdSigbus>($($arg),*)?;
-        }
-        Ok::<(), String>(())
-    })()};
-}
-
-const ALL_GEOMETRIES: [Geometry; 5] = [
-    Geometry::X86_64,
-    Geometry::ARM64_4K,
-    Geometry::ARM64_64K,
-    Geometry::IA64,
-    Geometry::X86_64_LA57,
-];
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]

@@ -3,12 +3,16 @@
 //! userfaultfd detectors keep the kernel's per-pfn fallback, and every walk
 //! yields exactly the valid pfns, in order.
 
+#[macro_use]
+mod common;
+
+use common::ALL_GEOMETRIES;
 use proptest::prelude::*;
 use sparsemem::reference::{Reference, Semantics};
 use sparsemem::testing::{
     SMALL_GEOMETRIES, WalkReach, apply_step, arb_hotplug_steps, arb_layout, check_walks,
 };
-use sparsemem::{Geometry, Layout, MemoryModel, Pfn, PfnWalker, for_each_valid_pfn};
+use sparsemem::{Layout, MemoryModel, Pfn, PfnWalker, for_each_valid_pfn};
 use vmemmap::{Detector, Vmemmap, VmemmapProbe, VmemmapTable};
 
 /// The table walks everything; a detector whose hole pfns fault walks
@@ -39,27 +43,6 @@ fn check_hotplug<D: Detector>(
     }
     Ok(())
 }
-
-macro_rules! for_each_detector {
-    ($f:ident, $($arg:expr),*) => {(|| {
-        $f::<vmemmap::Table>($($arg),*)?;
-        $f::<vmemmap::Probe>($($arg),*)?;
-        #[cfg(feature = "uffd")]
-        {
-            $f::<vmemmap::UffdZeroPage>($($arg),*)?;
-            $f::<vmemmap::UffdSigbus>($($arg),*)?;
-        }
-        Ok::<(), String>(())
-    })()};
-}
-
-const ALL_GEOMETRIES: [Geometry; 5] = [
-    Geometry::X86_64,
-    Geometry::ARM64_4K,
-    Geometry::ARM64_64K,
-    Geometry::IA64,
-    Geometry::X86_64_LA57,
-];
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
