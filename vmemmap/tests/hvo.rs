@@ -5,8 +5,9 @@
 //! and comes back on restore, a write to an optimised tail kills a child
 //! as a genuine fault, and bad requests are refused with one error each.
 
+mod child;
+
 use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
 
 use sparsemem::hvo::{HugetlbVmemmap, HvoError, HvoLayout, hvo_freed_bytes};
 use sparsemem::{
@@ -215,21 +216,7 @@ fn preconditions_refuse_with_one_error_each() {
 }
 
 fn child(mode: &str) -> std::process::Output {
-    let exe = std::env::current_exe().unwrap();
-    let runner = std::env::var("PFNLAB_TEST_RUNNER").unwrap_or_default();
-    let mut words = runner.split_whitespace();
-    let mut cmd = match words.next() {
-        Some(program) => {
-            let mut c = Command::new(program);
-            c.args(words).arg(exe);
-            c
-        }
-        None => Command::new(exe),
-    };
-    cmd.args(["--exact", "hvo_child", "--nocapture", "--test-threads=1"])
-        .env("PFNLAB_HVO_CHILD", mode)
-        .output()
-        .unwrap()
+    child::run_child("hvo_child", "PFNLAB_HVO_CHILD", mode)
 }
 
 /// Run in a child: optimise a folio under the fault probe's handler, then

@@ -4,8 +4,9 @@
 //! run on their own alternate signal stack. Scenarios that end a process run
 //! in a child (this test binary re-executed with `PFNLAB_SIGNAL_CHILD`).
 
+mod child;
+
 use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use sparsemem::{Geometry, Layout, MemRange, MemoryModel, Pfn, RangeKind};
@@ -25,21 +26,7 @@ fn layout() -> Layout {
 const HOLE: Pfn = Pfn::new((3u64 << 30) >> 12);
 
 fn child(mode: &str) -> std::process::Output {
-    let exe = std::env::current_exe().unwrap();
-    let runner = std::env::var("PFNLAB_TEST_RUNNER").unwrap_or_default();
-    let mut words = runner.split_whitespace();
-    let mut cmd = match words.next() {
-        Some(program) => {
-            let mut c = Command::new(program);
-            c.args(words).arg(exe);
-            c
-        }
-        None => Command::new(exe),
-    };
-    cmd.args(["--exact", "signal_child", "--nocapture", "--test-threads=1"])
-        .env("PFNLAB_SIGNAL_CHILD", mode)
-        .output()
-        .unwrap()
+    child::run_child("signal_child", "PFNLAB_SIGNAL_CHILD", mode)
 }
 
 /// The genuine fault was not swallowed: the child died of SIGSEGV, or the
