@@ -201,13 +201,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         ac: &AllocContext,
         flags: AllocFlags,
         allowed: bool,
+        tuned: bool,
     ) -> bool {
         if zone.kind > ac.highest_zone || !allowed {
             return false;
         }
         // 6.7's `ZONE_BELOW_HIGH` detection: the high watermark first,
         // and a zone that passes it is taken without the request's own.
-        if self.path.pcp_high_tuning && flags.wmark.is_some() && !zone.below_high() {
+        if tuned && flags.wmark.is_some() && !zone.below_high() {
             if zone.watermark_ok(order, zone.watermarks.high, ac.highest_zone, flags) {
                 return true;
             }
@@ -250,8 +251,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             let flags = AllocFlags::slow(ac.gfp);
             for &zid in node.zonelist(ac.gfp) {
                 let zone = &self.zones[zid.index()];
-                if self.zone_usable(zone, order, ac, flags, allowed(zone))
-                    && let Some(pfn) = take(zid)
+                if self.zone_usable(
+                    zone,
+                    order,
+                    ac,
+                    flags,
+                    allowed(zone),
+                    self.path.pcp_high_tuning,
+                ) && let Some(pfn) = take(zid)
                 {
                     return Ok(pfn);
                 }
@@ -306,8 +313,14 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
         let flags = self.fast_flags();
         for &zid in node.zonelist(gfp) {
             let zone = &self.zones[zid.index()];
-            if self.zone_usable(zone, order, &ac, flags, allowed(zone))
-                && let Some(pfn) = self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
+            if self.zone_usable(
+                zone,
+                order,
+                &ac,
+                flags,
+                allowed(zone),
+                self.path.pcp_high_tuning,
+            ) && let Some(pfn) = self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
             {
                 return Ok(pfn);
             }

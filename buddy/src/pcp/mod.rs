@@ -269,7 +269,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// (6.x), prepared for the caller; `None` when the list cannot be
     /// refilled or the trylock fails, so the caller goes to the zone.
     #[inline(always)]
-    fn rmqueue_pcplist(
+    fn rmqueue_pcplist<const TUNED: bool>(
         &mut self,
         zid: ZoneId,
         mt: Migratetype,
@@ -280,7 +280,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         if locked && !self.pcp[zid.index()].lock.try_lock() {
             return None;
         }
-        if self.alloc.path.pcp_high_tuning {
+        if TUNED {
             // Allocations shrink the next drain (6.7).
             self.pcp[zid.index()].free_count >>= 1;
         }
@@ -294,13 +294,28 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// `rmqueue`: through the per-CPU list when the order may use it, else
     /// (or when that fails) from the zone (`rmqueue_buddy`).
     #[inline(always)]
-    fn rmqueue(&mut self, zid: ZoneId, ac: AllocContext, order: Order) -> Option<Pfn> {
+    fn rmqueue<const TUNED: bool>(
+        &mut self,
+        zid: ZoneId,
+        ac: AllocContext,
+        order: Order,
+    ) -> Option<Pfn> {
         if self.pcp_allowed_order(order)
-            && let Some(pfn) = self.rmqueue_pcplist(zid, ac.migratetype, order, ac.gfp)
+            && let Some(pfn) = self.rmqueue_pcplist::<TUNED>(zid, ac.migratetype, order, ac.gfp)
         {
             return Some(pfn);
         }
         self.rmqueue_buddy(zid, ac, order)
+    }
+
+    /// [`PerCpu::rmqueue`] with the era's tuning chosen at run time, for
+    /// the paths off the fast one.
+    fn rmqueue_any(&mut self, zid: ZoneId, ac: AllocContext, order: Order) -> Option<Pfn> {
+        if self.alloc.path.pcp_high_tuning {
+            self.rmqueue::<true>(zid, ac, order)
+        } else {
+            self.rmqueue::<false>(zid, ac, order)
+        }
     }
 
     /// `rmqueue_buddy` kept out of line, so the per-CPU path stays small.
@@ -328,7 +343,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             return Err(RequestError::UnknownZone(zid));
         }
         let ac = alloc.prepare_alloc_pages(gfp)?;
-        Ok(self.rmqueue(zid, ac, order))
+        Ok(self.rmqueue_any(zid, ac, order))
     }
 
     /// Allocates one page (order 0) through the per-CPU lists, with the
@@ -341,8 +356,28 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// Allocates a block of `order`: through the per-CPU lists when the era
     /// allows the order there ([`PerCpu::pcp_allowed_order`]), else on the
     /// zone path, walking the zonelist with the watermark checks.
+    ///
+    /// 6.7's tuning of `pcp->high` is in the path or not by the era, as a
+    /// kernel either has that code or does not: the choice is made once
+    /// here and each form is compiled on its own, so an older era's path
+    /// carries none of the tuning's tests (a static branch, like the
+    /// kernel's static keys, rather than a flag read at each step).
     #[inline(always)]
     pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, RequestError> {
+        if self.alloc.path.pcp_high_tuning {
+            self.alloc_pages_on::<true>(order, gfp)
+        } else {
+            self.alloc_pages_on::<false>(order, gfp)
+        }
+    }
+
+    /// [`PerCpu::alloc_pages`] with the tuning in the path (`TUNED`) or not.
+    #[inline(always)]
+    fn alloc_pages_on<const TUNED: bool>(
+        &mut self,
+        order: Order,
+        gfp: Gfp,
+    ) -> Result<Pfn, RequestError> {
         let alloc = self.alloc;
         alloc.check_order(order)?;
         let ac = alloc.prepare_alloc_pages(gfp)?;
@@ -355,8 +390,8 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
                 continue;
             };
             let allowed = self.cpuset.as_ref().is_none_or(|m| m.test(zone.node));
-            if alloc.zone_usable(zone, order, &ac, flags, allowed)
-                && let Some(pfn) = self.rmqueue(zid, ac, order)
+            if alloc.zone_usable(zone, order, &ac, flags, allowed, TUNED)
+                && let Some(pfn) = self.rmqueue::<TUNED>(zid, ac, order)
             {
                 return Ok(pfn);
             }
@@ -379,7 +414,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
             &ac,
             self.node,
             |zone| cpuset.as_ref().is_none_or(|m| m.test(zone.node)),
-            |zid| self.rmqueue(zid, ac, order),
+            |zid| self.rmqueue_any(zid, ac, order),
         );
         self.cpuset = cpuset;
         got
@@ -397,8 +432,24 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
     /// on every free — and a batch is drained when the lists reach `high`;
     /// other orders, isolated pageblocks and a failed pcp trylock go to the
     /// zone.
+    /// As for allocation, 6.7's tuning is compiled into one form of the
+    /// path and absent from the other.
     #[inline(always)]
     pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
+        if self.alloc.path.pcp_high_tuning {
+            self.free_pages_on::<true>(pfn, order)
+        } else {
+            self.free_pages_on::<false>(pfn, order)
+        }
+    }
+
+    /// [`PerCpu::free_pages`] with the tuning in the path (`TUNED`) or not.
+    #[inline(always)]
+    fn free_pages_on<const TUNED: bool>(
+        &mut self,
+        pfn: Pfn,
+        order: Order,
+    ) -> Result<(), FreeError> {
         let alloc = self.alloc;
         let (block, zid) = alloc.claim_for_free(pfn, order)?;
         if !self.pcp_allowed_order(order) {
@@ -422,7 +473,7 @@ impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
         pcp.lists[pindex].push_front(block);
         pcp.count += order.nr_pages();
         pcp.pending_frees[order.index()] += 1;
-        if alloc.path.pcp_high_tuning {
+        if TUNED {
             let free_high = pcp.note_free(order);
             if free_high || pcp.count >= pcp.high || alloc.zones[zid.index()].below_high() {
                 pcp.commit_tuned(alloc, zid, pindex, free_high);
