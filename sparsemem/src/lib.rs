@@ -104,7 +104,7 @@ pub use geometry::{
     Geometry, GeometryError, MAX_SECTIONS_SHIFT, MAX_SUBSECTIONS_PER_SECTION, SUBSECTION_SHIFT,
     SectionChunk, ZoneLimits,
 };
-pub use layout::{Layout, LayoutError, LayoutSpec, MemRange, RangeKind};
+pub use layout::{Layout, LayoutError, MemRange, RangeKind};
 pub use model::{MemmapBytes, MemoryModel, PfnWalker, first_valid_pfn_per_pfn};
 pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, TAIL_MAPPING, UserFlag, ZONE_DEVICE_ID};
 pub use pageblock::{MIGRATE_PCPTYPES, MIGRATE_TYPES, Migratetype};

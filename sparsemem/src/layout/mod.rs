@@ -2,9 +2,9 @@
 //! reserved, on which node.
 //!
 //! A layout comes from a TOML file ([`Layout::from_toml`]), the live host
-//! ([`Layout::from_host`]) or a named preset ([`Layout::preset`]); a
-//! [`LayoutSpec`] string picks one (`host`, `preset:NAME`, or a path). All
-//! three go through [`Layout::new`], which enforces the rules every model
+//! ([`Layout::from_host`]) or a named preset ([`Layout::preset`]) (the
+//! lab's `--layout` names one of them as `host`, `preset:NAME` or a path).
+//! All three go through [`Layout::new`], which enforces the rules every model
 //! relies on, and report bad input as a [`LayoutError`] that names the range
 //! and the problem.
 //!
@@ -188,49 +188,6 @@ impl std::error::Error for LayoutError {}
 impl From<GeometryError> for LayoutError {
     fn from(e: GeometryError) -> Self {
         LayoutError::Geometry(e)
-    }
-}
-
-/// Where a layout comes from, as the CLI spells it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LayoutSpec {
-    /// `host`: the live machine.
-    Host,
-    /// `preset:NAME`.
-    Preset(String),
-    /// Anything else: a TOML file.
-    File(String),
-}
-
-impl LayoutSpec {
-    /// Parses `host`, `preset:NAME` or a path.
-    pub fn parse(spec: &str) -> LayoutSpec {
-        if spec == "host" {
-            LayoutSpec::Host
-        } else if let Some(name) = spec.strip_prefix("preset:") {
-            LayoutSpec::Preset(name.to_owned())
-        } else {
-            LayoutSpec::File(spec.to_owned())
-        }
-    }
-
-    /// Loads the layout.
-    pub fn load(&self) -> Result<Layout, LayoutError> {
-        match self {
-            LayoutSpec::Host => Layout::from_host(),
-            LayoutSpec::Preset(name) => Layout::preset(name),
-            LayoutSpec::File(path) => Layout::from_toml_file(Path::new(path)),
-        }
-    }
-}
-
-impl fmt::Display for LayoutSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LayoutSpec::Host => f.write_str("host"),
-            LayoutSpec::Preset(n) => write!(f, "preset:{n}"),
-            LayoutSpec::File(p) => f.write_str(p),
-        }
     }
 }
 
