@@ -25,7 +25,7 @@
 
 use std::fmt;
 
-use crate::variant::Variant;
+use crate::variant::{Variant, VariantName};
 
 /// A kernel release whose allocator pfnlab can model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -110,29 +110,84 @@ impl Era {
     ///   so every later era refuses both.
     /// - The hole check (`CONFIG_HOLES_IN_ZONE`'s `pfn_valid` on the buddy)
     ///   existed until 5.13 and was removed in 5.14.
-    pub fn check_variant<V: Variant>(self) -> Result<(), String> {
-        let name = V::name();
-        if V::BITMAP && self > Era::V2_6_9 {
-            return Err(format!(
-                "variant {name} does not exist in era {self}: the per-order buddy bitmap \
-                 ended with 2.6.9 (use era 2.6.9)"
-            ));
+    pub fn check_variant<V: Variant>(self) -> Result<(), NotInEra> {
+        let gone = if V::BITMAP && self > Era::V2_6_9 {
+            Some(Gone::BuddyBitmap)
+        } else if V::ATOMIC_FLAGS && self > Era::V2_6_9 {
+            Some(Gone::AtomicBuddyFlags)
+        } else if V::HOLE_CHECK && self > Era::V5_13 {
+            Some(Gone::HolesInZone)
+        } else {
+            None
+        };
+        match gone {
+            Some(gone) => Err(NotInEra::Variant {
+                variant: VariantName::of::<V>(),
+                era: self,
+                gone,
+            }),
+            None => Ok(()),
         }
-        if V::ATOMIC_FLAGS && self > Era::V2_6_9 {
-            return Err(format!(
-                "variant {name} does not exist in era {self}: atomic PageBuddy operations \
-                 under the zone lock are the 2004 patch's variant against 2.6.9 (use era 2.6.9)"
-            ));
-        }
-        if V::HOLE_CHECK && self > Era::V5_13 {
-            return Err(format!(
-                "variant {name} does not exist in era {self}: CONFIG_HOLES_IN_ZONE was \
-                 removed in 5.14 (use era 5.13 or older)"
-            ));
-        }
-        Ok(())
     }
 }
+
+/// A variant's mechanism that ended before the era asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gone {
+    /// The per-order buddy bitmap, which ended with 2.6.9.
+    BuddyBitmap,
+    /// Atomic `PageBuddy` operations under the zone lock: the 2004 patch's
+    /// variant against 2.6.9.
+    AtomicBuddyFlags,
+    /// `CONFIG_HOLES_IN_ZONE`'s check, removed in 5.14.
+    HolesInZone,
+}
+
+/// Something asked of an era that did not have it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotInEra {
+    /// A variant whose mechanism had ended by `era`.
+    Variant {
+        /// The variant.
+        variant: VariantName,
+        /// The era asked for.
+        era: Era,
+        /// What had gone.
+        gone: Gone,
+    },
+    /// `percpu_pagelist_high_fraction`, which arrived in 5.14.
+    HighFraction {
+        /// The era asked for.
+        era: Era,
+    },
+}
+
+impl fmt::Display for NotInEra {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            NotInEra::Variant { variant, era, gone } => {
+                write!(f, "variant {variant} does not exist in era {era}: ")?;
+                f.write_str(match gone {
+                    Gone::BuddyBitmap => {
+                        "the per-order buddy bitmap ended with 2.6.9 (use era 2.6.9)"
+                    }
+                    Gone::AtomicBuddyFlags => {
+                        "atomic PageBuddy operations under the zone lock are the 2004 patch's variant against 2.6.9 (use era 2.6.9)"
+                    }
+                    Gone::HolesInZone => {
+                        "CONFIG_HOLES_IN_ZONE was removed in 5.14 (use era 5.13 or older)"
+                    }
+                })
+            }
+            NotInEra::HighFraction { era } => write!(
+                f,
+                "percpu_pagelist_high_fraction arrived in Linux 5.14; era {era} sizes pcp->high as 6 × batch"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NotInEra {}
 
 /// Which of the era's allocation-path mechanisms run. All of them by
 /// default; `pfnlab bench breakdown` turns them off one at a time to see
@@ -254,6 +309,6 @@ mod tests {
             );
         }
         let why = Era::V6_18.check_variant::<KernelHoleCheck>().unwrap_err();
-        assert!(why.contains("removed in 5.14"), "{why}");
+        assert!(why.to_string().contains("removed in 5.14"), "{why}");
     }
 }

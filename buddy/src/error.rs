@@ -17,7 +17,9 @@
 
 use std::fmt;
 
-use sparsemem::{BuildError, HotplugError, NodeId, Order, OrderTooLarge, Pfn};
+use sparsemem::{BuildError, Geometry, HotplugError, NodeId, Order, OrderTooLarge, Pfn};
+
+use crate::era::NotInEra;
 
 use crate::frames::FramesError;
 use crate::gfp::GfpError;
@@ -137,12 +139,47 @@ pub enum RangeError {
     },
 }
 
+/// How a memory model differs from the layout it came with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelMismatch {
+    /// The model was built for another geometry.
+    Geometry {
+        /// The model's.
+        model: Geometry,
+        /// The layout's.
+        layout: Geometry,
+    },
+    /// A pfn of the layout's memory the model does not have.
+    NotValid {
+        /// The pfn.
+        pfn: Pfn,
+        /// The model's name.
+        model: &'static str,
+    },
+}
+
+impl fmt::Display for ModelMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelMismatch::Geometry { model, layout } => write!(
+                f,
+                "the model was built for geometry {model}, the layout uses {layout}"
+            ),
+            ModelMismatch::NotValid { pfn, model } => write!(
+                f,
+                "pfn {:#x} is memory in the layout but not valid in the {model} model",
+                pfn.get()
+            ),
+        }
+    }
+}
+
 /// Why an allocator could not be built.
 #[derive(Debug)]
 pub enum InitError {
     /// The variant's mechanisms, or an option, did not exist in the chosen
     /// era ([`crate::Era::check_variant`]).
-    EraMismatch(String),
+    EraMismatch(NotInEra),
     /// A `percpu_pagelist_high_fraction` the kernel refuses (below 8, not
     /// 0).
     HighFraction {
@@ -150,12 +187,7 @@ pub enum InitError {
         fraction: u32,
     },
     /// The memory model was not built from the layout given with it.
-    ModelMismatch {
-        /// A pfn the two disagree on, when the geometry matches.
-        pfn: Option<Pfn>,
-        /// What differs.
-        why: String,
-    },
+    ModelMismatch(ModelMismatch),
     /// More zones than a page's 8-bit zone id can name.
     TooManyZones,
     /// Boot memory a zone could not be given.
@@ -289,13 +321,13 @@ impl fmt::Display for RangeError {
 impl fmt::Display for InitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            InitError::EraMismatch(why) => f.write_str(why),
+            InitError::EraMismatch(e) => e.fmt(f),
             InitError::HighFraction { fraction } => write!(
                 f,
                 "percpu_pagelist_high_fraction {fraction} is below {MIN_PERCPU_PAGELIST_HIGH_FRACTION}, the least the kernel accepts (0 keeps the default)"
             ),
-            InitError::ModelMismatch { why, .. } => {
-                write!(f, "the memory model does not match the layout: {why}")
+            InitError::ModelMismatch(e) => {
+                write!(f, "the memory model does not match the layout: {e}")
             }
             InitError::TooManyZones => write!(f, "more than {MAX_ZONES} zones"),
             InitError::Range(e) => write!(f, "{e}"),
@@ -359,6 +391,7 @@ impl std::error::Error for RangeError {}
 impl std::error::Error for InitError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
+            InitError::EraMismatch(e) => Some(e),
             InitError::Range(e) => Some(e),
             InitError::Frames(e) => Some(e),
             InitError::Build(e) => Some(e),

@@ -336,13 +336,36 @@ impl fmt::Debug for Gfp {
     }
 }
 
+/// A GFP mask that does not parse: the mask as given and the part of it
+/// that is neither a flag name nor a hex number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseGfpError {
+    mask: String,
+    part: String,
+    bad_hex: bool,
+}
+
+impl fmt::Display for ParseGfpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = if self.bad_hex { "bad" } else { "unknown" };
+        write!(f, "{what} gfp flag `{}` in `{}`", self.part, self.mask)
+    }
+}
+
+impl std::error::Error for ParseGfpError {}
+
 impl FromStr for Gfp {
-    type Err = String;
+    type Err = ParseGfpError;
 
     /// Parses [`Gfp`]'s `Display` form (the kernel's trace output): names
     /// and hex numbers joined by `|`, or `none`.
-    fn from_str(s: &str) -> Result<Gfp, String> {
+    fn from_str(s: &str) -> Result<Gfp, ParseGfpError> {
         let s = s.trim();
+        let refuse = |part: &str, bad_hex| ParseGfpError {
+            mask: s.to_owned(),
+            part: part.to_owned(),
+            bad_hex,
+        };
         if s == "none" || s == "0" {
             return Ok(Gfp(0));
         }
@@ -352,10 +375,9 @@ impl FromStr for Gfp {
             if let Some(&(_, g)) = NAMES.iter().chain(ALIASES).find(|(name, _)| *name == part) {
                 bits |= g.0;
             } else if let Some(hex) = part.strip_prefix("0x") {
-                bits |= u32::from_str_radix(hex, 16)
-                    .map_err(|_| format!("bad gfp flag `{part}` in `{s}`"))?;
+                bits |= u32::from_str_radix(hex, 16).map_err(|_| refuse(part, true))?;
             } else {
-                return Err(format!("unknown gfp flag `{part}` in `{s}`"));
+                return Err(refuse(part, false));
             }
         }
         Ok(Gfp(bits))

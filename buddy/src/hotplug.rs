@@ -59,18 +59,30 @@ impl OnlineType {
     }
 
     /// Parses a sysfs spelling.
-    pub fn parse(s: &str) -> Result<OnlineType, String> {
+    pub fn parse(s: &str) -> Result<OnlineType, UnknownOnlineType> {
         Self::ALL
             .into_iter()
             .find(|t| t.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown online type `{s}` (known: {})",
-                    Self::NAMES.join(", ")
-                )
-            })
+            .ok_or_else(|| UnknownOnlineType(s.to_owned()))
     }
 }
+
+/// A spelling that names no [`OnlineType`] (the text given).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownOnlineType(pub String);
+
+impl std::fmt::Display for UnknownOnlineType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown online type `{}` (known: {})",
+            self.0,
+            OnlineType::NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownOnlineType {}
 
 impl fmt::Display for OnlineType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -18,8 +18,8 @@ use std::marker::PhantomData;
 use sparsemem::{Layout, MemoryModel, NodeId, Pfn, RangeKind, ZoneLimits};
 
 use crate::alloc::{Allocator, Options};
-use crate::era::Path;
-use crate::error::InitError;
+use crate::era::{NotInEra, Path};
+use crate::error::{InitError, ModelMismatch};
 use crate::frames::Frames;
 use crate::node::build_nodes;
 use crate::types::{MAX_ZONES, ZoneId, ZoneType};
@@ -83,10 +83,9 @@ fn check_high_fraction(options: &Options) -> Result<(), InitError> {
         return Ok(());
     }
     if !options.era.pcp_high_from_watermark() {
-        return Err(InitError::EraMismatch(format!(
-            "percpu_pagelist_high_fraction arrived in Linux 5.14; era {} sizes pcp->high as 6 × batch",
-            options.era
-        )));
+        return Err(InitError::EraMismatch(NotInEra::HighFraction {
+            era: options.era,
+        }));
     }
     if fraction < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
         return Err(InitError::HighFraction { fraction });
@@ -100,14 +99,10 @@ fn check_high_fraction(options: &Options) -> Result<(), InitError> {
 /// decides it.
 fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), InitError> {
     if model.geometry() != layout.geometry() {
-        return Err(InitError::ModelMismatch {
-            pfn: None,
-            why: format!(
-                "the model was built for geometry {}, the layout uses {}",
-                model.geometry(),
-                layout.geometry()
-            ),
-        });
+        return Err(InitError::ModelMismatch(ModelMismatch::Geometry {
+            model: model.geometry().clone(),
+            layout: layout.geometry().clone(),
+        }));
     }
     let per = layout.geometry().pages_per_subsection();
     for (_, first, end) in layout.memory_ranges() {
@@ -118,13 +113,10 @@ fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), InitErr
                 .into_iter()
                 .find(|&p| !model.pfn_valid(Pfn::new(p)))
             {
-                return Err(InitError::ModelMismatch {
-                    pfn: Some(Pfn::new(bad)),
-                    why: format!(
-                        "pfn {bad:#x} is memory in the layout but not valid in the {} model",
-                        model.name()
-                    ),
-                });
+                return Err(InitError::ModelMismatch(ModelMismatch::NotValid {
+                    pfn: Pfn::new(bad),
+                    model: model.name(),
+                }));
             }
             pfn = last + 1;
         }

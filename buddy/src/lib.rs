@@ -121,18 +121,22 @@ pub use chain::PageChain;
 pub use compaction::{
     COMPACT_CLUSTER_MAX, CompactControl, CompactCounts, CompactError, CompactState, compact_zone,
 };
-pub use era::{Era, Mechanisms};
-pub use error::{AllocError, FreeError, InitError, MemHotplugError, RangeError, RequestError};
+pub use era::{Era, Gone, Mechanisms, NotInEra};
+pub use error::{
+    AllocError, FreeError, InitError, MemHotplugError, ModelMismatch, RangeError, RequestError,
+};
 pub use frames::{Frames, FramesError, MAX_FRAMES_BYTES};
-pub use gfp::{Gfp, GfpError};
-pub use hotplug::OnlineType;
+pub use gfp::{Gfp, GfpError, ParseGfpError};
+pub use hotplug::{OnlineType, UnknownOnlineType};
 pub use hugetlb::{HugetlbCounts, HugetlbError, HugetlbPool, HvoMode};
 pub use lock::ZoneLockKind;
 pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
 pub use types::{MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};
-pub use variant::{Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant};
+pub use variant::{
+    Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant, VariantName,
+};
 pub use walk::{__pageblock_pfn_to_page, pageblock_pfn_to_page};
 pub use watermark::{
     LOWMEM_RESERVE_RATIO, MIN_PERCPU_PAGELIST_HIGH_FRACTION, NR_KERNEL_ZONES, Sysctls, Watermarks,

@@ -24,6 +24,45 @@
 //!   memory model meets the allocator.
 
 use sparsemem::{Page, PageFlag, UserFlag};
+use std::fmt;
+
+/// A variant's name as a value: which of the variant's choices it makes,
+/// shown as [`Variant::name`] spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VariantName {
+    bitmap: bool,
+    atomic_flags: bool,
+    smp: bool,
+    hole_check: bool,
+}
+
+impl VariantName {
+    /// The name of `V`.
+    pub fn of<V: Variant + ?Sized>() -> VariantName {
+        VariantName {
+            bitmap: V::BITMAP,
+            atomic_flags: V::ATOMIC_FLAGS,
+            smp: V::SMP,
+            hole_check: V::HOLE_CHECK,
+        }
+    }
+}
+
+impl fmt::Display for VariantName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}-{}{}",
+            if self.bitmap { "bitmap" } else { "nobitmap" },
+            match (self.atomic_flags, self.smp) {
+                (true, true) => "atomic",
+                (true, false) => "up",
+                (false, _) => "nonatomic",
+            },
+            if self.hole_check { "+holecheck" } else { "" }
+        )
+    }
+}
 
 /// A set of compile-time choices. Implemented by [`Config`].
 pub trait Variant: Send + Sync + 'static {
@@ -39,16 +78,7 @@ pub trait Variant: Send + Sync + 'static {
 
     /// A short name, e.g. `nobitmap-atomic+holecheck`.
     fn name() -> String {
-        format!(
-            "{}-{}{}",
-            if Self::BITMAP { "bitmap" } else { "nobitmap" },
-            match (Self::ATOMIC_FLAGS, Self::SMP) {
-                (true, true) => "atomic",
-                (true, false) => "up",
-                (false, _) => "nonatomic",
-            },
-            if Self::HOLE_CHECK { "+holecheck" } else { "" }
-        )
+        VariantName::of::<Self>().to_string()
     }
 
     /// Sets a flag with the variant's operation.

@@ -241,7 +241,7 @@ fn online_picks_the_zone_like_the_kernel_and_frees_to_the_tail() {
         Ok(OnlineType::OnlineMovable)
     );
     assert_eq!(
-        OnlineType::parse("online_fast").unwrap_err(),
+        OnlineType::parse("online_fast").unwrap_err().to_string(),
         "unknown online type `online_fast` (known: online, online_kernel, online_movable)"
     );
 }

@@ -1,7 +1,9 @@
 //! Every misuse returns an error and leaves the allocator unchanged.
 
 use buddy::testing::{Reference, check_conservation, snapshot};
-use buddy::{Allocator, FreeError, Gfp, InitError, Kernel, MAX_BULK, Options, RequestError};
+use buddy::{
+    Allocator, FreeError, Gfp, InitError, Kernel, MAX_BULK, ModelMismatch, Options, RequestError,
+};
 use sparsemem::{Layout, MemRange, NodeId, Order, Pfn, RangeKind, SparseExtreme};
 
 fn small_layout() -> Layout {
@@ -190,7 +192,7 @@ fn a_model_from_another_layout_is_refused_by_every_variant() {
     let small = small_layout();
     let big = Layout::preset("x86-pci-hole").unwrap();
     for e in all_variants(|| SparseExtreme::new(&small).unwrap(), &big) {
-        let InitError::ModelMismatch { pfn: Some(pfn), .. } = &e else {
+        let InitError::ModelMismatch(ModelMismatch::NotValid { pfn, .. }) = &e else {
             panic!("expected a pfn mismatch, got {e}");
         };
         assert!(
@@ -211,7 +213,7 @@ fn a_model_from_another_layout_is_refused_by_every_variant() {
     .unwrap();
     for e in all_variants(|| SparseExtreme::new(&arm).unwrap(), &small) {
         assert!(
-            matches!(e, InitError::ModelMismatch { pfn: None, .. }),
+            matches!(e, InitError::ModelMismatch(ModelMismatch::Geometry { .. })),
             "geometry mismatch: {e}"
         );
         assert!(e.to_string().contains("geometry"), "{e}");
@@ -482,7 +484,7 @@ fn flatmem_needs_no_hole_check_on_unaligned_memory() {
 /// built, with a message naming the era that had it.
 #[test]
 fn a_variant_outside_its_era_is_refused() {
-    use buddy::{Bitmap, Era, KernelHoleCheck, NoBitmapAtomic};
+    use buddy::{Bitmap, Era, Gone, KernelHoleCheck, NoBitmapAtomic, NotInEra};
     let layout = small_layout();
     let model = || SparseExtreme::new(&layout).unwrap();
     let refusal = |r: Result<(), InitError>| match r {
@@ -492,15 +494,41 @@ fn a_variant_outside_its_era_is_refused() {
     let why = refusal(
         Allocator::<_, Bitmap>::new(model(), &layout, Options::for_era(Era::V2_6_23)).map(drop),
     );
-    assert!(why.contains("2.6.9") && why.contains("bitmap"), "{why}");
+    assert!(
+        matches!(
+            why,
+            NotInEra::Variant {
+                gone: Gone::BuddyBitmap,
+                era: Era::V2_6_23,
+                ..
+            }
+        ),
+        "{why:?}"
+    );
+    let text = why.to_string();
+    assert!(text.contains("2.6.9") && text.contains("bitmap"), "{text}");
     let why = refusal(
         Allocator::<_, NoBitmapAtomic>::new(model(), &layout, Options::default()).map(drop),
     );
-    assert!(why.contains("era 6.18"), "{why}");
+    assert!(matches!(
+        why,
+        NotInEra::Variant {
+            gone: Gone::AtomicBuddyFlags,
+            ..
+        }
+    ));
+    assert!(why.to_string().contains("era 6.18"), "{why}");
     let why = refusal(
         Allocator::<_, KernelHoleCheck>::new(model(), &layout, Options::default()).map(drop),
     );
-    assert!(why.contains("5.14"), "{why}");
+    assert!(matches!(
+        why,
+        NotInEra::Variant {
+            gone: Gone::HolesInZone,
+            ..
+        }
+    ));
+    assert!(why.to_string().contains("5.14"), "{why}");
     assert!(
         Allocator::<_, KernelHoleCheck>::new(model(), &layout, Options::for_era(Era::V5_13))
             .is_ok()

@@ -11,7 +11,7 @@
 //! after it, the event name the next. Lines starting with `#` (the
 //! `trace` file's header) and blank lines are skipped.
 
-use buddy::Gfp;
+use buddy::{Gfp, ParseGfpError};
 
 use super::{Event, EventKind, TraceError};
 
@@ -43,7 +43,7 @@ pub struct GfpCache(Vec<(Box<[u8]>, Gfp)>);
 const GFP_CACHE: usize = 64;
 
 impl GfpCache {
-    fn parse(&mut self, text: &[u8]) -> Result<Gfp, String> {
+    fn parse(&mut self, text: &[u8]) -> Result<Gfp, ParseGfpError> {
         if let Some(i) = self.0.iter().position(|(t, _)| **t == *text) {
             let g = self.0[i].1;
             if i > 0 {
@@ -140,7 +140,7 @@ fn general(text: &str, line: u64, cache: &mut GfpCache) -> Result<Line, TraceErr
             "gfp_flags" => {
                 event.gfp = cache
                     .parse(value.as_bytes())
-                    .map_err(|e| TraceError::at(line, e))?;
+                    .map_err(|e| TraceError::at(line, e.to_string()))?;
             }
             "percpu_refill" => event.percpu_refill = number(value)? != 0,
             _ => {}
