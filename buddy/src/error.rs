@@ -145,9 +145,9 @@ pub enum ModelMismatch {
     /// The model was built for another geometry.
     Geometry {
         /// The model's.
-        model: Geometry,
+        model: Box<Geometry>,
         /// The layout's.
-        layout: Geometry,
+        layout: Box<Geometry>,
     },
     /// A pfn of the layout's memory the model does not have.
     NotValid {

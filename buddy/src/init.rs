@@ -100,8 +100,8 @@ fn check_high_fraction(options: &Options) -> Result<(), InitError> {
 fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), InitError> {
     if model.geometry() != layout.geometry() {
         return Err(InitError::ModelMismatch(ModelMismatch::Geometry {
-            model: model.geometry().clone(),
-            layout: layout.geometry().clone(),
+            model: Box::new(*model.geometry()),
+            layout: Box::new(*layout.geometry()),
         }));
     }
     let per = layout.geometry().pages_per_subsection();
