@@ -9,7 +9,7 @@
 
 //!
 //! Modules, bottom to top (each imports only modules below it):
-//! `units`, `timing`, `threads`, `layout_spec`, `models`, `counting`,
+//! `units`, `host_kernel`, `timing`, `threads`, `layout_spec`, `models`, `counting`,
 //! `workloads`, `error`, `machine`, `report`, `trace` (`text`, `format`,
 //! `record`, `replay`), `picture`, `experiments` (the shape in its
 //! `mod.rs`, each experiment below it, its parts below it).
@@ -22,6 +22,7 @@
 pub mod counting;
 pub mod error;
 pub mod experiments;
+pub mod host_kernel;
 pub mod layout_spec;
 pub mod machine;
 pub mod models;
