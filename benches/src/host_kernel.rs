@@ -79,6 +79,9 @@ pub enum HostError {
     Io(PathBuf, io::Error),
     /// A file held something other than what the kernel writes there.
     Malformed(PathBuf, String),
+    /// The caller stopped the measurement (a signal); what it had set is
+    /// restored.
+    Interrupted,
     /// The kernel gave fewer huge pages than asked (memory too fragmented
     /// or too small); nothing is left changed.
     PoolShort {
@@ -93,6 +96,7 @@ impl fmt::Display for HostError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HostError::NotRoot => f.write_str("needs root"),
+            HostError::Interrupted => f.write_str("interrupted"),
             HostError::Missing(p) => write!(f, "{} is missing", p.display()),
             HostError::Io(p, e) => write!(f, "{}: {e}", p.display()),
             HostError::Malformed(p, text) => {

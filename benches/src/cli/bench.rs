@@ -131,6 +131,11 @@ pub enum BenchCommand {
     Hvo {
         #[command(flatten)]
         run: WithModel,
+        /// Also time this host's kernel growing and shrinking its 2 MiB
+        /// pool by N pages, `hugetlb_optimize_vmemmap` 0 and 1, in the same
+        /// table (root only; both sysctls are restored, Ctrl-C included)
+        #[arg(long, value_name = "N")]
+        host_kernel: Option<u64>,
     },
     /// A name that is no experiment.
     #[command(external_subcommand)]
@@ -197,7 +202,14 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
         ),
         BenchCommand::Breakdown { run } => run_one::<breakdown::Breakdown>(&setup(run), &()),
         BenchCommand::Walk { run } => run_one::<walk::Walk>(&setup(run), &()),
-        BenchCommand::Hvo { run } => run_one::<hvo::Hvo>(&setup(run), &()),
+        BenchCommand::Hvo { run, host_kernel } => {
+            let _signals = host_kernel.map(|_| super::HostSignals::defer());
+            let options = hvo::HvoOptions {
+                host_kernel,
+                stop: Some(&super::INTERRUPTED),
+            };
+            run_one::<hvo::Hvo>(&setup(run), &options)
+        }
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();
             Err(CliError(UnknownExperiment(name).to_string()))

@@ -15,6 +15,7 @@ pub mod views;
 
 use std::convert::Infallible;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
 use pfnlab::layout_spec::{FALLBACK_PRESET, LayoutSpec, Loaded};
@@ -155,6 +156,41 @@ impl<E: std::error::Error> From<E> for CliError {
 /// Says on stderr that `host` fell back to the preset, and why.
 pub fn fallback_notice(why: &sparsemem::LayoutError) {
     eprintln!("notice: {why}; using preset:{FALLBACK_PRESET}");
+}
+
+/// Set by Ctrl-C, SIGTERM or SIGHUP once [`catch_signals`] has run.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Turns Ctrl-C, SIGTERM and SIGHUP into [`INTERRUPTED`] instead of the
+/// default of dying on the spot (which would skip every destructor,
+/// a sysctl's restore among them). Installed once per process.
+pub fn catch_signals() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
+    });
+}
+
+/// While measuring this host's kernel: a signal waits for the
+/// measurement, whose settings are restored before it returns; dropping
+/// the guard then ends the process with status 130 if one came.
+pub struct HostSignals(());
+
+impl HostSignals {
+    /// Starts deferring the signals.
+    pub fn defer() -> HostSignals {
+        catch_signals();
+        HostSignals(())
+    }
+}
+
+impl Drop for HostSignals {
+    fn drop(&mut self) {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            eprintln!("pfnlab: interrupted; the host kernel's settings were restored");
+            std::process::exit(130);
+        }
+    }
 }
 
 /// A progress bar on stderr when it is a terminal, hidden otherwise.

@@ -2,7 +2,6 @@
 
 use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use indicatif::ProgressBar;
 use pfnlab::layout_spec::LayoutSpec;
@@ -111,13 +110,12 @@ pub fn trace(command: TraceCommand) -> Result<(), CliError> {
 }
 
 fn record(out: &Path, seconds: f64, command: Vec<String>) -> Result<(), CliError> {
-    static STOP: AtomicBool = AtomicBool::new(false);
     // Ctrl-C ends the recording (and kills the command); the instance is
     // removed on the way out either way.
-    let _ = ctrlc::set_handler(|| STOP.store(true, Ordering::Relaxed));
+    super::catch_signals();
     let options = RecordOptions { command, seconds };
     eprintln!("recording page allocations (Ctrl-C stops)...");
-    let rec = record_to(&options, out, &STOP)?;
+    let rec = record_to(&options, out, &super::INTERRUPTED)?;
     let lost: u64 = rec.header.lost_events.iter().sum();
     println!(
         "{} events in {:.2} s on {} CPUs written to {}; lost events per CPU: {:?}{}",

@@ -14,10 +14,16 @@
 //! - the memmap's resident bytes with the pool grown, read from the kernel
 //!   (the memfd's blocks), with the bytes freed per folio from the geometry.
 //!
+//! - with `--host-kernel N` (root), this host's kernel growing and
+//!   shrinking its own 2 MiB pool by N pages with `hugetlb_optimize_vmemmap`
+//!   0 and 1, trials interleaved, in the same table
+//!   ([`crate::host_kernel::hugetlb_pool`]; both sysctls restored).
+//!
 //! Not measured here (issue 26, not done): the thread on the other CPU
-//! touching its memory while the remap's shootdowns land, the host
-//! kernel's own `nr_hugepages` timing with `hugetlb_optimize_vmemmap` 0
-//! and 1, and the hot path against the share of optimised memory.
+//! touching its memory while the remap's shootdowns land, and the hot
+//! path against the share of optimised memory.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use buddy::{AllocError, HugetlbPool, HvoMode, Kernel, Options};
 use serde::Serialize;
@@ -27,6 +33,7 @@ use vmemmap::{VmemmapOptions, compound_head_fake_head, compound_head_mask};
 
 use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
+use crate::host_kernel::{HostError, HostPaths, hugetlb_pool, is_root};
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::timing::{Measurement, Plan, measure_interleaved};
@@ -100,6 +107,33 @@ pub enum HvoVariant {
     CompoundHeadFakeHead,
     /// `compound_head` by mask on shared-tail folios' tails.
     CompoundHeadMask,
+    /// This host's kernel raising `nr_hugepages`, per page.
+    KernelGrow,
+    /// This host's kernel lowering `nr_hugepages`, per page.
+    KernelShrink,
+}
+
+/// `bench hvo`'s options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HvoOptions {
+    /// Also time this host's kernel growing and shrinking its 2 MiB pool
+    /// by this many pages, HVO off and on (root only; `nr_hugepages` and
+    /// `hugetlb_optimize_vmemmap` restored).
+    pub host_kernel: Option<u64>,
+    /// Set by the caller to stop the host measurement between steps (a
+    /// signal it caught); every setting is restored first.
+    pub stop: Option<&'static AtomicBool>,
+}
+
+/// This host's kernel's pool, timed (per page), HVO off then on.
+#[derive(Clone, Debug)]
+pub struct HostPool {
+    /// Pages added and removed per trial.
+    pub pages: u64,
+    /// `(grow, shrink)` with `hugetlb_optimize_vmemmap` 0.
+    pub off: (Measurement, Measurement),
+    /// `(grow, shrink)` with it 1 (6.18: fake heads, batched).
+    pub on: (Measurement, Measurement),
 }
 
 /// A row's parameters.
@@ -148,7 +182,7 @@ pub struct ModeResult {
 }
 
 /// What `bench hvo` measures.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct HvoResults {
     /// Folio order (the PMD order).
     pub order: u32,
@@ -160,6 +194,36 @@ pub struct HvoResults {
     pub heads: Vec<(HvoVariant, HvoModeId, Measurement)>,
     /// Vmemmap bytes freed per folio.
     pub freed_per_folio: u64,
+    /// The host kernel's pool, when asked for, or why it was left out.
+    pub host: Option<Result<HostPool, HostError>>,
+}
+
+/// The host kernel's pool grown and shrunk by `pages`, HVO off and on
+/// alternately, one warm-up round and `plan.trials` timed ones.
+fn measure_host(pages: u64, plan: Plan, stop: Option<&AtomicBool>) -> Result<HostPool, HostError> {
+    if !is_root() {
+        return Err(HostError::NotRoot);
+    }
+    let paths = HostPaths::live();
+    let mut ns = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    for trial in 0..=plan.trials {
+        for (i, hvo) in [false, true].into_iter().enumerate() {
+            if stop.is_some_and(|s| s.load(Relaxed)) {
+                return Err(HostError::Interrupted);
+            }
+            let run = hugetlb_pool(&paths, pages, hvo)?;
+            if trial > 0 {
+                ns[i][0].push(run.grow_ns);
+                ns[i][1].push(run.shrink_ns);
+            }
+        }
+    }
+    let [[g0, s0], [g1, s1]] = ns;
+    Ok(HostPool {
+        pages,
+        off: (Measurement::from_ns(g0), Measurement::from_ns(s0)),
+        on: (Measurement::from_ns(g1), Measurement::from_ns(s1)),
+    })
 }
 
 struct Visitor {
@@ -239,6 +303,7 @@ fn run<M: MemoryModel>(
         modes,
         heads,
         freed_per_folio: hvo_freed_bytes(order, page_size, PAGE_STRUCT_SIZE),
+        host: None,
     })
 }
 
@@ -295,11 +360,11 @@ fn measure_heads<M: MemoryModel>(
 
 impl Experiment for Hvo {
     const ID: ExperimentId = ExperimentId::Hvo;
-    type Params = ();
+    type Params = HvoOptions;
     type Results = HvoResults;
     type Row = HvoRow;
 
-    fn measure(ctx: &Ctx, _: &()) -> Result<HvoResults, RunError> {
+    fn measure(ctx: &Ctx, params: &HvoOptions) -> Result<HvoResults, RunError> {
         let options = VmemmapOptions {
             memfd: true,
             ..VmemmapOptions::default()
@@ -309,10 +374,15 @@ impl Experiment for Hvo {
             alloc_options: ctx.options(),
         };
         let out = crate::models::with_model_options(ctx.model, &ctx.layout, options, visitor);
-        ctx.named(out)?.map_err(|source| RunError::Hugetlb {
+        let mut r = ctx.named(out)?.map_err(|source| RunError::Hugetlb {
             model: ctx.model,
             source,
-        })
+        })?;
+        if let Some(pages) = params.host_kernel {
+            ctx.progress.stage("the host kernel's pool".into());
+            r.host = Some(measure_host(pages, ctx.plan, params.stop));
+        }
+        Ok(r)
     }
 
     fn rows(ctx: &Ctx, r: &HvoResults) -> Vec<HvoRow> {
@@ -354,6 +424,9 @@ impl Experiment for Hvo {
                 m.clone(),
                 HvoExtra::default(),
             ));
+        }
+        if let Some(Ok(host)) = &r.host {
+            rows.extend(host_rows(ctx, host));
         }
         rows
     }
@@ -398,6 +471,7 @@ impl Experiment for Hvo {
                 m.resident_bytes >> 10,
             ));
         }
+        out.push_str(&render_host(r.host.as_ref()));
         out.push_str("\ncompound_head per tail page:\n");
         for (variant, _, m) in &r.heads {
             let name = serde_json::to_value(variant)
@@ -410,5 +484,106 @@ impl Experiment for Hvo {
              each mmap flushes on its own, so \"batched\" batches the steps, not the TLB flushes.\n",
         );
         out
+    }
+}
+
+/// The host kernel's rows: grow and shrink per page, HVO off
+/// (`off`) and on (6.18's batched fake heads), with the ratio to off.
+fn host_rows(ctx: &Ctx, host: &HostPool) -> Vec<HvoRow> {
+    let mut rows = Vec::new();
+    for (mode, (grow, shrink)) in [
+        (HvoModeId::Off, &host.off),
+        (HvoModeId::FakeHeadBatched, &host.on),
+    ] {
+        for (variant, m, base) in [
+            (HvoVariant::KernelGrow, grow, &host.off.0),
+            (HvoVariant::KernelShrink, shrink, &host.off.1),
+        ] {
+            let on = mode != HvoModeId::Off;
+            let extra = HvoExtra {
+                ratio_to_off: on.then(|| m.ns_per_op.median / base.ns_per_op.median),
+                published_ratio: mode.published_ratio(variant == HvoVariant::KernelGrow),
+                ..HvoExtra::default()
+            };
+            let params = HvoParams {
+                mode,
+                folio_kib: 2048,
+                folios: host.pages,
+            };
+            rows.push(Row::new(variant, ctx.model, params, m.clone(), extra));
+        }
+    }
+    rows
+}
+
+/// The host kernel's lines under the model's, in the same columns, or
+/// the one line saying why they are absent.
+fn render_host(host: Option<&Result<HostPool, HostError>>) -> String {
+    let host = match host {
+        None => return String::new(),
+        Some(Err(e)) => return format!("host kernel: left out ({e})\n"),
+        Some(Ok(host)) => host,
+    };
+    let ratio = |m: &Measurement, b: &Measurement| {
+        format!("{:.2}", m.ns_per_op.median / b.ns_per_op.median)
+    };
+    let published = |p: Option<f64>| p.map_or("-".into(), |p| format!("{p:.2}"));
+    let mut out = format!(
+        "this host's kernel, nr_hugepages +{0} then -{0} (2 MiB), per page:\n",
+        host.pages
+    );
+    for (name, mode, (grow, shrink)) in [
+        ("kernel: hvo 0", HvoModeId::Off, &host.off),
+        ("kernel: hvo 1", HvoModeId::FakeHeadBatched, &host.on),
+    ] {
+        let on = mode != HvoModeId::Off;
+        out.push_str(&format!(
+            "{:<22} {:>20} {:>8} {:>9} {:>20} {:>8} {:>9} {:>14}\n",
+            name,
+            cell(grow),
+            if on {
+                ratio(grow, &host.off.0)
+            } else {
+                "-".into()
+            },
+            published(mode.published_ratio(true)),
+            cell(shrink),
+            if on {
+                ratio(shrink, &host.off.1)
+            } else {
+                "-".into()
+            },
+            published(mode.published_ratio(false)),
+            "-",
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_kernel_rows_are_one_notice_when_left_out_and_nothing_when_not_asked() {
+        assert_eq!(render_host(None), "");
+        assert_eq!(
+            render_host(Some(&Err(HostError::NotRoot))),
+            "host kernel: left out (needs root)\n"
+        );
+        let m = |ns: f64| Measurement::from_ns(vec![ns, ns, ns]);
+        let host = HostPool {
+            pages: 8,
+            off: (m(100.0), m(200.0)),
+            on: (m(400.0), m(300.0)),
+        };
+        let text = render_host(Some(&Ok(host)));
+        let on = text
+            .lines()
+            .find(|l| l.starts_with("kernel: hvo 1"))
+            .unwrap();
+        // 400 / 100 and 300 / 200, beside the batched series' published ratios.
+        assert!(on.contains(" 4.00 ") && on.contains(" 1.50 "), "{on}");
+        assert!(on.contains(" 1.54 ") && on.contains(" 3.11 "), "{on}");
     }
 }
