@@ -79,6 +79,9 @@ pub enum HostError {
     Io(PathBuf, io::Error),
     /// A file held something other than what the kernel writes there.
     Malformed(PathBuf, String),
+    /// The run's layout is not this machine's live map, so the kernel's
+    /// figures would not stand beside the model's.
+    NotHostLayout,
     /// The caller stopped the measurement (a signal); what it had set is
     /// restored.
     Interrupted,
@@ -97,6 +100,7 @@ impl fmt::Display for HostError {
         match self {
             HostError::NotRoot => f.write_str("needs root"),
             HostError::Interrupted => f.write_str("interrupted"),
+            HostError::NotHostLayout => f.write_str("needs --layout host (the live map)"),
             HostError::Missing(p) => write!(f, "{} is missing", p.display()),
             HostError::Io(p, e) => write!(f, "{}: {e}", p.display()),
             HostError::Malformed(p, text) => {

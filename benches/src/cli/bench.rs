@@ -124,6 +124,11 @@ pub enum BenchCommand {
     Walk {
         #[command(flatten)]
         run: WithModel,
+        /// Also time this host's kernel with `--layout host` (root):
+        /// `echo 1 > /proc/sys/vm/compact_memory` per pfn its scanners
+        /// looked at, and a read of `/proc/kpageflags` per pfn
+        #[arg(long)]
+        host_kernel: bool,
     },
     /// HugeTLB vmemmap optimisation (issue 26): a hugetlb pool grown and
     /// shrunk with HVO off, 5.18+'s and 2026's layouts, unbatched and
@@ -201,7 +206,9 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             &(),
         ),
         BenchCommand::Breakdown { run } => run_one::<breakdown::Breakdown>(&setup(run), &()),
-        BenchCommand::Walk { run } => run_one::<walk::Walk>(&setup(run), &()),
+        BenchCommand::Walk { run, host_kernel } => {
+            run_one::<walk::Walk>(&setup(run), &walk::WalkOptions { host_kernel })
+        }
         BenchCommand::Hvo { run, host_kernel } => {
             let _signals = host_kernel.map(|_| super::HostSignals::defer());
             let options = hvo::HvoOptions {

@@ -37,6 +37,8 @@ use vmemmap::VmemmapOptions;
 use super::hole_density::{SPAN_SECTIONS, layout_with_holes};
 use super::{Ctx, Experiment, ExperimentId};
 use crate::error::RunError;
+use crate::host_kernel::{HostError, HostPaths, compact_memory, is_root, kpageflags_walk};
+use crate::layout_spec::LayoutSpec;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Measured;
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
@@ -92,6 +94,20 @@ pub enum Case {
     MemmapInit(MemmapInitForm),
     /// `reserve_bootmem_region`'s loop by one walker.
     ReserveBootmem(Walker),
+    /// This host's kernel (`--host-kernel` with `--layout host`).
+    Kernel(HostWalk),
+}
+
+/// What a host-kernel row timed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum HostWalk {
+    /// `echo 1 > /proc/sys/vm/compact_memory`, per pfn either scanner
+    /// looked at (`compact_*_scanned`), migration included.
+    CompactMemory,
+    /// A read of `/proc/kpageflags` to its end, per pfn: the kernel's own
+    /// walk (`pfn_to_online_page`, `stable_page_flags`, `put_user`,
+    /// `cond_resched` per pfn), not a validity check.
+    Kpageflags,
 }
 
 impl Case {
@@ -106,6 +122,8 @@ impl Case {
             ),
             Case::MemmapInit(f) => format!("memmap-init/{}", f.name()),
             Case::ReserveBootmem(w) => format!("reserve-bootmem/{}", w.name()),
+            Case::Kernel(HostWalk::CompactMemory) => "kernel/compact_memory".into(),
+            Case::Kernel(HostWalk::Kpageflags) => "kernel/kpageflags".into(),
         }
     }
 }
@@ -162,7 +180,7 @@ impl Measured for WalkRow {
 }
 
 /// What `bench walk` measured.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct WalkResults {
     /// The sweep's rows.
     pub sweep: Vec<WalkRow>,
@@ -170,6 +188,63 @@ pub struct WalkResults {
     pub repro: Vec<WalkRow>,
     /// `(model, layout, why)` of the models a layout could not build.
     pub refused: Vec<(ModelKind, String, String)>,
+    /// This host's kernel's rows, when asked for, or why they are absent.
+    pub host: Option<Result<Vec<WalkRow>, HostError>>,
+}
+
+/// `bench walk`'s options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WalkOptions {
+    /// Also time this host's kernel (root, `--layout host`): one
+    /// `compact_memory` and one `/proc/kpageflags` read per trial.
+    pub host_kernel: bool,
+}
+
+/// The host kernel's walks, one warm-up and `plan.trials` timed rounds,
+/// as rows of the host layout (`model` names the layout's reference).
+fn measure_host(ctx: &Ctx) -> Result<Vec<WalkRow>, HostError> {
+    // The live map, not the preset a `host` layout falls back to.
+    if ctx.layout_spec != Some(LayoutSpec::Host) || ctx.layout.source() != "host" {
+        return Err(HostError::NotHostLayout);
+    }
+    if !is_root() {
+        return Err(HostError::NotRoot);
+    }
+    let paths = HostPaths::live();
+    let (mut compact, mut kpf) = (Vec::new(), Vec::new());
+    let (mut scanned, mut pfns) = (0, 0);
+    for trial in 0..=ctx.plan.trials {
+        let c = compact_memory(&paths)?;
+        let k = kpageflags_walk(&paths)?;
+        if trial > 0 {
+            if let Some(ns) = c.ns_per_scanned_pfn() {
+                compact.push(ns);
+                scanned = c.scanned.migrate_scanned + c.scanned.free_scanned;
+            }
+            kpf.extend(k.ns_per_pfn());
+            pfns = k.pfns;
+        }
+    }
+    let span = ctx.layout.pfn_span().1.get();
+    let mut rows = Vec::new();
+    for (what, ns, timed) in [
+        (HostWalk::CompactMemory, compact, scanned),
+        (HostWalk::Kpageflags, kpf, pfns),
+    ] {
+        if !ns.is_empty() {
+            let m = Measurement::from_ns(ns);
+            rows.push(row(
+                Case::Kernel(what),
+                ctx.model,
+                &ctx.layout,
+                span,
+                timed,
+                timed,
+                m,
+            ));
+        }
+    }
+    Ok(rows)
 }
 
 fn row(
@@ -494,11 +569,11 @@ fn sweep_layouts(ctx: &Ctx) -> Vec<(Layout, PfnRange)> {
 
 impl Experiment for Walk {
     const ID: ExperimentId = ExperimentId::Walk;
-    type Params = ();
+    type Params = WalkOptions;
     type Results = WalkResults;
     type Row = WalkRow;
 
-    fn measure(ctx: &Ctx, _: &()) -> Result<WalkResults, RunError> {
+    fn measure(ctx: &Ctx, params: &WalkOptions) -> Result<WalkResults, RunError> {
         let mut r = WalkResults::default();
         for (layout, span) in sweep_layouts(ctx) {
             for kind in ctx.models() {
@@ -532,11 +607,21 @@ impl Experiment for Walk {
                 source,
             },
         )?;
+        if params.host_kernel {
+            ctx.progress.stage("the host kernel".into());
+            r.host = Some(measure_host(ctx));
+        }
         Ok(r)
     }
 
     fn rows(_: &Ctx, r: &WalkResults) -> Vec<WalkRow> {
-        r.sweep.iter().chain(&r.repro).cloned().collect()
+        let host = r.host.iter().flat_map(|h| h.iter().flatten());
+        r.sweep
+            .iter()
+            .chain(&r.repro)
+            .chain(host)
+            .cloned()
+            .collect()
     }
 
     fn render(_: &Ctx, r: &WalkResults) -> String {

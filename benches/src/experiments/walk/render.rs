@@ -3,7 +3,7 @@
 
 use buddy::MemmapInitForm;
 
-use super::{Case, WalkResults, WalkRow, Walker};
+use super::{Case, HostWalk, WalkResults, WalkRow, Walker};
 use crate::models::ModelKind;
 use crate::units::fmt_ns;
 
@@ -162,5 +162,33 @@ fn render_repro(r: &WalkResults) -> String {
 }
 
 pub(super) fn render(r: &WalkResults) -> String {
-    render_sweep(r) + &render_repro(r)
+    render_sweep(r) + &render_repro(r) + &render_host(r)
+}
+
+/// The host kernel's lines, or the one line saying why they are absent.
+fn render_host(r: &WalkResults) -> String {
+    let rows = match &r.host {
+        None => return String::new(),
+        Some(Err(e)) => return format!("\nhost kernel: left out ({e})\n"),
+        Some(Ok(rows)) => rows,
+    };
+    let mut out = String::from("\nThis host's kernel, median ns per pfn:\n");
+    for row in rows {
+        let (what, per) = match row.variant {
+            Case::Kernel(HostWalk::CompactMemory) => (
+                "echo 1 > compact_memory",
+                "per pfn scanned (compact_*_scanned), migration included",
+            ),
+            _ => (
+                "read /proc/kpageflags",
+                "per pfn read: a walk's cost, not a validity check's",
+            ),
+        };
+        out += &format!(
+            "  {what:<26} {:>10}   {} pfns; {per}\n",
+            fmt_ns(row.measurement.ns_per_op.median),
+            row.params.timed_pfns
+        );
+    }
+    out
 }
