@@ -139,6 +139,7 @@ pub fn replay_rows(
             let measurement = Measurement {
                 ns_per_op: one(r.ns_per_event),
                 cycles_per_op: one(r.ns_per_event / ns_per_cycle),
+                interleaved_with: None,
             };
             let mut row = JsonRow::new(
                 "replay",
