@@ -283,6 +283,50 @@ pub fn ratio_text(i: &Interval) -> String {
     }
 }
 
+/// One sentence on a ranking, cheapest first: the cheapest is named only
+/// when the runner-up's interval over it excludes 1; the dearest is set
+/// beside it with its interval.
+pub fn rank_sentence(what: &str, ranked: &[(&str, &Measurement)]) -> String {
+    let Some(&(best, b)) = ranked.first() else {
+        return String::new();
+    };
+    let ns = |m: &Measurement| crate::units::fmt_ns(m.ns_per_op.median);
+    let Some(&(next, n)) = ranked.get(1) else {
+        return format!("{best} is the only one timed on {what} ({} ns).", ns(b));
+    };
+    let Ok(i) = Interval::between(n, b) else {
+        return String::new();
+    };
+    let mut s = if i.ratio_verdict().is_decided() {
+        format!(
+            "{best} is cheapest on {what} ({} ns); the next, {next}, costs {} as much ({} ns).",
+            ns(b),
+            ratio_text(&i),
+            ns(n)
+        )
+    } else {
+        format!(
+            "No one is cheapest on {what}: {best} ({} ns) and {next} ({} ns) are {} ({next} / {best} = {:.2}x [{:.2}, {:.2}]).",
+            ns(b),
+            ns(n),
+            i.ratio_verdict(),
+            i.median,
+            i.lo,
+            i.hi
+        )
+    };
+    if let Some(&(worst, w)) = ranked.last().filter(|_| ranked.len() > 2)
+        && let Ok(i) = Interval::between(w, b)
+    {
+        s += &format!(
+            " The dearest, {worst} ({} ns), costs {} {best}'s.",
+            ns(w),
+            ratio_text(&i)
+        );
+    }
+    s
+}
+
 /// A named comparison: how many times `b` the cost of `a` is, with its
 /// interval and verdict; the runner collects them into the report and
 /// extends the trials while one is too wide.

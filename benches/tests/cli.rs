@@ -228,10 +228,9 @@ fn every_experiment_runs_in_quick_mode() {
             "{exp}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("machine:"),
-            "{exp}"
-        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(text.contains("machine:"), "{exp}");
+        assert!(text.contains("Trials: 3"), "{exp}: {text}");
         let rows = check_schema(&json, exp);
         match exp {
             "bulk" => {
@@ -290,10 +289,22 @@ fn every_experiment_runs_in_quick_mode() {
                 assert_eq!(count("pfnlab"), 4);
                 assert_eq!(count("floor"), 4, "the floor is measured in the same run");
                 if cfg!(feature = "peers") {
-                    for peer in ["buddy_system_allocator", "frame-alloc", "bitmap-allocator"] {
+                    for peer in ["buddy_system_allocator", "frame-alloc"] {
                         assert_eq!(count(peer), 4, "{peer} on every workload");
                     }
+                    // No orders, so no split-merge pair: not applicable,
+                    // not a plain alloc+free passed off as one.
+                    assert_eq!(count("bitmap-allocator"), 3);
+                    assert!(!rows.iter().any(|r| r["variant"] == "bitmap-allocator"
+                        && r["params"]["workload"] == "split-merge-pair"));
+                    assert!(text.contains("n/a (no orders)"), "{text}");
                 }
+                assert!(
+                    rows.iter()
+                        .filter(|r| r["variant"] != "pfnlab")
+                        .all(|r| r["ratio_vs_pfnlab_interval"]["lo"].is_number()),
+                    "every ratio to pfnlab has its interval"
+                );
                 let workloads: std::collections::BTreeSet<&str> = rows
                     .iter()
                     .map(|r| r["params"]["workload"].as_str().unwrap())

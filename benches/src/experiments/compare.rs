@@ -20,7 +20,7 @@ use super::{Ctx, Experiment, ExperimentId, Progress, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
 use crate::report::{NoParams, Row};
-use crate::spread::{Comparison, Interval, ratio_text};
+use crate::spread::{Comparison, rank_sentence, ratio_text};
 use crate::timing::{Measurement, Plan, measure};
 use crate::units::{fmt_ns, human_bytes};
 use crate::workloads::{count_valid, hole_pfns, read_flags, valid_pfns, zone_pairs};
@@ -272,46 +272,9 @@ fn ranked<'a>(
     v
 }
 
-/// One sentence on a column: the cheapest model is named only when the
-/// runner-up's interval over it excludes 1; the dearest is set beside it
-/// with its interval.
-fn rank_sentence(what: &str, ranked: &[(ModelKind, &Measurement)]) -> String {
-    let Some(&(best, b)) = ranked.first() else {
-        return String::new();
-    };
-    let ns = |m: &Measurement| fmt_ns(m.ns_per_op.median);
-    let Some(&(next, n)) = ranked.get(1) else {
-        return format!("{best} is the only model timed on {what} ({} ns).", ns(b));
-    };
-    let Ok(i) = Interval::between(n, b) else {
-        return String::new();
-    };
-    let mut s = if i.ratio_verdict().is_decided() {
-        format!(
-            "{best} is cheapest on {what} ({} ns); the next, {next}, costs {} as much ({} ns).",
-            ns(b),
-            ratio_text(&i),
-            ns(n)
-        )
-    } else {
-        format!(
-            "No model is cheapest on {what}: {best} ({} ns) and {next} ({} ns) are {} ({next} / {best} = {}).",
-            ns(b),
-            ns(n),
-            i.ratio_verdict(),
-            ratio_text(&i).split(", within").next().unwrap_or_default()
-        )
-    };
-    if let Some(&(worst, w)) = ranked.last().filter(|_| ranked.len() > 2)
-        && let Ok(i) = Interval::between(w, b)
-    {
-        s += &format!(
-            " The dearest, {worst} ({} ns), costs {} {best}'s.",
-            ns(w),
-            ratio_text(&i)
-        );
-    }
-    s
+/// The ranking with the models' names, for [`rank_sentence`].
+fn named<'a>(ranked: &[(ModelKind, &'a Measurement)]) -> Vec<(&'static str, &'a Measurement)> {
+    ranked.iter().map(|&(k, m)| (k.name(), m)).collect()
 }
 
 /// Two or three plain sentences on what the table says; a model is
@@ -327,10 +290,13 @@ pub fn reading(results: &[ModelResult]) -> String {
         } else {
             "With no hole check (none exists since 5.14): "
         };
-        s += &rank_sentence("the allocator path (zone-path alloc+free)", &on_path);
+        s += &rank_sentence(
+            "the allocator path (zone-path alloc+free)",
+            &named(&on_path),
+        );
     }
     s += " ";
-    s += &rank_sentence("pfn_valid of valid pfns", &lookup);
+    s += &rank_sentence("pfn_valid of valid pfns", &named(&lookup));
     if let Some(probe) = results.iter().find(|r| r.kind == ModelKind::VmemmapProbe) {
         let smallest = results
             .iter()
@@ -540,7 +506,7 @@ mod tests {
             assert!(!text.contains(&format!("{kind} is cheapest")), "{text}");
         }
         assert!(
-            text.contains("No model is cheapest on the allocator path"),
+            text.contains("No one is cheapest on the allocator path"),
             "{text}"
         );
         assert!(text.contains("within noise (±"), "{text}");
