@@ -283,6 +283,21 @@ pub fn ratio_text(i: &Interval) -> String {
     }
 }
 
+/// A ratio as a table cell: `1.05 [1.01, 1.09]`, and `~` after it when
+/// the interval holds 1 (within noise: no direction may be read from it).
+pub fn ratio_cell(i: &Interval) -> String {
+    let noise = if i.ratio_verdict().is_decided() {
+        ""
+    } else {
+        "~"
+    };
+    format!("{:.2} [{:.2}, {:.2}]{noise}", i.median, i.lo, i.hi)
+}
+
+/// What a table's `~` means, for the line under it.
+pub const NOISE_MARK: &str =
+    "ratios: median [95 % interval]; ~ marks an interval that holds 1 (within noise)";
+
 /// One sentence on a ranking, cheapest first: the cheapest is named only
 /// when the runner-up's interval over it excludes 1; the dearest is set
 /// beside it with its interval.
@@ -756,6 +771,8 @@ mod tests {
         let q = Interval::quotient(&i, &i).unwrap();
         assert!((q.lo - 1.8 / 2.2).abs() < 1e-12 && q.method == Method::Unpaired);
         assert!(q.confidence < i.confidence);
+        assert_eq!(ratio_cell(&i), "2.00 [1.80, 2.20]");
+        assert!(ratio_cell(&Interval::of_ratio(&[1.0, 1.1], &[1.05, 1.0]).unwrap()).ends_with('~'));
         let c = Comparison::from_interval("a / b", i);
         assert_eq!(c.verdict, Verdict::Higher);
         assert!(ratio_text(&i).starts_with("2.00x [1.80, 2.20]"));
