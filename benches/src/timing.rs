@@ -234,6 +234,17 @@ impl Measurement {
     }
 }
 
+impl Measurement {
+    /// This measurement tagged as one of the interleaved set `set`
+    /// ([`next_set`]).
+    pub fn in_set(self, set: u64) -> Measurement {
+        Measurement {
+            interleaved_with: Some(set),
+            ..self
+        }
+    }
+}
+
 /// How many trials, how long each should be, and when to run more.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Plan {
@@ -315,10 +326,13 @@ pub fn measure_interleaved<T>(
     interleaved(trials, Duration::ZERO, variants, run)
 }
 
-/// The measurements of one interleaved set are tagged with one number, so
-/// that a comparison can tell paired trials from trials that merely share
-/// an index ([`Measurement::interleaved_with`]).
-fn next_set() -> u64 {
+/// A fresh tag for one interleaved set: the measurements of one set are
+/// tagged with one number, so that a comparison can tell paired trials
+/// from trials that merely share an index
+/// ([`Measurement::interleaved_with`]). A workload that interleaves its
+/// own trials (a job set, a pool grown and shrunk in turn) tags its
+/// measurements with [`Measurement::in_set`].
+pub fn next_set() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SETS: AtomicU64 = AtomicU64::new(1);
     // Relaxed: the number only has to be unique, it orders nothing.
