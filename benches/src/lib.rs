@@ -9,7 +9,7 @@
 
 //!
 //! Modules, bottom to top (each imports only modules below it):
-//! `units`, `timing`, `threads`, `layout_spec`, `models`, `counting`,
+//! `units`, `timing`, `spread`, `threads`, `layout_spec`, `models`, `counting`,
 //! `workloads`, `error`, `machine`, `report`, `trace` (`text`, `format`,
 //! `record`, `replay`), `picture`, `experiments` (the shape in its
 //! `mod.rs`, each experiment below it, its parts below it).

@@ -353,63 +353,71 @@ impl Experiment for Bulk {
                 seed
             );
         }
-        for (name, variant, seed) in [
-            (
-                "list",
-                BulkVariant::List,
-                (SEED_1.list_cycles, SEED_128.list_cycles),
-            ),
-            (
-                "array",
-                BulkVariant::Array,
-                (SEED_1.array_cycles, SEED_128.array_cycles),
-            ),
-        ] {
-            if let (Some((ours, seed_gain)), Some((ratio, _))) =
-                (r.gain_from_1(variant), r.over_1(variant))
-            {
-                let said = match ratio.ratio_verdict() {
-                    Verdict::Lower => format!(
-                        "saves {:.0} % [{:.0}, {:.0}] per page",
-                        ours.median * 100.0,
-                        ours.lo * 100.0,
-                        ours.hi * 100.0
-                    ),
-                    Verdict::Higher => format!(
-                        "costs {:.0} % [{:.0}, {:.0}] more per page",
-                        -ours.median * 100.0,
-                        -ours.hi * 100.0,
-                        -ours.lo * 100.0
-                    ),
-                    v @ Verdict::WithinNoise { .. } => format!(
-                        "changes the cost per page by {:+.0} % [{:+.0}, {:+.0}]: {v}",
-                        -ours.median * 100.0,
-                        -ours.hi * 100.0,
-                        -ours.lo * 100.0
-                    ),
-                };
-                table += &format!(
-                    "{name}: 1 -> 128 pages per call {said}; the seed's kernel saved {:.0} % ({} -> {} cycles)\n",
-                    seed_gain * 100.0,
-                    seed.0,
-                    seed.1
-                );
-            }
-        }
-        if let Some((ours, seed)) = r.list_over_array() {
-            let verdict = match ours.difference_verdict() {
-                v @ Verdict::WithinNoise { .. } => format!(", {v}"),
-                _ => String::new(),
-            };
-            table += &format!(
-                "list - array at 128: {:+.0} [{:+.0}, {:+.0}] cycles per page{verdict}; the seed's kernel {seed:+.0} ({} - {}): the list's link writes on allocation and its walk (one dependent load per page) on free\n",
-                ours.median, ours.lo, ours.hi, SEED_128.list_cycles, SEED_128.array_cycles
-            );
-        }
+        table += &gains_text(r);
         table += &format!(
             "\nCycles are {}, as the kernel's time_bench (get_cycles) reports them.\n",
             crate::timing::COUNTER_UNIT
         );
         table
     }
+}
+
+/// The lines on what 128 pages per call save, and on the list's cost over
+/// the array, each with its interval, beside the seed's.
+fn gains_text(r: &BulkResults) -> String {
+    let mut out = String::new();
+    for (name, variant, seed) in [
+        (
+            "list",
+            BulkVariant::List,
+            (SEED_1.list_cycles, SEED_128.list_cycles),
+        ),
+        (
+            "array",
+            BulkVariant::Array,
+            (SEED_1.array_cycles, SEED_128.array_cycles),
+        ),
+    ] {
+        if let (Some((ours, seed_gain)), Some((ratio, _))) =
+            (r.gain_from_1(variant), r.over_1(variant))
+        {
+            let said = match ratio.ratio_verdict() {
+                Verdict::Lower => format!(
+                    "saves {:.0} % [{:.0}, {:.0}] per page",
+                    ours.median * 100.0,
+                    ours.lo * 100.0,
+                    ours.hi * 100.0
+                ),
+                Verdict::Higher => format!(
+                    "costs {:.0} % [{:.0}, {:.0}] more per page",
+                    -ours.median * 100.0,
+                    -ours.hi * 100.0,
+                    -ours.lo * 100.0
+                ),
+                v @ Verdict::WithinNoise { .. } => format!(
+                    "changes the cost per page by {:+.0} % [{:+.0}, {:+.0}]: {v}",
+                    -ours.median * 100.0,
+                    -ours.hi * 100.0,
+                    -ours.lo * 100.0
+                ),
+            };
+            out += &format!(
+                "{name}: 1 -> 128 pages per call {said}; the seed's kernel saved {:.0} % ({} -> {} cycles)\n",
+                seed_gain * 100.0,
+                seed.0,
+                seed.1
+            );
+        }
+    }
+    if let Some((ours, seed)) = r.list_over_array() {
+        let verdict = match ours.difference_verdict() {
+            v @ Verdict::WithinNoise { .. } => format!(", {v}"),
+            _ => String::new(),
+        };
+        out += &format!(
+            "list - array at 128: {:+.0} [{:+.0}, {:+.0}] cycles per page{verdict}; the seed's kernel {seed:+.0} ({} - {}): the list's link writes on allocation and its walk (one dependent load per page) on free\n",
+            ours.median, ours.lo, ours.hi, SEED_128.list_cycles, SEED_128.array_cycles
+        );
+    }
+    out
 }
