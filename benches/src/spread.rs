@@ -238,7 +238,14 @@ impl Interval {
     }
 
     fn verdict_against(&self, none: f64) -> Verdict {
-        if self.lo > none {
+        // The interval must reach the level asked before it may decide
+        // anything (three trials reach 75 %, unpaired 50 %).
+        let reached = self.confidence + 1e-9 >= CONFIDENCE;
+        if !reached && (self.lo > none || self.hi < none) {
+            Verdict::TooFewTrials {
+                confidence_pct: 100.0 * self.confidence,
+            }
+        } else if self.lo > none {
             Verdict::Higher
         } else if self.hi < none {
             Verdict::Lower
@@ -278,13 +285,14 @@ fn median_at(values: &[f64], level: f64) -> Interval {
 pub fn ratio_text(i: &Interval) -> String {
     let base = format!("{:.2}x [{:.2}, {:.2}]", i.median, i.lo, i.hi);
     match i.ratio_verdict() {
-        v @ Verdict::WithinNoise { .. } => format!("{base}, {v}"),
-        _ => base,
+        Verdict::Higher | Verdict::Lower => base,
+        v => format!("{base}, {v}"),
     }
 }
 
 /// A ratio as a table cell: `1.05 [1.01, 1.09]`, and `~` after it when
-/// the interval holds 1 (within noise: no direction may be read from it).
+/// no direction may be read from it (the interval holds 1, or reaches less
+/// than [`CONFIDENCE`]).
 pub fn ratio_cell(i: &Interval) -> String {
     let noise = if i.ratio_verdict().is_decided() {
         ""
@@ -295,8 +303,7 @@ pub fn ratio_cell(i: &Interval) -> String {
 }
 
 /// What a table's `~` means, for the line under it.
-pub const NOISE_MARK: &str =
-    "ratios: median [95 % interval]; ~ marks an interval that holds 1 (within noise)";
+pub const NOISE_MARK: &str = "ratios: median [95 % interval]; ~ marks one that tells no direction (it holds 1, or too few trials reach 95 %)";
 
 /// One sentence on a ranking, cheapest first: the cheapest is named only
 /// when the runner-up's interval over it excludes 1; the dearest is set
@@ -321,10 +328,10 @@ pub fn rank_sentence(what: &str, ranked: &[(&str, &Measurement)]) -> String {
         )
     } else {
         format!(
-            "No one is cheapest on {what}: {best} ({} ns) and {next} ({} ns) are {} ({next} / {best} = {:.2}x [{:.2}, {:.2}]).",
+            "No one is cheapest on {what}, {}: {best} {} ns against {next} {} ns ({next} / {best} = {:.2}x [{:.2}, {:.2}]).",
+            i.ratio_verdict(),
             ns(b),
             ns(n),
-            i.ratio_verdict(),
             i.median,
             i.lo,
             i.hi
@@ -390,12 +397,18 @@ pub enum Verdict {
         /// The interval's half-width, in percent of its median.
         half_width_pct: f64,
     },
+    /// The interval excludes "no difference" but reaches less than
+    /// [`CONFIDENCE`]: too few trials to name a direction.
+    TooFewTrials {
+        /// The level the interval reaches, in percent.
+        confidence_pct: f64,
+    },
 }
 
 impl Verdict {
     /// Whether the comparison may name a winner.
     pub fn is_decided(self) -> bool {
-        !matches!(self, Verdict::WithinNoise { .. })
+        matches!(self, Verdict::Higher | Verdict::Lower)
     }
 }
 
@@ -407,6 +420,11 @@ impl fmt::Display for Verdict {
             Verdict::WithinNoise { half_width_pct } => {
                 write!(f, "within noise (±{half_width_pct:.1} %)")
             }
+            Verdict::TooFewTrials { confidence_pct } => write!(
+                f,
+                "too few trials to tell (the interval reaches {confidence_pct:.0} %, not {:.0} %)",
+                100.0 * CONFIDENCE
+            ),
         }
     }
 }
@@ -663,9 +681,20 @@ mod tests {
     }
 
     #[test]
+    fn too_few_trials_decide_nothing_however_clear() {
+        let i = Interval::of_ratio(&[2.0, 2.1, 1.9], &[1.0, 1.0, 1.0]).unwrap();
+        assert!((i.confidence - 0.75).abs() < 1e-12);
+        let v = i.ratio_verdict();
+        assert!(matches!(v, Verdict::TooFewTrials { confidence_pct } if confidence_pct == 75.0));
+        assert!(!v.is_decided());
+        assert!(ratio_text(&i).contains("too few trials"));
+        assert!(ratio_cell(&i).ends_with('~'));
+    }
+
+    #[test]
     fn differences_are_judged_against_zero() {
-        let a = [5.0, 6.0, 5.5, 5.2, 5.8];
-        let b = [3.0, 4.1, 3.4, 3.1, 3.9];
+        let a = [5.0, 6.0, 5.5, 5.2, 5.8, 5.4];
+        let b = [3.0, 4.1, 3.4, 3.1, 3.9, 3.4];
         let d = Interval::of_difference(&a, &b).unwrap();
         assert_eq!(d.difference_verdict(), Verdict::Higher);
         assert!((d.median - 2.0).abs() < 1e-9);
@@ -763,9 +792,9 @@ mod tests {
 
     #[test]
     fn a_scaled_or_inverted_ratio_keeps_its_trials() {
-        let i = Interval::of_ratio(&[2.0, 2.2, 1.8], &[1.0, 1.0, 1.0]).unwrap();
+        let i = Interval::of_ratio(&[2.0, 2.2, 1.8, 2.1, 1.9, 2.0, 2.05], &[1.0; 7]).unwrap();
         let half = i.scaled(0.5);
-        assert!((half.median - 1.0).abs() < 1e-12 && half.trials == 3);
+        assert!((half.median - 1.0).abs() < 1e-12 && half.trials == 7);
         let inv = i.inverse();
         assert!((inv.lo - 1.0 / 2.2).abs() < 1e-12 && (inv.hi - 1.0 / 1.8).abs() < 1e-12);
         let q = Interval::quotient(&i, &i).unwrap();

@@ -394,7 +394,7 @@ fn gains_text(r: &BulkResults) -> String {
                     -ours.hi * 100.0,
                     -ours.lo * 100.0
                 ),
-                v @ Verdict::WithinNoise { .. } => format!(
+                v => format!(
                     "changes the cost per page by {:+.0} % [{:+.0}, {:+.0}]: {v}",
                     -ours.median * 100.0,
                     -ours.hi * 100.0,
@@ -411,7 +411,7 @@ fn gains_text(r: &BulkResults) -> String {
     }
     if let Some((ours, seed)) = r.list_over_array() {
         let verdict = match ours.difference_verdict() {
-            v @ Verdict::WithinNoise { .. } => format!(", {v}"),
+            v @ (Verdict::WithinNoise { .. } | Verdict::TooFewTrials { .. }) => format!(", {v}"),
             _ => String::new(),
         };
         out += &format!(
