@@ -9,10 +9,10 @@
 
 //!
 //! Modules, bottom to top (each imports only modules below it):
-//! `units`, `host_kernel`, `timing`, `threads`, `layout_spec`, `models`, `counting`,
-//! `workloads`, `error`, `machine`, `report`, `trace` (`text`, `format`,
-//! `record`, `replay`), `picture`, `experiments` (the shape in its
-//! `mod.rs`, each experiment below it, its parts below it).
+//! `units`, `host_kernel`, `timing`, `spread`, `threads`, `layout_spec`,
+//! `models`, `counting`, `workloads`, `error`, `machine`, `report`, `trace`
+//! (`text`, `format`, `record`, `replay`), `picture`, `experiments` (the
+//! shape in its `mod.rs`, each experiment below it, its parts below it).
 
 #![deny(unsafe_code)]
 

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use crate::error::{JsonError, JsonErrorKind, RunError};
 use crate::machine::Machine;
 use crate::models::ModelKind;
+use crate::spread::{Comparison, TrialRecord};
 use crate::timing::Measurement;
 
 /// One measured result as the JSON report shows it: what was measured
@@ -170,8 +171,9 @@ pub fn check_positive<R: Measured>(rows: &[R]) -> Result<(), RunError> {
     Ok(())
 }
 
-/// A whole report: `{"experiment", "machine", "layout", "results"}`, its
-/// rows an experiment's own typed [`Row`]s or the untyped [`JsonRow`].
+/// A whole report: `{"experiment", "machine", "layout", "trials",
+/// "comparisons", "results"}`, its rows an experiment's own typed [`Row`]s
+/// or the untyped [`JsonRow`].
 #[derive(Clone, Debug, Serialize)]
 pub struct Report<R = JsonRow> {
     /// The experiment name (`compare`, `bulk`, …).
@@ -180,6 +182,12 @@ pub struct Report<R = JsonRow> {
     pub machine: Machine,
     /// The layout spec it ran on.
     pub layout: String,
+    /// How many trials ran, and why (`None`: a command without trials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trials: Option<TrialRecord>,
+    /// Every ratio the run states, with its interval and verdict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<Comparison>,
     /// The results.
     pub results: Vec<R>,
 }

@@ -213,6 +213,11 @@ pub struct Measurement {
     pub ns_per_op: Stat,
     /// TSC cycles per operation.
     pub cycles_per_op: Stat,
+    /// Which interleaved set its trials belong to: two measurements of one
+    /// set ran trial by trial in turn, so their trials pair (`None`: timed
+    /// on its own).
+    #[serde(skip)]
+    pub interleaved_with: Option<u64>,
 }
 
 impl Measurement {
@@ -224,57 +229,86 @@ impl Measurement {
         Measurement {
             cycles_per_op: Stat::of(ns.iter().map(|n| n * ghz).collect()),
             ns_per_op: Stat::of(ns),
+            interleaved_with: None,
         }
     }
 }
 
-/// How many trials and how long each should be.
-#[derive(Clone, Copy, Debug)]
+impl Measurement {
+    /// This measurement tagged as one of the interleaved set `set`
+    /// ([`next_set`]).
+    pub fn in_set(self, set: u64) -> Measurement {
+        Measurement {
+            interleaved_with: Some(set),
+            ..self
+        }
+    }
+}
+
+/// How many trials, how long each should be, and when to run more.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Plan {
     /// Timed trials after one warm-up run.
     pub trials: usize,
     /// Scale for the experiments' iteration counts (1.0 full, smaller in
     /// quick mode).
     pub scale: f64,
+    /// The shortest trial: a trial whose run takes less repeats it until
+    /// this much time has passed ([`Plan::measure`]); zero runs it once.
+    pub min_time: Duration,
+    /// Up to how many trials a run grows when an interval is too wide
+    /// (`trials` itself: never).
+    pub max_trials: usize,
 }
 
 impl Plan {
-    /// Full measurement: 7 trials.
+    /// Full measurement: 7 trials, extended up to 31 while an interval is
+    /// wider than ±5 % (`crate::spread::Extension::DEFAULT`).
     pub const FULL: Plan = Plan {
         trials: 7,
         scale: 1.0,
+        min_time: Duration::ZERO,
+        max_trials: 31,
     };
-    /// Quick mode for tests and smoke runs: 3 short trials.
+    /// Quick mode for tests and smoke runs: 3 short trials, never extended.
     pub const QUICK: Plan = Plan {
         trials: 3,
         scale: 0.02,
+        min_time: Duration::ZERO,
+        max_trials: 3,
     };
 
     /// `n` scaled for this plan, at least `floor`.
     pub fn iters(&self, n: u64, floor: u64) -> u64 {
         ((n as f64 * self.scale) as u64).max(floor)
     }
+
+    /// [`measure`] with this plan's trials, each lasting at least
+    /// [`Plan::min_time`].
+    pub fn measure(&self, run: impl FnMut() -> u64) -> Measurement {
+        let mut one = [()];
+        let mut run = run;
+        let mut m = self.measure_interleaved(&mut one, |_| run());
+        m.pop().expect("one variant, one measurement")
+    }
+
+    /// [`measure_interleaved`] with this plan's trials, each trial of each
+    /// variant lasting at least [`Plan::min_time`].
+    pub fn measure_interleaved<T>(
+        &self,
+        variants: &mut [T],
+        run: impl FnMut(&mut T) -> u64,
+    ) -> Vec<Measurement> {
+        interleaved(self.trials, self.min_time, variants, run)
+    }
 }
 
 /// Runs `run` once to warm up, then `trials` times; `run` returns how many
 /// operations it did. Per-operation ns and TSC cycles of each trial.
 pub fn measure(trials: usize, mut run: impl FnMut() -> u64) -> Measurement {
-    std::hint::black_box(run());
-    let mut ns = Vec::with_capacity(trials);
-    let mut cycles = Vec::with_capacity(trials);
-    for _ in 0..trials.max(1) {
-        let t0 = Instant::now();
-        let c0 = tsc_start();
-        let ops = run().max(1) as f64;
-        let c1 = tsc_stop();
-        let dt = t0.elapsed();
-        ns.push(dt.as_nanos() as f64 / ops);
-        cycles.push((c1 - c0) as f64 / ops);
-    }
-    Measurement {
-        ns_per_op: Stat::of(ns),
-        cycles_per_op: Stat::of(cycles),
-    }
+    let mut one = [()];
+    let mut m = interleaved(trials, Duration::ZERO, &mut one, |_| run());
+    m.pop().expect("one variant, one measurement")
 }
 
 /// [`measure`] for several variants at once, their trials interleaved
@@ -282,24 +316,59 @@ pub fn measure(trials: usize, mut run: impl FnMut() -> u64) -> Measurement {
 /// machine's drift over a run falls on every variant alike rather than on
 /// whichever ran last. `run` does one trial of the variant it is handed
 /// (its state: a variant tag, an allocator, a closure) and returns how
-/// many operations it did; one measurement per variant, in order.
+/// many operations it did; one measurement per variant, in order, tagged
+/// as one set so that their trials pair.
 pub fn measure_interleaved<T>(
     trials: usize,
+    variants: &mut [T],
+    run: impl FnMut(&mut T) -> u64,
+) -> Vec<Measurement> {
+    interleaved(trials, Duration::ZERO, variants, run)
+}
+
+/// A fresh tag for one interleaved set: the measurements of one set are
+/// tagged with one number, so that a comparison can tell paired trials
+/// from trials that merely share an index
+/// ([`Measurement::interleaved_with`]). A workload that interleaves its
+/// own trials (a job set, a pool grown and shrunk in turn) tags its
+/// measurements with [`Measurement::in_set`].
+pub fn next_set() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SETS: AtomicU64 = AtomicU64::new(1);
+    // Relaxed: the number only has to be unique, it orders nothing.
+    SETS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The measuring loop behind [`measure`], [`measure_interleaved`] and
+/// [`Plan`]'s forms: one warm-up run of each variant, then `trials` rounds
+/// of one trial of each; a trial repeats its variant's run until
+/// `min_time` has passed.
+fn interleaved<T>(
+    trials: usize,
+    min_time: Duration,
     variants: &mut [T],
     mut run: impl FnMut(&mut T) -> u64,
 ) -> Vec<Measurement> {
     for v in variants.iter_mut() {
         std::hint::black_box(run(v));
     }
+    let set = (variants.len() > 1).then(next_set);
     let mut ns = vec![Vec::with_capacity(trials); variants.len()];
     let mut cycles = vec![Vec::with_capacity(trials); variants.len()];
     for _ in 0..trials.max(1) {
         for (i, v) in variants.iter_mut().enumerate() {
             let t0 = Instant::now();
             let c0 = tsc_start();
-            let ops = run(v).max(1) as f64;
+            let mut ops = 0;
+            loop {
+                ops += run(v);
+                if t0.elapsed() >= min_time {
+                    break;
+                }
+            }
             let c1 = tsc_stop();
             let dt = t0.elapsed();
+            let ops = ops.max(1) as f64;
             ns[i].push(dt.as_nanos() as f64 / ops);
             cycles[i].push((c1 - c0) as f64 / ops);
         }
@@ -309,6 +378,7 @@ pub fn measure_interleaved<T>(
         .map(|(ns, cycles)| Measurement {
             ns_per_op: Stat::of(ns),
             cycles_per_op: Stat::of(cycles),
+            interleaved_with: set,
         })
         .collect()
 }
@@ -339,5 +409,24 @@ mod tests {
             1000
         });
         assert!(m.ns_per_op.median > 0.0 && m.cycles_per_op.median > 0.0);
+    }
+
+    #[test]
+    fn interleaved_trials_are_tagged_as_one_set_and_min_time_repeats_a_run() {
+        let plan = Plan {
+            min_time: Duration::from_millis(2),
+            ..Plan::QUICK
+        };
+        let mut calls = [0u64, 0];
+        let m = plan.measure_interleaved(&mut calls, |c| {
+            *c += 1;
+            1
+        });
+        assert_eq!(m[0].interleaved_with, m[1].interleaved_with);
+        assert!(m[0].interleaved_with.is_some());
+        // One warm-up, then each of 3 trials repeats until 2 ms have passed.
+        assert!(calls[0] > 1 + 3, "{calls:?}");
+        assert_eq!(measure(3, || 1).interleaved_with, None);
+        assert_eq!(plan.measure(|| 1).interleaved_with, None);
     }
 }

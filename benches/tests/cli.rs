@@ -79,9 +79,45 @@ fn positive(v: &Value, what: &str) -> f64 {
 fn check_schema(path: &Path, experiment: &str) -> Vec<Value> {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let obj = v.as_object().unwrap();
-    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = obj
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !["trials", "comparisons"].contains(k))
+        .collect();
     keys.sort_unstable();
     assert_eq!(keys, ["experiment", "layout", "machine", "results"]);
+    if let Some(t) = obj.get("trials") {
+        let ran = positive(&t["ran"], "trials.ran");
+        assert!(ran >= positive(&t["asked"], "trials.asked"), "{t}");
+        assert!(
+            ran <= positive(&t["max_trials"], "trials.max_trials"),
+            "{t}"
+        );
+        assert!(t["extended"].is_array(), "{t}");
+    }
+    for c in obj
+        .get("comparisons")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let (lo, med, hi) = (
+            c["lo"].as_f64().unwrap(),
+            c["median"].as_f64().unwrap(),
+            c["hi"].as_f64().unwrap(),
+        );
+        assert!(lo <= med && med <= hi, "{c}");
+        assert!(
+            c["what"].is_string() && c["verdict"].is_string() || c["verdict"].is_object(),
+            "{c}"
+        );
+        let noise = c["verdict"].get("within-noise").is_some();
+        assert_eq!(
+            noise,
+            lo <= 1.0 && 1.0 <= hi,
+            "a verdict only outside the noise: {c}"
+        );
+    }
     assert_eq!(v["experiment"], experiment);
     assert!(v["layout"].is_string());
     let m = v["machine"].as_object().unwrap();
@@ -136,7 +172,8 @@ fn default_run_quick_prints_the_table_and_writes_json() {
     let text = String::from_utf8(out.stdout).unwrap();
     for needle in [
         "pfn_valid valid",
-        "alloc+free (hole check)",
+        "No alloc+free (hole check) column",
+        "Trials: 3",
         "flat",
         "sparse-extreme",
         "vmemmap-probe",
@@ -191,10 +228,9 @@ fn every_experiment_runs_in_quick_mode() {
             "{exp}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("machine:"),
-            "{exp}"
-        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(text.contains("machine:"), "{exp}");
+        assert!(text.contains("Trials: 3"), "{exp}: {text}");
         let rows = check_schema(&json, exp);
         match exp {
             "bulk" => {
@@ -253,10 +289,22 @@ fn every_experiment_runs_in_quick_mode() {
                 assert_eq!(count("pfnlab"), 4);
                 assert_eq!(count("floor"), 4, "the floor is measured in the same run");
                 if cfg!(feature = "peers") {
-                    for peer in ["buddy_system_allocator", "frame-alloc", "bitmap-allocator"] {
+                    for peer in ["buddy_system_allocator", "frame-alloc"] {
                         assert_eq!(count(peer), 4, "{peer} on every workload");
                     }
+                    // No orders, so no split-merge pair: not applicable,
+                    // not a plain alloc+free passed off as one.
+                    assert_eq!(count("bitmap-allocator"), 3);
+                    assert!(!rows.iter().any(|r| r["variant"] == "bitmap-allocator"
+                        && r["params"]["workload"] == "split-merge-pair"));
+                    assert!(text.contains("n/a (no orders)"), "{text}");
                 }
+                assert!(
+                    rows.iter()
+                        .filter(|r| r["variant"] != "pfnlab")
+                        .all(|r| r["ratio_vs_pfnlab_interval"]["lo"].is_number()),
+                    "every ratio to pfnlab has its interval"
+                );
                 let workloads: std::collections::BTreeSet<&str> = rows
                     .iter()
                     .map(|r| r["params"]["workload"].as_str().unwrap())

@@ -11,7 +11,7 @@ use pfnlab::experiments::{
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
 
-use super::{CliError, fallback_notice, parse_layout, plan};
+use super::{CliError, TrialArgs, fallback_notice, parse_layout, plan};
 
 /// The options every experiment takes.
 #[derive(Clone, Debug, clap::Args)]
@@ -30,6 +30,8 @@ pub struct Common {
     /// Short runs (for tests and smoke checks).
     #[arg(long)]
     quick: bool,
+    #[command(flatten)]
+    trials: TrialArgs,
 }
 
 /// [`Common`] and `--model`, for the experiments that take a model.
@@ -154,7 +156,7 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
         layout: common.layout.or(outer.clone()),
         model,
         era: common.era,
-        plan: plan(common.quick),
+        plan: plan(common.quick, common.trials),
         json: common.json,
     };
     match command {

@@ -45,6 +45,42 @@ pub struct Cli {
     /// 6.18).
     #[arg(long, value_parser = buddy::Era::parse)]
     era: Option<buddy::Era>,
+    #[command(flatten)]
+    trials: TrialArgs,
+}
+
+/// How many trials, how long, and up to how many when an interval is too
+/// wide: every measuring command takes these.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct TrialArgs {
+    /// Timed trials (default 7; 3 with --quick).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    trials: Option<u64>,
+    /// Shortest trial, in seconds: a shorter run repeats within its trial
+    /// (default 0: each trial runs its workload once).
+    #[arg(long, value_parser = parse_seconds)]
+    min_time: Option<std::time::Duration>,
+    /// Most trials a run grows to while a comparison's 95 % interval is
+    /// wider than ±5 % (default 31; with --quick, or equal to --trials,
+    /// never extended).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    max_trials: Option<u64>,
+}
+
+impl TrialArgs {
+    /// Whether any was given.
+    fn given(&self) -> bool {
+        self.trials.is_some() || self.min_time.is_some() || self.max_trials.is_some()
+    }
+}
+
+/// Parses `--min-time`: non-negative seconds.
+fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    std::time::Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("`{text}` is not a non-negative number of seconds"))
 }
 
 #[derive(Subcommand)]
@@ -79,6 +115,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             (cli.quick, "--quick"),
             (cli.json.is_some(), "--json"),
             (cli.era.is_some(), "--era"),
+            (cli.trials.given(), "--trials, --min-time or --max-trials"),
         ];
         if let Some((_, flag)) = given.into_iter().find(|(on, _)| *on) {
             return Err(CliError(format!(
@@ -91,7 +128,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             layout: outer,
             model: None,
             era: cli.era,
-            plan: plan(cli.quick),
+            plan: plan(cli.quick, cli.trials),
             json: cli.json,
         }),
         Some(Command::Layout(args)) => commands::layout(args, outer),
@@ -105,9 +142,18 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
-/// Full trials, or short ones with `--quick`.
-fn plan(quick: bool) -> Plan {
-    if quick { Plan::QUICK } else { Plan::FULL }
+/// Full trials, or short ones with `--quick`, with the trial options
+/// over either; `--trials` above the cap raises the cap with it.
+fn plan(quick: bool, args: TrialArgs) -> Plan {
+    let base = if quick { Plan::QUICK } else { Plan::FULL };
+    let trials = args.trials.map_or(base.trials, |n| n as usize);
+    let cap = args.max_trials.map_or(base.max_trials, |n| n as usize);
+    Plan {
+        trials,
+        min_time: args.min_time.unwrap_or(base.min_time),
+        max_trials: cap.max(trials),
+        ..base
+    }
 }
 
 /// Loads `spec` (default `host`), saying on stderr when `host` fell back
@@ -220,5 +266,28 @@ mod tests {
             LayoutSpec::Preset("ia64-holes".into())
         );
         assert_eq!(parse("a/b.toml"), LayoutSpec::File("a/b.toml".into()));
+    }
+
+    #[test]
+    fn trial_options_override_the_plan_and_the_cap_follows_the_trials() {
+        let args = TrialArgs {
+            trials: Some(40),
+            min_time: Some(std::time::Duration::from_millis(5)),
+            max_trials: None,
+        };
+        let p = plan(false, args);
+        assert_eq!((p.trials, p.max_trials), (40, 40));
+        assert_eq!(p.min_time, std::time::Duration::from_millis(5));
+        assert_eq!(plan(true, TrialArgs::default()), Plan::QUICK);
+        let capped = TrialArgs {
+            max_trials: Some(7),
+            ..TrialArgs::default()
+        };
+        assert_eq!(plan(false, capped).max_trials, 7);
+        assert!(parse_seconds("-1").is_err() && parse_seconds("x").is_err());
+        assert_eq!(
+            parse_seconds("0.5"),
+            Ok(std::time::Duration::from_millis(500))
+        );
     }
 }

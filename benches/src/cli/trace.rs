@@ -182,6 +182,8 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
             experiment: "replay".into(),
             machine,
             layout: layout.source().into(),
+            trials: None,
+            comparisons: Vec::new(),
             results: replay_rows(&results, options),
         })?;
     }

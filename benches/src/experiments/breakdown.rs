@@ -30,7 +30,8 @@ use crate::counting::{Counted, ModelOp, ModelOps};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
 use crate::report::Row;
-use crate::timing::{Measurement, Plan, measure};
+use crate::spread::{Comparison, Interval, NOISE_MARK, ratio_cell};
+use crate::timing::{Measurement, Plan};
 use crate::units::fmt_ns;
 use crate::workloads::{pcp_pairs_gfp, zone_pairs_gfp};
 
@@ -208,35 +209,60 @@ struct Visitor {
 }
 
 impl Visitor {
+    /// The allocator options of `step`.
+    fn step_options(&self, step: Step) -> Options {
+        Options {
+            era: self.era,
+            mechanisms: step.mechanisms(),
+            frames: step.zero(),
+            ..Options::default()
+        }
+    }
+
+    /// Every step on one path, their trials interleaved (so that a step
+    /// pairs with the one before it), then each step's model calls counted
+    /// and priced.
     fn path<M: Buildable>(
         &self,
         layout: &Layout,
         options: VmemmapOptions,
-        alloc_options: Options,
         which: Which,
-    ) -> Result<PathCost, AllocError> {
+    ) -> Result<Vec<PathCost>, AllocError> {
         let plan = self.plan;
         let n = match which {
             Which::Pcp => plan.iters(2_000_000, 20_000),
             Which::Zone => plan.iters(200_000, 2_000),
         };
-        let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
-        let gfp = gfp(alloc_options.frames);
-        let pair = measure(plan.trials, || {
-            std::hint::black_box(pairs(&alloc, which, n, gfp));
+        let mut allocs = STEPS
+            .iter()
+            .map(|&step| {
+                let o = self.step_options(step);
+                let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, o)?;
+                Ok((alloc, gfp(o.frames)))
+            })
+            .collect::<Result<Vec<_>, AllocError>>()?;
+        let timed = plan.measure_interleaved(&mut allocs, |(alloc, gfp)| {
+            std::hint::black_box(pairs(alloc, which, n, *gfp));
             n
         });
-        drop(alloc);
+        drop(allocs);
         let counted = n.min(20_000);
-        let (ops, costs) =
-            model_cost::<M>(layout, options, alloc_options, which, counted, plan.trials)?;
-        let (model_ns, model_cycles) = ops.model_ns_per(counted, &costs);
-        Ok(PathCost {
-            pair,
-            ops_per_pair: std::array::from_fn(|i| ops.counts[i] as f64 / counted as f64),
-            model_ns,
-            model_cycles,
-        })
+        STEPS
+            .iter()
+            .zip(timed)
+            .map(|(&step, pair)| {
+                let o = self.step_options(step);
+                let (ops, costs) =
+                    model_cost::<M>(layout, options, o, which, counted, plan.trials)?;
+                let (model_ns, model_cycles) = ops.model_ns_per(counted, &costs);
+                Ok(PathCost {
+                    pair,
+                    ops_per_pair: std::array::from_fn(|i| ops.counts[i] as f64 / counted as f64),
+                    model_ns,
+                    model_cycles,
+                })
+            })
+            .collect()
     }
 }
 
@@ -248,23 +274,33 @@ impl ModelVisitor for Visitor {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<Vec<StepResult>, AllocError> {
-        STEPS
+        let pcp = self.path::<M>(layout, options, Which::Pcp)?;
+        let zone = self.path::<M>(layout, options, Which::Zone)?;
+        Ok(STEPS
             .iter()
-            .map(|&step| {
-                let alloc_options = Options {
-                    era: self.era,
-                    mechanisms: step.mechanisms(),
-                    frames: step.zero(),
-                    ..Options::default()
-                };
-                Ok(StepResult {
-                    step,
-                    pcp: self.path::<M>(layout, options, alloc_options, Which::Pcp)?,
-                    zone: self.path::<M>(layout, options, alloc_options, Which::Zone)?,
-                })
-            })
-            .collect()
+            .zip(pcp.into_iter().zip(zone))
+            .map(|(&step, (pcp, zone))| StepResult { step, pcp, zone })
+            .collect())
     }
+}
+
+/// Each step's pair over the step before's on one path (`None` for the
+/// first): what the step's mechanisms add, as a paired ratio.
+fn over_previous(steps: &[StepResult], path: PathKind) -> Vec<Option<Interval>> {
+    fn of(s: &StepResult, path: PathKind) -> &Measurement {
+        match path {
+            PathKind::Pcp => &s.pcp.pair,
+            PathKind::Zone => &s.zone.pair,
+        }
+    }
+    std::iter::once(None)
+        .chain(
+            steps
+                .windows(2)
+                .map(|w| Interval::between(of(&w[1], path), of(&w[0], path)).ok()),
+        )
+        .take(steps.len())
+        .collect()
 }
 
 /// Every step for model `kind` on `layout` in `era`.
@@ -472,23 +508,48 @@ impl Experiment for Breakdown {
         }
         table
     }
+
+    fn comparisons(_: &Ctx, results: &BreakdownResults) -> Vec<Comparison> {
+        let mut out = Vec::new();
+        for (kind, steps) in &results.models {
+            let Ok(steps) = steps else { continue };
+            for (path, name) in [(PathKind::Pcp, "pcp"), (PathKind::Zone, "zone")] {
+                for (s, i) in steps.iter().zip(over_previous(steps, path)) {
+                    if let Some(i) = i {
+                        let what = format!("{kind} {name}: {} / step before", s.step.label());
+                        out.push(Comparison::from_interval(what, i));
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// One model's steps, and where its full path's model time goes.
 fn model_table(kind: ModelKind, steps: &[StepResult]) -> String {
     let mut table = format!(
-        "\n{kind}\nstep                          pcp alloc+free   model share   zone alloc+free   model share\n"
+        "\n{kind}\nstep                          pcp alloc+free   model share   vs step before        zone alloc+free   model share   vs step before\n"
     );
-    for s in steps {
+    let (pcp_over, zone_over) = (
+        over_previous(steps, PathKind::Pcp),
+        over_previous(steps, PathKind::Zone),
+    );
+    let over = |i: &Option<Interval>| i.as_ref().map_or("-".into(), ratio_cell);
+    for (i, s) in steps.iter().enumerate() {
         table += &format!(
-            "{:<29} {:>14}   {:>11}   {:>15}   {:>11}\n",
+            "{:<29} {:>14}   {:>11}   {:>20}   {:>15}   {:>11}   {:>20}\n",
             s.step.label(),
             cell(&s.pcp.pair),
             format!("{:.0}%", 100.0 * s.pcp.share()),
+            over(&pcp_over[i]),
             cell(&s.zone.pair),
             format!("{:.0}%", 100.0 * s.zone.share()),
+            over(&zone_over[i]),
         );
     }
+    table +=
+        &format!("{NOISE_MARK}; the steps' trials are interleaved, so each ratio is paired.\n");
     if let Some(last) = steps.last() {
         table += &format!(
             "full path, per pcp pair: {}; model time {} ns ({:.0} cycles)\nfull path, per zone pair: {}; model time {} ns ({:.0} cycles)\n",

@@ -13,7 +13,8 @@ use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
-use crate::timing::{Measurement, Plan, measure, measure_interleaved};
+use crate::spread::{Comparison, Interval, Verdict};
+use crate::timing::{Measurement, Plan};
 use crate::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
 
 /// Bulk sizes, as in the seed.
@@ -90,23 +91,43 @@ pub struct BulkResults {
 impl BulkResults {
     /// The share of a page's cost that calls of 128 pages save over calls
     /// of one, ours and the seed's.
-    fn gain_from_1(&self, variant: BulkVariant) -> Option<(f64, f64)> {
+    /// The ratio of the last size's per-page cost to the first's, ours
+    /// and the seed's (`1 - ratio` is the share saved).
+    fn over_1(&self, variant: BulkVariant) -> Option<(Interval, f64)> {
         let (first, last) = (self.sizes.first()?, self.sizes.last()?);
-        let of = |s: &SizeResult| match variant {
+        let of = |s: &'_ SizeResult| match variant {
             BulkVariant::Single => None,
-            BulkVariant::List => Some(s.list.cycles_per_op.median),
-            BulkVariant::Array => Some(s.array.cycles_per_op.median),
+            BulkVariant::List => Some(s.list.clone()),
+            BulkVariant::Array => Some(s.array.clone()),
         };
-        let ours = 1.0 - of(last)? / of(first)?;
-        let seed = 1.0 - SEED_128.cycles(variant)? / SEED_1.cycles(variant)?;
+        let ours = Interval::between(&of(last)?, &of(first)?).ok()?;
+        let seed = SEED_128.cycles(variant)? / SEED_1.cycles(variant)?;
         Some((ours, seed))
     }
 
+    /// The share of a page's cost that calls of 128 pages save over calls
+    /// of one, with its interval, and the seed's.
+    fn gain_from_1(&self, variant: BulkVariant) -> Option<(Interval, f64)> {
+        let (ratio, seed) = self.over_1(variant)?;
+        let saved = Interval {
+            median: 1.0 - ratio.median,
+            lo: 1.0 - ratio.hi,
+            hi: 1.0 - ratio.lo,
+            ..ratio
+        };
+        Some((saved, 1.0 - seed))
+    }
+
     /// What threading pages through their links costs over the array at
-    /// 128 pages, per page: ours and the seed's.
-    fn list_over_array(&self) -> Option<(f64, f64)> {
+    /// 128 pages, per page, in cycles: ours (paired per-trial differences)
+    /// and the seed's.
+    fn list_over_array(&self) -> Option<(Interval, f64)> {
         let last = self.sizes.last()?;
-        let ours = last.list.cycles_per_op.median - last.array.cycles_per_op.median;
+        let ours = Interval::of_difference(
+            &last.list.cycles_per_op.trials,
+            &last.array.cycles_per_op.trials,
+        )
+        .ok()?;
         let seed = f64::from(SEED_128.list_cycles) - f64::from(SEED_128.array_cycles);
         Some((ours, seed))
     }
@@ -138,16 +159,25 @@ pub struct BulkExtra {
     /// Our cycles over the seed's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_seed: Option<f64>,
+    /// The same with the interval of our median.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_seed_interval: Option<Interval>,
     /// At 128 pages: the share of the per-page cost saved over one page
     /// per call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gain_from_1: Option<f64>,
+    /// The same with its interval (from the paired ratio 128 / 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gain_from_1_interval: Option<Interval>,
     /// The seed's [`BulkExtra::gain_from_1`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed_gain_from_1: Option<f64>,
     /// The list at 128 pages: cycles per page over the array's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cycles_over_array: Option<f64>,
+    /// The same with its interval (paired per-trial differences).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycles_over_array_interval: Option<Interval>,
     /// The seed's [`BulkExtra::cycles_over_array`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed_cycles_over_array: Option<f64>,
@@ -164,6 +194,11 @@ fn row(
     let extra = BulkExtra {
         seed: seed.map(|cycles_per_page| SeedCycles { cycles_per_page }),
         ratio_to_seed: seed.map(|seed| m.cycles_per_op.median / seed),
+        ratio_to_seed_interval: seed.and_then(|seed| {
+            Interval::of_median(&m.cycles_per_op.trials)
+                .ok()
+                .map(|i| i.scaled(1.0 / seed))
+        }),
         ..BulkExtra::default()
     };
     Row::new(variant, ctx.model, BulkParams { bulk }, m.clone(), extra)
@@ -186,33 +221,35 @@ impl ModelVisitor for Visitor {
         let mut cpu = alloc.cpu_on(layout.first_node())?;
         let plan = self.plan;
         let pairs = plan.iters(2_000_000, 20_000);
-        let single = measure(plan.trials, || {
+        let single = plan.measure(|| {
             std::hint::black_box(pcp_pairs(&mut cpu, pairs));
             pairs
         });
         let mut list = buddy::PageChain::new(&alloc);
         let mut slots = vec![None; 128];
+        // Every size's list and array trials interleaved: the machine's
+        // drift falls on all alike, and a size pairs with any other.
+        let mut variants: Vec<(usize, BulkVariant)> = SIZES
+            .iter()
+            .flat_map(|&bulk| [(bulk, BulkVariant::List), (bulk, BulkVariant::Array)])
+            .collect();
+        let m = plan.measure_interleaved(&mut variants, |&mut (bulk, v)| {
+            let rounds = plan.iters(2_000_000, 20_000) / bulk as u64;
+            match v {
+                BulkVariant::List => {
+                    std::hint::black_box(bulk_lists(&mut cpu, rounds, bulk, &mut list))
+                }
+                _ => std::hint::black_box(bulk_arrays(&mut cpu, rounds, &mut slots[..bulk])),
+            };
+            rounds * bulk as u64
+        });
         let sizes = SIZES
             .iter()
-            .map(|&bulk| {
-                let rounds = plan.iters(2_000_000, 20_000) / bulk as u64;
-                let pages = rounds * bulk as u64;
-                // List and array trials interleaved: the machine's drift
-                // falls on both alike.
-                let variants = &mut [BulkVariant::List, BulkVariant::Array];
-                let m = measure_interleaved(plan.trials, variants, |v| {
-                    match v {
-                        BulkVariant::List => {
-                            std::hint::black_box(bulk_lists(&mut cpu, rounds, bulk, &mut list))
-                        }
-                        _ => {
-                            std::hint::black_box(bulk_arrays(&mut cpu, rounds, &mut slots[..bulk]))
-                        }
-                    };
-                    pages
-                });
-                let [list, array]: [Measurement; 2] = m.try_into().expect("two variants");
-                SizeResult { bulk, list, array }
+            .zip(m.chunks_exact(2))
+            .map(|(&bulk, pair)| SizeResult {
+                bulk,
+                list: pair[0].clone(),
+                array: pair[1].clone(),
             })
             .collect();
         Ok(BulkResults { single, sizes })
@@ -255,11 +292,13 @@ impl Experiment for Bulk {
                 );
                 if Some(s.bulk) == last {
                     let gain = r.gain_from_1(variant);
-                    row.extra.gain_from_1 = gain.map(|g| g.0);
+                    row.extra.gain_from_1 = gain.map(|g| g.0.median);
+                    row.extra.gain_from_1_interval = gain.map(|g| g.0);
                     row.extra.seed_gain_from_1 = gain.map(|g| g.1);
                     if variant == BulkVariant::List {
                         let over = r.list_over_array();
-                        row.extra.cycles_over_array = over.map(|o| o.0);
+                        row.extra.cycles_over_array = over.map(|o| o.0.median);
+                        row.extra.cycles_over_array_interval = over.map(|o| o.0);
                         row.extra.seed_cycles_over_array = over.map(|o| o.1);
                     }
                 }
@@ -267,6 +306,26 @@ impl Experiment for Bulk {
             }
         }
         rows
+    }
+
+    fn comparisons(_: &Ctx, r: &BulkResults) -> Vec<Comparison> {
+        let mut out = Vec::new();
+        for (name, variant) in [("list", BulkVariant::List), ("array", BulkVariant::Array)] {
+            if let Some((ratio, _)) = r.over_1(variant) {
+                out.push(Comparison::from_interval(
+                    format!("{name}: 128 / 1 pages per call"),
+                    ratio,
+                ));
+            }
+        }
+        if let Some(last) = r.sizes.last() {
+            out.extend(Comparison::of(
+                format!("list / array at {}", last.bulk),
+                &last.list,
+                &last.array,
+            ));
+        }
+        out
     }
 
     fn render(_: &Ctx, r: &BulkResults) -> String {
@@ -294,38 +353,71 @@ impl Experiment for Bulk {
                 seed
             );
         }
-        for (name, variant, seed) in [
-            (
-                "list",
-                BulkVariant::List,
-                (SEED_1.list_cycles, SEED_128.list_cycles),
-            ),
-            (
-                "array",
-                BulkVariant::Array,
-                (SEED_1.array_cycles, SEED_128.array_cycles),
-            ),
-        ] {
-            if let Some((ours, seed_gain)) = r.gain_from_1(variant) {
-                table += &format!(
-                    "{name}: 1 -> 128 pages per call saves {:.0} % per page; the seed's kernel saved {:.0} % ({} -> {} cycles)\n",
-                    ours * 100.0,
-                    seed_gain * 100.0,
-                    seed.0,
-                    seed.1
-                );
-            }
-        }
-        if let Some((ours, seed)) = r.list_over_array() {
-            table += &format!(
-                "list - array at 128: {ours:+.0} cycles per page; the seed's kernel {seed:+.0} ({} - {}): the list's link writes on allocation and its walk (one dependent load per page) on free\n",
-                SEED_128.list_cycles, SEED_128.array_cycles
-            );
-        }
+        table += &gains_text(r);
         table += &format!(
             "\nCycles are {}, as the kernel's time_bench (get_cycles) reports them.\n",
             crate::timing::COUNTER_UNIT
         );
         table
     }
+}
+
+/// The lines on what 128 pages per call save, and on the list's cost over
+/// the array, each with its interval, beside the seed's.
+fn gains_text(r: &BulkResults) -> String {
+    let mut out = String::new();
+    for (name, variant, seed) in [
+        (
+            "list",
+            BulkVariant::List,
+            (SEED_1.list_cycles, SEED_128.list_cycles),
+        ),
+        (
+            "array",
+            BulkVariant::Array,
+            (SEED_1.array_cycles, SEED_128.array_cycles),
+        ),
+    ] {
+        if let (Some((ours, seed_gain)), Some((ratio, _))) =
+            (r.gain_from_1(variant), r.over_1(variant))
+        {
+            let said = match ratio.ratio_verdict() {
+                Verdict::Lower => format!(
+                    "saves {:.0} % [{:.0}, {:.0}] per page",
+                    ours.median * 100.0,
+                    ours.lo * 100.0,
+                    ours.hi * 100.0
+                ),
+                Verdict::Higher => format!(
+                    "costs {:.0} % [{:.0}, {:.0}] more per page",
+                    -ours.median * 100.0,
+                    -ours.hi * 100.0,
+                    -ours.lo * 100.0
+                ),
+                v => format!(
+                    "changes the cost per page by {:+.0} % [{:+.0}, {:+.0}]: {v}",
+                    -ours.median * 100.0,
+                    -ours.hi * 100.0,
+                    -ours.lo * 100.0
+                ),
+            };
+            out += &format!(
+                "{name}: 1 -> 128 pages per call {said}; the seed's kernel saved {:.0} % ({} -> {} cycles)\n",
+                seed_gain * 100.0,
+                seed.0,
+                seed.1
+            );
+        }
+    }
+    if let Some((ours, seed)) = r.list_over_array() {
+        let verdict = match ours.difference_verdict() {
+            v @ (Verdict::WithinNoise { .. } | Verdict::TooFewTrials { .. }) => format!(", {v}"),
+            _ => String::new(),
+        };
+        out += &format!(
+            "list - array at 128: {:+.0} [{:+.0}, {:+.0}] cycles per page{verdict}; the seed's kernel {seed:+.0} ({} - {}): the list's link writes on allocation and its walk (one dependent load per page) on free\n",
+            ours.median, ours.lo, ours.hi, SEED_128.list_cycles, SEED_128.array_cycles
+        );
+    }
+    out
 }

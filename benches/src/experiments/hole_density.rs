@@ -22,7 +22,8 @@ use vmemmap::VmemmapOptions;
 use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
-use crate::report::{NoExtra, Row};
+use crate::report::Row;
+use crate::spread::{Comparison, Interval, NOISE_MARK, ratio_cell};
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{XorShift, count_valid, zone_pairs};
 
@@ -165,8 +166,39 @@ pub struct DensityParams {
     pub hole_fraction: f64,
 }
 
+/// A row's spread: its median's interval (for error bars) and its ratio
+/// to the same model with no holes.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct DensityExtra {
+    /// The median ns per op with its 95 % interval.
+    pub ns_per_op_interval: Option<Interval>,
+    /// This density over no holes, same model and variant (unpaired: the
+    /// densities run one after the other).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_no_holes: Option<Interval>,
+}
+
 /// One row of `bench hole-density`'s report.
-pub type DensityRow = Row<DensityVariant, DensityParams>;
+pub type DensityRow = Row<DensityVariant, DensityParams, DensityExtra>;
+
+/// The measurement of `variant` at a point.
+fn pick(p: &DensityPoint, variant: DensityVariant) -> &Measurement {
+    match variant {
+        DensityVariant::PfnValid => &p.pfn_valid,
+        DensityVariant::AllocFree => &p.alloc_free,
+    }
+}
+
+/// A point's `variant` over the same model's at no holes (`None` at no
+/// holes itself).
+fn over_no_holes(
+    points: &[DensityPoint],
+    p: &DensityPoint,
+    variant: DensityVariant,
+) -> Option<Interval> {
+    let none = points.iter().find(|q| q.holes == 0.0 && p.holes != 0.0)?;
+    Interval::between(pick(p, variant), pick(none, variant)).ok()
+}
 
 /// The JSON rows: per model and density, the lookup and the alloc+free.
 pub fn rows(results: &DensityResults) -> Vec<DensityRow> {
@@ -176,11 +208,13 @@ pub fn rows(results: &DensityResults) -> Vec<DensityRow> {
             let params = DensityParams {
                 hole_fraction: p.holes,
             };
-            for (variant, m) in [
-                (DensityVariant::PfnValid, &p.pfn_valid),
-                (DensityVariant::AllocFree, &p.alloc_free),
-            ] {
-                rows.push(Row::new(variant, *kind, params, m.clone(), NoExtra {}));
+            for variant in [DensityVariant::PfnValid, DensityVariant::AllocFree] {
+                let m = pick(p, variant);
+                let extra = DensityExtra {
+                    ns_per_op_interval: Interval::of_median(&m.ns_per_op.trials).ok(),
+                    ratio_to_no_holes: over_no_holes(points, p, variant),
+                };
+                rows.push(Row::new(variant, *kind, params, m.clone(), extra));
             }
         }
     }
@@ -218,6 +252,13 @@ pub fn render(results: &DensityResults) -> String {
         }
         out += "\n";
     }
+    out += &format!(
+        "Densest over no holes ({:.0} % / 0 %), per model; {NOISE_MARK}:\n",
+        HOLE_FRACTIONS[HOLE_FRACTIONS.len() - 1] * 100.0
+    );
+    for c in comparisons(results) {
+        out += &format!("  {:<58} {}\n", c.what, ratio_cell(&c.interval));
+    }
     for (kind, why) in &results.refused {
         out += &format!("{:<21} not built: {why}\n", kind.name());
     }
@@ -226,6 +267,30 @@ pub fn render(results: &DensityResults) -> String {
          look at buddies inside one max-order block of managed memory, which no layout leaves holey, so the \
          hole check never finds a hole there.\n"
     );
+    out
+}
+
+/// Per model, the densest layout over the one with no holes, for both
+/// variants: the sweep's claim, with its interval.
+pub fn comparisons(results: &DensityResults) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    for (kind, points) in &results.curves {
+        let Some(densest) = points.last() else {
+            continue;
+        };
+        for (variant, name) in [
+            (DensityVariant::PfnValid, "pfn_valid"),
+            (DensityVariant::AllocFree, "alloc+free"),
+        ] {
+            if let Some(i) = over_no_holes(points, densest, variant) {
+                let what = format!(
+                    "{kind}: {name} at {:.0} % holes / 0 %",
+                    densest.holes * 100.0
+                );
+                out.push(Comparison::from_interval(what, i));
+            }
+        }
+    }
     out
 }
 
@@ -252,6 +317,10 @@ impl Experiment for HoleDensity {
 
     fn render(_: &Ctx, results: &DensityResults) -> String {
         render(results)
+    }
+
+    fn comparisons(_: &Ctx, results: &DensityResults) -> Vec<Comparison> {
+        comparisons(results)
     }
 
     fn layout_label(ctx: &Ctx, _: &DensityResults) -> String {

@@ -36,7 +36,8 @@ use crate::error::RunError;
 use crate::host_kernel::{HostError, HostPaths, hugetlb_pool, is_root};
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
-use crate::timing::{Measurement, Plan, measure_interleaved};
+use crate::spread::{Comparison, Interval, ratio_cell};
+use crate::timing::{Measurement, Plan, measure_interleaved, next_set};
 use crate::workloads::{compound_heads, hugetlb_grow, hugetlb_shrink};
 
 /// The experiment `bench hvo`.
@@ -153,6 +154,9 @@ pub struct HvoExtra {
     /// Median ns over HVO off's (grow and shrink rows).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_off: Option<f64>,
+    /// [`HvoExtra::ratio_to_off`] with its interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_off_interval: Option<Interval>,
     /// The published ratio, where there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub published_ratio: Option<f64>,
@@ -285,13 +289,16 @@ fn run<M: MemoryModel>(
     if let Some(e) = failed {
         return Err(e);
     }
+    // Each trial grew and shrank every pool in turn: the grows pair with
+    // each other, and so do the shrinks.
+    let (grows, shrinks) = (next_set(), next_set());
     let modes = pools
         .iter()
         .zip(grow_ns.into_iter().zip(shrink_ns))
         .map(|((mode, _, resident), (g, s))| ModeResult {
             mode: *mode,
-            grow: Measurement::from_ns(g),
-            shrink: Measurement::from_ns(s),
+            grow: Measurement::from_ns(g).in_set(grows),
+            shrink: Measurement::from_ns(s).in_set(shrinks),
             resident_bytes: *resident,
         })
         .collect();
@@ -403,6 +410,9 @@ impl Experiment for Hvo {
                     ratio_to_off: base
                         .filter(|_| m.mode != HvoModeId::Off)
                         .map(|b| measured.ns_per_op.median / b.ns_per_op.median),
+                    ratio_to_off_interval: base
+                        .filter(|_| m.mode != HvoModeId::Off)
+                        .and_then(|b| Interval::between(measured, b).ok()),
                     published_ratio: m.mode.published_ratio(variant == HvoVariant::Grow),
                     memmap_resident_bytes: Some(m.resident_bytes),
                     hvo_freed_bytes: m.mode.mode().map(|_| r.freed_per_folio),
@@ -431,6 +441,28 @@ impl Experiment for Hvo {
         rows
     }
 
+    fn comparisons(_: &Ctx, r: &HvoResults) -> Vec<Comparison> {
+        let Some(off) = r.modes.iter().find(|m| m.mode == HvoModeId::Off) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for m in r.modes.iter().filter(|m| m.mode != HvoModeId::Off) {
+            let mode = serde_json::to_value(m.mode)
+                .map_or(String::new(), |v| v.as_str().unwrap_or("").into());
+            out.extend(Comparison::of(
+                format!("{mode} / off: grow"),
+                &m.grow,
+                &off.grow,
+            ));
+            out.extend(Comparison::of(
+                format!("{mode} / off: shrink"),
+                &m.shrink,
+                &off.shrink,
+            ));
+        }
+        out
+    }
+
     fn render(ctx: &Ctx, r: &HvoResults) -> String {
         let folio_kib = (ctx.layout.geometry().page_size() << r.order) >> 10;
         let mut out = format!(
@@ -439,7 +471,7 @@ impl Experiment for Hvo {
             r.freed_per_folio >> 10
         );
         out.push_str(&format!(
-            "{:<22} {:>20} {:>8} {:>9} {:>20} {:>8} {:>9} {:>14}\n",
+            "{:<22} {:>20} {:>20} {:>9} {:>20} {:>20} {:>9} {:>14}\n",
             "mode",
             "grow ns (cyc)",
             "x off",
@@ -451,16 +483,15 @@ impl Experiment for Hvo {
         ));
         let off = r.modes.iter().find(|m| m.mode == HvoModeId::Off);
         let ratio = |m: &Measurement, b: Option<&Measurement>| {
-            b.map_or("-".into(), |b| {
-                format!("{:.2}", m.ns_per_op.median / b.ns_per_op.median)
-            })
+            b.and_then(|b| Interval::between(m, b).ok())
+                .map_or("-".into(), |i| ratio_cell(&i))
         };
         let published = |p: Option<f64>| p.map_or("-".into(), |p| format!("{p:.2}"));
         for m in &r.modes {
             let mode = serde_json::to_value(m.mode)
                 .map_or(String::new(), |v| v.as_str().unwrap_or("").into());
             out.push_str(&format!(
-                "{:<22} {:>20} {:>8} {:>9} {:>20} {:>8} {:>9} {:>14}\n",
+                "{:<22} {:>20} {:>20} {:>9} {:>20} {:>20} {:>9} {:>14}\n",
                 mode,
                 cell(&m.grow),
                 ratio(&m.grow, off.map(|o| &o.grow)),
@@ -479,7 +510,7 @@ impl Experiment for Hvo {
             out.push_str(&format!("  {name:<26} {:>20}\n", cell(m)));
         }
         out.push_str(
-            "\nRatios are medians over this run's HVO-off pool; the published ratios compare each kernel with its own \
+            "\nRatios are medians over this run's HVO-off pool [95 % interval of the interleaved trials; ~: within noise]; the published ratios compare each kernel with its own \
              HVO-off baseline (Oct 2023, 500,000 x 2 MiB, 8-socket Xeon). pfnlab's remap is user-space mmap/fallocate: \
              each mmap flushes on its own, so \"batched\" batches the steps, not the TLB flushes.\n",
         );

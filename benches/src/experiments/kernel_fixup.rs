@@ -8,7 +8,8 @@ use vmemmap::kernel_fixup::KernelFixupProbe;
 
 use crate::error::RunError;
 use crate::report::{Measured, Row, Subject};
-use crate::timing::{Measurement, Plan, measure};
+use crate::spread::Interval;
+use crate::timing::{Measurement, Plan};
 use crate::units::fmt_ns;
 use crate::workloads::kernel_fixup_writes;
 
@@ -27,6 +28,23 @@ impl KernelFixup {
         self.faulting.ns_per_op.median - self.mapped.ns_per_op.median
     }
 
+    /// The fixup's ns with its interval: the paired per-trial differences
+    /// of the two interleaved writes.
+    pub fn fixup_interval(&self) -> Option<Interval> {
+        Interval::of_difference(
+            &self.faulting.ns_per_op.trials,
+            &self.mapped.ns_per_op.trials,
+        )
+        .ok()
+    }
+
+    /// How many times the fixup `m` (a hole's cost) is, with the interval
+    /// of both (`None` when the fixup's interval reaches 0).
+    pub fn times(&self, m: &Measurement) -> Option<Interval> {
+        let cost = Interval::of_median(&m.ns_per_op.trials).ok()?;
+        Interval::quotient(&cost, &self.fixup_interval()?)
+    }
+
     /// Median TSC cycles of the fault and its fixup.
     pub fn fixup_cycles(&self) -> f64 {
         self.faulting.cycles_per_op.median - self.mapped.cycles_per_op.median
@@ -35,10 +53,15 @@ impl KernelFixup {
     /// One paragraph saying what was measured and how to read it.
     pub fn text(&self) -> String {
         format!(
-            "Kernel exception-table fixup on this host: {} ns ({:.0} {}) = a write() to a pipe from a PROT_NONE page, \
+            "Kernel exception-table fixup on this host: {} ns{} ({:.0} {}) = a write() to a pipe from a PROT_NONE page, \
              which faults in copy_from_user and returns EFAULT ({} ns), minus the same write from mapped memory ({} ns). \
              An upper bound for a faulting kernel load on a vmemmap hole: a user-address fault also looks up the VMA.\n",
             fmt_ns(self.fixup_ns()),
+            self.fixup_interval().map_or(String::new(), |i| format!(
+                " [{}, {}]",
+                fmt_ns(i.lo),
+                fmt_ns(i.hi)
+            )),
             self.fixup_cycles(),
             crate::timing::COUNTER_UNIT,
             fmt_ns(self.faulting.ns_per_op.median),
@@ -138,24 +161,27 @@ pub fn with_fixup<R>(rows: Vec<R>, fixup: &KernelFixup) -> Vec<OrFixup<R>> {
     rows.into_iter().map(OrFixup::Lab).chain(fixup).collect()
 }
 
-/// Times both writes: medians over `plan.trials` trials of each.
+/// Times both writes, their trials interleaved: medians over `plan.trials`
+/// trials of each.
 pub fn measure_kernel_fixup(plan: Plan) -> Result<KernelFixup, RunError> {
     let mut probe = KernelFixupProbe::new().map_err(RunError::Fixup)?;
     let n = plan.iters(200_000, 2_000);
     let mut failed = None;
-    let mut timed = |faulting: bool| {
-        measure(plan.trials, || {
-            match kernel_fixup_writes(&mut probe, faulting, n) {
+    // The two writes' trials interleaved, so the fixup (their difference)
+    // is a paired one.
+    let [mapped, faulting]: [Measurement; 2] = plan
+        .measure_interleaved(
+            &mut [false, true],
+            |&mut faulting| match kernel_fixup_writes(&mut probe, faulting, n) {
                 Ok(done) => done,
                 Err(e) => {
                     failed = Some(e);
                     1
                 }
-            }
-        })
-    };
-    let mapped = timed(false);
-    let faulting = timed(true);
+            },
+        )
+        .try_into()
+        .expect("two variants, two measurements");
     if let Some(e) = failed {
         return Err(RunError::Fixup(e));
     }

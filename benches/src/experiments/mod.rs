@@ -12,12 +12,18 @@
 //! - [`Experiment::rows`]: the results as typed rows (`Serialize`), the
 //!   `results` array of the JSON file;
 //! - [`Experiment::render`]: the printed table, seed figures beside ours.
+//! - [`Experiment::comparisons`]: every ratio the table and its reading
+//!   state, each a [`Comparison`] with its interval and verdict (none by
+//!   default).
 //!
 //! The runner, [`Prepared`], does everything else once for all: it loads
 //! the layout (the experiment's default unless `--layout` names one),
 //! picks the model and era, checks the `--json` path before measuring,
 //! checks every number is positive, writes the report, and hands the text
-//! back to the caller; the library never prints.
+//! back to the caller; the library never prints. While one of the
+//! experiment's comparisons is wider than [`Extension`] accepts, it
+//! measures again with more trials (up to the plan's cap), and records
+//! why in the report's `trials`.
 //!
 //! # Adding an experiment
 //! 1. Write `experiments/NAME.rs` (a folder `NAME/{mod, ...}` when it has
@@ -53,6 +59,7 @@ use crate::layout_spec::LayoutSpec;
 use crate::machine::Machine;
 use crate::models::{ModelKind, ModelVisitor, with_model_options};
 use crate::report::{JsonOut, Measured, Report, check_positive};
+use crate::spread::{Comparison, Extension, TrialRecord};
 use crate::timing::Plan;
 
 /// An experiment: typed parameters in, typed results and rows out.
@@ -74,6 +81,13 @@ pub trait Experiment {
 
     /// The printed table, with the seed's figures beside ours.
     fn render(ctx: &Ctx, results: &Self::Results) -> String;
+
+    /// Every ratio the table and its reading state, with its interval:
+    /// the report's `comparisons`, and what decides whether the run needs
+    /// more trials.
+    fn comparisons(_ctx: &Ctx, _results: &Self::Results) -> Vec<Comparison> {
+        Vec::new()
+    }
 
     /// The lines that open the run: what runs, on what machine.
     fn header(ctx: &Ctx) -> String {
@@ -390,19 +404,34 @@ impl<'a, E: Experiment> Prepared<'a, E> {
         E::header(&self.ctx)
     }
 
-    /// Measures, checks every number, writes the report if asked, and
-    /// returns the table to print.
-    pub fn run(self, params: &E::Params) -> Result<String, RunError> {
+    /// Measures (again with more trials while a comparison is too wide),
+    /// checks every number, writes the report if asked, and returns the
+    /// table to print.
+    pub fn run(mut self, params: &E::Params) -> Result<String, RunError> {
+        let rule = Extension::for_plan(&self.ctx.plan);
+        let mut record = TrialRecord::new(&self.ctx.plan);
+        let (results, comparisons) = loop {
+            let results = E::measure(&self.ctx, params)?;
+            let comparisons = E::comparisons(&self.ctx, &results);
+            let trials = self.ctx.plan.trials;
+            let Some(widest) = rule.widest(&comparisons, trials) else {
+                break (results, comparisons);
+            };
+            let more = rule.next(trials);
+            record.extend(trials, more, widest);
+            self.ctx.plan.trials = more;
+        };
         let ctx = &self.ctx;
-        let results = E::measure(ctx, params)?;
         let rows = E::rows(ctx, &results);
         check_positive(&rows)?;
-        let table = E::render(ctx, &results);
+        let table = E::render(ctx, &results) + &record.text();
         if let Some(out) = self.out {
             out.write(&Report {
                 experiment: E::ID.name().into(),
                 machine: ctx.machine.clone(),
                 layout: E::layout_label(ctx, &results),
+                trials: Some(record),
+                comparisons,
                 results: rows,
             })?;
         }

@@ -13,6 +13,7 @@ use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
+use crate::spread::{Comparison, Interval, ratio_cell, ratio_text};
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{
     PAGE_TEST_BATCH, XorShift, count_valid, count_valid_sequential, hole_pfns, page_test_rounds,
@@ -245,12 +246,22 @@ impl LayoutRun {
     /// AIM9's view (2.6.20 touchpoints and `clear_page`): vmemmap-probe's
     /// pages per second over sparse-extreme's, when both ran.
     fn probe_to_extreme(&self) -> Option<f64> {
-        let pps = |kind: ModelKind| {
+        self.probe_to_extreme_interval().map(|i| i.median)
+    }
+
+    /// [`LayoutRun::probe_to_extreme`] with its interval: sparse-extreme's
+    /// time per page over vmemmap-probe's (the models run one after the
+    /// other, so unpaired).
+    fn probe_to_extreme_interval(&self) -> Option<Interval> {
+        let time = |kind: ModelKind| {
             let (_, r) = self.models.iter().find(|(k, _)| *k == kind)?;
-            let m = r.as_ref().ok()?.page_test_clear.as_ref().ok()?;
-            Some(1e9 / m.ns_per_op.median)
+            r.as_ref().ok()?.page_test_clear.as_ref().ok()
         };
-        Some(pps(ModelKind::VmemmapProbe)? / pps(ModelKind::SparseExtreme)?)
+        Interval::between(
+            time(ModelKind::SparseExtreme)?,
+            time(ModelKind::VmemmapProbe)?,
+        )
+        .ok()
     }
 }
 
@@ -307,6 +318,12 @@ pub struct WorkloadExtra {
     /// Our ratio over the seed's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_seed: Option<f64>,
+    /// [`WorkloadExtra::ratio_probe_to_extreme`] with its interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_probe_to_extreme_interval: Option<Interval>,
+    /// [`WorkloadExtra::ratio_to_seed`] with its interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_seed_interval: Option<Interval>,
 }
 
 /// A row of `bench pfn-valid`'s report (before the fixup's rows).
@@ -374,6 +391,9 @@ impl Experiment for PfnValid {
                         });
                         extra.ratio_probe_to_extreme = Some(ours);
                         extra.ratio_to_seed = Some(ours / seed_ratio);
+                        let interval = l.probe_to_extreme_interval();
+                        extra.ratio_probe_to_extreme_interval = interval;
+                        extra.ratio_to_seed_interval = interval.map(|i| i.scaled(1.0 / seed_ratio));
                     }
                     let params = WorkloadParams {
                         layout: l.layout.clone(),
@@ -400,6 +420,19 @@ impl Experiment for PfnValid {
         table += "\nSeed (2006): AIM9 page_test 1,042,187 (SPARSEMEM_EXTREME without VMEMMAP: table-based pfn_valid, pfn_to_page and page_to_pfn; pfnlab's sparse-extreme) vs 1,076,976 (VMEMMAP + probe); \
                   reaim max 804,000 / 804,844 / 811,181 - \"within noise\".\n";
         table
+    }
+
+    fn comparisons(_: &Ctx, run: &PfnValidRun) -> Vec<Comparison> {
+        run.layouts
+            .iter()
+            .filter_map(|l| {
+                let what = format!("vmemmap-probe / sparse-extreme pages/s: {}", l.layout);
+                Some(Comparison::from_interval(
+                    what,
+                    l.probe_to_extreme_interval()?,
+                ))
+            })
+            .collect()
     }
 
     fn layout_label(_: &Ctx, run: &PfnValidRun) -> String {
@@ -452,11 +485,12 @@ fn layout_table(l: &LayoutRun) -> String {
     for w in Workload::PAGE_TESTS {
         table += &format!("  {}: {}\n", w.name(), w.what());
     }
-    if let Some(ours) = l.probe_to_extreme() {
+    if let Some(ours) = l.probe_to_extreme_interval() {
         let seed_ratio = SEED_PROBE_PPS / SEED_EXTREME_PPS;
         table += &format!(
-            "page_test as AIM9 saw it (2.6.20 touchpoints + clear_page): vmemmap-probe / sparse-extreme = {ours:.3} pages/s; seed (2006) {SEED_PROBE_PPS:.0} / {SEED_EXTREME_PPS:.0} = {seed_ratio:.3}; pfnlab / seed = {:.3}\n",
-            ours / seed_ratio
+            "page_test as AIM9 saw it (2.6.20 touchpoints + clear_page): vmemmap-probe / sparse-extreme = {} pages/s; seed (2006) {SEED_PROBE_PPS:.0} / {SEED_EXTREME_PPS:.0} = {seed_ratio:.3}; pfnlab / seed = {}\n",
+            ratio_text(&ours),
+            ratio_cell(&ours.scaled(1.0 / seed_ratio))
         );
     }
     table

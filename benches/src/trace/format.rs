@@ -273,7 +273,7 @@ impl TextLines {
 }
 
 /// Opens the trace afresh for each pass.
-pub type OpenTrace<'a> = &'a dyn Fn() -> Result<TraceReader, TraceError>;
+pub type OpenTrace<'a> = &'a (dyn Fn() -> Result<TraceReader, TraceError> + Sync);
 
 /// A streamed trace: events in timestamp order (sorted back within
 /// [`REORDER_WINDOW`] events), parse errors with their line.

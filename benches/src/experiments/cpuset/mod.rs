@@ -54,6 +54,7 @@ use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::report::Row;
+use crate::spread::{Comparison, Interval, NOISE_MARK, ratio_cell, ratio_text};
 use crate::threads::{Placement, on_threads};
 use crate::timing::{Measurement, Plan, measure_interleaved};
 use seed::CpusetSeed;
@@ -134,6 +135,34 @@ impl CpusetResults {
         self.system_ns(walk) / self.system_ns(CpusetWalk::Unrestricted)
     }
 
+    /// [`CpusetResults::slowdown`] with its interval: per trial of the
+    /// interleaved walks, `(fault + walk - unrestricted) / fault`, the
+    /// host's fault held at its median (it is timed on its own).
+    pub fn slowdown_interval(&self, walk: CpusetWalk) -> Option<Interval> {
+        let (w, u) = (&self.of(walk)?.1, &self.of(CpusetWalk::Unrestricted)?.1);
+        let (w, u) = (&w.ns_per_op.trials, &u.ns_per_op.trials);
+        if w.len() != u.len() {
+            return None;
+        }
+        let fault = self.fault_ns();
+        let per_trial: Vec<f64> = w
+            .iter()
+            .zip(u)
+            .map(|(w, u)| (fault + w - u) / fault)
+            .collect();
+        Interval::of_median(&per_trial).ok()
+    }
+
+    /// [`CpusetResults::contention`] with its interval (the contended runs
+    /// are timed apart from the single-task ones: unpaired).
+    pub fn contention_interval(&self, walk: CpusetWalk) -> Option<Interval> {
+        let (_, contended) = self.contended.iter().find(|(w, _)| *w == walk)?;
+        let alone = &self.of(walk)?.1;
+        Interval::between(contended, alone)
+            .ok()
+            .map(|i| i.scaled(self.tasks as f64))
+    }
+
     /// The check's share of the 2.6.18 system-time-like cost (the seed:
     /// 42.4 s of 75 s).
     pub fn check_share_of_system(&self) -> f64 {
@@ -185,6 +214,12 @@ impl CpusetResults {
                     check_share: seeded.then(|| self.check_share_of_system()),
                     seed: seeded.then(CpusetSeed::figures),
                     ratio_to_seed: seeded.then(|| self.slowdown(*walk) / seed_slowdown()),
+                    slowdown_interval: self.slowdown_interval(*walk),
+                    contention_interval: self.contention_interval(*walk),
+                    ratio_to_seed_interval: self
+                        .slowdown_interval(*walk)
+                        .filter(|_| seeded)
+                        .map(|i| i.scaled(1.0 / seed_slowdown())),
                     check_share_to_seed: seeded
                         .then(|| self.check_share_of_system() / seed_check_share()),
                 };
@@ -202,7 +237,7 @@ impl CpusetResults {
     pub fn render(&self) -> String {
         let mut table = format!(
             "{} nodes, a cpuset of the last {} filled below their low watermark; the task on node 0 faults and frees {} GFP_HIGHUSER pages per trial\n\n\
-             {:<14} {:>6}  {:>18}  {:>9}  {:>8}  {:>7}  {:>6}  {:>6}  {:>6}  {:>6}  {:>7}\n",
+             {:<14} {:>6}  {:>18}  {:>9}  {:>20}  {:>7}  {:>6}  {:>6}  {:>6}  {:>6}  {:>7}\n",
             self.nodes,
             self.allowed,
             self.pairs,
@@ -221,12 +256,13 @@ impl CpusetResults {
         for (walk, m, c) in &self.runs {
             let per = |v: u64| v as f64 / c.allocs.max(1) as f64;
             table += &format!(
-                "{:<14} {:>6}  {:>18}  {:>9.0}  {:>7.2}x  {:>7.1}  {:>6.1}  {:>6.1}  {:>6.1}  {:>6.1}  {:>7.2}\n",
+                "{:<14} {:>6}  {:>18}  {:>9.0}  {:>20}  {:>7.1}  {:>6.1}  {:>6.1}  {:>6.1}  {:>6.1}  {:>7.2}\n",
                 walk.name(),
                 walk.era().name(),
                 cell(m),
                 self.system_ns(*walk),
-                self.slowdown(*walk),
+                self.slowdown_interval(*walk)
+                    .map_or("n/a".into(), |i| ratio_cell(&i)),
                 per(c.cpuset_checks),
                 per(c.mutex_acquisitions),
                 per(c.watermark_checks),
@@ -238,12 +274,14 @@ impl CpusetResults {
         table += &format!(
             "\nPer allocation: cpuset checks, callback_mutex acquisitions, watermark checks, kswapd wakeups, zones skipped by a bit test, scans repeated without the cache.\n\
              system ns: this host's anonymous fault, store and unmap per page ({}), with its allocation replaced by the walk's.\n\
-             2.6.18 / unrestricted = {:.2}x system time; at the seed's scale {:.0} s -> {:.0} s. Seed: {:.0} s -> {:.0} s ({:.2}x).\n\
+             {NOISE_MARK}; vs unres holds the host's fault at its median.\n\
+             2.6.18 / unrestricted = {} system time; at the seed's scale {:.0} s -> {:.0} s. Seed: {:.0} s -> {:.0} s ({:.2}x).\n\
              __cpuset_zone_allowed beyond a table lookup: {:.0} % of the 2.6.18 allocation, {:.0} % of its system time. \
              Seed: {:.0} readprofile ticks at HZ={:.0} = {:.1} s of the {:.0} s, {:.0} % (its \"50.47\" is readprofile's load, ticks over function size, not a percentage).\n\n\
              With {} tasks faulting at once (wall ns per page over all their pages; per task, over one task alone):\n",
             cell(&self.host_fault),
-            self.slowdown(CpusetWalk::V2_6_18),
+            self.slowdown_interval(CpusetWalk::V2_6_18)
+                .map_or("n/a".into(), |i| ratio_text(&i)),
             SEED_SYSTEM_SECONDS.0,
             self.system_seconds(CpusetWalk::V2_6_18),
             SEED_SYSTEM_SECONDS.0,
@@ -260,10 +298,11 @@ impl CpusetResults {
         );
         for (walk, m) in &self.contended {
             table += &format!(
-                "  {:<14} {:>18} per page, {:.2}x per task\n",
+                "  {:<14} {:>18} per page, {} per task\n",
                 walk.name(),
                 cell(m),
-                self.contention(*walk)
+                self.contention_interval(*walk)
+                    .map_or("n/a".into(), |i| ratio_text(&i))
             );
         }
         table
@@ -447,6 +486,15 @@ pub struct CpusetExtra {
     /// 2.6.18: our slowdown over the seed's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_seed: Option<f64>,
+    /// [`CpusetExtra::slowdown`] with its interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowdown_interval: Option<Interval>,
+    /// [`CpusetExtra::contention`] with its interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contention_interval: Option<Interval>,
+    /// [`CpusetExtra::ratio_to_seed`] with its interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_seed_interval: Option<Interval>,
     /// 2.6.18: our check share over the seed's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check_share_to_seed: Option<f64>,
@@ -490,5 +538,25 @@ impl Experiment for Cpuset {
 
     fn render(_: &Ctx, results: &CpusetResults) -> String {
         results.render()
+    }
+
+    fn comparisons(_: &Ctx, results: &CpusetResults) -> Vec<Comparison> {
+        let mut out = Vec::new();
+        for (walk, _, _) in &results.runs {
+            if *walk == CpusetWalk::Unrestricted {
+                continue;
+            }
+            if let Some(i) = results.slowdown_interval(*walk) {
+                let what = format!("{} / unrestricted: system time", walk.name());
+                out.push(Comparison::from_interval(what, i));
+            }
+        }
+        for (walk, _) in &results.contended {
+            if let Some(i) = results.contention_interval(*walk) {
+                let what = format!("{}: per task, {} tasks / one", walk.name(), results.tasks);
+                out.push(Comparison::from_interval(what, i));
+            }
+        }
+        out
     }
 }

@@ -11,6 +11,7 @@ use sparsemem::{Layout, MemoryModel, NodeId};
 use vmemmap::VmemmapOptions;
 
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
+use crate::spread::Interval;
 use crate::threads::{Placement, on_threads};
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
 use crate::trace::format::TraceReader;
@@ -139,7 +140,7 @@ pub struct FlagsResults {
 
 impl FlagsResults {
     /// The bitmap buddy's run on the same workload and thread count.
-    fn bitmap_for(&self, r: &FlagsRun) -> Option<f64> {
+    fn bitmap_run(&self, r: &FlagsRun) -> Option<&Measurement> {
         self.runs
             .iter()
             .find(|b| {
@@ -147,7 +148,21 @@ impl FlagsResults {
                     && b.workload == r.workload
                     && b.threads == r.threads
             })
-            .map(|b| b.per_page.ns_per_op.median)
+            .map(|b| &b.per_page)
+    }
+
+    /// The bitmap buddy's median per page on the same workload and threads.
+    fn bitmap_for(&self, r: &FlagsRun) -> Option<f64> {
+        self.bitmap_run(r).map(|b| b.ns_per_op.median)
+    }
+
+    /// Per-page cost relative to the bitmap buddy, with its interval
+    /// (`None` for the bitmap buddy itself).
+    pub fn ratio_vs_bitmap_interval(&self, r: &FlagsRun) -> Option<Interval> {
+        if r.variant == FlagsVariant::Bitmap {
+            return None;
+        }
+        Interval::between(&r.per_page, self.bitmap_run(r)?).ok()
     }
 
     /// Seconds the seed's whole run (4.1 M pages per thread) would take at

@@ -29,6 +29,7 @@ use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
 use crate::models::ModelKind;
 use crate::report::Row;
+use crate::spread::{Comparison, Interval, NOISE_MARK, ratio_cell};
 
 impl FlagsResults {
     /// The JSON rows: `seed` and `ratio_to_seed` (pfnlab's ratio to the
@@ -56,6 +57,10 @@ impl FlagsResults {
                         smp: r.variant != FlagsVariant::Up,
                     },
                     ratio_to_seed: ratio / r.variant.seed_ratio(),
+                    ratio_vs_bitmap_interval: self.ratio_vs_bitmap_interval(r),
+                    ratio_to_seed_interval: self
+                        .ratio_vs_bitmap_interval(r)
+                        .map(|i| i.scaled(1.0 / r.variant.seed_ratio())),
                     marks_per_page: marks.map(|(n, _)| n),
                     ns_per_mark: marks.map(|(_, c)| c),
                     predicted_delta_ns_per_page: self.predicted_delta_ns(r.variant),
@@ -74,7 +79,7 @@ impl FlagsResults {
         let mut table = format!(
             "program: {} x (map 16 MiB = {} order-0 __GFP_ZERO pages on real frames, store to each, munmap);\n\
              replay: the recorded seed program through each buddy (allocator calls only). Per page; run = 4.1 M pages per thread.\n\n\
-             {:<8} {:<10} {:>3}  {:>16}  {:>8}  {:>9}  {:>9}   {:>8}  {:>9}  {:>9}  {:>8}\n",
+             {:<8} {:<10} {:>3}  {:>16}  {:>8}  {:>20}  {:>9}   {:>8}  {:>9}  {:>9}  {:>20}\n",
             self.iterations,
             self.pages,
             "workload",
@@ -90,26 +95,28 @@ impl FlagsResults {
             "/seed"
         );
         for r in &self.runs {
-            let ratio = self.ratio_vs_bitmap(r);
+            let interval = self.ratio_vs_bitmap_interval(r);
+            let cell_of = |i: Option<Interval>| i.map_or("1 (itself)".into(), |i| ratio_cell(&i));
             let seed_s = r
                 .variant
                 .seed_seconds()
                 .map_or("UP: =".to_string(), |s| format!("{s:.2}"));
             table += &format!(
-                "{:<8} {:<10} {:>3}  {:>16}  {:>8.3}  {:>8.3}x  {:>+9.1}   {:>8}  {:>8.3}x  {:>+9.1}  {:>7.3}x\n",
+                "{:<8} {:<10} {:>3}  {:>16}  {:>8.3}  {:>20}  {:>+9.1}   {:>8}  {:>8.3}x  {:>+9.1}  {:>20}\n",
                 r.workload.name(),
                 r.variant.name(),
                 r.threads,
                 cell(&r.per_page),
                 Self::run_seconds(r),
-                ratio,
+                cell_of(interval),
                 self.delta_ns(r),
                 seed_s,
                 r.variant.seed_ratio(),
                 r.variant.seed_delta_ns(),
-                ratio / r.variant.seed_ratio()
+                cell_of(interval.map(|i| i.scaled(1.0 / r.variant.seed_ratio()))),
             );
         }
+        table += &format!("{NOISE_MARK}.\n");
         table += "\nbuddy marking (the operations the variant decides): per page of the program, ns each, and the difference from bitmap they predict\n";
         for v in FlagsVariant::ALL {
             if let Some((n, c)) = self.marks(v) {
@@ -196,6 +203,11 @@ pub struct FlagsExtra {
     pub seed: FlagsSeed,
     /// Our ratio over the seed's.
     pub ratio_to_seed: f64,
+    /// [`FlagsExtra::ratio_vs_bitmap`] with its interval (`null` for the
+    /// bitmap buddy).
+    pub ratio_vs_bitmap_interval: Option<Interval>,
+    /// [`FlagsExtra::ratio_to_seed`] with its interval.
+    pub ratio_to_seed_interval: Option<Interval>,
     /// Buddy-marking operations per page (`null` if not counted).
     pub marks_per_page: Option<f64>,
     /// ns per marking operation.
@@ -255,5 +267,24 @@ impl Experiment for Flags {
 
     fn render(_: &Ctx, results: &FlagsResults) -> String {
         results.render()
+    }
+
+    fn comparisons(_: &Ctx, results: &FlagsResults) -> Vec<Comparison> {
+        results
+            .runs
+            .iter()
+            .filter_map(|r| {
+                let what = format!(
+                    "{} / bitmap: {}, {} threads",
+                    r.variant.name(),
+                    r.workload.name(),
+                    r.threads
+                );
+                Some(Comparison::from_interval(
+                    what,
+                    results.ratio_vs_bitmap_interval(r)?,
+                ))
+            })
+            .collect()
     }
 }

@@ -20,6 +20,7 @@ pub mod sim;
 
 pub use measure::{Calibration, LockConfig, LockResults, LockRun, PROJECTED_CPUS, job_set};
 
+use crate::spread::{Comparison, Interval, ratio_cell};
 use buddy::{LockPolicy, ZoneLockKind};
 use serde::Serialize;
 
@@ -50,6 +51,12 @@ impl LockResults {
 
     /// Per-batch over per-page completion with `kind`, measured.
     pub fn speedup_measured(&self, kind: ZoneLockKind) -> Option<f64> {
+        self.speedup_interval(kind).map(|i| i.median)
+    }
+
+    /// [`LockResults::speedup_measured`] with its interval: the runs'
+    /// trials are interleaved, so it is the paired per-trial ratio.
+    pub fn speedup_interval(&self, kind: ZoneLockKind) -> Option<Interval> {
         let b = self.run(LockConfig {
             policy: LockPolicy::PerBatch,
             kind,
@@ -58,7 +65,7 @@ impl LockResults {
             policy: LockPolicy::PerPage,
             kind,
         })?;
-        Some(b.per_page.ns_per_op.median / p.per_page.ns_per_op.median)
+        Interval::between(&b.per_page, &p.per_page).ok()
     }
 
     /// Per-batch over per-page completion with `kind`, as the model puts
@@ -115,6 +122,7 @@ impl LockResults {
             per_page_speedup_projected_8cpus: projected,
             ratio_to_seed: projected.map(|s| s / SEED_SPEEDUP),
             per_page_speedup_measured: self.speedup_measured(r.config.kind),
+            per_page_speedup_measured_interval: self.speedup_interval(r.config.kind),
         };
         Row::new(r.config, model, params, r.per_page.clone(), extra)
     }
@@ -200,8 +208,9 @@ impl LockResults {
 
     fn projection_table(&self) -> String {
         let mut t = format!(
-            "\nPROJECTION (discrete-event model, docs/experiments.md): per-batch / per-page completion, and the order-1 requests' mean wait\n\
-             {:<8} {:>10}",
+            "\nPROJECTION (discrete-event model, docs/experiments.md): per-batch / per-page completion, and the order-1 requests' mean wait; \
+             measured: median [95 % interval] of the interleaved trials (~: within noise); the model's columns come from the calibration's medians and carry no interval\n\
+             {:<8} {:>22}",
             "lock", "measured"
         );
         for cpus in std::iter::once(self.threads).chain(PROJECTED_CPUS) {
@@ -210,9 +219,10 @@ impl LockResults {
         t += "\n";
         for kind in ZoneLockKind::ALL {
             t += &format!(
-                "{:<8} {:>9.3}x",
+                "{:<8} {:>22}",
                 kind.name(),
-                self.speedup_measured(kind).unwrap_or(f64::NAN)
+                self.speedup_interval(kind)
+                    .map_or("n/a".into(), |i| ratio_cell(&i))
             );
             for cpus in std::iter::once(self.threads).chain(PROJECTED_CPUS) {
                 t += &format!(
@@ -313,6 +323,9 @@ pub struct LockExtra {
     /// Per-batch over per-page completion, measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_page_speedup_measured: Option<f64>,
+    /// The same with its interval, `{median, lo, hi, ...}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_page_speedup_measured_interval: Option<Interval>,
 }
 
 /// One row of `bench lock`'s report.
@@ -361,5 +374,18 @@ impl Experiment for Lock {
 
     fn render(_: &Ctx, results: &LockResults) -> String {
         results.render()
+    }
+
+    fn comparisons(_: &Ctx, results: &LockResults) -> Vec<Comparison> {
+        ZoneLockKind::ALL
+            .into_iter()
+            .filter_map(|kind| {
+                let what = format!("per-batch / per-page: {} lock", kind.name());
+                Some(Comparison::from_interval(
+                    what,
+                    results.speedup_interval(kind)?,
+                ))
+            })
+            .collect()
     }
 }

@@ -29,6 +29,7 @@ use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::{PeerError, RunError};
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator};
 use crate::report::{Row, Subject};
+use crate::spread::{Comparison, Interval, rank_sentence, ratio_text};
 use crate::timing::{Measurement, Plan, measure};
 use crate::workloads::{
     Frames, SharedFrames, bursts, frame_bursts, frame_pairs, pcp_bursts_threads, pcp_pairs,
@@ -129,8 +130,21 @@ impl Contender {
             }
             #[cfg(feature = "peers")]
             Contender::BitmapAllocator => {
-                "BitAlloc16M: a 16-ary segment tree of bits, order 0 only, so split-merge is plain alloc+free (a Mutex for two threads)"
+                "BitAlloc16M: a 16-ary segment tree of bits, order 0 only: it has no split-merge pair, so that row is not applicable (a Mutex for two threads)"
             }
+        }
+    }
+}
+
+impl Contender {
+    /// Whether it can do `workload` at all: bitmap-allocator has no orders,
+    /// so it cannot split or merge (its "split-merge" would be a plain
+    /// alloc+free, a different operation).
+    pub fn does(self, workload: Workload) -> bool {
+        match self {
+            #[cfg(feature = "peers")]
+            Contender::BitmapAllocator => workload != Workload::SplitMergePair,
+            _ => true,
         }
     }
 }
@@ -344,7 +358,9 @@ pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, RunError> {
         .collect();
     for (c, per_workload) in columns {
         for (w, m) in workloads.iter_mut().zip(per_workload) {
-            w.results.push((c, m));
+            if c.does(w.workload) {
+                w.results.push((c, m));
+            }
         }
     }
     Ok(PeersResults {
@@ -372,6 +388,9 @@ pub struct PeerExtra {
     /// Every other contender: its time over pfnlab's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_vs_pfnlab: Option<f64>,
+    /// The same with its interval, `{median, lo, hi, ...}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_vs_pfnlab_interval: Option<Interval>,
 }
 
 /// One row of `bench peers`' report.
@@ -392,13 +411,14 @@ pub fn rows(results: &PeersResults, model: ModelKind) -> Vec<PeerRow> {
                     let extra = PeerExtra {
                         splits_per_pair: counts.then_some(splits),
                         merges_per_pair: counts.then_some(merges),
-                        ratio_vs_pfnlab: None,
+                        ..PeerExtra::default()
                     };
                     (Subject::Model(model), extra)
                 }
                 _ => {
                     let extra = PeerExtra {
                         ratio_vs_pfnlab: Some(m.ns_per_op.median / mine.ns_per_op.median),
+                        ratio_vs_pfnlab_interval: Interval::between(m, mine).ok(),
                         ..PeerExtra::default()
                     };
                     (Subject::NoModel, extra)
@@ -413,7 +433,8 @@ pub fn rows(results: &PeersResults, model: ModelKind) -> Vec<PeerRow> {
     rows
 }
 
-/// The table: every contender per workload, and pfnlab over the floor.
+/// The table: every contender per workload, pfnlab over the floor with its
+/// interval, and per workload who is cheapest (only outside the noise).
 pub fn render(results: &PeersResults) -> String {
     let contenders: Vec<Contender> = results
         .workloads
@@ -427,24 +448,32 @@ pub fn render(results: &PeersResults) -> String {
     table += "   pfnlab/floor\n";
     for w in &results.workloads {
         table += &format!("{:<17}", w.workload.name());
-        for (_, m) in &w.results {
-            table += &format!(" {:>24}", cell(m));
+        for c in &contenders {
+            let text = w.of(*c).map_or("n/a (no orders)".into(), cell);
+            table += &format!(" {text:>24}");
         }
-        if let (Some(mine), Some(floor)) = (w.of(Contender::Pfnlab), w.of(Contender::Floor)) {
-            table += &format!(
-                "   {:>11.2}x",
-                mine.ns_per_op.median / floor.ns_per_op.median
-            );
+        if let Some(i) = over_floor(w) {
+            table += &format!("   {}", ratio_text(&i));
         }
         table += "\n";
     }
     table += &format!(
-        "\nmedian ns per page ({}); {THREADS} threads: wall time per page of both threads.\n\
+        "\nmedian ns per page ({}); {THREADS} threads: wall time per page of both threads; pfnlab/floor: median ratio [95 % interval], trials not interleaved.\n\
          pfnlab's split-merge pair did {:.1} splits and {:.1} merges on average (its zone statistics).\n",
         crate::timing::COUNTER_UNIT,
         results.splits_merges_per_pair.0,
         results.splits_merges_per_pair.1
     );
+    for w in &results.workloads {
+        let mut ranked: Vec<(&str, &Measurement)> =
+            w.results.iter().map(|(c, m)| (c.name(), m)).collect();
+        ranked.sort_by(|a, b| a.1.ns_per_op.median.total_cmp(&b.1.ns_per_op.median));
+        table += &format!(
+            "{}: {}\n",
+            w.workload.name(),
+            rank_sentence("this workload", &ranked)
+        );
+    }
     for c in &contenders {
         table += &format!("{}: {}.\n", c.name(), c.what());
     }
@@ -452,6 +481,41 @@ pub fn render(results: &PeersResults) -> String {
         table += "The peer crates are not in this build: `cargo run --release --features peers`.\n";
     }
     table
+}
+
+/// pfnlab's cost over the floor's on one workload.
+fn over_floor(w: &PeerWorkload) -> Option<Interval> {
+    Interval::between(w.of(Contender::Pfnlab)?, w.of(Contender::Floor)?).ok()
+}
+
+/// Every ratio the table states: pfnlab over the floor, and each peer over
+/// pfnlab, per workload.
+pub fn comparisons(results: &PeersResults) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    for w in &results.workloads {
+        let name = w.workload.name();
+        if let Some(i) = over_floor(w) {
+            out.push(Comparison::from_interval(
+                format!("pfnlab / floor: {name}"),
+                i,
+            ));
+        }
+        let Some(mine) = w.of(Contender::Pfnlab) else {
+            continue;
+        };
+        for (c, m) in w
+            .results
+            .iter()
+            .filter(|(c, _)| ![Contender::Pfnlab, Contender::Floor].contains(c))
+        {
+            out.extend(Comparison::of(
+                format!("{} / pfnlab: {name}", c.name()),
+                m,
+                mine,
+            ));
+        }
+    }
+    out
 }
 
 /// The experiment `bench peers`.
@@ -473,5 +537,9 @@ impl Experiment for Peers {
 
     fn render(_: &Ctx, results: &PeersResults) -> String {
         render(results)
+    }
+
+    fn comparisons(_: &Ctx, results: &PeersResults) -> Vec<Comparison> {
+        comparisons(results)
     }
 }

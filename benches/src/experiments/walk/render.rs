@@ -5,6 +5,7 @@ use buddy::MemmapInitForm;
 
 use super::{Case, HostWalk, WalkResults, WalkRow, Walker};
 use crate::models::ModelKind;
+use crate::spread::{Interval, ratio_cell};
 use crate::units::fmt_ns;
 
 /// The published figures beside the reproductions: `(what, before,
@@ -79,15 +80,15 @@ fn render_sweep(r: &WalkResults) -> String {
         }
         let speedup = of(Walker::PerPfn)
             .zip(of(Walker::ForEachValidPfn))
-            .map(|(p, k)| p.measurement.ns_per_op.median / k.measurement.ns_per_op.median);
-        out += &speedup.map_or(String::new(), |s| format!("  {s:>9.1}x"));
+            .and_then(|(p, k)| Interval::between(&p.measurement, &k.measurement).ok());
+        out += &speedup.map_or(String::new(), |i| format!("  {:>22}", ratio_cell(&i)));
         out += "\n";
     }
     for (model, layout, why) in &r.refused {
         out += &format!("{layout:<34} {:<15} not built: {why}\n", model.name());
     }
     out += "* timed over a slice, 64 chunks spread evenly over the span (a per-pfn walk of a huge span, or one that faults per hole pfn); per pfn of the slice stands for per pfn of the span.\n\
-            speedup: per-pfn over for_each_valid_pfn, per pfn of span.\n\n";
+            speedup: per-pfn over for_each_valid_pfn, per pfn of span, median [95 % interval of the interleaved trials] (~: within noise).\n\n";
     out
 }
 

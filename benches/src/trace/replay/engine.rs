@@ -108,12 +108,19 @@ pub struct ModelCounts {
 pub struct ReplayResult {
     /// The model.
     pub model: String,
-    /// Wall time of the timed pass, reading and parsing included, in ns.
+    /// Wall time of the timed pass over the events read beforehand, in ns.
     pub elapsed_ns: f64,
-    /// Events per second of the timed pass.
+    /// Events per second of the timed pass (the replay loop).
     pub events_per_second: f64,
-    /// ns per event, parsing included.
+    /// ns per event of the timed pass.
     pub ns_per_event: f64,
+    /// This model's whole wall time, in ns: from the replay's start (the
+    /// first model: reading the trace, overlapped with building the model)
+    /// or the previous model's end, through building, the timed pass, the
+    /// counting pass and `--exact`.
+    pub wall_ns: f64,
+    /// Events per second end to end: the events over [`ReplayResult::wall_ns`].
+    pub wall_events_per_second: f64,
     /// ns per replayed allocation (the call alone).
     pub ns_per_alloc: f64,
     /// ns per replayed free (the call alone).
@@ -158,13 +165,39 @@ pub fn replay_through<M: MemoryModel, V: Variant>(
     open: OpenTrace<'_>,
     options: ReplayOptions,
 ) -> Result<TimedReplay, TraceError> {
-    let pass = run(alloc, layout, open, options, &|_| {})?;
+    let trace = ReadTrace::read(open, options.skip_bad)?;
+    let pass = run(alloc, layout, &trace, options, &|_| {})?;
     Ok(TimedReplay {
         elapsed_ns: pass.elapsed_ns,
         alloc_ns: pass.alloc_ns,
         free_ns: pass.free_ns,
         events: pass.events,
     })
+}
+
+/// A trace read once into memory: its events in order and what reading
+/// counted. Every pass of a replay runs over it, so the trace is parsed
+/// once however many passes and models there are.
+#[derive(Clone, Debug, Default)]
+pub struct ReadTrace {
+    /// The events, in timestamp order.
+    pub events: Vec<Event>,
+    /// What the reader counted (bad lines skipped, other events).
+    pub counts: ReadCounts,
+}
+
+impl ReadTrace {
+    /// Reads the whole trace `open` opens.
+    pub fn read(open: OpenTrace<'_>, skip_bad: bool) -> Result<ReadTrace, TraceError> {
+        let mut reader = open()?.skip_bad(skip_bad);
+        let events = reader
+            .by_ref()
+            .collect::<Result<Vec<Event>, TraceError>>()?;
+        Ok(ReadTrace {
+            events,
+            counts: reader.counts(),
+        })
+    }
 }
 
 /// One pass's results.
@@ -346,11 +379,10 @@ fn failure_kind(e: &RequestError) -> String {
 pub(super) fn run<M: MemoryModel, V: Variant>(
     alloc: &Allocator<M, V>,
     layout: &Layout,
-    open: OpenTrace<'_>,
+    trace: &ReadTrace,
     options: ReplayOptions,
     progress: &dyn Fn(u64),
 ) -> Result<Pass, TraceError> {
-    let mut reader = open()?.skip_bad(options.skip_bad);
     let mut state = State {
         alloc,
         layout,
@@ -368,17 +400,16 @@ pub(super) fn run<M: MemoryModel, V: Variant>(
         last_vmstat_period: None,
     };
     let start = Instant::now();
-    for event in reader.by_ref() {
-        let event = event?;
+    for event in &trace.events {
         state
-            .event(&event)
+            .event(event)
             .map_err(|e| TraceError::at(event.line, format!("{}: {e}", event.kind)))?;
         if state.events.events.is_multiple_of(1 << 20) {
             progress(state.events.events);
         }
     }
     let elapsed_ns = start.elapsed().as_nanos() as f64;
-    state.events.read = reader.counts();
+    state.events.read = trace.counts;
     let State {
         cpus,
         held,

@@ -6,8 +6,7 @@ use serde::Serialize;
 use sparsemem::{MemoryModel, Pfn};
 
 use crate::timing::measure;
-use crate::trace::format::OpenTrace;
-use crate::trace::{EventKind, TraceError};
+use crate::trace::{Event, EventKind};
 
 /// Pfns `--exact` keeps from a trace (the first this many allocations and
 /// frees): 128 MiB of pfns, whatever the trace's size.
@@ -30,22 +29,15 @@ pub struct ExactResult {
     pub cycles_per_pfn: f64,
 }
 
-/// The pfns of the allocations and frees of the trace `open` reads, up to
+/// The pfns of the allocations and frees among `events`, up to
 /// [`EXACT_MAX_PFNS`].
-pub fn trace_pfns(open: OpenTrace<'_>, skip_bad: bool) -> Result<Vec<Pfn>, TraceError> {
-    let mut pfns = Vec::new();
-    for event in open()?.skip_bad(skip_bad) {
-        let event = event?;
-        if matches!(event.kind, EventKind::Alloc | EventKind::Free)
-            && let Some(p) = event.pfn
-        {
-            pfns.push(Pfn::new(p));
-            if pfns.len() == EXACT_MAX_PFNS {
-                break;
-            }
-        }
-    }
-    Ok(pfns)
+pub fn trace_pfns(events: &[Event]) -> Vec<Pfn> {
+    events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Alloc | EventKind::Free))
+        .filter_map(|e| e.pfn.map(Pfn::new))
+        .take(EXACT_MAX_PFNS)
+        .collect()
 }
 
 /// One pass of the exact stream: valid pfns' descriptors read.

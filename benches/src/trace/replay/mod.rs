@@ -26,8 +26,8 @@ mod exact;
 mod report;
 
 pub use engine::{
-    AllocatorCounts, EventCounts, ModelCounts, ModelResults, ReplayOptions, ReplayResult,
-    TimedReplay, fragmentation_index, replay_through,
+    AllocatorCounts, EventCounts, ModelCounts, ModelResults, ReadTrace, ReplayOptions,
+    ReplayResult, TimedReplay, fragmentation_index, replay_through,
 };
 pub use exact::{EXACT_MAX_PFNS, ExactResult, trace_pfns};
 
@@ -36,9 +36,11 @@ use exact::exact;
 pub use report::{replay_rows, replay_table};
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Instant;
 
 use buddy::{AllocError, Allocator, Kernel, Options};
-use sparsemem::{Layout, Pfn};
+use sparsemem::Layout;
 use vmemmap::VmemmapOptions;
 
 use crate::counting::{Counted, ModelOp};
@@ -48,18 +50,19 @@ use crate::trace::TraceError;
 use crate::trace::format::Header;
 pub use crate::trace::format::OpenTrace;
 
-/// Replays the trace `open` reads through one model type, as a
-/// [`ModelVisitor`]: a timed pass over the model, then a counting pass
-/// over [`Counted`] for the memory-model calls.
+/// Replays a trace read once into memory through one model type, as a
+/// [`ModelVisitor`]: the model is built first (while another thread may
+/// still be reading the trace), then a timed pass over it, then a
+/// counting pass over [`Counted`] for the memory-model calls.
 pub struct Replay<'a> {
-    /// Opens the trace.
-    pub open: OpenTrace<'a>,
+    /// The trace, once read (waited for after the model is built).
+    pub trace: &'a OnceLock<Result<ReadTrace, TraceError>>,
     /// How.
     pub options: ReplayOptions,
     /// Called with the events done so far, now and then.
     pub progress: &'a dyn Fn(u64),
-    /// With `--exact`: the trace's pfns ([`trace_pfns`]).
-    pub exact_pfns: Option<&'a [Pfn]>,
+    /// When this model's turn began, for its end-to-end time.
+    pub started: Instant,
 }
 
 impl ModelVisitor for Replay<'_> {
@@ -72,7 +75,11 @@ impl ModelVisitor for Replay<'_> {
     ) -> Result<Self::Output, AllocError> {
         let alloc_options = Options::for_era(self.options.era);
         let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
-        let timed = match run(&alloc, layout, self.open, self.options, self.progress) {
+        let trace = match self.trace.wait() {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e.clone())),
+        };
+        let timed = match run(&alloc, layout, trace, self.options, self.progress) {
             Ok(t) => t,
             Err(e) => return Ok(Err(e)),
         };
@@ -84,13 +91,14 @@ impl ModelVisitor for Replay<'_> {
         )?;
         // Count the replay's calls only, not the allocator's construction.
         counted.model().reset();
-        let pass = match run(&counted, layout, self.open, self.options, &|_| {}) {
+        let pass = match run(&counted, layout, trace, self.options, &|_| {}) {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
         let exact = self
-            .exact_pfns
-            .map(|pfns| exact(counted.model().inner(), pfns, 5));
+            .options
+            .exact
+            .then(|| exact(counted.model().inner(), &trace_pfns(&trace.events), 5));
         let model = counted.model();
         let ops = model.ops();
         let mut calls = BTreeMap::new();
@@ -103,7 +111,10 @@ impl ModelVisitor for Replay<'_> {
         };
         debug_assert_eq!(pass.events.allocs, timed.events.allocs);
         let events = timed.events.events.max(1) as f64;
+        let wall_ns = self.started.elapsed().as_nanos() as f64;
         Ok(Ok(ReplayResult {
+            wall_ns,
+            wall_events_per_second: events / (wall_ns / 1e9),
             model: timed.model,
             elapsed_ns: timed.elapsed_ns,
             events_per_second: events / (timed.elapsed_ns / 1e9),
@@ -151,9 +162,11 @@ pub fn replay_layout(
     }
 }
 
-/// Replays the trace `open` reads through each model of `kinds`. A trace
-/// that cannot be read stops everything; a model that cannot be built on
-/// the layout is reported in its place.
+/// Replays the trace `open` reads through each model of `kinds`. The trace
+/// is read once, on its own thread, while the first model is built; every
+/// pass of every model then runs over the events in memory. A trace that
+/// cannot be read stops everything; a model that cannot be built on the
+/// layout is reported in its place.
 pub fn replay_models(
     open: OpenTrace<'_>,
     layout: &Layout,
@@ -161,24 +174,31 @@ pub fn replay_models(
     options: ReplayOptions,
     progress: &dyn Fn(ModelKind, u64),
 ) -> Result<ModelResults, TraceError> {
-    let pfns = if options.exact {
-        Some(trace_pfns(open, options.skip_bad)?)
-    } else {
-        None
-    };
-    let mut out = Vec::new();
-    for &kind in kinds {
-        let visitor = Replay {
-            open,
-            options,
-            progress: &|n| progress(kind, n),
-            exact_pfns: pfns.as_deref(),
-        };
-        match with_model(kind, layout, visitor) {
-            Ok(Ok(result)) => out.push((kind, Ok(result))),
-            Ok(Err(trace)) => return Err(trace),
-            Err(e) => out.push((kind, Err(e))),
+    let trace = OnceLock::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Set whatever happens, so that no model waits forever.
+            let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                ReadTrace::read(open, options.skip_bad)
+            }));
+            trace.set(read.unwrap_or_else(|_| Err(TraceError::file("reading the trace panicked"))))
+        });
+        let mut out = Vec::new();
+        let mut started = Instant::now();
+        for &kind in kinds {
+            let visitor = Replay {
+                trace: &trace,
+                options,
+                progress: &|n| progress(kind, n),
+                started,
+            };
+            match with_model(kind, layout, visitor) {
+                Ok(Ok(result)) => out.push((kind, Ok(result))),
+                Ok(Err(trace)) => return Err(trace),
+                Err(e) => out.push((kind, Err(e))),
+            }
+            started = Instant::now();
         }
-    }
-    Ok(out)
+        Ok(out)
+    })
 }

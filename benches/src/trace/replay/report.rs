@@ -12,9 +12,10 @@ use crate::timing::{Measurement, Stat, tsc_hz};
 /// trace's events (the same for every model but the allocation failures).
 pub fn replay_table(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -> String {
     let mut t = format!(
-        "{:<16} {:>10} {:>9} {:>9} {:>9} {:>10} {:>6} {:>10} {:>17} {:>16} {:>8} {:>6} {:>5}\n",
+        "{:<16} {:>10} {:>10} {:>9} {:>9} {:>9} {:>10} {:>6} {:>10} {:>17} {:>16} {:>8} {:>6} {:>5}\n",
         "model",
         "Mevents/s",
+        "end to end",
         "ns/event",
         "ns/alloc",
         "ns/free",
@@ -41,7 +42,7 @@ pub fn replay_table(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -
             }
         }
     }
-    t.push_str("ns/alloc and ns/free time the allocator call alone (unserialised TSC reads around it, a few ns of their own included); Mevents/s and ns/event include reading and parsing. Model calls come from a second, counting pass. refilled/drained: blocks the replay's per-CPU refills took from the zone and its drains gave back (in brackets the trace's percpu_refill and mm_page_pcpu_drain events, which count the same); frag: fragmentation_index at pageblock_order in thousandths (-1000: a block is free); cons: free + held == managed.\n");
+    t.push_str("ns/alloc and ns/free time the allocator call alone (unserialised TSC reads around it, a few ns of their own included); Mevents/s and ns/event: the replay loop over events parsed beforehand; end to end: Mevents/s over the model's whole wall time (the first model: reading and parsing the trace once, overlapped with building the model; then the timed pass, the counting pass and --exact). Model calls come from the second, counting pass over the same events. refilled/drained: blocks the replay's per-CPU refills took from the zone and its drains gave back (in brackets the trace's percpu_refill and mm_page_pcpu_drain events, which count the same); frag: fragmentation_index at pageblock_order in thousandths (-1000: a block is free); cons: free + held == managed.\n");
     t
 }
 
@@ -49,9 +50,10 @@ pub fn replay_table(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -
 fn model_line(r: &ReplayResult) -> String {
     let calls = |name: &str| r.model_ops.calls.get(name).copied().unwrap_or(0);
     format!(
-        "{:<16} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>6} {:>10} {:>17} {:>16} {:>8} {:>6} {:>5}\n",
+        "{:<16} {:>10.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>6} {:>10} {:>17} {:>16} {:>8} {:>6} {:>5}\n",
         r.model,
         r.events_per_second / 1e6,
+        r.wall_events_per_second / 1e6,
         r.ns_per_event,
         r.ns_per_alloc,
         r.ns_per_free,
@@ -139,6 +141,7 @@ pub fn replay_rows(
             let measurement = Measurement {
                 ns_per_op: one(r.ns_per_event),
                 cycles_per_op: one(r.ns_per_event / ns_per_cycle),
+                interleaved_with: None,
             };
             let mut row = JsonRow::new(
                 "replay",

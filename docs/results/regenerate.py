@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Regenerate docs/results/ and the notebook, or check what is stale.
+
+    python3 docs/results/regenerate.py               # every result, then the notebook
+    python3 docs/results/regenerate.py peers bulk    # only these (no notebook)
+    python3 docs/results/regenerate.py --no-notebook # every result, not the notebook
+    python3 docs/results/regenerate.py --check       # list stale files (CI)
+
+Every results file records the commit and the command that produced it:
+a `.txt` in its first line (`# provenance: commit SHA | command: ...`), a
+`.json` in its top-level `provenance` object. A file written from a tree
+with uncommitted changes to the code it measures names its commit with
+`-dirty`.
+
+`--check` prints, for every file here, the commit it was measured on and
+whether the code it measures (ENTRIES' paths) changed after that commit; it
+fails only when a file names no commit at all, so that results can lag the
+code (a full run takes long) but never lose their provenance.
+
+Full runs are long (peers and lock several minutes each) and their numbers
+depend on the machine's load: run this on a quiet machine.
+"""
+import json
+import pathlib
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+TXT_MARK = "# provenance: "
+
+# The code every measurement runs through: the three library crates and the
+# lab's measuring code (timing, workloads, models, the runner).
+COMMON = [
+    "sparsemem/src",
+    "vmemmap/src",
+    "buddy/src",
+    "benches/src/timing.rs",
+    "benches/src/workloads.rs",
+    "benches/src/models.rs",
+    "benches/src/counting.rs",
+    "benches/src/experiments/mod.rs",
+]
+EXP = "benches/src/experiments/"
+TRACE = "gzip-dd.trace.zst"
+REPLAY = ["replay", f"benches/tests/data/{TRACE}", "--exact"]
+
+# name -> (pfnlab arguments, cargo features, code measured beyond COMMON).
+ENTRIES = {
+    "compare": ([], [], [EXP + "compare.rs", EXP + "kernel_fixup.rs", EXP + "breakdown.rs"]),
+    "compare-uffd": ([], ["uffd"], [EXP + "compare.rs", EXP + "kernel_fixup.rs", EXP + "breakdown.rs"]),
+    "flags": (["bench", "flags"], [], [EXP + "flags", "benches/src/trace", "benches/data/seed-flags.trace.zst"]),
+    "lock": (["bench", "lock"], [], [EXP + "lock", "benches/src/threads.rs"]),
+    "pfn-valid": (["bench", "pfn-valid"], [], [EXP + "pfn_valid.rs", EXP + "kernel_fixup.rs"]),
+    "bulk": (["bench", "bulk"], [], [EXP + "bulk.rs"]),
+    "cpuset": (["bench", "cpuset"], [], [EXP + "cpuset", "benches/src/threads.rs"]),
+    "peers": (["bench", "peers"], [], [EXP + "peers"]),
+    "hole-density": (["bench", "hole-density"], [], [EXP + "hole_density.rs"]),
+    "breakdown": (["bench", "breakdown"], [], [EXP + "breakdown.rs"]),
+    "replay-1": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
+    "replay-2": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
+    "replay-3": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
+}
+
+
+def git(*args):
+    """A git command's output in the repository, or None when it fails."""
+    try:
+        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip()
+
+
+def command_line(name):
+    """The command that produces `name`, as a person would type it."""
+    args, features, _ = ENTRIES[name]
+    cargo = "cargo run --release" + "".join(f" --features {f}" for f in features)
+    return " ".join([cargo, "--", *args, "--json", f"docs/results/{name}.json"])
+
+
+def measured_paths(name):
+    return COMMON + ENTRIES[name][2]
+
+
+def head_commit(name):
+    """HEAD, with -dirty when the code `name` measures has uncommitted changes."""
+    sha = git("rev-parse", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--", *measured_paths(name))
+    return sha + ("-dirty" if dirty else "")
+
+
+def regenerate(name):
+    args, features, _ = ENTRIES[name]
+    json_path = HERE / f"{name}.json"
+    cargo = ["cargo", "run", "--release", "--quiet"] + [a for f in features for a in ("--features", f)]
+    print(f"== {name}: {command_line(name)}", flush=True)
+    run = subprocess.run([*cargo, "--", *args, "--json", str(json_path)], cwd=ROOT,
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.stderr.write(run.stderr)
+        raise SystemExit(f"{name}: the command failed (exit {run.returncode})")
+    provenance = {"commit": head_commit(name), "command": command_line(name)}
+    (HERE / f"{name}.txt").write_text(header_line(provenance) + run.stdout)
+    report = json.loads(json_path.read_text())
+    report = {"provenance": provenance, **report}
+    json_path.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def header_line(p):
+    return f"{TXT_MARK}commit {p['commit']} | command: {p['command']}\n"
+
+
+def provenance_of(path):
+    """The provenance a results file records, or None."""
+    if path.suffix == ".json":
+        try:
+            p = json.loads(path.read_text()).get("provenance")
+        except (ValueError, AttributeError):
+            return None
+        return p if isinstance(p, dict) and p.get("commit") else None
+    first = path.read_text().split("\n", 1)[0]
+    if not first.startswith(TXT_MARK):
+        return None
+    fields = dict(part.split(" ", 1) for part in first[len(TXT_MARK):].split(" | ") if " " in part)
+    commit = fields.get("commit")
+    return {"commit": commit, "command": fields.get("command:", "")} if commit else None
+
+
+def staleness(name, commit):
+    """Why a file measured on `commit` is stale, or None when it is not."""
+    sha = commit.removesuffix("-dirty").split()[0]
+    last = git("log", "-1", "--format=%H", "--", *measured_paths(name))
+    if last is None or git("rev-parse", "--verify", "--quiet", sha + "^{commit}") is None:
+        return f"cannot tell: commit {sha[:12]} is not in this clone's history"
+    if git("merge-base", "--is-ancestor", last, sha) is None:
+        subject = git("log", "-1", "--format=%h %s", last) or last[:12]
+        return f"the code it measures changed after {sha[:12]}: last in {subject}"
+    return None
+
+
+def check():
+    files = sorted(p for p in HERE.iterdir() if p.suffix in (".json", ".txt"))
+    nameless, stale = [], []
+    for path in files:
+        p = provenance_of(path)
+        if p is None:
+            nameless.append(path.name)
+            continue
+        why = staleness(path.stem, p["commit"]) if path.stem in ENTRIES else "no entry in regenerate.py"
+        if why:
+            stale.append(f"{path.name}: {why}")
+    for line in stale:
+        print(f"stale: {line}")
+    print(f"{len(files)} results files, {len(stale)} stale, {len(nameless)} naming no commit")
+    for name in nameless:
+        print(f"no commit: {name}", file=sys.stderr)
+    return 1 if nameless else 0
+
+
+def main():
+    argv = sys.argv[1:]
+    if "--check" in argv:
+        return check()
+    names = [a for a in argv if not a.startswith("--")]
+    unknown = [n for n in names if n not in ENTRIES]
+    if unknown:
+        raise SystemExit(f"unknown results {unknown}; known: {', '.join(ENTRIES)}")
+    for name in names or ENTRIES:
+        regenerate(name)
+    if not names and "--no-notebook" not in argv:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+        subprocess.run([sys.executable, str(ROOT / "docs" / "run_notebook.py")], cwd=ROOT, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
