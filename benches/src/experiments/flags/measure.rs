@@ -14,6 +14,7 @@ use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_mo
 use crate::spread::Interval;
 use crate::threads::{Placement, on_threads};
 use crate::timing::{Measurement, Plan, measure, measure_interleaved};
+use crate::trace::TraceError;
 use crate::trace::format::TraceReader;
 use crate::trace::replay::{ReplayOptions, replay_through};
 use crate::workloads::{flags_iteration, mark_pairs};
@@ -260,7 +261,7 @@ trait Buddy: Sync {
     /// returns the pages allocated.
     fn program(&self, node: NodeId, pages: usize, iterations: u64, threads: usize) -> u64;
     /// One replay of `trace`: ns per page allocated.
-    fn replay(&self, layout: &Layout, trace: &Path, era: buddy::Era) -> Result<f64, String>;
+    fn replay(&self, layout: &Layout, trace: &Path, era: buddy::Era) -> Result<f64, TraceError>;
 }
 
 impl<M: MemoryModel, V: Variant> Buddy for Allocator<M, V>
@@ -271,7 +272,7 @@ where
         program(self, node, pages, iterations, threads)
     }
 
-    fn replay(&self, layout: &Layout, trace: &Path, era: buddy::Era) -> Result<f64, String> {
+    fn replay(&self, layout: &Layout, trace: &Path, era: buddy::Era) -> Result<f64, TraceError> {
         replay_once(self, layout, trace, era)
     }
 }
@@ -285,13 +286,13 @@ fn replay_once<M: MemoryModel, V: Variant>(
     layout: &Layout,
     trace: &Path,
     era: buddy::Era,
-) -> Result<f64, String> {
+) -> Result<f64, TraceError> {
     let open = || TraceReader::open(trace);
     let options = ReplayOptions {
         era,
         ..ReplayOptions::default()
     };
-    let t = replay_through(alloc, layout, &open, options).map_err(|e| e.to_string())?;
+    let t = replay_through(alloc, layout, &open, options)?;
     Ok((t.alloc_ns + t.free_ns) / t.events.allocs.max(1) as f64)
 }
 
