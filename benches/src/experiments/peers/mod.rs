@@ -141,10 +141,15 @@ impl Contender {
     /// so it cannot split or merge (its "split-merge" would be a plain
     /// alloc+free, a different operation).
     pub fn does(self, workload: Workload) -> bool {
+        !(self.has_no_orders() && workload == Workload::SplitMergePair)
+    }
+
+    /// Whether it hands out single frames only (no orders to split).
+    fn has_no_orders(self) -> bool {
         match self {
             #[cfg(feature = "peers")]
-            Contender::BitmapAllocator => workload != Workload::SplitMergePair,
-            _ => true,
+            Contender::BitmapAllocator => true,
+            _ => false,
         }
     }
 }
