@@ -24,7 +24,7 @@ use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::spread::{Comparison, Interval, NOISE_MARK, ratio_cell};
-use crate::timing::{Measurement, Plan, measure};
+use crate::timing::{Measurement, Plan};
 use crate::workloads::{XorShift, count_valid, zone_pairs};
 
 /// Sections in a generated layout's span.
@@ -94,13 +94,13 @@ impl ModelVisitor for Visitor {
         let mut rng = XorShift(0x5eed);
         let pfns: Vec<Pfn> = (0..n).map(|_| Pfn::new(rng.next_u64() % span)).collect();
         let alloc = build_allocator::<M, KernelHoleCheck>(layout, options, self.alloc_options)?;
-        let pfn_valid = measure(plan.trials, || {
+        let pfn_valid = plan.measure(|| {
             std::hint::black_box(count_valid(alloc.model(), &pfns));
             pfns.len() as u64
         });
         let pairs = plan.iters(200_000, 2_000);
         let node = layout.first_node();
-        let alloc_free = measure(plan.trials, || {
+        let alloc_free = plan.measure(|| {
             std::hint::black_box(zone_pairs(&alloc, node, pairs));
             pairs
         });
