@@ -166,12 +166,10 @@ pub struct DensityParams {
     pub hole_fraction: f64,
 }
 
-/// A row's spread: its median's interval (for error bars) and its ratio
-/// to the same model with no holes.
+/// A row's ratio to the same model with no holes (its median's interval,
+/// for error bars, is every row's `ns_per_op_interval`).
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct DensityExtra {
-    /// The median ns per op with its 95 % interval.
-    pub ns_per_op_interval: Option<Interval>,
     /// This density over no holes, same model and variant (unpaired: the
     /// densities run one after the other).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -211,7 +209,6 @@ pub fn rows(results: &DensityResults) -> Vec<DensityRow> {
             for variant in [DensityVariant::PfnValid, DensityVariant::AllocFree] {
                 let m = pick(p, variant);
                 let extra = DensityExtra {
-                    ns_per_op_interval: Interval::of_median(&m.ns_per_op.trials).ok(),
                     ratio_to_no_holes: over_no_holes(points, p, variant),
                 };
                 rows.push(Row::new(variant, *kind, params, m.clone(), extra));
