@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use crate::error::{JsonError, JsonErrorKind, RunError};
 use crate::machine::Machine;
 use crate::models::ModelKind;
-use crate::spread::{Comparison, TrialRecord};
+use crate::spread::{Comparison, Interval, TrialRecord};
 use crate::timing::Measurement;
 
 /// One measured result as the JSON report shows it: what was measured
@@ -29,6 +29,9 @@ pub struct Row<V, P = NoParams, X = NoExtra> {
     /// Per-operation time.
     #[serde(flatten)]
     pub measurement: Measurement,
+    /// The median ns per operation with its 95 % interval, for error bars.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_per_op_interval: Option<Interval>,
     /// Experiment-specific fields (seed figures, shares, counts).
     #[serde(flatten)]
     pub extra: X,
@@ -41,6 +44,7 @@ impl<V, P, X> Row<V, P, X> {
             variant,
             model: model.into(),
             params,
+            ns_per_op_interval: Interval::of_median(&m.ns_per_op.trials).ok(),
             measurement: m,
             extra,
         }

@@ -430,7 +430,9 @@ impl fmt::Display for Verdict {
 }
 
 /// When to run more trials: an interval wider than `max_relative_half_width`
-/// asks for more, up to `max_trials`, as criterion extends its sampling.
+/// asks for more, up to `max_trials`, as criterion extends its sampling;
+/// and, as criterion bounds its measurement time, only while the run with
+/// more trials is expected to take at most [`MAX_EXTENDED_RUN`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Extension {
     /// The widest interval accepted, as a half-width relative to the median.
@@ -439,7 +441,19 @@ pub struct Extension {
     pub max_trials: usize,
 }
 
+/// The longest run an extension may ask for (predicted from the run before
+/// it: its time scaled by the trials): a longer one is not made, and the
+/// record says which `--trials` would make it.
+pub const MAX_EXTENDED_RUN: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl Extension {
+    /// Whether a run of `trials` trials that took `took` may be made again
+    /// with `next` trials: it is expected to take at most
+    /// [`MAX_EXTENDED_RUN`].
+    pub fn affordable(&self, took: std::time::Duration, trials: usize, next: usize) -> bool {
+        took.as_secs_f64() * next as f64 / trials.max(1) as f64 <= MAX_EXTENDED_RUN.as_secs_f64()
+    }
+
     /// pfnlab's rule: ±5 % at most, up to 31 trials ([`Plan::FULL`]'s
     /// cap).
     pub const DEFAULT: Extension = Extension {
@@ -506,6 +520,10 @@ pub struct TrialRecord {
     /// Each extension: from how many trials, to how many, and the
     /// comparison too wide to stop at.
     pub extended: Vec<Extended>,
+    /// An extension the time bound refused: the comparison still too wide,
+    /// and the `--trials` that would narrow it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_extended: Option<String>,
 }
 
 /// One extension of a run.
@@ -530,7 +548,19 @@ impl TrialRecord {
             max_relative_half_width: rule.max_relative_half_width,
             min_time_s: plan.min_time.as_secs_f64(),
             extended: Vec::new(),
+            not_extended: None,
         }
+    }
+
+    /// Notes that `widest` asked for `to` trials, which would take about
+    /// `seconds`, over the bound.
+    pub fn refuse(&mut self, to: usize, seconds: f64, widest: &Comparison) {
+        self.not_extended = Some(format!(
+            "{}: ±{:.1} %, but {to} trials would take about {seconds:.0} s (over {} s): run with --trials {to}",
+            widest.what,
+            100.0 * widest.interval.relative_half_width(),
+            MAX_EXTENDED_RUN.as_secs()
+        ));
     }
 
     /// Notes that the run with `from` trials was too wide because of
@@ -564,6 +594,9 @@ impl TrialRecord {
                 s += &format!(" {} -> {} ({})", e.from, e.to, e.because);
             }
             s += ")";
+        }
+        if let Some(why) = &self.not_extended {
+            s += &format!("; not extended: {why}");
         }
         s + ".\n"
     }
@@ -752,6 +785,15 @@ mod tests {
         assert!(record.extended[0].because.starts_with("wide: ±"));
         assert!(record.text().contains("7 -> 15"));
         assert_eq!(Extension::for_plan(&Plan::QUICK).widest(&both, 3), None);
+        let second = std::time::Duration::from_secs(1);
+        assert!(rule.affordable(10 * second, 7, 15));
+        assert!(!rule.affordable(60 * second, 7, 15));
+        record.refuse(31, 400.0, &both[1]);
+        assert!(
+            record.text().contains("run with --trials 31"),
+            "{}",
+            record.text()
+        );
     }
 
     fn timed(ns: &[f64], set: Option<u64>) -> Measurement {

@@ -746,3 +746,47 @@ fn ctrl_c_ends_a_recording_and_removes_its_instance() {
     assert!(!Path::new(&instance).exists(), "the instance was removed");
     assert!(out_path.exists(), "what was recorded is written");
 }
+
+#[test]
+fn trials_and_min_time_reach_every_measurement_and_the_report() {
+    let s = Scratch::new("trials");
+    let layout = small_layout(&s);
+    let json = s.path("bulk.json");
+    let out = pfnlab(&[
+        "bench",
+        "bulk",
+        "--quick",
+        "--trials",
+        "4",
+        "--min-time",
+        "0.001",
+        "--layout",
+        &layout,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let t = &v["trials"];
+    assert_eq!(
+        (t["asked"].as_u64(), t["max_trials"].as_u64()),
+        (Some(4), Some(4))
+    );
+    assert_eq!(t["min_time_s"].as_f64(), Some(0.001));
+    for r in v["results"].as_array().unwrap() {
+        assert_eq!(r["ns_per_op"]["trials"].as_array().unwrap().len(), 4, "{r}");
+    }
+    let c = v["comparisons"].as_array().unwrap();
+    assert!(
+        c.iter().any(|c| c["what"] == "list / array at 128"),
+        "{c:?}"
+    );
+    // The default comparison's trial options go before no command.
+    let out = pfnlab(&["--trials", "5", "bench", "bulk", "--quick"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--trials"));
+}

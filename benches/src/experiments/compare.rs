@@ -21,7 +21,7 @@ use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
 use crate::report::{NoParams, Row};
 use crate::spread::{Comparison, rank_sentence, ratio_text};
-use crate::timing::{Measurement, Plan, measure};
+use crate::timing::{Measurement, Plan};
 use crate::units::{fmt_ns, human_bytes};
 use crate::workloads::{count_valid, hole_pfns, read_flags, valid_pfns, zone_pairs};
 
@@ -71,7 +71,7 @@ fn alloc_pairs<M: Buildable, V: Variant>(
     };
     let node = layout.first_node();
     let n = plan.iters(200_000, 2_000);
-    Ok(Some(measure(plan.trials, || {
+    Ok(Some(plan.measure(|| {
         std::hint::black_box(zone_pairs(&alloc, node, n));
         n
     })))
@@ -97,15 +97,15 @@ impl ModelVisitor for CompareVisitor<'_> {
             13,
         );
         self.progress.stage(format!("{name}: pfn_valid"));
-        let valid_m = measure(plan.trials, || {
+        let valid_m = plan.measure(|| {
             std::hint::black_box(count_valid(&model, &valid));
             valid.len() as u64
         });
-        let hole_m = measure(plan.trials, || {
+        let hole_m = plan.measure(|| {
             std::hint::black_box(count_valid(&model, &holes));
             holes.len() as u64
         });
-        let read_m = measure(plan.trials, || {
+        let read_m = plan.measure(|| {
             std::hint::black_box(read_flags(&model, &valid));
             valid.len() as u64
         });

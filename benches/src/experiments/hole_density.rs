@@ -24,7 +24,7 @@ use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::spread::{Comparison, Interval, NOISE_MARK, ratio_cell};
-use crate::timing::{Measurement, Plan, measure};
+use crate::timing::{Measurement, Plan};
 use crate::workloads::{XorShift, count_valid, zone_pairs};
 
 /// Sections in a generated layout's span.
@@ -94,13 +94,13 @@ impl ModelVisitor for Visitor {
         let mut rng = XorShift(0x5eed);
         let pfns: Vec<Pfn> = (0..n).map(|_| Pfn::new(rng.next_u64() % span)).collect();
         let alloc = build_allocator::<M, KernelHoleCheck>(layout, options, self.alloc_options)?;
-        let pfn_valid = measure(plan.trials, || {
+        let pfn_valid = plan.measure(|| {
             std::hint::black_box(count_valid(alloc.model(), &pfns));
             pfns.len() as u64
         });
         let pairs = plan.iters(200_000, 2_000);
         let node = layout.first_node();
-        let alloc_free = measure(plan.trials, || {
+        let alloc_free = plan.measure(|| {
             std::hint::black_box(zone_pairs(&alloc, node, pairs));
             pairs
         });
@@ -166,12 +166,10 @@ pub struct DensityParams {
     pub hole_fraction: f64,
 }
 
-/// A row's spread: its median's interval (for error bars) and its ratio
-/// to the same model with no holes.
+/// A row's ratio to the same model with no holes (its median's interval,
+/// for error bars, is every row's `ns_per_op_interval`).
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct DensityExtra {
-    /// The median ns per op with its 95 % interval.
-    pub ns_per_op_interval: Option<Interval>,
     /// This density over no holes, same model and variant (unpaired: the
     /// densities run one after the other).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -211,7 +209,6 @@ pub fn rows(results: &DensityResults) -> Vec<DensityRow> {
             for variant in [DensityVariant::PfnValid, DensityVariant::AllocFree] {
                 let m = pick(p, variant);
                 let extra = DensityExtra {
-                    ns_per_op_interval: Interval::of_median(&m.ns_per_op.trials).ok(),
                     ratio_to_no_holes: over_no_holes(points, p, variant),
                 };
                 rows.push(Row::new(variant, *kind, params, m.clone(), extra));

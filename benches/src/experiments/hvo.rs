@@ -37,7 +37,7 @@ use crate::host_kernel::{HostError, HostPaths, hugetlb_pool, is_root};
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::spread::{Comparison, Interval, ratio_cell};
-use crate::timing::{Measurement, Plan, measure_interleaved, next_set};
+use crate::timing::{Measurement, Plan, next_set};
 use crate::workloads::{compound_heads, hugetlb_grow, hugetlb_shrink};
 
 /// The experiment `bench hvo`.
@@ -343,7 +343,7 @@ fn measure_heads<M: MemoryModel>(
         tails.push((variant, pages));
     }
     let rounds = (plan.iters(20_000_000, 200_000) / tails[0].1.len().max(1) as u64).max(1);
-    let measured = measure_interleaved(plan.trials, &mut tails, |(variant, pages)| {
+    let measured = plan.measure_interleaved(&mut tails, |(variant, pages)| {
         let mut sum = 0u64;
         for _ in 0..rounds {
             sum = sum.wrapping_add(match variant {

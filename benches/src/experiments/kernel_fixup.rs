@@ -136,7 +136,7 @@ pub enum OrFixup<R> {
     /// The experiment's own row.
     Lab(R),
     /// A row of the kernel's fixup.
-    Fixup(FixupRow),
+    Fixup(Box<FixupRow>),
 }
 
 impl<R: Measured> Measured for OrFixup<R> {
@@ -157,7 +157,10 @@ impl<R: Measured> Measured for OrFixup<R> {
 
 /// `rows`, then the fixup's.
 pub fn with_fixup<R>(rows: Vec<R>, fixup: &KernelFixup) -> Vec<OrFixup<R>> {
-    let fixup = fixup.rows().into_iter().map(OrFixup::Fixup);
+    let fixup = fixup
+        .rows()
+        .into_iter()
+        .map(|r| OrFixup::Fixup(Box::new(r)));
     rows.into_iter().map(OrFixup::Lab).chain(fixup).collect()
 }
 

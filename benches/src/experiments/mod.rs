@@ -411,13 +411,20 @@ impl<'a, E: Experiment> Prepared<'a, E> {
         let rule = Extension::for_plan(&self.ctx.plan);
         let mut record = TrialRecord::new(&self.ctx.plan);
         let (results, comparisons) = loop {
+            let started = std::time::Instant::now();
             let results = E::measure(&self.ctx, params)?;
+            let took = started.elapsed();
             let comparisons = E::comparisons(&self.ctx, &results);
             let trials = self.ctx.plan.trials;
             let Some(widest) = rule.widest(&comparisons, trials) else {
                 break (results, comparisons);
             };
             let more = rule.next(trials);
+            if !rule.affordable(took, trials, more) {
+                let seconds = took.as_secs_f64() * more as f64 / trials as f64;
+                record.refuse(more, seconds, widest);
+                break (results, comparisons);
+            }
             record.extend(trials, more, widest);
             self.ctx.plan.trials = more;
         };

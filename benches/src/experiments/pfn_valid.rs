@@ -14,7 +14,7 @@ use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Row;
 use crate::spread::{Comparison, Interval, ratio_cell, ratio_text};
-use crate::timing::{Measurement, Plan, measure};
+use crate::timing::{Measurement, Plan};
 use crate::workloads::{
     PAGE_TEST_BATCH, XorShift, count_valid, count_valid_sequential, hole_pfns, page_test_rounds,
     page_test_rounds_with, valid_pfns,
@@ -163,13 +163,13 @@ impl ModelVisitor for Visitor {
         }
         let first = layout.memory_span().0;
         let lookups = |set: &[Pfn]| {
-            measure(plan.trials, || {
+            plan.measure(|| {
                 std::hint::black_box(count_valid(&model, set));
                 set.len() as u64
             })
         };
         let (valid, hole, random) = (lookups(&valid), lookups(&holes), lookups(&mix));
-        let sequential = measure(plan.trials, || {
+        let sequential = plan.measure(|| {
             std::hint::black_box(count_valid_sequential(&model, first, n as u64));
             n as u64
         });
@@ -178,13 +178,10 @@ impl ModelVisitor for Visitor {
         let node = layout.first_node();
         let rounds = plan.iters(4000, 40);
         let mut held = Vec::with_capacity(PAGE_TEST_BATCH);
-        let page_test = measure(plan.trials, || {
-            page_test_rounds(&alloc, node, rounds, &mut held)
-        });
+        let page_test = plan.measure(|| page_test_rounds(&alloc, node, rounds, &mut held));
         let gfp = Gfp::HIGHUSER_MOVABLE;
-        let page_test_2620 = measure(plan.trials, || {
-            page_test_rounds_with(&alloc, node, rounds, &mut held, gfp, true)
-        });
+        let page_test_2620 =
+            plan.measure(|| page_test_rounds_with(&alloc, node, rounds, &mut held, gfp, true));
         drop(alloc);
         let framed = buddy::Options {
             frames: true,
@@ -192,16 +189,14 @@ impl ModelVisitor for Visitor {
         };
         let page_test_clear = build_allocator::<M, KernelHoleCheck>(layout, options, framed)
             .map(|alloc| {
-                measure(plan.trials, || {
+                plan.measure(|| {
                     page_test_rounds_with(&alloc, node, rounds, &mut held, gfp | Gfp::ZERO, true)
                 })
             })
             .map_err(|e| e.to_string());
         let today = buddy::Options::for_era(Era::V6_18);
         let alloc = build_allocator::<M, Kernel>(layout, options, today)?;
-        let page_test_618 = measure(plan.trials, || {
-            page_test_rounds(&alloc, node, rounds, &mut held)
-        });
+        let page_test_618 = plan.measure(|| page_test_rounds(&alloc, node, rounds, &mut held));
         Ok(PfnValidResults {
             valid,
             hole,

@@ -56,7 +56,7 @@ use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_mo
 use crate::report::Row;
 use crate::spread::{Comparison, Interval, NOISE_MARK, ratio_cell, ratio_text};
 use crate::threads::{Placement, on_threads};
-use crate::timing::{Measurement, Plan, measure_interleaved};
+use crate::timing::{Measurement, Plan};
 use seed::CpusetSeed;
 
 /// What the cpuset experiment measured.
@@ -375,10 +375,12 @@ impl ModelVisitor for Visitor {
                 w.counts().since(before)
             })
             .collect();
-        let measured = measure_interleaved(self.plan.trials, &mut walkers, |w| w.pairs(pairs));
+        let measured = self
+            .plan
+            .measure_interleaved(&mut walkers, |w| w.pairs(pairs));
         drop(walkers);
         let rounds = self.plan.iters(40, 2);
-        let host = crate::timing::measure(self.plan.trials, || host_fault(rounds));
+        let host = self.plan.measure(|| host_fault(rounds));
         let tasks = self.tasks.max(1);
         let contended = CpusetWalk::ALL
             .into_iter()

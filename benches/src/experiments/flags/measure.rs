@@ -13,7 +13,7 @@ use vmemmap::VmemmapOptions;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use crate::spread::Interval;
 use crate::threads::{Placement, on_threads};
-use crate::timing::{Measurement, Plan, measure, measure_interleaved};
+use crate::timing::{Measurement, Plan};
 use crate::trace::TraceError;
 use crate::trace::format::TraceReader;
 use crate::trace::replay::{ReplayOptions, replay_through};
@@ -351,7 +351,7 @@ impl Visitor<'_> {
         let pfn = cpu.alloc(buddy::Gfp::HIGHUSER_MOVABLE)?;
         if let Some(page) = alloc.model().pfn_to_page(pfn) {
             let rounds = self.plan.iters(1 << 22, 1 << 16);
-            let m = measure(self.plan.trials, || {
+            let m = self.plan.measure(|| {
                 mark_pairs::<V>(page, rounds);
                 rounds
             });
@@ -400,7 +400,7 @@ impl Visitor<'_> {
                 counts.into_iter().map(move |t| (v, t, b))
             })
             .collect();
-        let measured = measure_interleaved(self.plan.trials, &mut runs, |(_, threads, b)| {
+        let measured = self.plan.measure_interleaved(&mut runs, |(_, threads, b)| {
             b.program(node, pages, iterations, *threads)
         });
         for ((variant, threads, _), per_page) in runs.iter().zip(measured) {

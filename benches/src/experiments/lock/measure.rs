@@ -12,7 +12,7 @@ use vmemmap::VmemmapOptions;
 use super::sim::{SimParams, SimResult, simulate};
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::threads::{Placement, on_threads};
-use crate::timing::{Measurement, Plan, measure_interleaved, tsc_hz, tsc_now};
+use crate::timing::{Measurement, Plan, tsc_hz, tsc_now};
 use crate::workloads::{lock_job, xorshift};
 
 /// CPU counts the model projects to.
@@ -398,9 +398,9 @@ impl Visitor {
             };
             let a = build_allocator::<M, Kernel>(layout, options, self.options(config))?;
             let n = self.plan.iters(200_000, 5_000);
-            let m = measure_interleaved(self.plan.trials, &mut [1, 2], |cpus| {
-                stack_pairs(&a, node, *cpus, n)
-            });
+            let m = self
+                .plan
+                .measure_interleaved(&mut [1, 2], |cpus| stack_pairs(&a, node, *cpus, n));
             // Per acquisition: two per pair; the two-CPU run's wall time
             // covers both CPUs' acquisitions.
             let alone = m[0].ns_per_op.median / 2.0;
@@ -468,7 +468,7 @@ impl ModelVisitor for Visitor {
         let pinned = std::sync::atomic::AtomicBool::new(true);
         let (threads, jobs, pages) = (self.threads, self.jobs, self.pages);
         let mut runs: Vec<_> = allocs.iter().zip(&smalls).collect();
-        let measured = measure_interleaved(self.plan.trials, &mut runs, |(a, s)| {
+        let measured = self.plan.measure_interleaved(&mut runs, |(a, s)| {
             job_set(a, node, threads, jobs, pages, s, &pinned)
         });
         let runs = configs

@@ -30,7 +30,7 @@ use crate::error::{PeerError, RunError};
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator};
 use crate::report::{Row, Subject};
 use crate::spread::{Comparison, Interval, rank_sentence, ratio_text};
-use crate::timing::{Measurement, Plan, measure};
+use crate::timing::{Measurement, Plan};
 use crate::workloads::{
     Frames, SharedFrames, bursts, frame_bursts, frame_pairs, pcp_bursts_threads, pcp_pairs,
     shared_bursts, zone_pairs,
@@ -141,10 +141,15 @@ impl Contender {
     /// so it cannot split or merge (its "split-merge" would be a plain
     /// alloc+free, a different operation).
     pub fn does(self, workload: Workload) -> bool {
+        !(self.has_no_orders() && workload == Workload::SplitMergePair)
+    }
+
+    /// Whether it hands out single frames only (no orders to split).
+    fn has_no_orders(self) -> bool {
         match self {
             #[cfg(feature = "peers")]
-            Contender::BitmapAllocator => workload != Workload::SplitMergePair,
-            _ => true,
+            Contender::BitmapAllocator => true,
+            _ => false,
         }
     }
 }
@@ -194,7 +199,7 @@ impl ModelVisitor for Visitor {
         let n = plan.iters(2_000_000, 20_000);
         let before = alloc.stats_total();
         let mut pairs = 0;
-        let split = measure(plan.trials, || {
+        let split = plan.measure(|| {
             std::hint::black_box(zone_pairs(&alloc, node, n / 10));
             pairs += n / 10;
             n / 10
@@ -206,19 +211,17 @@ impl ModelVisitor for Visitor {
             per_pair(after.merges, before.merges),
         );
         let mut cpu = alloc.cpu_on(node)?;
-        let hot = measure(plan.trials, || {
+        let hot = plan.measure(|| {
             std::hint::black_box(pcp_pairs(&mut cpu, n));
             n
         });
         let mut held = Vec::with_capacity(128);
-        let burst = measure(plan.trials, || {
+        let burst = plan.measure(|| {
             std::hint::black_box(bursts(&mut cpu, n / 128, 128, &mut held));
             n / 128 * 128
         });
         drop(cpu);
-        let two = measure(plan.trials, || {
-            pcp_bursts_threads(&alloc, node, THREADS, n / 128, 128)
-        });
+        let two = plan.measure(|| pcp_bursts_threads(&alloc, node, THREADS, n / 128, 128));
         Ok(([hot, split, burst, two], splits_merges))
     }
 }
@@ -256,17 +259,17 @@ fn peer_workloads<F: Frames>(plan: Plan, mut make: impl FnMut() -> F) -> [Measur
     let n = plan.iters(2_000_000, 20_000);
     let mut frames = make();
     let _pinned = frames.alloc_frame();
-    let hot = measure(plan.trials, || {
+    let hot = plan.measure(|| {
         std::hint::black_box(frame_pairs(&mut frames, n));
         n
     });
     let mut fresh = make();
-    let split = measure(plan.trials, || {
+    let split = plan.measure(|| {
         std::hint::black_box(frame_pairs(&mut fresh, n / 10));
         n / 10
     });
     let mut held = Vec::with_capacity(128);
-    let burst = measure(plan.trials, || {
+    let burst = plan.measure(|| {
         std::hint::black_box(frame_bursts(&mut fresh, n / 128, 128, &mut held));
         n / 128 * 128
     });
@@ -276,7 +279,7 @@ fn peer_workloads<F: Frames>(plan: Plan, mut make: impl FnMut() -> F) -> [Measur
 /// The two-thread burst on a shared peer: per page of both threads.
 fn two_threads<F: SharedFrames>(plan: Plan, frames: &F) -> Measurement {
     let rounds = plan.iters(2_000_000, 20_000) / 128;
-    measure(plan.trials, || shared_bursts(frames, THREADS, rounds, 128))
+    plan.measure(|| shared_bursts(frames, THREADS, rounds, 128))
 }
 
 /// All four workloads on a peer that one thread drives through `&mut`:

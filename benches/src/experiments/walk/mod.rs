@@ -41,7 +41,7 @@ use crate::host_kernel::{HostError, HostPaths, compact_memory, is_root, kpagefla
 use crate::layout_spec::LayoutSpec;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Measured;
-use crate::timing::{Measurement, Plan, measure, measure_interleaved};
+use crate::timing::{Measurement, Plan};
 use crate::workloads::{reserve_bootmem_walk, walk_valid};
 
 mod render;
@@ -346,7 +346,7 @@ impl ModelVisitor for SweepVisitor {
         // Short walks repeated, so each trial lasts long enough to rise
         // above the scheduler's noise on a shared machine.
         let floor = self.plan.iters(1 << 25, 1 << 21);
-        let ms = measure_interleaved(self.plan.trials, &mut walkers, |(w, ranges)| {
+        let ms = self.plan.measure_interleaved(&mut walkers, |(w, ranges)| {
             let reps = if faults {
                 1
             } else {
@@ -432,7 +432,7 @@ impl ReproVisitor {
             // run then honours.
             let mut state = CompactState::new(zone, block);
             let mut work = (0, 0);
-            let m = measure(self.plan.trials, || {
+            let m = self.plan.measure(|| {
                 let n = compact_zone(&alloc, zone.id, &mut state, cc).expect("6.18 compacts");
                 work = (n.migrate_scanned + n.free_scanned, n.pageblock_checks);
                 if hinted { work.1 } else { work.0 }
@@ -461,7 +461,7 @@ impl ReproVisitor {
         };
         for form in MemmapInitForm::ALL {
             let mut written = 0;
-            let m = measure(self.plan.trials, || {
+            let m = self.plan.measure(|| {
                 written = memmap_init(&mut model, &memory, zone, form).pages_initialised;
                 end.get()
             });
@@ -505,7 +505,7 @@ impl ReproVisitor {
         .expect("a range");
         let valid = walk_valid::<M, KernelWalk>(&model, range);
         for walker in [Walker::PerPfn, Walker::ForEachValidPfn] {
-            let m = measure(self.plan.trials, || {
+            let m = self.plan.measure(|| {
                 std::hint::black_box(match walker {
                     Walker::PerPfn => reserve_bootmem_walk::<M, PerPfnWalk>(&model, range),
                     _ => reserve_bootmem_walk::<M, KernelWalk>(&model, range),

@@ -6,6 +6,7 @@ use buddy::MemmapInitForm;
 use super::{Case, HostWalk, WalkResults, WalkRow, Walker};
 use crate::models::ModelKind;
 use crate::spread::{Interval, ratio_cell};
+use crate::timing::Measurement;
 use crate::units::fmt_ns;
 
 /// The published figures beside the reproductions: `(what, before,
@@ -31,10 +32,16 @@ const PUBLISHED: [(&str, f64, f64, &str); 3] = [
     ),
 ];
 
-fn median(rows: &[WalkRow], case: Case) -> Option<f64> {
+fn timed(rows: &[WalkRow], case: Case) -> Option<&Measurement> {
     rows.iter()
         .find(|r| r.variant == case)
-        .map(|r| r.measurement.ns_per_op.median)
+        .map(|r| &r.measurement)
+}
+
+/// `a` over `b` as a table states it: `x1.52 [1.40, 1.61]` (`~` when it
+/// tells no direction).
+fn times(a: &Measurement, b: &Measurement) -> String {
+    Interval::between(a, b).map_or("x?".into(), |i| format!("x{}", ratio_cell(&i)))
 }
 
 fn render_sweep(r: &WalkResults) -> String {
@@ -102,14 +109,14 @@ fn render_repro(r: &WalkResults) -> String {
         (false, "pfn scanned, whole scan"),
         (true, "pageblock checked, hinted run"),
     ] {
-        let off = median(
+        let off = timed(
             rows,
             Case::Compaction {
                 contiguous: false,
                 hinted,
             },
         );
-        let on = median(
+        let on = timed(
             rows,
             Case::Compaction {
                 contiguous: true,
@@ -119,27 +126,27 @@ fn render_repro(r: &WalkResults) -> String {
         if let (Some(off), Some(on)) = (off, on) {
             let (what, b, a, unit) = PUBLISHED[0];
             out += &format!(
-                "  compaction scanners, per {per}: contiguous off {} -> on {}: x{:.2}   [{what}: {b} -> {a} {unit}, x{:.2}, whole workload]\n",
-                fmt_ns(off),
-                fmt_ns(on),
-                off / on,
+                "  compaction scanners, per {per}: contiguous off {} -> on {}: {}   [{what}: {b} -> {a} {unit}, x{:.2}, whole workload]\n",
+                fmt_ns(off.ns_per_op.median),
+                fmt_ns(on.ns_per_op.median),
+                times(off, on),
                 a / b
             );
         }
     }
-    let form = |f| median(rows, Case::MemmapInit(f));
+    let form = |f| timed(rows, Case::MemmapInit(f));
     if let (Some(p), Some(s), Some(m)) = (
         form(MemmapInitForm::PerPfn),
         form(MemmapInitForm::SkipToNextRegion),
         form(MemmapInitForm::MemblockRanges),
     ) {
         out += &format!(
-            "  memmap_init over 97 % holes, per pfn of span: per-pfn {} | skip {} (x{:.2}) | memblock ranges {} (x{:.2})\n",
-            fmt_ns(p),
-            fmt_ns(s),
-            p / s,
-            fmt_ns(m),
-            p / m
+            "  memmap_init over 97 % holes, per pfn of span: per-pfn {} | skip {} ({}) | memblock ranges {} ({})\n",
+            fmt_ns(p.ns_per_op.median),
+            fmt_ns(s.ns_per_op.median),
+            times(p, s),
+            fmt_ns(m.ns_per_op.median),
+            times(p, m)
         );
         for (what, b, a, unit) in &PUBLISHED[1..] {
             out += &format!(
@@ -148,14 +155,14 @@ fn render_repro(r: &WalkResults) -> String {
             );
         }
     }
-    let per_pfn = median(rows, Case::ReserveBootmem(Walker::PerPfn));
-    let walk = median(rows, Case::ReserveBootmem(Walker::ForEachValidPfn));
+    let per_pfn = timed(rows, Case::ReserveBootmem(Walker::PerPfn));
+    let walk = timed(rows, Case::ReserveBootmem(Walker::ForEachValidPfn));
     if let (Some(p), Some(w)) = (per_pfn, walk) {
         out += &format!(
-            "  reserve_bootmem_region over reserved (NOMAP) memory, per pfn: per-pfn {} -> for_each_valid_pfn {}: x{:.0}   [2025: no figure published]\n",
-            fmt_ns(p),
-            fmt_ns(w),
-            p / w
+            "  reserve_bootmem_region over reserved (NOMAP) memory, per pfn: per-pfn {} -> for_each_valid_pfn {}: {}   [2025: no figure published]\n",
+            fmt_ns(p.ns_per_op.median),
+            fmt_ns(w.ns_per_op.median),
+            times(p, w)
         );
     }
     out += "No migration runs in the compaction rows: the scanners' work only, as /proc/vmstat counts it.\n";
