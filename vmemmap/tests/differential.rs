@@ -10,11 +10,24 @@ use sparsemem::reference::{Reference, Semantics};
 use sparsemem::testing::{
     SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, sampled_pfns,
 };
-use sparsemem::{Layout, Pfn};
-use vmemmap::{Detector, Vmemmap, VmemmapProbe, VmemmapTable};
+use sparsemem::{Layout, Page8, Page16, Page32, Page64, PageLayout, Pfn};
+use vmemmap::{Detector, Vmemmap, VmemmapOptions, VmemmapProbe, VmemmapTable};
 
+/// Detector `D` at every `struct page` size, stopping at the first error.
 fn check<D: Detector>(layout: &Layout) -> Result<(), String> {
-    let model = Vmemmap::<D>::new(layout).map_err(|e| e.to_string())?;
+    check_at::<D, Page64>(layout)?;
+    check_at::<D, Page32>(layout)?;
+    check_at::<D, Page16>(layout)?;
+    check_at::<D, Page8>(layout)
+}
+
+fn build<D: Detector, P: PageLayout>(layout: &Layout) -> Result<Vmemmap<D, P>, String> {
+    Vmemmap::<D, P>::build(layout, VmemmapOptions::default())
+        .map_err(|e| format!("{e} ({}-byte struct page)", P::SIZE))
+}
+
+fn check_at<D: Detector, P: PageLayout>(layout: &Layout) -> Result<(), String> {
+    let model = build::<D, P>(layout)?;
     check_model(
         &model,
         &Reference::new(layout, Semantics::Vmemmap),
@@ -27,7 +40,17 @@ fn check_hotplug<D: Detector>(
     layout: &Layout,
     steps: &[sparsemem::testing::HotplugStep],
 ) -> Result<(), String> {
-    let mut model = Vmemmap::<D>::new(layout).map_err(|e| e.to_string())?;
+    check_hotplug_at::<D, Page64>(layout, steps)?;
+    check_hotplug_at::<D, Page32>(layout, steps)?;
+    check_hotplug_at::<D, Page16>(layout, steps)?;
+    check_hotplug_at::<D, Page8>(layout, steps)
+}
+
+fn check_hotplug_at<D: Detector, P: PageLayout>(
+    layout: &Layout,
+    steps: &[sparsemem::testing::HotplugStep],
+) -> Result<(), String> {
+    let mut model = build::<D, P>(layout)?;
     let mut reference = Reference::new(layout, Semantics::Vmemmap);
     let pfns = sampled_pfns(layout, 1024);
     for &step in steps {
