@@ -32,7 +32,8 @@
 //! ## Module order
 //! Bottom to top; a module uses only modules on its own level or below
 //! (checked by `.ci/structure.py`):
-//! 1. `types` (the newtypes), `page` (`struct page`), `pageblock`;
+//! 1. `types` (the newtypes), `page` (`struct page` at 64, 32, 16 and 8
+//!    bytes), `pageblock`;
 //! 2. `error`, `geometry`, `subsection` (the subsection bitmap);
 //! 3. `memmap` (the memmap's own mappings), `section` (the encoded
 //!    `section_mem_map`), `layout`, `hvo` (HVO's vocabulary);
