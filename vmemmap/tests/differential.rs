@@ -5,25 +5,18 @@
 mod common;
 
 use common::ALL_GEOMETRIES;
+use common::build;
 use proptest::prelude::*;
 use sparsemem::reference::{Reference, Semantics};
 use sparsemem::testing::{
     SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, sampled_pfns,
 };
-use sparsemem::{Layout, Page8, Page16, Page32, Page64, PageLayout, Pfn};
-use vmemmap::{Detector, Vmemmap, VmemmapOptions, VmemmapProbe, VmemmapTable};
+use sparsemem::{Layout, PageLayout, Pfn};
+use vmemmap::{Detector, VmemmapProbe, VmemmapTable};
 
 /// Detector `D` at every `struct page` size, stopping at the first error.
 fn check<D: Detector>(layout: &Layout) -> Result<(), String> {
-    check_at::<D, Page64>(layout)?;
-    check_at::<D, Page32>(layout)?;
-    check_at::<D, Page16>(layout)?;
-    check_at::<D, Page8>(layout)
-}
-
-fn build<D: Detector, P: PageLayout>(layout: &Layout) -> Result<Vmemmap<D, P>, String> {
-    Vmemmap::<D, P>::build(layout, VmemmapOptions::default())
-        .map_err(|e| format!("{e} ({}-byte struct page)", P::SIZE))
+    at_every_page_size!(check_at, D, layout)
 }
 
 fn check_at<D: Detector, P: PageLayout>(layout: &Layout) -> Result<(), String> {
@@ -40,10 +33,7 @@ fn check_hotplug<D: Detector>(
     layout: &Layout,
     steps: &[sparsemem::testing::HotplugStep],
 ) -> Result<(), String> {
-    check_hotplug_at::<D, Page64>(layout, steps)?;
-    check_hotplug_at::<D, Page32>(layout, steps)?;
-    check_hotplug_at::<D, Page16>(layout, steps)?;
-    check_hotplug_at::<D, Page8>(layout, steps)
+    at_every_page_size!(check_hotplug_at, D, layout, steps)
 }
 
 fn check_hotplug_at<D: Detector, P: PageLayout>(
