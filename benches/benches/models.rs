@@ -4,17 +4,18 @@
 
 mod common;
 
+use buddy::BuddyModel;
 use std::hint::black_box;
 
 use criterion::measurement::Measurement;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use pfnlab::workloads::{count_valid, valid_pfns};
-use sparsemem::{Flat, MemoryModel, SparseClassic, SparseExtreme};
+use sparsemem::{Flat, SparseClassic, SparseExtreme};
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
 const N: usize = 4 << 20;
 
-fn one<T: Measurement, M: MemoryModel>(c: &mut Criterion<T>, model: &M, pfns: &[sparsemem::Pfn]) {
+fn one<T: Measurement, M: BuddyModel>(c: &mut Criterion<T>, model: &M, pfns: &[sparsemem::Pfn]) {
     let unit = if std::any::type_name::<T>().contains("TscCycles") {
         "cycles"
     } else {

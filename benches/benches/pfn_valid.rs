@@ -3,14 +3,15 @@
 
 mod common;
 
+use buddy::BuddyModel;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use pfnlab::workloads::{count_valid, count_valid_sequential, hole_pfns, valid_pfns};
-use sparsemem::{Layout, MemoryModel, Pfn, SparseExtreme};
+use sparsemem::{Layout, Pfn, SparseExtreme};
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
-fn model<M: MemoryModel>(c: &mut Criterion, m: &M, layout: &Layout) {
+fn model<M: BuddyModel>(c: &mut Criterion, m: &M, layout: &Layout) {
     let valid = valid_pfns(layout, 1 << 16, 9);
     let holes = hole_pfns(layout, 256, 9);
     let mut g = c.benchmark_group(format!("pfn-valid/{}", m.name()));

@@ -4,13 +4,14 @@
 
 mod common;
 
+use buddy::BuddyModel;
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use pfnlab::workloads::{
     CheckedPfns, count_valid, hole_pfns, read_flags, read_flags_unchecked, valid_pfns,
 };
-use sparsemem::{Layout, MemoryModel, SparseExtreme};
+use sparsemem::{Layout, SparseExtreme};
 use vmemmap::{Vmemmap, VmemmapOptions, VmemmapProbe, VmemmapTable};
 
 fn probe_vs_flags(c: &mut Criterion) {
@@ -50,7 +51,7 @@ fn holes(c: &mut Criterion) {
     g.finish();
 }
 
-fn read_one<M: MemoryModel>(
+fn read_one<M: BuddyModel>(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
     model: &M,

@@ -6,14 +6,15 @@
 
 mod common;
 
+use buddy::BuddyModel;
 use criterion::{Throughput, criterion_group, criterion_main};
 use pfnlab::experiments::hole_density::{SPAN_SECTIONS, layout_with_holes};
 use pfnlab::workloads::walk_valid;
 use sparsemem::walk::{BulkSkipWalk, KernelWalk, PerPfnWalk};
-use sparsemem::{Geometry, Layout, MemoryModel, Pfn, PfnRange, SparseExtreme};
+use sparsemem::{Geometry, Layout, Pfn, PfnRange, SparseExtreme};
 use vmemmap::VmemmapTable;
 
-fn group<M: MemoryModel>(
+fn group<M: BuddyModel>(
     c: &mut criterion::Criterion<common::TscCycles>,
     name: &str,
     model: &M,

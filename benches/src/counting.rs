@@ -156,7 +156,11 @@ impl ModelOps {
     /// the path's order (cache-warm, as on the path), and returns the ns
     /// and TSC cycles one call costs, per operation (`None` for an
     /// operation the path never made).
-    pub fn replay_ns<M: MemoryModel>(&self, model: &M, trials: usize) -> [Option<Measurement>; 6] {
+    pub fn replay_ns<M: buddy::BuddyModel>(
+        &self,
+        model: &M,
+        trials: usize,
+    ) -> [Option<Measurement>; 6] {
         std::array::from_fn(|i| {
             let pfns: Vec<Pfn> = self.samples[i].iter().map(|&p| Pfn::new(p)).collect();
             if pfns.is_empty() {
@@ -212,7 +216,7 @@ impl ModelOps {
 /// One pass of `op` over `pfns` (or the pages they name); for the
 /// unchecked lookup every pfn is valid on `model`.
 #[inline(never)]
-fn replay<M: MemoryModel>(model: &M, op: ModelOp, pfns: &[Pfn], pages: &[&Page]) -> u64 {
+fn replay<M: buddy::BuddyModel>(model: &M, op: ModelOp, pfns: &[Pfn], pages: &[&Page]) -> u64 {
     let mut acc = 0u64;
     match op {
         ModelOp::PfnValid => {
@@ -258,6 +262,8 @@ fn replay<M: MemoryModel>(model: &M, op: ModelOp, pfns: &[Pfn], pages: &[&Page])
 // their provenance), `pfn_valid` from `inner`'s state, the same geometry.
 // Counting touches only `tally`.
 unsafe impl<M: MemoryModel> MemoryModel for Counted<M> {
+    type Page = M::Page;
+
     fn name(&self) -> &'static str {
         self.inner.name()
     }
@@ -275,30 +281,30 @@ unsafe impl<M: MemoryModel> MemoryModel for Counted<M> {
         valid
     }
 
-    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Page {
+    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const M::Page {
         self.count(ModelOp::PfnToPagePtr, pfn.get());
         // SAFETY: the caller's promise (pfn_valid on this model, which is
         // inner's answer) is inner's precondition.
         unsafe { self.inner.pfn_to_page_ptr(pfn) }
     }
 
-    fn pfn_to_page(&self, pfn: Pfn) -> Option<&Page> {
+    fn pfn_to_page(&self, pfn: Pfn) -> Option<&M::Page> {
         self.count(ModelOp::PfnToPage, pfn.get());
         self.inner.pfn_to_page(pfn)
     }
 
-    fn pfn_to_page_ptr_checked(&self, pfn: Pfn) -> Option<*const Page> {
+    fn pfn_to_page_ptr_checked(&self, pfn: Pfn) -> Option<*const M::Page> {
         self.count(ModelOp::PfnToPage, pfn.get());
         self.inner.pfn_to_page_ptr_checked(pfn)
     }
 
-    fn page_to_pfn(&self, page: &Page) -> Pfn {
+    fn page_to_pfn(&self, page: &M::Page) -> Pfn {
         let pfn = self.inner.page_to_pfn(page);
         self.count(ModelOp::PageToPfn, pfn.get());
         pfn
     }
 
-    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&Page> {
+    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&M::Page> {
         self.inner.pfn_to_online_page(pfn)
     }
 

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use sparsemem::{BuildError, Flat, Layout, MemoryModel, SparseClassic, SparseExtreme};
+use sparsemem::{BuildError, Flat, Layout, SparseClassic, SparseExtreme};
 use vmemmap::{VmemmapOptions, VmemmapProbe, VmemmapTable};
 
 /// A memory model the lab can build.
@@ -137,7 +137,7 @@ impl fmt::Display for UnknownModel {
 impl std::error::Error for UnknownModel {}
 
 /// A model type the lab can build from a layout.
-pub trait Buildable: MemoryModel + Sized + 'static {
+pub trait Buildable: buddy::BuddyModel + Sized + 'static {
     /// Builds the model (`options` only matter to vmemmap models).
     fn build(layout: &Layout, options: VmemmapOptions) -> Result<Self, BuildError>;
 }
@@ -221,4 +221,48 @@ pub fn with_model_options<V: ModelVisitor>(
             visitor.visit::<vmemmap::VmemmapUffdSigbus>(layout, options)
         }
     }
+}
+
+/// The memmap of model `kind` on `layout` with `struct page` size
+/// `size`: every model builds at every size (the allocator's own
+/// descriptors are not counted here; no allocator runs).
+pub fn memmap_bytes_at(
+    kind: ModelKind,
+    size: sparsemem::PageSize,
+    layout: &Layout,
+    options: VmemmapOptions,
+) -> Result<sparsemem::MemmapBytes, BuildError> {
+    use sparsemem::{Page8, Page16, Page32, Page64, PageSize};
+    match size {
+        PageSize::B64 => memmap_of::<Page64>(kind, layout, options),
+        PageSize::B32 => memmap_of::<Page32>(kind, layout, options),
+        PageSize::B16 => memmap_of::<Page16>(kind, layout, options),
+        PageSize::B8 => memmap_of::<Page8>(kind, layout, options),
+    }
+}
+
+/// [`memmap_bytes_at`] for layout `P`, monomorphised per size.
+fn memmap_of<P: sparsemem::PageLayout>(
+    kind: ModelKind,
+    layout: &Layout,
+    options: VmemmapOptions,
+) -> Result<sparsemem::MemmapBytes, BuildError> {
+    use sparsemem::MemoryModel;
+    use sparsemem::table::{Classic, Extreme};
+    use vmemmap::{Probe, Table, Vmemmap};
+    Ok(match kind {
+        ModelKind::Flat => Flat::<P>::build(layout)?.memmap_bytes(),
+        ModelKind::Sparse => sparsemem::Sparse::<Classic, P>::build(layout)?.memmap_bytes(),
+        ModelKind::SparseExtreme => sparsemem::Sparse::<Extreme, P>::build(layout)?.memmap_bytes(),
+        ModelKind::VmemmapTable => Vmemmap::<Table, P>::build(layout, options)?.memmap_bytes(),
+        ModelKind::VmemmapProbe => Vmemmap::<Probe, P>::build(layout, options)?.memmap_bytes(),
+        #[cfg(feature = "uffd")]
+        ModelKind::VmemmapUffd => {
+            Vmemmap::<vmemmap::UffdZeroPage, P>::build(layout, options)?.memmap_bytes()
+        }
+        #[cfg(feature = "uffd")]
+        ModelKind::VmemmapUffdSigbus => {
+            Vmemmap::<vmemmap::UffdSigbus, P>::build(layout, options)?.memmap_bytes()
+        }
+    })
 }

@@ -11,9 +11,9 @@
 
 use std::hint::black_box;
 
-use buddy::{Allocator, Gfp, PageChain, PerCpu, Variant};
+use buddy::{Allocator, BuddyModel, Gfp, PageChain, PerCpu, Variant};
 use sparsemem::reference::{Reference, Semantics};
-use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn, UserFlag};
+use sparsemem::{Layout, NodeId, Order, Pfn, UserFlag};
 
 use crate::threads::{Placement, on_threads};
 
@@ -82,7 +82,7 @@ pub fn hole_pfns(layout: &Layout, n: usize, seed: u64) -> Vec<Pfn> {
 
 /// `pfn_valid` on every pfn; returns how many were valid.
 #[inline(never)]
-pub fn count_valid<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
+pub fn count_valid<M: BuddyModel>(model: &M, pfns: &[Pfn]) -> u64 {
     let mut valid = 0;
     for &pfn in pfns {
         valid += u64::from(model.pfn_valid(pfn));
@@ -93,7 +93,7 @@ pub fn count_valid<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
 /// `pfn_to_page` (validated) and a read of the flags word, the
 /// allocator's pattern; returns a fold of the flags.
 #[inline(never)]
-pub fn read_flags<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
+pub fn read_flags<M: BuddyModel>(model: &M, pfns: &[Pfn]) -> u64 {
     let mut acc = 0;
     for &pfn in pfns {
         if let Some(page) = model.pfn_to_page(pfn) {
@@ -110,7 +110,7 @@ pub struct CheckedPfns<'a, M> {
     pfns: &'a [Pfn],
 }
 
-impl<'a, M: MemoryModel> CheckedPfns<'a, M> {
+impl<'a, M: BuddyModel> CheckedPfns<'a, M> {
     /// `Some` when every pfn is valid in `model`.
     pub fn new(model: &'a M, pfns: &'a [Pfn]) -> Option<Self> {
         pfns.iter()
@@ -121,7 +121,7 @@ impl<'a, M: MemoryModel> CheckedPfns<'a, M> {
 
 /// Reads the flags word of checked pfns with `pfn_to_page_unchecked`.
 #[inline(never)]
-pub fn read_flags_unchecked<M: MemoryModel>(checked: &CheckedPfns<'_, M>) -> u64 {
+pub fn read_flags_unchecked<M: BuddyModel>(checked: &CheckedPfns<'_, M>) -> u64 {
     let mut acc = 0;
     for &pfn in checked.pfns {
         // SAFETY: `CheckedPfns::new` verified pfn_valid for every pfn on
@@ -133,7 +133,7 @@ pub fn read_flags_unchecked<M: MemoryModel>(checked: &CheckedPfns<'_, M>) -> u64
 
 /// `pfn_valid` on `n` consecutive pfns from `start`.
 #[inline(never)]
-pub fn count_valid_sequential<M: MemoryModel>(model: &M, start: Pfn, n: u64) -> u64 {
+pub fn count_valid_sequential<M: BuddyModel>(model: &M, start: Pfn, n: u64) -> u64 {
     let mut valid = 0;
     for pfn in start.get()..start.get() + n {
         valid += u64::from(model.pfn_valid(black_box(Pfn::new(pfn))));
@@ -146,17 +146,13 @@ pub fn count_valid_sequential<M: MemoryModel>(model: &M, start: Pfn, n: u64) -> 
 /// the way down and merges it all the way back (ten hole checks per free
 /// with the check on).
 #[inline(never)]
-pub fn zone_pairs<M: MemoryModel, V: Variant>(
-    alloc: &Allocator<M, V>,
-    node: NodeId,
-    n: u64,
-) -> u64 {
+pub fn zone_pairs<M: BuddyModel, V: Variant>(alloc: &Allocator<M, V>, node: NodeId, n: u64) -> u64 {
     zone_pairs_gfp(alloc, node, n, Gfp::HIGHUSER_MOVABLE)
 }
 
 /// [`zone_pairs`] with the request's GFP mask.
 #[inline(never)]
-pub fn zone_pairs_gfp<M: MemoryModel, V: Variant>(
+pub fn zone_pairs_gfp<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     node: NodeId,
     n: u64,
@@ -178,14 +174,14 @@ pub fn zone_pairs_gfp<M: MemoryModel, V: Variant>(
 /// caller writes it: a constant at the call site, which the compiler
 /// folds into the inlined path as it folds a peer's `alloc(1)`.
 #[inline(never)]
-pub fn pcp_pairs<M: MemoryModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, n: u64) -> u64 {
+pub fn pcp_pairs<M: BuddyModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, n: u64) -> u64 {
     pcp_pairs_gfp(cpu, n, Gfp::HIGHUSER_MOVABLE)
 }
 
 /// [`pcp_pairs`] with the request's GFP mask (a value the path works out
 /// at run time when the caller's mask is not a constant).
 #[inline(always)]
-pub fn pcp_pairs_gfp<M: MemoryModel, V: Variant>(
+pub fn pcp_pairs_gfp<M: BuddyModel, V: Variant>(
     cpu: &mut PerCpu<'_, M, V>,
     n: u64,
     gfp: Gfp,
@@ -202,7 +198,7 @@ pub fn pcp_pairs_gfp<M: MemoryModel, V: Variant>(
 /// `rounds` × (`burst` single allocations, then `burst` frees) through the
 /// per-CPU lists; `held` is scratch space.
 #[inline(never)]
-pub fn bursts<M: MemoryModel, V: Variant>(
+pub fn bursts<M: BuddyModel, V: Variant>(
     cpu: &mut PerCpu<'_, M, V>,
     rounds: u64,
     burst: usize,
@@ -225,7 +221,7 @@ pub fn bursts<M: MemoryModel, V: Variant>(
 /// pages' `lru` links, then freeing it by walking the list), as the 2021
 /// series' test module did.
 #[inline(never)]
-pub fn bulk_lists<'a, M: MemoryModel, V: Variant>(
+pub fn bulk_lists<'a, M: BuddyModel, V: Variant>(
     cpu: &mut PerCpu<'a, M, V>,
     rounds: u64,
     size: usize,
@@ -244,7 +240,7 @@ pub fn bulk_lists<'a, M: MemoryModel, V: Variant>(
 
 /// `rounds` × (one bulk array allocation of `slots.len()`, then freeing).
 #[inline(never)]
-pub fn bulk_arrays<M: MemoryModel, V: Variant>(
+pub fn bulk_arrays<M: BuddyModel, V: Variant>(
     cpu: &mut PerCpu<'_, M, V>,
     rounds: u64,
     slots: &mut [Option<Pfn>],
@@ -269,7 +265,7 @@ pub const PAGE_TEST_BATCH: usize = 512;
 /// AIM9 `page_test`-like rounds: [`PAGE_TEST_BATCH`] order-0 allocations on
 /// the zone path, then as many frees; returns the pages handled.
 #[inline(never)]
-pub fn page_test_rounds<M: MemoryModel, V: Variant>(
+pub fn page_test_rounds<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     node: NodeId,
     rounds: u64,
@@ -283,7 +279,7 @@ pub fn page_test_rounds<M: MemoryModel, V: Variant>(
 /// free: `vm_normal_page`'s `pfn_valid` and `pfn_to_page` (a read of the
 /// descriptor's flags) for the pfn in the PTE being zapped.
 #[inline(never)]
-pub fn page_test_rounds_with<M: MemoryModel, V: Variant>(
+pub fn page_test_rounds_with<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     node: NodeId,
     rounds: u64,
@@ -332,7 +328,7 @@ pub const FREE_PTE_NR: usize = 506;
 /// The `PG_referenced` operations go through [`Variant::set_bit`]: atomic
 /// in every SMP variant (the 2004 patch left them alone), unlocked on UP.
 #[inline(never)]
-pub fn flags_iteration<M: MemoryModel, V: Variant>(
+pub fn flags_iteration<M: BuddyModel, V: Variant>(
     cpu: &mut PerCpu<'_, M, V>,
     nr_pages: usize,
     held: &mut Vec<Pfn>,
@@ -497,7 +493,7 @@ pub fn shared_bursts<F: SharedFrames>(
 
 /// `threads` threads each doing [`bursts`] on its own per-CPU handle of one
 /// pfnlab allocator; returns the pages allocated.
-pub fn pcp_bursts_threads<M: MemoryModel, V: Variant>(
+pub fn pcp_bursts_threads<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     node: NodeId,
     threads: usize,
@@ -546,7 +542,7 @@ const PAGE_LINES: u64 = 64;
 /// zone path (an 8 KiB kernel stack, `fork`), its latency in TSC cycles
 /// pushed to `small`; then everything freed, the pages through `cpu`, the
 /// stack on the zone path. Returns the pages allocated.
-pub fn lock_job<M: MemoryModel, V: Variant>(
+pub fn lock_job<M: BuddyModel, V: Variant>(
     cpu: &mut PerCpu<'_, M, V>,
     pages: usize,
     rng: &mut u64,
@@ -598,7 +594,7 @@ pub fn xorshift(state: &mut u64) -> u64 {
 
 /// The valid pfns of `range` by walk `W`, counted (`bench walk`).
 #[inline(never)]
-pub fn walk_valid<M: MemoryModel, W: sparsemem::walk::WalkStrategy>(
+pub fn walk_valid<M: BuddyModel, W: sparsemem::walk::WalkStrategy>(
     model: &M,
     range: sparsemem::PfnRange,
 ) -> u64 {
@@ -609,7 +605,7 @@ pub fn walk_valid<M: MemoryModel, W: sparsemem::walk::WalkStrategy>(
 /// pfn's descriptor is reached and its flags read (the kernel sets
 /// `PG_reserved` there; a model borrowed shared reads instead).
 #[inline(never)]
-pub fn reserve_bootmem_walk<M: MemoryModel, W: sparsemem::walk::WalkStrategy>(
+pub fn reserve_bootmem_walk<M: BuddyModel, W: sparsemem::walk::WalkStrategy>(
     model: &M,
     range: sparsemem::PfnRange,
 ) -> u64 {
@@ -625,7 +621,7 @@ pub fn reserve_bootmem_walk<M: MemoryModel, W: sparsemem::walk::WalkStrategy>(
 /// `nr_hugepages` raised by `n` folios (`bench hvo`): the pool takes them
 /// from the buddy and, with HVO, optimises them. Returns the folios got.
 #[inline(never)]
-pub fn hugetlb_grow<M: MemoryModel, V: Variant>(
+pub fn hugetlb_grow<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     pool: &mut buddy::HugetlbPool,
     n: u64,
@@ -636,7 +632,7 @@ pub fn hugetlb_grow<M: MemoryModel, V: Variant>(
 /// `nr_hugepages` lowered by `n` folios: restored (with HVO) and freed.
 /// Returns the folios freed.
 #[inline(never)]
-pub fn hugetlb_shrink<M: MemoryModel, V: Variant>(
+pub fn hugetlb_shrink<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     pool: &mut buddy::HugetlbPool,
     n: u64,

@@ -441,6 +441,10 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
     );
     assert_refused(&["--frobnicate"], "--frobnicate");
     assert_refused(
+        &["layout", "--page-size", "48"],
+        "struct page size 48 is not a layout pfnlab has (64, 32, 16 or 8 bytes)",
+    );
+    assert_refused(
         &["--quick", "bench", "bulk"],
         "--quick before a command is the default comparison's",
     );

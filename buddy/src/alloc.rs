@@ -15,7 +15,7 @@
 
 use std::marker::PhantomData;
 
-use sparsemem::{MemoryModel, Migratetype, NodeId, Order, OrderTooLarge, PageFlag, Pfn};
+use sparsemem::{Migratetype, NodeId, Order, OrderTooLarge, PageFlag, Pfn};
 
 use crate::era::{Era, Mechanisms, Path};
 use crate::error::{FreeError, RequestError};
@@ -24,7 +24,7 @@ use crate::gfp::{AllocContext, AllocFlags, Gfp, GfpError};
 use crate::list::OwnedBlock;
 use crate::lock::ZoneLockKind;
 use crate::node::{Node, NodeMask};
-use crate::types::{ZoneId, ZoneStats};
+use crate::types::{BuddyModel, ZoneId, ZoneStats};
 use crate::variant::Variant;
 use crate::zone::{ClaimError, Zone, claim_for_free};
 
@@ -102,7 +102,7 @@ pub struct Allocator<M, V> {
     pub(crate) _variant: PhantomData<V>,
 }
 
-impl<M: MemoryModel, V: Variant> Allocator<M, V> {
+impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// The memory model, to read: the allocator owns every page's list
     /// links, order, count and zone, and safe code cannot write them.
     ///

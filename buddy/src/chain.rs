@@ -5,10 +5,11 @@
 //! chain gives back what is left on it. The links and the held reference
 //! counts are [`ChainList`]'s, in `list`, the only writer of a page's links.
 
-use sparsemem::{MemoryModel, Order, Pfn};
+use sparsemem::{Order, Pfn};
 
 use crate::alloc::Allocator;
 use crate::list::{ChainList, OwnedBlock};
+use crate::types::BuddyModel;
 use crate::variant::Variant;
 
 /// Allocated order-0 pages threaded through their `lru` links: the
@@ -29,12 +30,12 @@ use crate::variant::Variant;
 /// the cost is one plain store per page on a line the list writes anyway.
 /// [`PageChain::pop_front`] gives a page back as an ordinary allocated page,
 /// and dropping a chain frees what is left on it, so no page is lost.
-pub struct PageChain<'a, M: MemoryModel, V: Variant> {
+pub struct PageChain<'a, M: BuddyModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
     list: ChainList,
 }
 
-impl<'a, M: MemoryModel, V: Variant> PageChain<'a, M, V> {
+impl<'a, M: BuddyModel, V: Variant> PageChain<'a, M, V> {
     /// An empty chain (`LIST_HEAD(list)`) for pages of `alloc`.
     pub fn new(alloc: &'a Allocator<M, V>) -> PageChain<'a, M, V> {
         PageChain {
@@ -78,7 +79,7 @@ impl<'a, M: MemoryModel, V: Variant> PageChain<'a, M, V> {
     }
 }
 
-impl<M: MemoryModel, V: Variant> Drop for PageChain<'_, M, V> {
+impl<M: BuddyModel, V: Variant> Drop for PageChain<'_, M, V> {
     fn drop(&mut self) {
         while let Some(pfn) = self.pop_front() {
             // Cannot fail: the page was allocated and is held by no one else.
@@ -88,7 +89,7 @@ impl<M: MemoryModel, V: Variant> Drop for PageChain<'_, M, V> {
     }
 }
 
-impl<M: MemoryModel, V: Variant> std::fmt::Debug for PageChain<'_, M, V> {
+impl<M: BuddyModel, V: Variant> std::fmt::Debug for PageChain<'_, M, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PageChain")
             .field("len", &self.len())

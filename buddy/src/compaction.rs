@@ -40,11 +40,11 @@
 //! aborted run stopped ([`CompactControl::budget_pageblocks`] standing in
 //! for async compaction's contention abort), reset when the scanners meet.
 
-use sparsemem::{MemoryModel, Migratetype, Order, Page, PageFlag, Pfn};
+use sparsemem::{Migratetype, Order, Page, PageFlag, Pfn};
 
 use crate::alloc::Allocator;
 use crate::era::Era;
-use crate::types::ZoneId;
+use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 use crate::walk::{__pageblock_pfn_to_page, pageblock_pfn_to_page};
 use crate::zone::Zone;
@@ -220,7 +220,7 @@ struct Scan<'a, M, V> {
 }
 
 /// A compound page's order, from its first tail (`compound_order`).
-fn compound_order<M: MemoryModel>(model: &M, pfn: Pfn, page: &Page) -> u64 {
+fn compound_order<M: BuddyModel>(model: &M, pfn: Pfn, page: &Page) -> u64 {
     if !page.test(PageFlag::Head) {
         return 0;
     }
@@ -231,7 +231,7 @@ fn compound_order<M: MemoryModel>(model: &M, pfn: Pfn, page: &Page) -> u64 {
 
 /// The migrate scanner's test: an allocation's head, not compound, in a
 /// movable pageblock.
-fn movable<M: MemoryModel>(model: &M, pfn: Pfn, page: &Page) -> bool {
+fn movable<M: BuddyModel>(model: &M, pfn: Pfn, page: &Page) -> bool {
     page.refcount() > 0
         && !page.test(PageFlag::Reserved)
         && !page.test(PageFlag::Pcp)
@@ -242,7 +242,7 @@ fn movable<M: MemoryModel>(model: &M, pfn: Pfn, page: &Page) -> bool {
         && model.get_pfnblock_migratetype(pfn) == Migratetype::Movable
 }
 
-impl<M: MemoryModel, V> Scan<'_, M, V> {
+impl<M: BuddyModel, V> Scan<'_, M, V> {
     fn block_end(&self, block_start: Pfn) -> Pfn {
         Pfn::new((block_start.get() | (self.block - 1)) + 1).min(self.zone.end)
     }
@@ -412,7 +412,7 @@ impl<M: MemoryModel, V> Scan<'_, M, V> {
 /// module doc): the scanners run until they meet (or the budget ends),
 /// counting as `/proc/vmstat` counts and keeping `state`'s hints and
 /// cached pfns.
-pub fn compact_zone<M: MemoryModel, V: Variant>(
+pub fn compact_zone<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     zid: ZoneId,
     state: &mut CompactState,

@@ -19,12 +19,12 @@
 
 use std::fmt;
 
-use sparsemem::{Granule, HotplugError, MemoryModel, NodeId, PageFlag, Pfn};
+use sparsemem::{Granule, HotplugError, NodeId, PageFlag, Pfn};
 
 use crate::alloc::Allocator;
 use crate::error::{MemHotplugError, RangeError};
 use crate::frames::FramesError;
-use crate::types::{MAX_ZONES, ZoneId, ZoneType};
+use crate::types::{BuddyModel, MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
 use crate::zone::{FpiFlags, Zone, check_blocks};
 
@@ -90,7 +90,7 @@ impl fmt::Display for OnlineType {
     }
 }
 
-impl<M: MemoryModel, V: Variant> Allocator<M, V> {
+impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// The memory blocks of a block-aligned range, as block numbers.
     fn blocks(&self, start: Pfn, nr_pages: u64) -> Result<std::ops::Range<u64>, MemHotplugError> {
         let g = self.model.geometry();

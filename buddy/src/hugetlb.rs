@@ -37,13 +37,13 @@
 use std::collections::BTreeSet;
 
 use sparsemem::hvo::{HvoError, HvoLayout, hugetlb_orders, vmemmap_pages_per_folio};
-use sparsemem::{MemoryModel, NodeId, Order, PAGE_STRUCT_SIZE, PageFlag, Pfn, TAIL_MAPPING};
+use sparsemem::{NodeId, Order, PAGE_STRUCT_SIZE, PageFlag, Pfn, TAIL_MAPPING};
 
 use crate::alloc::Allocator;
 use crate::era::Era;
 use crate::error::{FreeError, RequestError};
 use crate::gfp::Gfp;
-use crate::types::ZoneId;
+use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 
 /// `htlb_alloc_mask`: `GFP_HIGHUSER | __GFP_COMP | __GFP_RETRY_MAYFAIL |
@@ -170,7 +170,7 @@ pub struct HugetlbPool {
 
 impl HugetlbPool {
     /// An empty pool of folios of `order` on `node`, optimised with `hvo`.
-    pub fn new<M: MemoryModel, V: Variant>(
+    pub fn new<M: BuddyModel, V: Variant>(
         alloc: &Allocator<M, V>,
         order: u32,
         node: NodeId,
@@ -216,7 +216,7 @@ impl HugetlbPool {
     /// Every block the pool holds from the buddy, as `(pfn, order)`:
     /// each folio (a gigantic one as its max-order blocks) and each vmemmap
     /// page restores took.
-    pub fn blocks<M: MemoryModel, V: Variant>(&self, alloc: &Allocator<M, V>) -> Vec<(Pfn, Order)> {
+    pub fn blocks<M: BuddyModel, V: Variant>(&self, alloc: &Allocator<M, V>) -> Vec<(Pfn, Order)> {
         let max = alloc.model().geometry().max_order();
         let (chunk, step) = if self.order > u32::from(max.get()) {
             (max, max.nr_pages())
@@ -234,7 +234,7 @@ impl HugetlbPool {
 
     /// Grows the pool by up to `n` folios (`nr_hugepages` raised): returns
     /// how many it got; an error only when it got none.
-    pub fn grow<M: MemoryModel, V: Variant>(
+    pub fn grow<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         n: u64,
@@ -262,7 +262,7 @@ impl HugetlbPool {
     }
 
     /// `alloc_fresh_hugetlb_folio`: one folio from the buddy.
-    fn alloc_fresh_folio<M: MemoryModel, V: Variant>(
+    fn alloc_fresh_folio<M: BuddyModel, V: Variant>(
         &self,
         alloc: &Allocator<M, V>,
     ) -> Result<Pfn, HugetlbError> {
@@ -278,7 +278,7 @@ impl HugetlbPool {
 
     /// A gigantic folio: an aligned run of free max-order blocks of one
     /// zone of the node, taken whole, then made one compound folio.
-    fn alloc_gigantic<M: MemoryModel, V: Variant>(
+    fn alloc_gigantic<M: BuddyModel, V: Variant>(
         &self,
         alloc: &Allocator<M, V>,
         max: Order,
@@ -299,7 +299,7 @@ impl HugetlbPool {
 
     /// Optimises fresh folios, then gives back vmemmap pages the pool holds
     /// for the pages that optimisation freed.
-    fn optimize_new<M: MemoryModel, V: Variant>(
+    fn optimize_new<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         fresh: &[Pfn],
@@ -359,7 +359,7 @@ impl HugetlbPool {
     /// surplus folios first): each is restored and given back to the
     /// buddy; a folio whose restore fails stays as surplus. Returns how
     /// many went back; never an error for a failed restore.
-    pub fn shrink<M: MemoryModel, V: Variant>(
+    pub fn shrink<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         n: u64,
@@ -403,7 +403,7 @@ impl HugetlbPool {
 
     /// `dissolve_free_hugetlb_folio`: one free folio back to the buddy, or
     /// `-ENOMEM` when its vmemmap cannot be restored (it stays in the pool).
-    pub fn dissolve_free_folio<M: MemoryModel, V: Variant>(
+    pub fn dissolve_free_folio<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         pfn: Pfn,
@@ -422,7 +422,7 @@ impl HugetlbPool {
     /// `hugetlb_vmemmap_restore_folio`: pages for the folio's tail vmemmap
     /// from the buddy on its node, then the real restore. `Ok(false)`: not
     /// enough memory, nothing changed.
-    fn restore<M: MemoryModel, V: Variant>(
+    fn restore<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         pfn: Pfn,
@@ -458,7 +458,7 @@ impl HugetlbPool {
 
     /// `__update_and_free_hugetlb_folio` after the restore: the folio's
     /// blocks back to the buddy.
-    fn free_to_buddy<M: MemoryModel, V: Variant>(
+    fn free_to_buddy<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         pfn: Pfn,
@@ -484,7 +484,7 @@ impl HugetlbPool {
 
 /// The first aligned run of `nr` pages of free max-order blocks in zone
 /// `zid`.
-fn find_contig_run<M: MemoryModel, V: Variant>(
+fn find_contig_run<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     zid: ZoneId,
     nr: u64,
@@ -510,7 +510,7 @@ fn find_contig_run<M: MemoryModel, V: Variant>(
 /// # Safety
 /// The caller owns every block of `[head, head + nr)`, taken from the free
 /// lists (each block's head prepared by the buddy).
-unsafe fn prep_compound_gigantic_folio<M: MemoryModel>(model: &M, head: Pfn, nr: u64) {
+unsafe fn prep_compound_gigantic_folio<M: BuddyModel>(model: &M, head: Pfn, nr: u64) {
     let Some(head_page) = model.pfn_to_page(head) else {
         return;
     };
@@ -533,7 +533,7 @@ unsafe fn prep_compound_gigantic_folio<M: MemoryModel>(model: &M, head: Pfn, nr:
 ///
 /// # Safety
 /// As [`prep_compound_gigantic_folio`], for a restored folio.
-unsafe fn destroy_compound_gigantic_folio<M: MemoryModel>(
+unsafe fn destroy_compound_gigantic_folio<M: BuddyModel>(
     model: &M,
     head: Pfn,
     nr: u64,

@@ -15,14 +15,14 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use sparsemem::{Layout, MemoryModel, NodeId, Pfn, RangeKind, ZoneLimits};
+use sparsemem::{Layout, NodeId, Pfn, RangeKind, ZoneLimits};
 
 use crate::alloc::{Allocator, Options};
 use crate::era::{NotInEra, Path};
 use crate::error::{InitError, ModelMismatch};
 use crate::frames::Frames;
 use crate::node::build_nodes;
-use crate::types::{MAX_ZONES, ZoneId, ZoneType};
+use crate::types::{BuddyModel, MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
 use crate::watermark::{
     MIN_PERCPU_PAGELIST_HIGH_FRACTION, lowmem_reserve_with, setup_per_zone_wmarks_with,
@@ -97,7 +97,7 @@ fn check_high_fraction(options: &Options) -> Result<(), InitError> {
 /// and every pfn of the layout's memory valid. Validity changes at most per
 /// subsection, so one probe at each end of every subsection-sized piece
 /// decides it.
-fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), InitError> {
+fn check_model<M: BuddyModel>(model: &M, layout: &Layout) -> Result<(), InitError> {
     if model.geometry() != layout.geometry() {
         return Err(InitError::ModelMismatch(ModelMismatch::Geometry {
             model: Box::new(*model.geometry()),
@@ -124,7 +124,7 @@ fn check_model<M: MemoryModel>(model: &M, layout: &Layout) -> Result<(), InitErr
     Ok(())
 }
 
-impl<M: MemoryModel, V: Variant> Allocator<M, V> {
+impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// Builds nodes and zones for `layout` over `model` and frees all
     /// memory into them. The model must have been built from this layout:
     /// the same geometry and every pfn of its memory valid, or

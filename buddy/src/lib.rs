@@ -21,7 +21,7 @@
 //! interrupts disabled, memory-cgroup charging, memory-policy lookups, the
 //! `page_owner`/KASAN hooks).
 //!
-//! [`Allocator`] is generic over the memory model (`M: MemoryModel`) and
+//! [`Allocator`] is generic over the memory model (`M: MemoryModel`, at 64 bytes: [`BuddyModel`]) and
 //! over a compile-time [`Variant`] (bitmap or no-bitmap buddy, atomic or
 //! non-atomic flag operations, hole check on or off), so each combination
 //! is its own monomorphised hot path.
@@ -133,7 +133,7 @@ pub use lock::ZoneLockKind;
 pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
-pub use types::{MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};
+pub use types::{BuddyModel, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};
 pub use variant::{
     Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant, VariantName,
 };

@@ -23,7 +23,9 @@
 //! allocator, which cannot coexist with the lists' users), and no other list
 //! links the same page. Links are only touched by this module.
 
-use sparsemem::{MemoryModel, Order, Page, PageFlag, Pfn, TAIL_MAPPING};
+use sparsemem::{Order, Page, PageFlag, Pfn, TAIL_MAPPING};
+
+use crate::types::BuddyModel;
 
 /// A doubly linked list of pages through their `lru` links, counting its
 /// pages when `COUNTED` (a zone's free list, whose counts are `nr_free`)
@@ -474,7 +476,7 @@ impl PcpList {
 
     /// Takes the head block (the hottest); `order` is the list's.
     #[inline(always)]
-    pub(crate) fn pop_front<M: MemoryModel>(
+    pub(crate) fn pop_front<M: BuddyModel>(
         &mut self,
         model: &M,
         order: Order,
@@ -487,7 +489,7 @@ impl PcpList {
 
     /// Takes the tail block (the coldest, for `free_pcppages_bulk`).
     #[inline(always)]
-    pub(crate) fn pop_back<M: MemoryModel>(
+    pub(crate) fn pop_back<M: BuddyModel>(
         &mut self,
         model: &M,
         order: Order,
@@ -503,7 +505,7 @@ impl PcpList {
     /// `page` was listed here (so it came from an [`OwnedBlock`] of `order`
     /// of `model`) and has just been unlinked.
     #[inline(always)]
-    unsafe fn unmark<M: MemoryModel>(model: &M, page: *const Page, order: Order) -> OwnedBlock {
+    unsafe fn unmark<M: BuddyModel>(model: &M, page: *const Page, order: Order) -> OwnedBlock {
         // SAFETY: the page was an owned block's head, live while listed.
         let pr = unsafe { &*page };
         // SAFETY: unlinked, so this holder owns it again (a plain store, as
@@ -538,7 +540,7 @@ impl ChainList {
 
     /// The pages' pfns, first to last (`list_for_each_entry` and
     /// `page_to_pfn`); `model` is the one the pages were allocated from.
-    pub(crate) fn iter<'m, M: MemoryModel>(
+    pub(crate) fn iter<'m, M: BuddyModel>(
         &'m self,
         model: &'m M,
     ) -> impl Iterator<Item = Pfn> + 'm {
@@ -551,7 +553,7 @@ impl ChainList {
 
     /// Takes the first page off the list; it is its pfn's holder's
     /// ordinary allocated page from then on.
-    pub(crate) fn pop_front<M: MemoryModel>(&mut self, model: &M) -> Option<Pfn> {
+    pub(crate) fn pop_front<M: BuddyModel>(&mut self, model: &M) -> Option<Pfn> {
         let page = self.list.pop_front()?;
         // SAFETY: listed pages are live descriptors (`push`).
         let page = unsafe { &*page };

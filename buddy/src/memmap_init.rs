@@ -32,9 +32,10 @@
 //! checked, so safe code cannot reach a pfn without a memmap); that check
 //! is not counted, as the kernel does not make it.
 
-use sparsemem::{MemoryModel, NodeId, Page, PageFlag, Pfn};
+use sparsemem::{NodeId, Page, PageFlag, Pfn};
 
 use crate::era::Era;
+use crate::types::BuddyModel;
 
 /// How `memmap_init` finds the pfns it initialises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -119,7 +120,7 @@ fn init_single_page(page: &Page, zone: &MemmapInitZone) -> bool {
 
 /// Initialises `pfn` (checked: see the module doc) and counts it.
 #[inline(always)]
-fn init_pfn<M: MemoryModel>(model: &M, pfn: Pfn, zone: &MemmapInitZone, n: &mut MemmapInitCounts) {
+fn init_pfn<M: BuddyModel>(model: &M, pfn: Pfn, zone: &MemmapInitZone, n: &mut MemmapInitCounts) {
     if let Some(page) = model.pfn_to_page(pfn)
         && init_single_page(page, zone)
     {
@@ -140,7 +141,7 @@ fn memblock_next_valid_pfn(memory: &[(Pfn, Pfn)], pfn: Pfn, end: Pfn) -> Pfn {
 
 /// `memmap_init` of `zone`'s span over `model` in `form`; `memory` is the
 /// node's memblock memory (sorted, disjoint pfn ranges).
-pub fn memmap_init<M: MemoryModel>(
+pub fn memmap_init<M: BuddyModel>(
     model: &mut M,
     memory: &[(Pfn, Pfn)],
     zone: MemmapInitZone,
@@ -196,7 +197,7 @@ pub fn memmap_init<M: MemoryModel>(
 /// `init_unavailable_range` (5.12+): the pfns of a hole whose pageblock's
 /// first pfn is valid, reserved; a pageblock with an invalid first pfn is
 /// skipped whole.
-fn init_unavailable_range<M: MemoryModel>(
+fn init_unavailable_range<M: BuddyModel>(
     model: &M,
     [start, end]: [Pfn; 2],
     zone: &MemmapInitZone,

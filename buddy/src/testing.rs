@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::types::BuddyModel;
 use crate::{Allocator, Gfp, PerCpu, Variant};
-use sparsemem::{Layout, MemoryModel, Migratetype, NR_PAGE_ORDERS, Order, PageFlag, Pfn};
+use sparsemem::{Layout, Migratetype, NR_PAGE_ORDERS, Order, PageFlag, Pfn};
 
 /// With migratetypes, every free block sits on the list of its pageblocks'
 /// migratetype (each pageblock it covers), as Linux 6.x keeps it.
-fn check_migratetype_lists<M: MemoryModel, V: Variant>(
+fn check_migratetype_lists<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     zone: &crate::Zone<V>,
 ) -> Result<(), String> {
@@ -66,7 +67,7 @@ impl Reference {
 
     /// As [`Reference::record`], for memory that may have been hot-added:
     /// every page of the block must be valid in `model` and not reserved.
-    pub fn record_model<M: MemoryModel>(
+    pub fn record_model<M: BuddyModel>(
         &mut self,
         model: &M,
         pfn: Pfn,
@@ -113,7 +114,7 @@ impl Reference {
 }
 
 /// Initial `nr_free` of every zone.
-pub fn snapshot<M: MemoryModel, V: Variant>(alloc: &Allocator<M, V>) -> Vec<[u64; NR_PAGE_ORDERS]> {
+pub fn snapshot<M: BuddyModel, V: Variant>(alloc: &Allocator<M, V>) -> Vec<[u64; NR_PAGE_ORDERS]> {
     alloc.zones().iter().map(|z| z.nr_free()).collect()
 }
 
@@ -127,7 +128,7 @@ pub fn snapshot<M: MemoryModel, V: Variant>(alloc: &Allocator<M, V>) -> Vec<[u64
 /// - no free block's buddy is free at the same order (they would have
 ///   merged), below `MAX_PAGE_ORDER`;
 /// - `nr_free[order]` is the length of each list.
-pub fn check_structure<M: MemoryModel, V: Variant>(
+pub fn check_structure<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     reference: &Reference,
 ) -> Result<(), String> {
@@ -197,7 +198,7 @@ pub fn check_structure<M: MemoryModel, V: Variant>(
 
 /// Conservation (free + on pcp lists + allocated == managed) and the free
 /// lists' structure ([`check_structure`]).
-pub fn check_conservation<M: MemoryModel, V: Variant>(
+pub fn check_conservation<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     pcp_pages: u64,
     reference: &Reference,
@@ -216,7 +217,7 @@ pub fn check_conservation<M: MemoryModel, V: Variant>(
 
 /// Frees everything in `reference`, drains `cpu`, and checks every zone is
 /// back to `initial`.
-pub fn free_all_and_check<M: MemoryModel, V: Variant>(
+pub fn free_all_and_check<M: BuddyModel, V: Variant>(
     mut cpu: PerCpu<'_, M, V>,
     reference: &mut Reference,
     initial: &[[u64; NR_PAGE_ORDERS]],

@@ -5,7 +5,16 @@
 //! watermark formulas, the errors and the zones can all name a zone type
 //! or a limit without importing the code that uses them.
 
-use sparsemem::NR_PAGE_ORDERS;
+use sparsemem::{MemoryModel, NR_PAGE_ORDERS, Page};
+
+/// A memory model the allocator can run on: one whose `struct page` holds
+/// the free-list links, the order and the counts itself (the 64-byte
+/// layout). Every model is one at its default size; the same models
+/// built at 32, 16 or 8 bytes are not, so `Zone<M>` of them does not
+/// compile. The one place the allocator names the layout it needs.
+pub trait BuddyModel: MemoryModel<Page = Page> {}
+
+impl<M: MemoryModel<Page = Page> + ?Sized> BuddyModel for M {}
 
 /// `MAX_NR_ZONES`: the number of zone types ([`ZoneType::ALL`]), the
 /// length of a zone's `lowmem_reserve[]`.

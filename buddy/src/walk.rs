@@ -27,15 +27,16 @@
 //! `pageblock_pfn_to_page` is the checked `pfn_to_page` (one `pfn_valid`
 //! more than the kernel's bare `pfn_to_page`).
 
-use sparsemem::{MemoryModel, Page, Pfn};
+use sparsemem::{Page, Pfn};
 
+use crate::types::BuddyModel;
 use crate::zone::Zone;
 
 /// `__pageblock_pfn_to_page`: the page of `start` when `end - 1` is valid,
 /// `start` is an online page of `zone`, and the page of `end - 1` has the
 /// same zone; `None` otherwise (and for an empty range).
 #[inline]
-pub fn __pageblock_pfn_to_page<'m, M: MemoryModel, V>(
+pub fn __pageblock_pfn_to_page<'m, M: BuddyModel, V>(
     model: &'m M,
     zone: &Zone<V>,
     start: Pfn,
@@ -56,7 +57,7 @@ pub fn __pageblock_pfn_to_page<'m, M: MemoryModel, V>(
 /// (checked, see the module doc), else the full check
 /// ([`__pageblock_pfn_to_page`]).
 #[inline]
-pub fn pageblock_pfn_to_page<'m, M: MemoryModel, V>(
+pub fn pageblock_pfn_to_page<'m, M: BuddyModel, V>(
     model: &'m M,
     zone: &Zone<V>,
     start: Pfn,
@@ -73,7 +74,7 @@ pub fn pageblock_pfn_to_page<'m, M: MemoryModel, V>(
 /// first and last clamped to it) passes [`__pageblock_pfn_to_page`];
 /// pfns of `not_yet_online` fail its online test, as a range being
 /// onlined does when `move_pfn_range_to_zone` recomputes.
-pub(crate) fn zone_is_contiguous<M: MemoryModel, V>(
+pub(crate) fn zone_is_contiguous<M: BuddyModel, V>(
     model: &M,
     zone: &Zone<V>,
     not_yet_online: Option<[Pfn; 2]>,
@@ -95,7 +96,7 @@ pub(crate) fn zone_is_contiguous<M: MemoryModel, V>(
 
 /// `set_zone_contiguous` (and `clear_zone_contiguous` before it): sets
 /// the zone's flag from [`zone_is_contiguous`].
-pub(crate) fn set_zone_contiguous<M: MemoryModel, V>(
+pub(crate) fn set_zone_contiguous<M: BuddyModel, V>(
     model: &M,
     zone: &mut Zone<V>,
     not_yet_online: Option<[Pfn; 2]>,

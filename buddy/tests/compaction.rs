@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use buddy::{
-    Allocator, COMPACT_CLUSTER_MAX, CompactControl, CompactState, Era, Gfp, Kernel, Options,
-    ZoneId, compact_zone,
+    Allocator, BuddyModel, COMPACT_CLUSTER_MAX, CompactControl, CompactState, Era, Gfp, Kernel,
+    Options, ZoneId, compact_zone,
 };
 use proptest::prelude::*;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout};
@@ -43,7 +43,7 @@ struct Counts {
 }
 
 impl Reference {
-    fn new<M: MemoryModel>(
+    fn new<M: BuddyModel>(
         alloc: &Allocator<M, Kernel>,
         zid: ZoneId,
         live: &BTreeMap<Pfn, (Order, bool)>,
@@ -236,7 +236,7 @@ fn arb_requests() -> impl Strategy<Value = Vec<Request>> {
 /// Takes every pageblock-sized movable block there is and gives back
 /// those `punch` picks (cycling), so free and busy pageblocks alternate
 /// over the whole zone rather than only at the end allocations start from.
-fn punch<M: MemoryModel>(
+fn punch<M: BuddyModel>(
     alloc: &Allocator<M, Kernel>,
     punch: &[bool],
     live: &mut BTreeMap<Pfn, (Order, bool)>,
@@ -257,7 +257,7 @@ fn punch<M: MemoryModel>(
 
 /// Punches the zone (see [`punch`]), allocates `requests` in order, frees
 /// those not kept, and returns the live allocations.
-fn fragment<M: MemoryModel>(
+fn fragment<M: BuddyModel>(
     alloc: &Allocator<M, Kernel>,
     holes: &[bool],
     requests: &[Request],
@@ -289,7 +289,7 @@ fn fragment<M: MemoryModel>(
     live
 }
 
-fn check<M: MemoryModel>(
+fn check<M: BuddyModel>(
     model: M,
     layout: &Layout,
     holes: &[bool],

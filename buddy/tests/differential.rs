@@ -4,13 +4,13 @@
 
 use buddy::testing::{GFP, Reference, check_conservation, free_all_and_check, snapshot};
 use buddy::{
-    Allocator, Config, Era, InitError, Mechanisms, Options, PageChain, RangeError, RequestError,
-    Variant,
+    Allocator, BuddyModel, Config, Era, InitError, Mechanisms, Options, PageChain, RangeError,
+    RequestError, Variant,
 };
 use proptest::prelude::*;
 use sparsemem::reference::Semantics;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout, expect_build};
-use sparsemem::{Flat, Layout, MemoryModel, Order, SparseClassic, SparseExtreme};
+use sparsemem::{Flat, Layout, Order, SparseClassic, SparseExtreme};
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
 #[derive(Clone, Copy, Debug)]
@@ -61,7 +61,7 @@ fn era_for<V: Variant>(pick: usize) -> Era {
     eras[pick % eras.len()]
 }
 
-fn run<M: MemoryModel, V: Variant>(
+fn run<M: BuddyModel, V: Variant>(
     model: M,
     layout: &Layout,
     ops: &[Op],

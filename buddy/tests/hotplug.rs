@@ -5,7 +5,8 @@
 
 use buddy::testing::{Reference, check_structure};
 use buddy::{
-    Allocator, FreeError, Gfp, Kernel, MemHotplugError, OnlineType, Options, RangeError, ZoneType,
+    Allocator, BuddyModel, FreeError, Gfp, Kernel, MemHotplugError, OnlineType, Options,
+    RangeError, ZoneType,
 };
 use sparsemem::{
     Geometry, HotplugError, Layout, MemRange, MemoryModel, NodeId, Order, PageFlag, Pfn, RangeKind,
@@ -35,7 +36,7 @@ fn pfn_at(mib: u64) -> Pfn {
 
 /// add → online with `online_type` → allocate → offline refused while in
 /// use → free → offline → remove, on one model.
-fn lifecycle<M: MemoryModel>(model: M, online_type: OnlineType) {
+fn lifecycle<M: BuddyModel>(model: M, online_type: OnlineType) {
     let layout = layout();
     let mut alloc = Allocator::<_, Kernel>::new(model, &layout, Options::default()).unwrap();
     let name = alloc.model().name();
@@ -147,7 +148,7 @@ fn the_lifecycle_on_every_model_with_hotplug_and_every_online_type() {
 
 /// [`lifecycle`]'s online and allocation steps for models built from a
 /// layout without device memory.
-fn lifecycle_on<M: MemoryModel>(model: M, layout: &Layout, online_type: OnlineType) {
+fn lifecycle_on<M: BuddyModel>(model: M, layout: &Layout, online_type: OnlineType) {
     let mut alloc = Allocator::<_, Kernel>::new(model, layout, Options::default()).unwrap();
     let start = pfn_at(512);
     let zid = alloc.online_pages(start, SECTION, online_type).unwrap();
@@ -511,7 +512,7 @@ fn the_bitmap_buddy_follows_hot_add_online_offline_and_remove() {
 /// hostile hot-remove over the whole physical space answers at once.
 #[test]
 fn an_absurd_hot_add_is_refused_and_a_huge_remove_answers_quickly() {
-    fn check<M: MemoryModel>(model: M, layout: &Layout) {
+    fn check<M: BuddyModel>(model: M, layout: &Layout) {
         let mut alloc = Allocator::<_, Kernel>::new(model, layout, Options::default()).unwrap();
         let g = *layout.geometry();
         let start = Pfn::new((32u64 << 30) >> g.page_shift()); // past the 32 GiB of RAM

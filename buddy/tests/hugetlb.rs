@@ -5,9 +5,9 @@
 //! consistent buddy; bad requests give one clear error each.
 
 use buddy::testing::{Reference, check_conservation};
-use buddy::{Allocator, Era, Gfp, HugetlbError, HugetlbPool, HvoMode, Kernel, Options};
+use buddy::{Allocator, BuddyModel, Era, Gfp, HugetlbError, HugetlbPool, HvoMode, Kernel, Options};
 use sparsemem::hvo::HvoLayout;
-use sparsemem::{Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, RangeKind};
+use sparsemem::{Geometry, Layout, MemRange, NodeId, Order, Pfn, RangeKind};
 use vmemmap::{Vmemmap, VmemmapOptions, VmemmapProbe, VmemmapTable};
 
 const GIB: u64 = 1 << 30;
@@ -31,7 +31,7 @@ fn shared() -> VmemmapOptions {
 }
 
 /// Checks conservation with the ordinary blocks and the pool's.
-fn check<M: MemoryModel>(
+fn check<M: BuddyModel>(
     alloc: &Allocator<M, Kernel>,
     ordinary: &[(Pfn, Order)],
     pools: &[&HugetlbPool],
@@ -44,7 +44,7 @@ fn check<M: MemoryModel>(
     check_conservation(alloc, 0, &reference).unwrap();
 }
 
-fn interleave<M: MemoryModel>(model: M, hvo: Option<HvoMode>, era: Era) {
+fn interleave<M: BuddyModel>(model: M, hvo: Option<HvoMode>, era: Era) {
     let l = layout(2 * GIB);
     let alloc = Allocator::<_, Kernel>::new(model, &l, Options::for_era(era)).unwrap();
     let mut giant = HugetlbPool::new(&alloc, PUD, NodeId::ZERO, hvo).unwrap();
@@ -100,7 +100,7 @@ fn interleave<M: MemoryModel>(model: M, hvo: Option<HvoMode>, era: Era) {
     check(&alloc, &ordinary, &[&giant, &huge]);
 }
 
-fn giant_head<M: MemoryModel>(pool: &HugetlbPool, alloc: &Allocator<M, Kernel>) -> Pfn {
+fn giant_head<M: BuddyModel>(pool: &HugetlbPool, alloc: &Allocator<M, Kernel>) -> Pfn {
     pool.blocks(alloc)[0].0
 }
 

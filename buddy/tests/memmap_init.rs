@@ -4,7 +4,7 @@
 //! leaves the same memmap on memory and misses only valid pfns that are
 //! not memory — the leading hole of a present section, the revert's case.
 
-use buddy::{MemmapInitForm, MemmapInitZone, memmap_init};
+use buddy::{BuddyModel, MemmapInitForm, MemmapInitZone, memmap_init};
 use proptest::prelude::*;
 use sparsemem::testing::{SMALL_GEOMETRIES, WINDOW_SECTIONS, arb_layout, window_start};
 use sparsemem::{
@@ -33,7 +33,7 @@ fn memory(layout: &Layout) -> Vec<(Pfn, Pfn)> {
 }
 
 /// The memmap of the span after `form` on a fresh model from `build`.
-fn run<M: MemoryModel>(
+fn run<M: BuddyModel>(
     mut model: M,
     layout: &Layout,
     form: MemmapInitForm,
@@ -55,7 +55,7 @@ fn run<M: MemoryModel>(
     (written, counts)
 }
 
-fn check<M: MemoryModel>(build: impl Fn() -> Option<M>, layout: &Layout) -> Result<(), String> {
+fn check<M: BuddyModel>(build: impl Fn() -> Option<M>, layout: &Layout) -> Result<(), String> {
     let Some(probe) = build() else { return Ok(()) };
     let zone = zone_of(layout);
     let g = *layout.geometry();

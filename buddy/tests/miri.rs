@@ -5,7 +5,9 @@
 //! remove. Also runs as an ordinary test.
 
 use buddy::testing::{Reference, check_conservation, free_all_and_check, snapshot};
-use buddy::{Allocator, Era, FreeError, Gfp, KernelHoleCheck, MemHotplugError, Options, Variant};
+use buddy::{
+    Allocator, BuddyModel, Era, FreeError, Gfp, KernelHoleCheck, MemHotplugError, Options, Variant,
+};
 use sparsemem::{
     Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, RangeKind, SparseExtreme,
 };
@@ -22,7 +24,7 @@ fn layout() -> Layout {
     .unwrap()
 }
 
-fn exercise<M: MemoryModel, V: Variant>(model: M, layout: &Layout, era: Era) {
+fn exercise<M: BuddyModel, V: Variant>(model: M, layout: &Layout, era: Era) {
     let alloc = Allocator::<M, V>::new(
         model,
         layout,

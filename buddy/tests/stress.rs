@@ -4,11 +4,13 @@
 use std::time::{Duration, Instant};
 
 use buddy::testing::{Reference, free_all_and_check, snapshot};
-use buddy::{Allocator, Bitmap, Gfp, Kernel, LockPolicy, NoBitmapAtomic, Options, Variant};
-use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn, SparseClassic};
+use buddy::{
+    Allocator, Bitmap, BuddyModel, Gfp, Kernel, LockPolicy, NoBitmapAtomic, Options, Variant,
+};
+use sparsemem::{Layout, NodeId, Order, Pfn, SparseClassic};
 use vmemmap::VmemmapProbe;
 
-fn stress<M: MemoryModel, V: Variant>(model: M, layout: &Layout, policy: LockPolicy) {
+fn stress<M: BuddyModel, V: Variant>(model: M, layout: &Layout, policy: LockPolicy) {
     let options = Options {
         lock_policy: policy,
         pcp_batch: Some(31),

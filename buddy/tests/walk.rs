@@ -4,16 +4,16 @@
 
 use std::collections::BTreeSet;
 
-use buddy::{__pageblock_pfn_to_page, Allocator, Kernel, OnlineType, Options, ZoneId};
+use buddy::{__pageblock_pfn_to_page, Allocator, BuddyModel, Kernel, OnlineType, Options, ZoneId};
 use proptest::prelude::*;
 use sparsemem::testing::{SMALL_GEOMETRIES, WINDOW_SECTIONS, arb_layout, window_start};
-use sparsemem::{Flat, Layout, MemoryModel, Pfn, SparseClassic, SparseExtreme};
+use sparsemem::{Flat, Layout, Pfn, SparseClassic, SparseExtreme};
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
 /// The definition, pfn by pfn: every pfn that begins a pageblock of the
 /// span (or the span) is an online page of the zone, and every pfn that
 /// ends one is valid with the same zone.
-fn brute_contiguous<M: MemoryModel>(alloc: &Allocator<M, Kernel>, zid: ZoneId) -> bool {
+fn brute_contiguous<M: BuddyModel>(alloc: &Allocator<M, Kernel>, zid: ZoneId) -> bool {
     let zone = alloc.zone(zid).unwrap();
     let model = alloc.model();
     let block = model.geometry().pageblock_nr_pages();
@@ -30,7 +30,7 @@ fn brute_contiguous<M: MemoryModel>(alloc: &Allocator<M, Kernel>, zid: ZoneId) -
 /// Each zone's flag against the brute force (zones in `after_online` were
 /// last recomputed while their new range was not yet online, so read
 /// false), and `__pageblock_pfn_to_page` of each pageblock.
-fn check_zones<M: MemoryModel>(
+fn check_zones<M: BuddyModel>(
     alloc: &Allocator<M, Kernel>,
     after_online: &BTreeSet<ZoneId>,
 ) -> Result<(), String> {
@@ -95,7 +95,7 @@ fn arb_steps() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(step, 1..10)
 }
 
-fn run<M: MemoryModel>(model: M, layout: &Layout, steps: &[Step]) -> Result<(), String> {
+fn run<M: BuddyModel>(model: M, layout: &Layout, steps: &[Step]) -> Result<(), String> {
     let Ok(mut alloc) = Allocator::<_, Kernel>::new(model, layout, Options::default()) else {
         return Ok(());
     };

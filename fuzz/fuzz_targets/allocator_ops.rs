@@ -14,7 +14,7 @@ use buddy::{
     Allocator, Gfp, InitError, KernelHoleCheck, MemHotplugError, OnlineType, Options, RequestError,
 };
 use libfuzzer_sys::fuzz_target;
-use sparsemem::{Flat, Layout, MemoryModel, NodeId, Order, Pfn, SparseClassic, SparseExtreme};
+use sparsemem::{Flat, Layout, NodeId, Order, Pfn, SparseClassic, SparseExtreme};
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -93,7 +93,7 @@ fn hot_range(layout: &Layout, at: u8, len: u8, device: bool) -> (Pfn, u64) {
     (Pfn::new(start.min(g.max_pfn().get() - nr)), nr)
 }
 
-fn run<M: MemoryModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mechanisms: u8) {
+fn run<M: buddy::BuddyModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mechanisms: u8) {
     // The eras that had the hole check: 2.6.9, 2.6.23 and 5.13 (the last,
     // with migratetypes, so steals and fallbacks are fuzzed too).
     let eras = [buddy::Era::V2_6_9, buddy::Era::V2_6_23, buddy::Era::V5_13];

@@ -7,7 +7,7 @@ mod common;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use sparsemem::reference::{Reference, Semantics};
-use sparsemem::{Flat, MemoryModel, Pfn, SparseClassic, SparseExtreme};
+use sparsemem::{Flat, MemoryModel, PageLayout, Pfn, SparseClassic, SparseExtreme};
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
 #[derive(Arbitrary, Debug)]

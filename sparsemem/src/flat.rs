@@ -22,7 +22,7 @@ use crate::geometry::Geometry;
 use crate::layout::{Layout, RangeKind};
 use crate::memmap::{MemmapBlock, check_memmap_budget};
 use crate::model::{MemmapBytes, MemoryModel, PfnWalker};
-use crate::page::{PAGE_STRUCT_SIZE, Page};
+use crate::page::{Page64, PageLayout};
 use crate::pageblock::{Migratetype, NR_PAGEBLOCK_BITS, get_bits, set_bits};
 use crate::types::Pfn;
 
@@ -30,12 +30,13 @@ use crate::types::Pfn;
 ///
 /// Invariants: `mem_map` holds `nr_pages` initialised pages, the first for
 /// `pfn_offset`; both ends are `MAX_ORDER_NR_PAGES` aligned; every pfn of
-/// the span is valid.
-pub struct Flat {
+/// the span is valid. `P` is the `struct page` layout; FLATMEM exists at
+/// every size (`page_to_pfn` is arithmetic, it reads nothing in the page).
+pub struct Flat<P: PageLayout = Page64> {
     geometry: Geometry,
     pfn_offset: u64,
     nr_pages: u64,
-    mem_map: MemmapBlock,
+    mem_map: MemmapBlock<P>,
     /// The node's `pageblock_flags`: 4 bits per pageblock of the array
     /// (under FLATMEM the kernel keeps them in the zone; pfnlab's one node
     /// holds them for all its zones).
@@ -44,8 +45,16 @@ pub struct Flat {
 
 impl Flat {
     /// Builds the memmap over the layout's boot memory
-    /// ([`Layout::pfn_span`]), rounded out to max-order blocks.
+    /// ([`Layout::pfn_span`]), rounded out to max-order blocks, with
+    /// 64-byte pages.
     pub fn new(layout: &Layout) -> Result<Flat, BuildError> {
+        Flat::build(layout)
+    }
+}
+
+impl<P: PageLayout> Flat<P> {
+    /// As [`Flat::new`], with `struct page` layout `P`.
+    pub fn build(layout: &Layout) -> Result<Flat<P>, BuildError> {
         let geometry = *layout.geometry();
         for (kind, why, models) in [
             (
@@ -77,8 +86,8 @@ impl Flat {
             .next_multiple_of(block)
             .min(geometry.max_pfn().get());
         let nr_pages = end - first;
-        check_memmap_budget(nr_pages.saturating_mul(PAGE_STRUCT_SIZE))?;
-        let mem_map = MemmapBlock::new(nr_pages)?;
+        check_memmap_budget(nr_pages.saturating_mul(P::SIZE))?;
+        let mem_map = MemmapBlock::<P>::new(nr_pages)?;
         let shift = geometry.pfn_section_shift();
         for (i, page) in mem_map.pages().iter().enumerate() {
             // SAFETY: a fresh mem_map owned by the model under construction.
@@ -119,7 +128,9 @@ impl Flat {
 // derived from its base; (3) validity comes from the model's tables or
 // span, never from descriptor contents; (4) the geometry is a field set at
 // construction.
-unsafe impl MemoryModel for Flat {
+unsafe impl<P: PageLayout> MemoryModel for Flat<P> {
+    type Page = P;
+
     fn name(&self) -> &'static str {
         "flat"
     }
@@ -134,7 +145,7 @@ unsafe impl MemoryModel for Flat {
     }
 
     #[inline(always)]
-    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Page {
+    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const P {
         debug_assert!(self.pfn_valid(pfn));
         let index = (pfn.get() - self.pfn_offset) as usize;
         // SAFETY: the caller promises pfn_valid(pfn), so index < nr_pages and
@@ -155,13 +166,13 @@ unsafe impl MemoryModel for Flat {
         if first < limit { Pfn::new(first) } else { end }
     }
 
-    fn page_to_pfn(&self, page: &Page) -> Pfn {
+    fn page_to_pfn(&self, page: &P) -> Pfn {
         let base = self.mem_map.as_ptr().addr();
-        let index = (std::ptr::from_ref(page).addr() - base) as u64 / PAGE_STRUCT_SIZE;
+        let index = (std::ptr::from_ref(page).addr() - base) as u64 / P::SIZE;
         Pfn::new(self.pfn_offset + index)
     }
 
-    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&Page> {
+    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&P> {
         self.pfn_to_page(pfn)
     }
 

@@ -50,6 +50,9 @@ pub const SUBSECTION_SHIFT: u32 = 21;
 /// x86_64 with 5-level paging has 52 - 27 = 25.
 pub const MAX_SECTIONS_SHIFT: u32 = 25;
 
+// Every section number fits the bits a 32-, 16- or 8-byte page packs it in.
+const _: () = assert!(crate::page::packed::SECTIONS_WIDTH >= MAX_SECTIONS_SHIFT);
+
 /// Most subsections a section may have: the subsection bitmap in a
 /// section's usage is sized for this (ia64: 1 GiB / 2 MiB = 512).
 pub const MAX_SUBSECTIONS_PER_SECTION: u64 = 512;

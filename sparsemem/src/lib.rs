@@ -32,7 +32,8 @@
 //! ## Module order
 //! Bottom to top; a module uses only modules on its own level or below
 //! (checked by `.ci/structure.py`):
-//! 1. `types` (the newtypes), `page` (`struct page`), `pageblock`;
+//! 1. `types` (the newtypes), `page` (`struct page` at 64, 32, 16 and 8
+//!    bytes), `pageblock`;
 //! 2. `error`, `geometry`, `subsection` (the subsection bitmap);
 //! 3. `memmap` (the memmap's own mappings), `section` (the encoded
 //!    `section_mem_map`), `layout`, `hvo` (HVO's vocabulary);
@@ -106,7 +107,10 @@ pub use geometry::{
 };
 pub use layout::{Layout, LayoutError, MemRange, RangeKind};
 pub use model::{MemmapBytes, MemoryModel, PfnWalker, first_valid_pfn_per_pfn};
-pub use page::{PAGE_STRUCT_SIZE, Page, PageFlag, TAIL_MAPPING, UserFlag, ZONE_DEVICE_ID};
+pub use page::{
+    MemdescType, PAGE_STRUCT_SIZE, Page, Page8, Page16, Page32, Page64, PageFlag, PageLayout,
+    PageSize, PageSizeError, TAIL_MAPPING, UserFlag, ZONE_DEVICE_ID,
+};
 pub use pageblock::{MIGRATE_PCPTYPES, MIGRATE_TYPES, Migratetype};
 pub use sparse::{Sparse, SparseClassic, SparseExtreme};
 pub use subsection::SubsectionMap;

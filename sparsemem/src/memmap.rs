@@ -7,8 +7,9 @@
 //!
 //! # Safety
 //! This module is one of the few that hold `unsafe`: it views a zeroed,
-//! page-aligned anonymous mapping as a slice of [`Page`] (an all-zero `Page`
-//! is a valid value: every field is an atomic integer or pointer) and calls
+//! page-aligned anonymous mapping as a slice of descriptors of a
+//! [`PageLayout`] (an all-zero descriptor is a valid value: every field is
+//! an atomic integer or pointer, point 1 of the layout contract) and calls
 //! `mincore` on mappings it is given.
 
 use std::io;
@@ -18,35 +19,37 @@ use memmap2::{MmapMut, MmapOptions};
 use nix::unistd::{SysconfVar, sysconf};
 
 pub use crate::error::MemmapTooLarge;
-use crate::page::{PAGE_STRUCT_SIZE, Page};
+use crate::page::{Page64, PageLayout};
 
-/// One anonymous mapping holding `nr_pages` zero-initialised `struct page`s.
+/// One anonymous mapping holding `nr_pages` zero-initialised `struct page`s
+/// of layout `P`.
 ///
-/// Invariants: the mapping is page aligned (so `Page`-aligned), exactly
-/// `nr_pages * 64` bytes long, and never remapped while the block lives;
-/// `base` was taken from it with `as_mut_ptr` once, so it carries
-/// read-write permission for the whole mapping (every `&Page` is derived
-/// from it: `Page` is all interior mutability, which needs that permission).
-pub struct MemmapBlock {
+/// Invariants: the mapping is page aligned (so aligned for every layout),
+/// exactly `nr_pages * P::SIZE` bytes long, and never remapped while the
+/// block lives; `base` was taken from it with `as_mut_ptr` once, so it
+/// carries read-write permission for the whole mapping (every `&P` is
+/// derived from it: a descriptor is all interior mutability, which needs
+/// that permission).
+pub struct MemmapBlock<P: PageLayout = Page64> {
     map: MmapMut,
-    base: std::ptr::NonNull<Page>,
+    base: std::ptr::NonNull<P>,
     nr_pages: usize,
 }
 
 // SAFETY: the block owns its mapping; `base` points into it and is only
-// turned into `&Page`s (all atomics, themselves Send + Sync).
-unsafe impl Send for MemmapBlock {}
-// SAFETY: as above; `&MemmapBlock` hands out only shared `&Page`s.
-unsafe impl Sync for MemmapBlock {}
+// turned into `&P`s (all atomics, themselves Send + Sync).
+unsafe impl<P: PageLayout> Send for MemmapBlock<P> {}
+// SAFETY: as above; `&MemmapBlock` hands out only shared `&P`s.
+unsafe impl<P: PageLayout> Sync for MemmapBlock<P> {}
 
-impl MemmapBlock {
+impl<P: PageLayout> MemmapBlock<P> {
     /// Maps `nr_pages` zeroed descriptors; nothing is resident until touched.
-    pub fn new(nr_pages: u64) -> io::Result<MemmapBlock> {
-        let len = usize::try_from(nr_pages * PAGE_STRUCT_SIZE)
+    pub fn new(nr_pages: u64) -> io::Result<MemmapBlock<P>> {
+        let len = usize::try_from(nr_pages * P::SIZE)
             .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "memmap too large"))?;
         let mut map = MmapOptions::new().len(len.max(1)).map_anon()?;
         let base =
-            std::ptr::NonNull::new(map.as_mut_ptr().cast::<Page>()).expect("mmap returns non-null");
+            std::ptr::NonNull::new(map.as_mut_ptr().cast::<P>()).expect("mmap returns non-null");
         Ok(MemmapBlock {
             map,
             base,
@@ -56,19 +59,20 @@ impl MemmapBlock {
 
     /// The descriptors.
     #[inline(always)]
-    pub fn pages(&self) -> &[Page] {
-        // SAFETY: (1) the mapping is page aligned, so aligned for Page;
-        // (2) it is at least nr_pages * 64 bytes long and lives as long as
-        // `self`; (3) its bytes started zeroed and are only ever written
-        // through Page's atomics, so every 64-byte chunk is a valid Page;
-        // (4) Page is all atomics, so shared references may alias freely.
+    pub fn pages(&self) -> &[P] {
+        // SAFETY: (1) the mapping is page aligned, so aligned for P;
+        // (2) it is at least nr_pages * P::SIZE bytes long and lives as
+        // long as `self`; (3) its bytes started zeroed and are only ever
+        // written through P's atomics, so every chunk is a valid P (the
+        // layout contract, point 1); (4) P is all atomics, so shared
+        // references may alias freely.
         unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.nr_pages) }
     }
 
     /// The first descriptor, with provenance over the whole block (see
     /// [`MemoryModel::pfn_to_page_ptr`](crate::MemoryModel::pfn_to_page_ptr)).
     #[inline(always)]
-    pub fn as_ptr(&self) -> *const Page {
+    pub fn as_ptr(&self) -> *const P {
         self.base.as_ptr()
     }
 
@@ -87,8 +91,9 @@ impl MemmapBlock {
     /// (so every descriptor reads as a hole) and residency drops.
     pub fn discard(&mut self) -> io::Result<()> {
         // SAFETY: MADV_DONTNEED on our own private anonymous mapping: later
-        // reads see zero-filled pages, which are valid `Page`s (all atomics),
-        // and `&mut self` guarantees no `&Page` into the block is alive.
+        // reads see zero-filled pages, which are valid descriptors (all
+        // atomics), and `&mut self` guarantees no `&P` into the block is
+        // alive.
         unsafe {
             self.map
                 .unchecked_advise(memmap2::UncheckedAdvice::DontNeed)
@@ -96,7 +101,7 @@ impl MemmapBlock {
     }
 }
 
-impl MemmapBlock {
+impl<P: PageLayout> MemmapBlock<P> {
     /// Turns descriptors `[first, first + nr)` back into holes: the host
     /// pages wholly inside the range go back to the kernel (residency drops),
     /// the descriptors at the unaligned edges are zeroed in place.
@@ -106,8 +111,8 @@ impl MemmapBlock {
             "discard_range beyond the block"
         );
         let page = host_page_size() as u64;
-        let start = first * PAGE_STRUCT_SIZE;
-        let end = (first + nr) * PAGE_STRUCT_SIZE;
+        let start = first * P::SIZE;
+        let end = (first + nr) * P::SIZE;
         let inner_start = start.div_ceil(page) * page;
         let inner_end = (end / page * page).max(inner_start);
         // Miri does not emulate madvise: zero every descriptor instead.
@@ -118,7 +123,7 @@ impl MemmapBlock {
         };
         if inner_end > inner_start {
             // SAFETY: as in `discard`: our own private anonymous mapping, the
-            // range lies within it, and `&mut self` excludes live `&Page`s.
+            // range lies within it, and `&mut self` excludes live `&P`s.
             unsafe {
                 self.map.unchecked_advise_range(
                     memmap2::UncheckedAdvice::DontNeed,
@@ -127,8 +132,7 @@ impl MemmapBlock {
                 )?;
             }
         }
-        let edge =
-            |a: u64, b: u64| (a / PAGE_STRUCT_SIZE) as usize..(b / PAGE_STRUCT_SIZE) as usize;
+        let edge = |a: u64, b: u64| (a / P::SIZE) as usize..(b / P::SIZE) as usize;
         for range in [
             edge(start, inner_start.min(end)),
             edge(inner_end.max(start), end),
@@ -233,7 +237,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "Miri does not emulate mincore or madvise")]
     fn block_is_zero_until_touched_and_discard_drops_residency() {
-        let mut block = MemmapBlock::new(32768).unwrap();
+        let mut block = MemmapBlock::<Page64>::new(32768).unwrap();
         assert_eq!(block.reserved_bytes(), 2 << 20);
         assert_eq!(block.resident_bytes(), 0);
         assert!(block.pages().iter().step_by(64).all(|p| !p.is_present()));

@@ -7,7 +7,7 @@
 
 use crate::error::HotplugError;
 use crate::geometry::Geometry;
-use crate::page::Page;
+use crate::page::PageLayout;
 use crate::pageblock::Migratetype;
 use crate::types::Pfn;
 
@@ -81,7 +81,7 @@ pub fn first_valid_pfn_per_pfn<M: MemoryModel + ?Sized>(model: &M, pfn: Pfn, end
 /// the validity semantics in the crate documentation, and keeps these
 /// invariants:
 /// - `pfn_valid(p)` implies `pfn_to_page(p)` is a present page
-///   (`Page::is_present`) and `page_to_pfn(pfn_to_page(p)) == p`;
+///   ([`PageLayout::is_present`]) and `page_to_pfn(pfn_to_page(p)) == p`;
 /// - a `&Page` handed out stays valid for as long as the model is borrowed;
 ///   only `&mut self` methods (hotplug) can retire memmap.
 ///
@@ -89,7 +89,8 @@ pub fn first_valid_pfn_per_pfn<M: MemoryModel + ?Sized>(model: &M, pfn: Pfn, end
 /// The allocator dereferences what a model hands out, so an implementer
 /// promises, for every pfn `p` with `pfn_valid(p)` and until the next
 /// `&mut self` call:
-/// 1. `pfn_to_page_ptr(p)` points to a live, initialised [`Page`] owned by
+/// 1. `pfn_to_page_ptr(p)` points to a live, initialised descriptor of
+///    layout [`MemoryModel::Page`] owned by
 ///    the model, and `page_to_pfn` of it is `p`;
 /// 2. the descriptors of one section are one contiguous run, and the pointer
 ///    carries provenance over that run, so `ptr.offset(q - p)` is the
@@ -102,6 +103,10 @@ pub fn first_valid_pfn_per_pfn<M: MemoryModel + ?Sized>(model: &M, pfn: Pfn, end
 /// Like the x86_64 crate's `unsafe trait FrameAllocator`, the promise is the
 /// implementer's: a safe caller can rely on it.
 pub unsafe trait MemoryModel: Send + Sync {
+    /// The `struct page` layout of the model's memmap ([`Page64`](crate::Page64)
+    /// unless the model was built at another size).
+    type Page: PageLayout;
+
     /// Short model name as the CLI spells it (`flat`, `sparse-extreme`, …).
     fn name(&self) -> &'static str;
 
@@ -115,19 +120,19 @@ pub unsafe trait MemoryModel: Send + Sync {
     /// contiguous memmap run that holds it (at least its section), so that
     /// `ptr.offset(k)` reaches the descriptor of `pfn + k` within the same
     /// section — the kernel's `page + (buddy_pfn - pfn)`. A pointer taken
-    /// from a `&Page` covers only that one descriptor.
+    /// from a `&Self::Page` covers only that one descriptor.
     ///
     /// # Safety
     /// `pfn_valid(pfn)` returned true on this model, with no `&mut self`
     /// call since.
-    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Page;
+    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Self::Page;
 
     /// `pfn_to_page` without the validity check.
     ///
     /// # Safety
     /// As for [`MemoryModel::pfn_to_page_ptr`].
     #[inline(always)]
-    unsafe fn pfn_to_page_unchecked(&self, pfn: Pfn) -> &Page {
+    unsafe fn pfn_to_page_unchecked(&self, pfn: Pfn) -> &Self::Page {
         // SAFETY: the caller's promise makes the pointer valid, initialised
         // and owned by `self` for the borrow's lifetime.
         unsafe { &*self.pfn_to_page_ptr(pfn) }
@@ -135,7 +140,7 @@ pub unsafe trait MemoryModel: Send + Sync {
 
     /// `pfn_to_page` guarded by `pfn_valid`.
     #[inline(always)]
-    fn pfn_to_page(&self, pfn: Pfn) -> Option<&Page> {
+    fn pfn_to_page(&self, pfn: Pfn) -> Option<&Self::Page> {
         if self.pfn_valid(pfn) {
             // SAFETY: pfn_valid(pfn) just returned true and `self` is borrowed
             // shared for the result's lifetime, so no hotplug can intervene.
@@ -149,7 +154,7 @@ pub unsafe trait MemoryModel: Send + Sync {
     /// where a caller needs both the answer and the pointer with its
     /// section provenance (the allocator's free path).
     #[inline(always)]
-    fn pfn_to_page_ptr_checked(&self, pfn: Pfn) -> Option<*const Page> {
+    fn pfn_to_page_ptr_checked(&self, pfn: Pfn) -> Option<*const Self::Page> {
         if self.pfn_valid(pfn) {
             // SAFETY: pfn_valid(pfn) just returned true on this model.
             Some(unsafe { self.pfn_to_page_ptr(pfn) })
@@ -201,12 +206,12 @@ pub unsafe trait MemoryModel: Send + Sync {
     }
 
     /// `page_to_pfn` for a page this model handed out.
-    fn page_to_pfn(&self, page: &Page) -> Pfn;
+    fn page_to_pfn(&self, page: &Self::Page) -> Pfn;
 
     /// `pfn_to_online_page`: the page when its section is online, its
     /// subsection valid (`pfn_section_valid`) and it is not device memory.
     /// Online state never changes `pfn_valid`.
-    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&Page>;
+    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&Self::Page>;
 
     /// Memory spent on the memmap and its tables.
     fn memmap_bytes(&self) -> MemmapBytes;

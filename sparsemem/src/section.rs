@@ -3,19 +3,33 @@
 //!
 //! The kernel stores in `section_mem_map` the address of the section's
 //! memmap *minus the section's first pfn* (in `struct page` units), so that
-//! `pfn_to_page` is `decoded + pfn` with no subtraction; the low bits, free
-//! because `struct page`s are aligned, carry flags:
+//! `pfn_to_page` is `decoded + pfn` with no subtraction; the low bits carry
+//! flags:
 //! `SECTION_MARKED_PRESENT`, `SECTION_HAS_MEM_MAP`, `SECTION_IS_ONLINE`,
 //! `SECTION_IS_EARLY`, `SECTION_TAINT_ZONE_DEVICE`. pfnlab does the same with strict-provenance pointer
 //! operations (`wrapping_sub` / `map_addr`), so the encoded value keeps the
 //! provenance of the mapping it points into.
+//!
+//! ## Why the low bits stay free at every `struct page` size
+//! The bits are free because of the memmap *array's* alignment, not the
+//! entry's: an 8-byte `struct page` is only 8-byte aligned, three bits
+//! short of the six flags need. The encoded value is `mem_map -
+//! first_pfn * sizeof(struct page)`; a section's memmap is allocated
+//! page-aligned (a mapping here, a page or PMD from memblock in the
+//! kernel), and `first_pfn` is a multiple of `PAGES_PER_SECTION`, so the
+//! bias is a multiple of `PAGES_PER_SECTION * sizeof(struct page)` — at
+//! least 2^13 * 8 bytes for every geometry pfnlab has. The value is
+//! therefore aligned to the smaller of the two, far more than 64 bytes, at
+//! every size (the kernel's comment in `include/linux/mmzone.h` makes the
+//! same argument). The entry stores a byte address, so one table type
+//! serves every layout; [`MemSection::page_ptr`] scales by the layout.
 //!
 //! # Safety
 //! The encoded pointer is only decoded into a reference by the memory models,
 //! for pfns their table says are valid, while they own the memmap. This
 //! module never dereferences it.
 
-use crate::page::Page;
+use crate::page::PageLayout;
 use crate::subsection::SubsectionMap;
 
 /// `SECTION_MARKED_PRESENT`: the section has (or had) memory.
@@ -32,7 +46,16 @@ pub const SECTION_IS_EARLY: usize = 1 << 3;
 pub const SECTION_TAINT_ZONE_DEVICE: usize = 1 << 4;
 const SECTION_FLAGS_MASK: usize = (1 << 6) - 1;
 
-const _: () = assert!(SECTION_FLAGS_MASK < std::mem::align_of::<Page>());
+/// Fewest pfns per section of any geometry (arm64 with 64 KiB pages:
+/// 2^29 / 2^16).
+const MIN_PAGES_PER_SECTION: usize = 1 << 13;
+/// The smallest layout.
+const MIN_PAGE_STRUCT_SIZE: usize = 8;
+/// A memmap array's alignment: it is allocated whole host pages.
+const MEMMAP_ALIGN: usize = 4096;
+
+const _: () = assert!(SECTION_FLAGS_MASK < MEMMAP_ALIGN);
+const _: () = assert!(SECTION_FLAGS_MASK < MIN_PAGES_PER_SECTION * MIN_PAGE_STRUCT_SIZE);
 
 /// `struct mem_section_usage`: the subsection bitmap of one section and its
 /// pageblocks' flags.
@@ -54,7 +77,7 @@ pub struct SectionUsage {
 #[repr(C)]
 #[derive(Debug)]
 pub struct MemSection {
-    section_mem_map: *const Page,
+    section_mem_map: *const u8,
     usage: Option<Box<SectionUsage>>,
 }
 
@@ -62,7 +85,7 @@ const _: () = assert!(std::mem::size_of::<MemSection>() == 16);
 
 // SAFETY: the raw pointer is an address into a memmap owned by the model
 // that owns this table; the entry itself never dereferences it, and the
-// models only hand out `&Page` (a Sync type) borrowed from `&self`.
+// models only hand out shared descriptors (Sync types) borrowed from `&self`.
 unsafe impl Send for MemSection {}
 // SAFETY: as above; shared access only reads the pointer value.
 unsafe impl Sync for MemSection {}
@@ -126,24 +149,32 @@ impl MemSection {
         }
     }
 
-    /// `__section_mem_map_addr`: the decoded (still pfn-biased) map pointer.
+    /// `__section_mem_map_addr`: the decoded (still pfn-biased) map
+    /// address, in bytes.
     #[inline(always)]
-    pub fn mem_map_biased(&self) -> *const Page {
+    pub fn mem_map_biased(&self) -> *const u8 {
         self.section_mem_map.map_addr(|a| a & !SECTION_FLAGS_MASK)
     }
 
-    /// The address of `pfn`'s descriptor: `decoded + pfn`.
+    /// The address of `pfn`'s descriptor: `decoded + pfn`, in descriptors
+    /// of the layout the memmap was encoded with.
     #[inline(always)]
-    pub fn page_ptr(&self, pfn: u64) -> *const Page {
-        self.mem_map_biased().wrapping_add(pfn as usize)
+    pub fn page_ptr<P: PageLayout>(&self, pfn: u64) -> *const P {
+        self.mem_map_biased()
+            .wrapping_add((pfn * P::SIZE) as usize)
+            .cast::<P>()
     }
 
     /// `sparse_encode_mem_map` + `sparse_init_one_section`: sets the memmap
-    /// of a section starting at `first_pfn`, with flags.
-    pub fn set_mem_map(&mut self, mem_map: *const Page, first_pfn: u64, flags: usize) {
+    /// of a section starting at `first_pfn`, with flags. The memmap array
+    /// must be host-page aligned (see the module documentation).
+    pub fn set_mem_map<P: PageLayout>(&mut self, mem_map: *const P, first_pfn: u64, flags: usize) {
         debug_assert!(mem_map.addr() & SECTION_FLAGS_MASK == 0);
         debug_assert!(flags & !SECTION_FLAGS_MASK == 0);
-        let biased = mem_map.wrapping_sub(first_pfn as usize);
+        let biased = mem_map
+            .cast::<u8>()
+            .wrapping_sub((first_pfn * P::SIZE) as usize);
+        debug_assert!(biased.addr() & SECTION_FLAGS_MASK == 0);
         self.section_mem_map = biased.map_addr(|a| a | flags);
     }
 
@@ -167,21 +198,32 @@ impl MemSection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memmap::MemmapBlock;
+    use crate::page::{Page8, Page16, Page32, Page64};
 
-    #[test]
-    fn encoding_round_trips() {
-        let pages: Vec<Page> = (0..4).map(|_| Page::default()).collect();
+    fn encoding_round_trips<P: PageLayout>() {
+        let block = MemmapBlock::<P>::new(4).unwrap();
+        let pages = block.pages();
         let mut ms = MemSection::EMPTY;
         assert!(!ms.has_mem_map());
         ms.set_mem_map(
-            pages.as_ptr(),
+            block.as_ptr(),
             1 << 15,
             SECTION_HAS_MEM_MAP | SECTION_IS_EARLY,
         );
         assert!(ms.has_mem_map() && ms.is_early() && !ms.is_online());
-        assert_eq!(ms.page_ptr((1 << 15) + 3), &pages[3] as *const Page);
+        assert_eq!(ms.page_ptr::<P>((1 << 15) + 3), &pages[3] as *const P);
         ms.update_flags(SECTION_IS_ONLINE, SECTION_IS_EARLY);
         assert!(ms.is_online() && !ms.is_early());
-        assert_eq!(ms.page_ptr(1 << 15), pages.as_ptr());
+        assert_eq!(ms.page_ptr::<P>(1 << 15), block.as_ptr());
+        assert_eq!(ms.flags(), SECTION_HAS_MEM_MAP | SECTION_IS_ONLINE);
+    }
+
+    #[test]
+    fn encoding_round_trips_at_every_size() {
+        encoding_round_trips::<Page64>();
+        encoding_round_trips::<Page32>();
+        encoding_round_trips::<Page16>();
+        encoding_round_trips::<Page8>();
     }
 }

@@ -25,19 +25,25 @@ use crate::geometry::Geometry;
 use crate::layout::{Layout, RangeKind};
 use crate::memmap::{MemmapBlock, check_memmap_budget};
 use crate::model::{MemmapBytes, MemoryModel, PfnWalker};
-use crate::page::{PAGE_STRUCT_SIZE, Page};
+use crate::page::{Page64, PageLayout};
 use crate::pageblock::Migratetype;
 use crate::table::{Classic, Extreme, HotplugOp, MemoryKind, SectionRoot, SectionTable};
 use crate::types::{Pfn, SectionNr};
 
-/// A SPARSEMEM model over section root `R` ([`Classic`] or [`Extreme`]).
+/// A SPARSEMEM model over section root `R` ([`Classic`] or [`Extreme`])
+/// with `struct page` layout `P`.
+///
+/// `page_to_pfn` reads the section number from the page
+/// (`SECTION_IN_PAGE_FLAGS`): from its own field at 64 bytes, from the
+/// flags word at 32 and 16, and at 8 bytes from the memdesc word, which
+/// packs it for the types that have no descriptor (see [`crate::Page8`]).
 ///
 /// Invariants: every present section in `table` has its memmap in
 /// `memmaps`, with every descriptor initialised; the table has no VMEMMAP,
 /// so it holds whole sections only.
-pub struct Sparse<R: SectionRoot> {
+pub struct Sparse<R: SectionRoot, P: PageLayout = Page64> {
     table: SectionTable<R, false>,
-    memmaps: BTreeMap<SectionNr, MemmapBlock>,
+    memmaps: BTreeMap<SectionNr, MemmapBlock<P>>,
     _root: PhantomData<R>,
 }
 
@@ -47,8 +53,8 @@ pub type SparseClassic = Sparse<Classic>;
 pub type SparseExtreme = Sparse<Extreme>;
 
 /// A fresh memmap for section `nr`, every descriptor initialised.
-fn section_memmap(g: &Geometry, nr: SectionNr) -> std::io::Result<MemmapBlock> {
-    let block = MemmapBlock::new(g.pages_per_section())?;
+fn section_memmap<P: PageLayout>(g: &Geometry, nr: SectionNr) -> std::io::Result<MemmapBlock<P>> {
+    let block = MemmapBlock::<P>::new(g.pages_per_section())?;
     for page in block.pages() {
         // SAFETY: a fresh block owned by the model, not yet installed, so no
         // allocator sees it.
@@ -59,9 +65,16 @@ fn section_memmap(g: &Geometry, nr: SectionNr) -> std::io::Result<MemmapBlock> {
 
 impl<R: SectionRoot> Sparse<R> {
     /// Builds the table and memmaps for `layout`: boot memory online,
-    /// hot-added memory present and offline. Layouts with device memory are
-    /// refused ([`BuildError::CannotHold`]).
+    /// hot-added memory present and offline, 64-byte pages. Layouts with
+    /// device memory are refused ([`BuildError::CannotHold`]).
     pub fn new(layout: &Layout) -> Result<Self, BuildError> {
+        Sparse::build(layout)
+    }
+}
+
+impl<R: SectionRoot, P: PageLayout> Sparse<R, P> {
+    /// As [`Sparse::new`], with `struct page` layout `P`.
+    pub fn build(layout: &Layout) -> Result<Self, BuildError> {
         let g = *layout.geometry();
         if let Some((r, _, _)) = layout.ranges_of(RangeKind::Device).next() {
             return Err(BuildError::CannotHold {
@@ -73,13 +86,13 @@ impl<R: SectionRoot> Sparse<R> {
             });
         }
         // Refuse absurd layouts before planning them section by section.
-        check_memmap_budget(layout.present_pages().saturating_mul(PAGE_STRUCT_SIZE))?;
+        check_memmap_budget(layout.present_pages().saturating_mul(P::SIZE))?;
         let mut table = SectionTable::<R, false>::new(g)?;
         let plan = layout.section_plan();
-        check_memmap_budget(plan.len() as u64 * g.pages_per_section() * PAGE_STRUCT_SIZE)?;
+        check_memmap_budget(plan.len() as u64 * g.pages_per_section() * P::SIZE)?;
         let mut memmaps = BTreeMap::new();
         for (&nr, sp) in &plan {
-            let block = section_memmap(&g, nr)?;
+            let block = section_memmap::<P>(&g, nr)?;
             table.install(nr, block.as_ptr(), sp);
             memmaps.insert(nr, block);
         }
@@ -103,7 +116,9 @@ impl<R: SectionRoot> Sparse<R> {
 // derived from its base; (3) validity comes from the model's tables or
 // span, never from descriptor contents; (4) the geometry is a field set at
 // construction.
-unsafe impl<R: SectionRoot> MemoryModel for Sparse<R> {
+unsafe impl<R: SectionRoot, P: PageLayout> MemoryModel for Sparse<R, P> {
+    type Page = P;
+
     fn name(&self) -> &'static str {
         R::NAME
     }
@@ -118,12 +133,12 @@ unsafe impl<R: SectionRoot> MemoryModel for Sparse<R> {
     }
 
     #[inline(always)]
-    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Page {
+    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const P {
         debug_assert!(self.pfn_valid(pfn));
         // SAFETY: the caller promises pfn_valid(pfn), so the section entry
         // exists; its decoded pointer (taken from the block's full-provenance
         // base) plus `pfn` lies in that section's MemmapBlock.
-        unsafe { self.table.pfn_to_section(pfn).unwrap_unchecked() }.page_ptr(pfn.get())
+        unsafe { self.table.pfn_to_section(pfn).unwrap_unchecked() }.page_ptr::<P>(pfn.get())
     }
 
     fn pfn_walker(&self) -> PfnWalker {
@@ -150,7 +165,7 @@ unsafe impl<R: SectionRoot> MemoryModel for Sparse<R> {
         self.table.next_valid_pfn::<true>(pfn, end)
     }
 
-    fn page_to_pfn(&self, page: &Page) -> Pfn {
+    fn page_to_pfn(&self, page: &P) -> Pfn {
         let ms = self
             .table
             .nr_to_section(SectionNr::new(page.section()))
@@ -158,10 +173,10 @@ unsafe impl<R: SectionRoot> MemoryModel for Sparse<R> {
         let offset = std::ptr::from_ref(page)
             .addr()
             .wrapping_sub(ms.mem_map_biased().addr());
-        Pfn::new(offset as u64 / PAGE_STRUCT_SIZE)
+        Pfn::new(offset as u64 / P::SIZE)
     }
 
-    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&Page> {
+    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&P> {
         if self.table.pfn_online(pfn) {
             // SAFETY: pfn_online implies pfn_valid; `self` is borrowed shared.
             Some(unsafe { self.pfn_to_page_unchecked(pfn) })
@@ -196,14 +211,14 @@ unsafe impl<R: SectionRoot> MemoryModel for Sparse<R> {
         let changes = self
             .table
             .plan(start, nr_pages, HotplugOp::Add, MemoryKind::Memory)?;
-        check_memmap_budget(changes.len() as u64 * g.pages_per_section() * PAGE_STRUCT_SIZE)
+        check_memmap_budget(changes.len() as u64 * g.pages_per_section() * P::SIZE)
             .map_err(HotplugError::TooLarge)?;
         let mut fresh = BTreeMap::new();
         for c in &changes {
             debug_assert!(c.whole_section, "memory blocks are whole sections");
             fresh.insert(
                 c.nr,
-                section_memmap(&g, c.nr).map_err(HotplugError::Memmap)?,
+                section_memmap::<P>(&g, c.nr).map_err(HotplugError::Memmap)?,
             );
         }
         self.table

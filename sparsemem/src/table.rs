@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use crate::error::{HotplugError, TableTooLarge};
 use crate::geometry::Geometry;
 use crate::layout::SectionPlan;
-use crate::page::Page;
+use crate::page::PageLayout;
 use crate::pageblock::Migratetype;
 use crate::section::{
     MemSection, SECTION_HAS_MEM_MAP, SECTION_IS_EARLY, SECTION_IS_ONLINE, SECTION_MARKED_PRESENT,
@@ -332,7 +332,7 @@ impl<R: SectionRoot, const VMEMMAP: bool> SectionTable<R, VMEMMAP> {
 
     /// Sets up a boot-time section (`sparse_init_one_section`) as `plan`
     /// describes it; early sections start online.
-    pub fn install(&mut self, nr: SectionNr, mem_map: *const Page, plan: &SectionPlan) {
+    pub fn install<P: PageLayout>(&mut self, nr: SectionNr, mem_map: *const P, plan: &SectionPlan) {
         debug_assert!(!plan.subsections.is_empty());
         debug_assert!(VMEMMAP || plan.device.is_empty());
         let mut flags = SECTION_MARKED_PRESENT | SECTION_HAS_MEM_MAP;
@@ -468,11 +468,11 @@ impl<R: SectionRoot, const VMEMMAP: bool> SectionTable<R, VMEMMAP> {
     /// Applies a planned add. `mem_map_of(nr)` gives the memmap of each
     /// section that had none (`whole_section`); new sections start offline,
     /// and device memory taints its sections.
-    pub fn commit_add(
+    pub fn commit_add<P: PageLayout>(
         &mut self,
         changes: &[SectionChange],
         kind: MemoryKind,
-        mut mem_map_of: impl FnMut(SectionNr) -> *const Page,
+        mut mem_map_of: impl FnMut(SectionNr) -> *const P,
     ) {
         let g = self.geometry;
         for c in changes {
@@ -588,7 +588,7 @@ mod tests {
             .plan(Pfn::new(1 << 30), 512, HotplugOp::Add, MemoryKind::Device)
             .unwrap();
         assert_eq!(plan.len(), 1);
-        let dummy = [const { Page::new_zeroed() }; 1];
+        let dummy = crate::memmap::MemmapBlock::<crate::page::Page64>::new(1).unwrap();
         t.commit_add(&plan, MemoryKind::Device, |_| dummy.as_ptr());
         assert!(t.table_bytes() >= before + 4096);
         assert!(t.pfn_valid(Pfn::new((1 << 30) + 511)));
@@ -609,7 +609,7 @@ mod tests {
         let plan = t
             .plan(Pfn::new(1 << 30), 32768, HotplugOp::Add, MemoryKind::Memory)
             .unwrap();
-        let dummy = [const { Page::new_zeroed() }; 1];
+        let dummy = crate::memmap::MemmapBlock::<crate::page::Page64>::new(1).unwrap();
         t.commit_add(&plan, MemoryKind::Memory, |_| dummy.as_ptr());
         assert!(t.pfn_valid(Pfn::new((1 << 30) + 32767)));
         assert!(

@@ -14,6 +14,7 @@ use crate::error::BuildError;
 use crate::geometry::{Geometry, SUBSECTION_SHIFT};
 use crate::layout::{Layout, MemRange, RangeKind};
 use crate::model::MemoryModel;
+use crate::page::PageLayout;
 use crate::pageblock::Migratetype;
 use crate::reference::{Reference, Semantics};
 use crate::table::MemoryKind;
@@ -530,4 +531,26 @@ fn check_bad_ranges<M: MemoryModel + ?Sized>(
         }
     }
     Ok(())
+}
+
+/// Runs the generic check `$f::<P>(args…)` (returning `Result<_, String>`)
+/// at every `struct page` layout, largest first, and stops at the first
+/// error, which names the size.
+#[macro_export]
+macro_rules! for_each_page_layout {
+    ($f:ident ( $($arg:expr),* $(,)? )) => {{
+        let mut result: Result<(), String> = Ok(());
+        $crate::for_each_page_layout!(@one result, $f, $crate::Page64, $($arg),*);
+        $crate::for_each_page_layout!(@one result, $f, $crate::Page32, $($arg),*);
+        $crate::for_each_page_layout!(@one result, $f, $crate::Page16, $($arg),*);
+        $crate::for_each_page_layout!(@one result, $f, $crate::Page8, $($arg),*);
+        result
+    }};
+    (@one $result:ident, $f:ident, $p:ty, $($arg:expr),*) => {
+        if $result.is_ok() {
+            $result = $f::<$p>($($arg),*).map(|_| ()).map_err(|e| {
+                format!("{} at {}-byte struct page", e, <$p as $crate::PageLayout>::SIZE)
+            });
+        }
+    };
 }

@@ -3,13 +3,14 @@
 
 use proptest::prelude::*;
 use sparsemem::reference::{Reference, Semantics};
+use sparsemem::table::{Classic, Extreme};
 use sparsemem::testing::{
     SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, check_pageblocks,
     expect_build, window_pfns,
 };
 use sparsemem::{
-    BuildError, Flat, Geometry, HotplugError, Layout, MemoryModel, NodeId, Pfn, SparseClassic,
-    SparseExtreme,
+    BuildError, Flat, Geometry, HotplugError, Layout, MemoryModel, NodeId, PageLayout, Pfn, Sparse,
+    SparseClassic, SparseExtreme, for_each_page_layout,
 };
 
 /// Builds `model` (or checks it was rightly refused) and compares it with
@@ -29,21 +30,52 @@ fn check_one<M: MemoryModel>(
     }
 }
 
-fn check_all(layout: &Layout) -> Result<(), String> {
+/// Every table model at `struct page` layout `P`.
+fn check_all_at<P: PageLayout>(layout: &Layout) -> Result<(), String> {
     let pfns = window_pfns(layout);
-    check_one(Flat::new(layout), layout, Semantics::Flat, &pfns)?;
+    check_one(Flat::<P>::build(layout), layout, Semantics::Flat, &pfns)?;
     check_one(
-        SparseClassic::new(layout),
+        Sparse::<Classic, P>::build(layout),
         layout,
         Semantics::Section,
         &pfns,
     )?;
     check_one(
-        SparseExtreme::new(layout),
+        Sparse::<Extreme, P>::build(layout),
         layout,
         Semantics::Section,
         &pfns,
     )
+}
+
+fn check_all(layout: &Layout) -> Result<(), String> {
+    for_each_page_layout!(check_all_at(layout))
+}
+
+/// A hotplug sequence on both SPARSEMEM tables at layout `P`.
+fn hotplug_at<P: PageLayout>(
+    layout: &Layout,
+    steps: &[sparsemem::testing::HotplugStep],
+) -> Result<(), String> {
+    let pfns = window_pfns(layout);
+    let Some(mut classic) = expect_build(
+        Sparse::<Classic, P>::build(layout),
+        layout,
+        Semantics::Section,
+    )?
+    else {
+        return Ok(());
+    };
+    let mut extreme = Sparse::<Extreme, P>::build(layout).unwrap();
+    let mut r1 = Reference::new(layout, Semantics::Section);
+    let mut r2 = r1.clone();
+    for &step in steps {
+        apply_step(&mut classic, &mut r1, layout, step)?;
+        apply_step(&mut extreme, &mut r2, layout, step)?;
+        check_model(&classic, &r1, &pfns)?;
+        check_model(&extreme, &r2, &pfns)?;
+    }
+    Ok(())
 }
 
 proptest! {
@@ -66,18 +98,7 @@ proptest! {
         layout in arb_layout(&SMALL_GEOMETRIES),
         steps in arb_hotplug_steps(),
     ) {
-        let pfns = window_pfns(&layout);
-        let Some(mut classic) = expect_build(SparseClassic::new(&layout), &layout, Semantics::Section)
-            .map_err(TestCaseError::fail)? else { return Ok(()) };
-        let mut extreme = SparseExtreme::new(&layout).unwrap();
-        let mut r1 = Reference::new(&layout, Semantics::Section);
-        let mut r2 = r1.clone();
-        for step in steps {
-            apply_step(&mut classic, &mut r1, &layout, step).map_err(TestCaseError::fail)?;
-            apply_step(&mut extreme, &mut r2, &layout, step).map_err(TestCaseError::fail)?;
-            check_model(&classic, &r1, &pfns).map_err(TestCaseError::fail)?;
-            check_model(&extreme, &r2, &pfns).map_err(TestCaseError::fail)?;
-        }
+        for_each_page_layout!(hotplug_at(&layout, &steps)).map_err(TestCaseError::fail)?;
     }
 }
 
@@ -115,7 +136,7 @@ fn sparse_sections_are_valid_whole() {
     )
     .unwrap();
     for model in [
-        &SparseClassic::new(&layout).unwrap() as &dyn MemoryModel,
+        &SparseClassic::new(&layout).unwrap() as &dyn MemoryModel<Page = sparsemem::Page>,
         &SparseExtreme::new(&layout).unwrap(),
     ] {
         assert!(model.pfn_valid(Pfn::new(32767)), "{}", model.name());

@@ -5,14 +5,15 @@
 
 use proptest::prelude::*;
 use sparsemem::reference::{Reference, Semantics};
+use sparsemem::table::{Classic, Extreme};
 use sparsemem::testing::{
     SMALL_GEOMETRIES, WalkReach, apply_step, arb_hotplug_steps, arb_layout, check_walks,
     expect_build,
 };
 use sparsemem::walk::{PerPfnWalk, walk};
 use sparsemem::{
-    BuildError, Flat, Geometry, Layout, MemoryModel, Pfn, PfnWalker, SparseClassic, SparseExtreme,
-    for_each_valid_pfn,
+    BuildError, Flat, Geometry, Layout, MemoryModel, PageLayout, Pfn, PfnWalker, Sparse,
+    SparseClassic, SparseExtreme, for_each_page_layout, for_each_valid_pfn,
 };
 
 fn check_one<M: MemoryModel>(
@@ -31,16 +32,27 @@ fn check_one<M: MemoryModel>(
     }
 }
 
+/// Every table model's walks at `struct page` layout `P`.
+fn check_all_at<P: PageLayout>(layout: &Layout) -> Result<(), String> {
+    check_one(Flat::<P>::build(layout), layout, Semantics::Flat)?;
+    check_one(
+        Sparse::<Classic, P>::build(layout),
+        layout,
+        Semantics::Section,
+    )?;
+    check_one(
+        Sparse::<Extreme, P>::build(layout),
+        layout,
+        Semantics::Section,
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     #[test]
     fn every_walk_yields_exactly_the_valid_pfns(layout in arb_layout(&SMALL_GEOMETRIES)) {
-        check_one(Flat::new(&layout), &layout, Semantics::Flat).map_err(TestCaseError::fail)?;
-        check_one(SparseClassic::new(&layout), &layout, Semantics::Section)
-            .map_err(TestCaseError::fail)?;
-        check_one(SparseExtreme::new(&layout), &layout, Semantics::Section)
-            .map_err(TestCaseError::fail)?;
+        for_each_page_layout!(check_all_at(&layout)).map_err(TestCaseError::fail)?;
     }
 
     #[test]

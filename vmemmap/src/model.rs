@@ -13,10 +13,11 @@
 //! host page of memmap can hold descriptors of a present subsection and of
 //! an absent one. Such a host page is populated, and a load from the absent
 //! half does not fault. The answer stays exact because a descriptor is
-//! initialised (its [`PageFlag::Present`] bit, in byte 0, set) exactly when
-//! its pfn is valid, and descriptors of removed subsections are zeroed: the
-//! probe reads byte 0 with the same load that would fault, and reports
-//! "valid" only when the load succeeds *and* the PRESENT bit is set. A
+//! initialised (byte 0 non-zero under the layout's present mask: the
+//! [`sparsemem::PageFlag::Present`] bit, or the memdesc type at 8 bytes)
+//! exactly when its pfn is valid, and descriptors of removed subsections
+//! are zeroed: the probe reads byte 0 with the same load that would fault,
+//! and reports "valid" only when the load succeeds *and* the mask is set. A
 //! userfaultfd zero page reads as all-zero, so it is "invalid" the same way.
 
 use std::io;
@@ -24,8 +25,7 @@ use std::io;
 use sparsemem::table::{Extreme, HotplugOp, MemoryKind, SectionChange, SectionTable};
 use sparsemem::{
     BuildError, Geometry, HotplugError, Layout, MemmapBytes, MemoryModel, Migratetype, NodeId,
-    PAGE_STRUCT_SIZE, Page, PageFlag, Pfn, PfnWalker, RangeKind, SectionNr,
-    first_valid_pfn_per_pfn,
+    Page64, PageLayout, Pfn, PfnWalker, RangeKind, SectionNr, first_valid_pfn_per_pfn,
 };
 
 use sparsemem::hvo::{HugetlbVmemmap, HvoError};
@@ -73,8 +73,8 @@ pub trait Detector: Sized + Send + Sync + 'static {
     /// populated.
     fn attach(reservation: &Reservation) -> Result<Self, BuildError>;
 
-    /// `pfn_valid` for this detector.
-    fn pfn_valid(model: &Vmemmap<Self>, pfn: Pfn) -> bool;
+    /// `pfn_valid` for this detector, at `struct page` layout `P`.
+    fn pfn_valid<P: PageLayout>(model: &Vmemmap<Self, P>, pfn: Pfn) -> bool;
 
     /// Called before `[addr, addr + len)` is populated.
     fn before_populate(&self, _addr: *mut u8, _len: usize) -> io::Result<()> {
@@ -87,10 +87,14 @@ pub trait Detector: Sized + Send + Sync + 'static {
     }
 }
 
-/// Mask of [`PageFlag::Present`] in a descriptor's first byte.
-pub(crate) const PRESENT_BYTE_MASK: u8 = 1 << PageFlag::Present as u8;
-
-/// A vmemmap model with detector `D`.
+/// A vmemmap model with detector `D` and `struct page` layout `P`.
+///
+/// Every detector exists at every size: the probe's one-byte load tests
+/// the layout's [`PageLayout::PRESENT_BYTE_MASK`] (the flags word's
+/// `Present` bit, or at 8 bytes the memdesc type), and the memmap is
+/// populated in host pages of descriptors at the layout's stride, so a
+/// 2 MiB subsection's memmap is 32 KiB at 64 bytes and one 4 KiB page at
+/// 8 bytes ([`Vmemmap::subsection_memmap_bytes`]).
 ///
 /// Invariants:
 /// - `base` is the reservation's base: the descriptor of pfn `p` is at
@@ -98,9 +102,9 @@ pub(crate) const PRESENT_BYTE_MASK: u8 = 1 << PageFlag::Present as u8;
 /// - a descriptor is initialised (PRESENT) exactly when its pfn is valid
 ///   by the section table; every populated host page contains only such
 ///   descriptors and zeroed ones.
-pub struct Vmemmap<D: Detector> {
+pub struct Vmemmap<D: Detector, P: PageLayout = Page64> {
     table: SectionTable<Extreme, true>,
-    base: *const Page,
+    base: *const P,
     max_pfn: u64,
     detector: D,
     pub(crate) reservation: Reservation,
@@ -108,27 +112,32 @@ pub struct Vmemmap<D: Detector> {
 }
 
 // SAFETY: `base` points into `reservation`, owned by this value; descriptors
-// are all atomics, so sharing `&Page`s across threads is sound, and all
+// are all atomics, so sharing `&P`s across threads is sound, and all
 // mutation of the mapping goes through `&mut self`.
-unsafe impl<D: Detector> Send for Vmemmap<D> {}
+unsafe impl<D: Detector, P: PageLayout> Send for Vmemmap<D, P> {}
 // SAFETY: as above.
-unsafe impl<D: Detector> Sync for Vmemmap<D> {}
+unsafe impl<D: Detector, P: PageLayout> Sync for Vmemmap<D, P> {}
 
 impl<D: Detector> Vmemmap<D> {
     /// Reserves the memmap of the whole physical space and populates the
     /// layout's memory: boot memory online, hot-added memory offline,
-    /// device memory (ZONE_DEVICE) never online.
+    /// device memory (ZONE_DEVICE) never online; 64-byte pages.
     pub fn new(layout: &Layout) -> Result<Self, BuildError> {
         Self::with_options(layout, VmemmapOptions::default())
     }
 
     /// As [`Vmemmap::new`], with options.
     pub fn with_options(layout: &Layout, options: VmemmapOptions) -> Result<Self, BuildError> {
+        Vmemmap::build(layout, options)
+    }
+}
+
+impl<D: Detector, P: PageLayout> Vmemmap<D, P> {
+    /// As [`Vmemmap::with_options`], with `struct page` layout `P`.
+    pub fn build(layout: &Layout, options: VmemmapOptions) -> Result<Self, BuildError> {
         let g = *layout.geometry();
         // Refuse absurd layouts before planning them section by section.
-        sparsemem::memmap::check_memmap_budget(
-            layout.present_pages().saturating_mul(PAGE_STRUCT_SIZE),
-        )?;
+        sparsemem::memmap::check_memmap_budget(layout.present_pages().saturating_mul(P::SIZE))?;
         let plan = layout.section_plan();
         let populated: u64 = plan
             .values()
@@ -140,9 +149,9 @@ impl<D: Detector> Vmemmap<D> {
                 }
             })
             .sum();
-        sparsemem::memmap::check_memmap_budget(populated * PAGE_STRUCT_SIZE)?;
+        sparsemem::memmap::check_memmap_budget(populated * P::SIZE)?;
         let max_pfn = g.max_pfn().get();
-        let bytes = max_pfn * PAGE_STRUCT_SIZE;
+        let bytes = max_pfn * P::SIZE;
         if options.memfd && D::HOLES == HoleStyle::Missing {
             return Err(BuildError::Unsupported(format!(
                 "{} cannot have a memfd-backed memmap: a userfaultfd on shmem is not modelled",
@@ -166,7 +175,7 @@ impl<D: Detector> Vmemmap<D> {
         let detector = D::attach(&reservation)?;
         let mut model = Vmemmap {
             table: SectionTable::new(g)?,
-            base: reservation.base().cast::<Page>(),
+            base: reservation.base().cast::<P>(),
             max_pfn,
             detector,
             reservation,
@@ -205,8 +214,15 @@ impl<D: Detector> Vmemmap<D> {
 
     /// `vmemmap`: the descriptor of pfn 0.
     #[inline(always)]
-    pub fn vmemmap_base(&self) -> *const Page {
+    pub fn vmemmap_base(&self) -> *const P {
         self.base
+    }
+
+    /// Bytes of memmap one subsection populates (`PAGES_PER_SUBSECTION *
+    /// sizeof(struct page)`): 32 KiB at 64 bytes, 4 KiB at 8 bytes with
+    /// 4 KiB pages. Populating rounds it up to whole host pages.
+    pub fn subsection_memmap_bytes(&self) -> u64 {
+        self.table.geometry().pages_per_subsection() * P::SIZE
     }
 
     /// One past the largest pfn the reservation covers.
@@ -224,8 +240,8 @@ impl<D: Detector> Vmemmap<D> {
     /// The host-page-aligned byte range of the memmap of `[first, first+nr)`.
     fn memmap_span(&self, first: u64, nr: u64) -> (usize, usize) {
         let page = sparsemem::memmap::host_page_size() as u64;
-        let start = first * PAGE_STRUCT_SIZE / page * page;
-        let end = ((first + nr) * PAGE_STRUCT_SIZE).div_ceil(page) * page;
+        let start = first * P::SIZE / page * page;
+        let end = ((first + nr) * P::SIZE).div_ceil(page) * page;
         (start as usize, (end - start) as usize)
     }
 
@@ -262,7 +278,7 @@ impl<D: Detector> Vmemmap<D> {
         let g = *self.table.geometry();
         let new_subsections: u64 = changes.iter().map(|c| u64::from(c.bits.count())).sum();
         sparsemem::memmap::check_memmap_budget(
-            new_subsections * g.pages_per_subsection() * PAGE_STRUCT_SIZE,
+            new_subsections * g.pages_per_subsection() * P::SIZE,
         )
         .map_err(HotplugError::TooLarge)?;
         for c in changes {
@@ -366,18 +382,18 @@ impl<D: Detector> Vmemmap<D> {
             for pfn in first..first + nr {
                 // SAFETY: nothing has been depopulated yet in this call, and
                 // these pfns were valid (so populated) until the table commit
-                // just before; `&mut self` excludes any live `&Page`, so
+                // just before; `&mut self` excludes any live `&P`, so
                 // the model retires descriptors it owns.
                 unsafe { (*self.base.add(pfn as usize)).clear_to_hole() };
             }
         }
         let page = sparsemem::memmap::host_page_size();
-        let per_page = page as u64 / PAGE_STRUCT_SIZE;
+        let per_page = page as u64 / P::SIZE;
         let mut dead = std::collections::BTreeSet::new();
         for &(first, nr) in ranges {
             let (offset, len) = self.memmap_span(first, nr);
             for host in (offset..offset + len).step_by(page) {
-                if !self.any_valid(host as u64 / PAGE_STRUCT_SIZE, per_page) {
+                if !self.any_valid(host as u64 / P::SIZE, per_page) {
                     dead.insert(host);
                 }
             }
@@ -397,9 +413,11 @@ impl<D: Detector> Vmemmap<D> {
 // (2) the whole memmap is one reservation and every pointer is derived
 // from its base; (3) validity comes from the section table, or (probe and
 // userfaultfd detectors) from the PRESENT bit, which only this model writes
-// (`Page::init_reserved` / `clear_to_hole` are unsafe owners' writes); (4)
-// the geometry is the table's, set at construction.
-unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
+// (`PageLayout::init_reserved` / `clear_to_hole` are unsafe owners'
+// writes); (4) the geometry is the table's, set at construction.
+unsafe impl<D: Detector, P: PageLayout> MemoryModel for Vmemmap<D, P> {
+    type Page = P;
+
     fn name(&self) -> &'static str {
         D::NAME
     }
@@ -414,7 +432,7 @@ unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
     }
 
     #[inline(always)]
-    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const Page {
+    unsafe fn pfn_to_page_ptr(&self, pfn: Pfn) -> *const P {
         debug_assert!(self.pfn_valid(pfn));
         // SAFETY: the caller promises pfn_valid(pfn), so pfn < max_pfn and
         // the address lies in the reservation (base has its provenance).
@@ -460,12 +478,12 @@ unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
         }
     }
 
-    fn page_to_pfn(&self, page: &Page) -> Pfn {
+    fn page_to_pfn(&self, page: &P) -> Pfn {
         let offset = std::ptr::from_ref(page).addr() - self.base.addr();
-        Pfn::new(offset as u64 / PAGE_STRUCT_SIZE)
+        Pfn::new(offset as u64 / P::SIZE)
     }
 
-    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&Page> {
+    fn pfn_to_online_page(&self, pfn: Pfn) -> Option<&P> {
         if self.table.pfn_online(pfn) {
             // SAFETY: pfn_online implies pfn_valid; `self` is borrowed shared.
             Some(unsafe { self.pfn_to_page_unchecked(pfn) })
@@ -493,8 +511,14 @@ unsafe impl<D: Detector> MemoryModel for Vmemmap<D> {
         }
     }
 
+    /// HVO is modelled for 64-byte pages only (its tail checks read
+    /// [`Page64`]'s fields); other sizes are refused.
     fn hugetlb_vmemmap(&self) -> Result<&dyn HugetlbVmemmap, HvoError> {
-        Ok(self)
+        let any: &dyn std::any::Any = self;
+        match any.downcast_ref::<Vmemmap<D, Page64>>() {
+            Some(model) => Ok(model),
+            None => Err(HvoError::PageStructSize(P::SIZE)),
+        }
     }
 
     fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
@@ -545,13 +569,14 @@ impl Detector for Table {
     }
 
     #[inline(always)]
-    fn pfn_valid(model: &Vmemmap<Self>, pfn: Pfn) -> bool {
+    fn pfn_valid<P: PageLayout>(model: &Vmemmap<Self, P>, pfn: Pfn) -> bool {
         model.table.pfn_valid(pfn)
     }
 }
 
 /// KAMEZAWA's fault-probed `pfn_valid`: load the descriptor's first byte;
-/// a fault (read as 0) or a clear PRESENT bit means "hole".
+/// a fault (read as 0) or a clear present mask (the `Present` flag, or at
+/// 8 bytes the memdesc type) means "hole".
 pub struct Probe;
 
 impl Detector for Probe {
@@ -565,7 +590,7 @@ impl Detector for Probe {
     }
 
     #[inline(always)]
-    fn pfn_valid(model: &Vmemmap<Self>, pfn: Pfn) -> bool {
+    fn pfn_valid<P: PageLayout>(model: &Vmemmap<Self, P>, pfn: Pfn) -> bool {
         probe_present(model.base, model.max_pfn, pfn)
     }
 }
@@ -587,7 +612,7 @@ pub(crate) fn install_fixup() -> Result<(), BuildError> {
 
 /// The fault-probed test shared by [`Probe`] and SIGBUS-mode userfaultfd.
 #[inline(always)]
-pub(crate) fn probe_present(base: *const Page, max_pfn: u64, pfn: Pfn) -> bool {
+pub(crate) fn probe_present<P: PageLayout>(base: *const P, max_pfn: u64, pfn: Pfn) -> bool {
     if pfn.get() >= max_pfn {
         return false;
     }
@@ -597,8 +622,8 @@ pub(crate) fn probe_present(base: *const Page, max_pfn: u64, pfn: Pfn) -> bool {
         // SAFETY: pfn < max_pfn, so `addr` lies in the model's reservation,
         // whose holes are meant to fault; the fixup handler was installed by
         // the detector's `attach`.
-        // A fault reads as 0: not PRESENT.
-        (unsafe { crate::fixup::probe_byte(addr) }) & PRESENT_BYTE_MASK != 0
+        // A fault reads as 0: not present.
+        (unsafe { crate::fixup::probe_byte(addr) }) & P::PRESENT_BYTE_MASK != 0
     }
     // No probe here: `attach` refused, so no model of this detector exists.
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]

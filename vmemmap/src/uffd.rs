@@ -27,10 +27,10 @@ use std::thread::JoinHandle;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::eventfd::{EfdFlags, EventFd};
-use sparsemem::{BuildError, Pfn};
+use sparsemem::{BuildError, PageLayout, Pfn};
 use userfaultfd::{Event, FeatureFlags, Uffd, UffdBuilder};
 
-use crate::model::{Detector, PRESENT_BYTE_MASK, Vmemmap, probe_present};
+use crate::model::{Detector, Vmemmap, probe_present};
 use crate::reserve::{HoleStyle, Reservation};
 
 fn create(features: FeatureFlags) -> Result<Uffd, BuildError> {
@@ -168,7 +168,7 @@ impl Detector for UffdZeroPage {
     }
 
     #[inline(always)]
-    fn pfn_valid(model: &Vmemmap<Self>, pfn: Pfn) -> bool {
+    fn pfn_valid<P: PageLayout>(model: &Vmemmap<Self, P>, pfn: Pfn) -> bool {
         if pfn.get() >= model.max_pfn() {
             return false;
         }
@@ -181,7 +181,7 @@ impl Detector for UffdZeroPage {
         // resolved to the zero page by the handler thread on first touch.
         // The volatile read keeps it a real load of byte 0.
         let byte = unsafe { addr.read_volatile() };
-        byte & PRESENT_BYTE_MASK != 0
+        byte & P::PRESENT_BYTE_MASK != 0
     }
 
     fn before_populate(&self, addr: *mut u8, len: usize) -> io::Result<()> {
@@ -214,7 +214,7 @@ impl Detector for UffdSigbus {
     }
 
     #[inline(always)]
-    fn pfn_valid(model: &Vmemmap<Self>, pfn: Pfn) -> bool {
+    fn pfn_valid<P: PageLayout>(model: &Vmemmap<Self, P>, pfn: Pfn) -> bool {
         probe_present(model.vmemmap_base(), model.max_pfn(), pfn)
     }
 

@@ -5,16 +5,22 @@
 mod common;
 
 use common::ALL_GEOMETRIES;
+use common::build;
 use proptest::prelude::*;
 use sparsemem::reference::{Reference, Semantics};
 use sparsemem::testing::{
     SMALL_GEOMETRIES, apply_step, arb_hotplug_steps, arb_layout, check_model, sampled_pfns,
 };
-use sparsemem::{Layout, Pfn};
-use vmemmap::{Detector, Vmemmap, VmemmapProbe, VmemmapTable};
+use sparsemem::{Layout, PageLayout, Pfn};
+use vmemmap::{Detector, VmemmapProbe, VmemmapTable};
 
+/// Detector `D` at every `struct page` size, stopping at the first error.
 fn check<D: Detector>(layout: &Layout) -> Result<(), String> {
-    let model = Vmemmap::<D>::new(layout).map_err(|e| e.to_string())?;
+    at_every_page_size!(check_at, D, layout)
+}
+
+fn check_at<D: Detector, P: PageLayout>(layout: &Layout) -> Result<(), String> {
+    let model = build::<D, P>(layout)?;
     check_model(
         &model,
         &Reference::new(layout, Semantics::Vmemmap),
@@ -27,7 +33,14 @@ fn check_hotplug<D: Detector>(
     layout: &Layout,
     steps: &[sparsemem::testing::HotplugStep],
 ) -> Result<(), String> {
-    let mut model = Vmemmap::<D>::new(layout).map_err(|e| e.to_string())?;
+    at_every_page_size!(check_hotplug_at, D, layout, steps)
+}
+
+fn check_hotplug_at<D: Detector, P: PageLayout>(
+    layout: &Layout,
+    steps: &[sparsemem::testing::HotplugStep],
+) -> Result<(), String> {
+    let mut model = build::<D, P>(layout)?;
     let mut reference = Reference::new(layout, Semantics::Vmemmap);
     let pfns = sampled_pfns(layout, 1024);
     for &step in steps {

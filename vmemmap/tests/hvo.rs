@@ -35,7 +35,7 @@ fn shared() -> VmemmapOptions {
 }
 
 /// `prep_compound_page` by hand: this test is the folio's only user.
-fn prep_compound<M: MemoryModel>(model: &M, head: Pfn, order: u32) {
+fn prep_compound<M: MemoryModel<Page = sparsemem::Page>>(model: &M, head: Pfn, order: u32) {
     let head_page = model.pfn_to_page(head).unwrap();
     // SAFETY: no allocator exists over the model; the test owns every
     // descriptor it writes.
@@ -58,7 +58,7 @@ fn pss<D: vmemmap::Detector>(m: &Vmemmap<D>) -> u64 {
 
 /// Every pfn of the folio answers as before; `compound_head` of every
 /// tail is the head.
-fn check_folio<M: MemoryModel>(
+fn check_folio<M: MemoryModel<Page = sparsemem::Page>>(
     model: &M,
     head: Pfn,
     order: u32,

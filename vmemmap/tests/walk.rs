@@ -7,13 +7,14 @@
 mod common;
 
 use common::ALL_GEOMETRIES;
+use common::build;
 use proptest::prelude::*;
 use sparsemem::reference::{Reference, Semantics};
 use sparsemem::testing::{
     SMALL_GEOMETRIES, WalkReach, apply_step, arb_hotplug_steps, arb_layout, check_walks,
 };
-use sparsemem::{Layout, MemoryModel, Pfn, PfnWalker, for_each_valid_pfn};
-use vmemmap::{Detector, Vmemmap, VmemmapProbe, VmemmapTable};
+use sparsemem::{Layout, MemoryModel, PageLayout, Pfn, PfnWalker, for_each_valid_pfn};
+use vmemmap::{Detector, VmemmapProbe, VmemmapTable};
 
 /// The table walks everything; a detector whose hole pfns fault walks
 /// the edges only (each hole pfn is a caught fault).
@@ -25,8 +26,13 @@ fn reach<D: Detector>() -> WalkReach {
     }
 }
 
+/// Detector `D`'s walks at every `struct page` size.
 fn check<D: Detector>(layout: &Layout) -> Result<(), String> {
-    let model = Vmemmap::<D>::new(layout).map_err(|e| e.to_string())?;
+    at_every_page_size!(check_at, D, layout)
+}
+
+fn check_at<D: Detector, P: PageLayout>(layout: &Layout) -> Result<(), String> {
+    let model = build::<D, P>(layout)?;
     let reference = Reference::new(layout, Semantics::Vmemmap);
     check_walks(&model, &reference, layout, reach::<D>())
 }
@@ -35,7 +41,14 @@ fn check_hotplug<D: Detector>(
     layout: &Layout,
     steps: &[sparsemem::testing::HotplugStep],
 ) -> Result<(), String> {
-    let mut model = Vmemmap::<D>::new(layout).map_err(|e| e.to_string())?;
+    at_every_page_size!(check_hotplug_at, D, layout, steps)
+}
+
+fn check_hotplug_at<D: Detector, P: PageLayout>(
+    layout: &Layout,
+    steps: &[sparsemem::testing::HotplugStep],
+) -> Result<(), String> {
+    let mut model = build::<D, P>(layout)?;
     let mut reference = Reference::new(layout, Semantics::Vmemmap);
     for &step in steps {
         apply_step(&mut model, &mut reference, layout, step)?;

@@ -1,12 +1,13 @@
 //! `pfnlab layout` and `pfnlab query`: the binary's own commands, which
 //! only read a layout and print.
 
+use buddy::BuddyModel;
 use std::fmt::Write as _;
 use std::io::{BufRead, Write};
 
-use sparsemem::{Layout, MemoryModel, Pfn};
+use sparsemem::{Layout, PageSize, Pfn};
 
-use pfnlab::models::{Buildable, ModelKind, ModelVisitor, with_model};
+use pfnlab::models::{Buildable, ModelKind, ModelVisitor, memmap_bytes_at, with_model};
 use pfnlab::units::human_bytes;
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -38,14 +39,13 @@ pub fn parse_pfn(text: &str) -> Result<Pfn, CliError> {
     })
 }
 
-/// The `pfnlab layout` report: ranges, sections, memmap bytes per model.
-pub fn layout_report(layout: &Layout) -> String {
+/// The `pfnlab layout` report: ranges, sections, memmap bytes per model
+/// with `struct page`s of `size`.
+pub fn layout_report(layout: &Layout, size: PageSize) -> String {
     let mut out = ranges_report(layout);
-    if let Err(e) = sparsemem::memmap::check_memmap_budget(
-        layout
-            .present_pages()
-            .saturating_mul(sparsemem::PAGE_STRUCT_SIZE),
-    ) {
+    if let Err(e) =
+        sparsemem::memmap::check_memmap_budget(layout.present_pages().saturating_mul(size.bytes()))
+    {
         let _ = writeln!(
             out,
             "\npresent pages: {} — sections not listed and no model built: {e}",
@@ -54,7 +54,7 @@ pub fn layout_report(layout: &Layout) -> String {
         return out;
     }
     out += &sections_report(layout);
-    out += &memmap_report(layout);
+    out += &memmap_report(layout, size);
     out
 }
 
@@ -125,14 +125,14 @@ fn sections_report(layout: &Layout) -> String {
 }
 
 /// Memmap bytes of every model on the layout.
-fn memmap_report(layout: &Layout) -> String {
+fn memmap_report(layout: &Layout, size: PageSize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\n{:<22} {:>12} {:>12} {:>12} {:>12}",
+        "\n{:<22} {:>12} {:>12} {:>12} {:>12}   ({size}-byte struct page)",
         "memmap by model", "reserved", "resident", "in THP", "tables"
     );
-    for (kind, bytes) in memmap_by_model(layout) {
+    for (kind, bytes) in memmap_by_model(layout, size) {
         let line = match bytes {
             Ok(b) => format!(
                 "{:<22} {:>12} {:>12} {:>12} {:>12}",
@@ -149,31 +149,91 @@ fn memmap_report(layout: &Layout) -> String {
     out
 }
 
-/// Each model's memmap bytes on `layout`, or why it could not be built.
+/// Each model's memmap bytes on `layout` at `size`, or why it could not
+/// be built.
 pub fn memmap_by_model(
     layout: &Layout,
+    size: PageSize,
 ) -> Vec<(ModelKind, Result<sparsemem::MemmapBytes, String>)> {
     ModelKind::ALL
         .iter()
         .map(|&kind| {
-            let bytes = with_model(kind, layout, MemmapVisitor).map_err(|e| e.to_string());
+            let bytes = memmap_bytes_at(kind, size, layout, VmemmapOptions::default())
+                .map_err(|e| e.to_string());
             (kind, bytes)
         })
         .collect()
 }
 
-struct MemmapVisitor;
+/// One model's line of `pfnlab layout --json`.
+#[derive(serde::Serialize)]
+struct ModelMemmapJson {
+    model: &'static str,
+    /// Virtual bytes mapped or reserved for `struct page`s.
+    reserved: Option<u64>,
+    /// Of those, bytes resident (`mincore`).
+    resident: Option<u64>,
+    /// Resident bytes in transparent huge pages.
+    huge: Option<u64>,
+    /// Section tables.
+    tables: Option<u64>,
+    /// Separately allocated descriptors (memdescs): none without an
+    /// allocator, at every size.
+    descriptors: Option<u64>,
+    /// Why the model could not be built.
+    error: Option<String>,
+}
 
-impl ModelVisitor for MemmapVisitor {
-    type Output = sparsemem::MemmapBytes;
-    fn visit<M: Buildable>(
-        self,
-        layout: &Layout,
-        options: VmemmapOptions,
-    ) -> Result<Self::Output, buddy::AllocError> {
-        let model = M::build(layout, options)?;
-        Ok(model.memmap_bytes())
-    }
+/// `pfnlab layout --json`.
+#[derive(serde::Serialize)]
+struct LayoutJson {
+    layout: String,
+    page_size: u64,
+    present_pages: u64,
+    models: Vec<ModelMemmapJson>,
+}
+
+/// The JSON form of the memmap report.
+pub fn layout_json(layout: &Layout, size: PageSize) -> String {
+    let models = memmap_by_model(layout, size)
+        .into_iter()
+        .map(|(kind, bytes)| match bytes {
+            Ok(b) => ModelMemmapJson {
+                model: kind.name(),
+                reserved: Some(b.reserved),
+                resident: Some(b.resident),
+                huge: Some(b.huge),
+                tables: Some(b.tables),
+                descriptors: Some(0),
+                error: None,
+            },
+            Err(e) => ModelMemmapJson {
+                model: kind.name(),
+                reserved: None,
+                resident: None,
+                huge: None,
+                tables: None,
+                descriptors: None,
+                error: Some(e),
+            },
+        })
+        .collect();
+    let json = LayoutJson {
+        layout: layout.source().to_string(),
+        page_size: size.bytes(),
+        present_pages: layout.present_pages(),
+        models,
+    };
+    serde_json::to_string_pretty(&json).expect("plain data serialises")
+}
+
+/// Parses `--page-size`: 64, 32, 16 or 8.
+pub fn parse_page_size(text: &str) -> Result<PageSize, String> {
+    let bytes: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad struct page size `{text}`: expected 64, 32, 16 or 8"))?;
+    PageSize::try_from(bytes).map_err(|e| e.to_string())
 }
 
 /// Where `pfnlab query` reads pfns from.
@@ -191,7 +251,7 @@ struct QueryVisitor<'a, W: Write> {
 }
 
 impl<W: Write> QueryVisitor<'_, W> {
-    fn answer<M: MemoryModel>(&mut self, model: &M, text: &str) -> Result<(), CliError> {
+    fn answer<M: BuddyModel>(&mut self, model: &M, text: &str) -> Result<(), CliError> {
         let pfn = parse_pfn(text)?;
         let valid = model.pfn_valid(pfn);
         if self.json {
@@ -221,7 +281,7 @@ impl<W: Write> ModelVisitor for QueryVisitor<'_, W> {
 }
 
 impl<W: Write> QueryVisitor<'_, W> {
-    fn run<M: MemoryModel>(&mut self, model: &M) -> Result<(), CliError> {
+    fn run<M: BuddyModel>(&mut self, model: &M) -> Result<(), CliError> {
         match std::mem::replace(&mut self.source, PfnSource::Args(&[])) {
             PfnSource::Args(args) => {
                 for a in args {
@@ -264,6 +324,13 @@ pub struct LayoutArgs {
     /// Also draw the layout as an SVG picture into this file.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// `sizeof(struct page)` for the memmap figures: 64 (default), 32, 16
+    /// or 8 bytes.
+    #[arg(long, value_parser = parse_page_size, default_value = "64")]
+    page_size: PageSize,
+    /// Also write the memmap figures as JSON into this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 /// `pfnlab query`'s options.
@@ -286,9 +353,15 @@ pub struct QueryArgs {
 /// Runs `pfnlab layout`; `outer` is a `--layout` given before the command.
 pub fn layout(args: LayoutArgs, outer: Option<LayoutSpec>) -> Result<(), CliError> {
     let layout = load_layout(args.layout.or(outer).as_ref())?;
-    print!("{}", layout_report(&layout));
+    print!("{}", layout_report(&layout, args.page_size));
+    if let Some(path) = args.json {
+        std::fs::write(&path, layout_json(&layout, args.page_size))
+            .map_err(|e| CliError(format!("cannot write {}: {e}", path.display())))?;
+        println!("\njson: {}", path.display());
+    }
     if let Some(path) = args.svg {
-        let picture = pfnlab::picture::layout_svg(&layout, &memmap_by_model(&layout))?;
+        let by_model = memmap_by_model(&layout, args.page_size);
+        let picture = pfnlab::picture::layout_svg(&layout, &by_model)?;
         std::fs::write(&path, picture)
             .map_err(|e| CliError(format!("cannot write {}: {e}", path.display())))?;
         println!("\npicture: {}", path.display());
@@ -312,6 +385,28 @@ pub fn query_command(args: QueryArgs, outer: Option<LayoutSpec>) -> Result<(), C
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layout_json_scales_the_memmap_with_the_page_size() {
+        let layout = Layout::preset("x86-pci-hole").unwrap();
+        let at = |size| -> serde_json::Value {
+            serde_json::from_str(&layout_json(&layout, size)).unwrap()
+        };
+        let (big, small) = (at(PageSize::B64), at(PageSize::B8));
+        assert_eq!(
+            (big["page_size"].as_u64(), small["page_size"].as_u64()),
+            (Some(64), Some(8))
+        );
+        let flat = |v: &serde_json::Value, field: &str| v["models"][0][field].as_u64().unwrap();
+        assert_eq!(big["models"][0]["model"], "flat");
+        assert_eq!(flat(&big, "reserved"), 8 * flat(&small, "reserved"));
+        assert_eq!(flat(&small, "descriptors"), 0);
+        for size in PageSize::ALL {
+            assert_eq!(parse_page_size(&size.to_string()), Ok(size));
+        }
+        assert!(parse_page_size("48").unwrap_err().contains("48"));
+        assert!(parse_page_size("eight").unwrap_err().contains("`eight`"));
+    }
 
     #[test]
     fn parse_pfn_accepts_decimal_and_hex_only() {
@@ -376,7 +471,7 @@ mod tests {
 
     #[test]
     fn layout_report_lists_every_model() {
-        let report = layout_report(&Layout::preset("zone-device").unwrap());
+        let report = layout_report(&Layout::preset("zone-device").unwrap(), PageSize::B64);
         for needle in [
             "geometry: x86_64",
             "1 of hot-added memory blocks (offline), 3 with device memory (63 subsections",

@@ -152,7 +152,7 @@ enum Which {
 
 /// Runs `n` pairs of `which` on `alloc` (a fresh per-CPU handle for the
 /// pcp path, warmed by one pair).
-fn pairs<M: sparsemem::MemoryModel>(
+fn pairs<M: buddy::BuddyModel>(
     alloc: &Allocator<M, Kernel>,
     which: Which,
     n: u64,

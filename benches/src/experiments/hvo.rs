@@ -25,10 +25,10 @@
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use buddy::{AllocError, HugetlbPool, HvoMode, Kernel, Options};
+use buddy::{AllocError, BuddyModel, HugetlbPool, HvoMode, Kernel, Options};
 use serde::Serialize;
 use sparsemem::hvo::{HvoLayout, hugetlb_orders, hvo_freed_bytes};
-use sparsemem::{Layout, MemoryModel, PAGE_STRUCT_SIZE, Page};
+use sparsemem::{Layout, PAGE_STRUCT_SIZE, Page};
 use vmemmap::{VmemmapOptions, compound_head_fake_head, compound_head_mask};
 
 use super::{Ctx, Experiment, ExperimentId, cell};
@@ -249,7 +249,7 @@ impl ModelVisitor for Visitor {
 }
 
 /// Every part, on one allocator.
-fn run<M: MemoryModel>(
+fn run<M: BuddyModel>(
     alloc: &buddy::Allocator<M, Kernel>,
     plan: Plan,
     layout: &Layout,
@@ -316,7 +316,7 @@ fn run<M: MemoryModel>(
 
 /// `compound_head` per tail over folios of three pools (off, fake-head,
 /// shared-tail), trials interleaved; the pools are emptied after.
-fn measure_heads<M: MemoryModel>(
+fn measure_heads<M: BuddyModel>(
     alloc: &buddy::Allocator<M, Kernel>,
     plan: Plan,
     pools: &mut [(HvoModeId, HugetlbPool, u64)],

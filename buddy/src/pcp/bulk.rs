@@ -8,17 +8,17 @@
 //! The array form fills only empty slots and returns how many slots are
 //! populated, counting those that were already full.
 
-use sparsemem::{MemoryModel, Order, Pfn};
+use sparsemem::{Order, Pfn};
 
 use super::PerCpu;
 use crate::chain::PageChain;
 use crate::error::{FreeError, RequestError};
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
 use crate::list::OwnedBlock;
-use crate::types::{MAX_BULK, ZoneId};
+use crate::types::{BuddyModel, MAX_BULK, ZoneId};
 use crate::variant::Variant;
 
-impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
+impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// The zone a bulk request of `nr_pages` is served from
     /// (`__alloc_pages_bulk`, 5.13): the first zone of the zonelist the
     /// request and the cpuset allow whose low watermark holds with

@@ -5,12 +5,12 @@
 //! The zone lock is taken once per batch ([`LockPolicy::PerBatch`]) or
 //! once per block ([`LockPolicy::PerPage`]).
 
-use sparsemem::{MIGRATE_PCPTYPES, MemoryModel};
+use sparsemem::MIGRATE_PCPTYPES;
 
 use super::{NR_PCP_LISTS, Pcp, pindex_to_order};
 use crate::alloc::{Allocator, LockPolicy};
 use crate::list::PcpList;
-use crate::types::ZoneId;
+use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 use crate::zone::FreeArea;
 
@@ -19,7 +19,7 @@ impl Pcp {
     /// are) of the coldest blocks of this CPU's lists for zone `zid` to the
     /// buddy lists, in the era's order ([`DrainOrder`]); 6.x starts at
     /// list `pindex`.
-    pub(super) fn free_pcppages_bulk<M: MemoryModel, V: Variant>(
+    pub(super) fn free_pcppages_bulk<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,
@@ -78,7 +78,7 @@ impl Pcp {
     /// `batch` back to the buddy, out of the hot path.
     #[cold]
     #[inline(never)]
-    pub(super) fn drain_batch<M: MemoryModel, V: Variant>(
+    pub(super) fn drain_batch<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,

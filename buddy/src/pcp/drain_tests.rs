@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::{Era, Kernel, Options};
-use sparsemem::{Geometry, Layout, MemRange, RangeKind, SparseExtreme};
+use sparsemem::{Geometry, Layout, MemRange, MemoryModel, RangeKind, SparseExtreme};
 
 fn allocator(era: Era) -> Allocator<SparseExtreme, Kernel> {
     let layout = Layout::new(

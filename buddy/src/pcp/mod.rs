@@ -41,7 +41,7 @@
 
 mod bulk;
 
-use sparsemem::{MIGRATE_PCPTYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
+use sparsemem::{MIGRATE_PCPTYPES, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
 
 use crate::alloc::Allocator;
 use crate::error::{FreeError, RequestError};
@@ -49,7 +49,7 @@ use crate::gfp::{AllocContext, Gfp};
 use crate::list::{OwnedBlock, PcpList};
 use crate::lock::TryLock;
 use crate::node::{Node, NodeMask};
-use crate::types::{ZoneId, ZoneStats};
+use crate::types::{BuddyModel, ZoneId, ZoneStats};
 use crate::variant::Variant;
 
 /// `PAGE_ALLOC_COSTLY_ORDER`: the highest order of the low-order per-CPU
@@ -108,7 +108,7 @@ impl Pcp {
     /// delta, folded into the zone's counter once it passes the zone's
     /// `stat_threshold`.
     #[inline(always)]
-    fn mod_free_pages<M: MemoryModel, V: Variant>(
+    fn mod_free_pages<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,
@@ -147,7 +147,7 @@ fn pindex_to_order(pindex: usize, pageblock_order: Order) -> Order {
 }
 
 /// One CPU's per-CPU lists; see the module documentation.
-pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
+pub struct PerCpu<'a, M: BuddyModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
     /// The node (its zonelists), as `numa_node_id()` names it.
     node: &'a Node,
@@ -156,7 +156,7 @@ pub struct PerCpu<'a, M: MemoryModel, V: Variant> {
     cpuset: Option<NodeMask>,
 }
 
-impl<M: MemoryModel, V: Variant> Allocator<M, V> {
+impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// A per-CPU handle for a CPU of `node`, for one thread: its per-CPU
     /// lists for every zone, allocating along `node`'s zonelist. A node with
     /// no memory in this allocator is [`RequestError::UnknownNode`].
@@ -185,7 +185,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
     }
 }
 
-impl<'a, M: MemoryModel, V: Variant> PerCpu<'a, M, V> {
+impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// Restricts allocations to the nodes of `mask` (the task's cpuset
     /// `mems_allowed`), checked per zone as `__cpuset_zone_allowed` does.
     pub fn set_cpuset(&mut self, mask: Option<NodeMask>) {
@@ -562,7 +562,7 @@ fn pcp_migratetype(mt: Migratetype) -> Migratetype {
     }
 }
 
-impl<M: MemoryModel, V: Variant> Drop for PerCpu<'_, M, V> {
+impl<M: BuddyModel, V: Variant> Drop for PerCpu<'_, M, V> {
     fn drop(&mut self) {
         self.drain();
         for (zone, pcp) in self.alloc.zones.iter().zip(&mut self.pcp) {

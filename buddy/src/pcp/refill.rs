@@ -4,18 +4,18 @@
 //! The zone lock is taken once per batch ([`LockPolicy::PerBatch`]) or
 //! once per block ([`LockPolicy::PerPage`]).
 
-use sparsemem::{MemoryModel, Migratetype, Order};
+use sparsemem::{Migratetype, Order};
 
 use super::Pcp;
 use crate::alloc::{Allocator, LockPolicy};
-use crate::types::ZoneId;
+use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 use crate::zone::FreeArea;
 
 impl Pcp {
     /// `rmqueue_bulk`: moves up to `count` blocks of `order` from the zone
     /// to the list `pindex`; returns how many.
-    pub(super) fn rmqueue_bulk<M: MemoryModel, V: Variant>(
+    pub(super) fn rmqueue_bulk<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,
@@ -61,7 +61,7 @@ impl Pcp {
     /// ([`tune`]).
     #[cold]
     #[inline(never)]
-    pub(super) fn refill<M: MemoryModel, V: Variant>(
+    pub(super) fn refill<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,

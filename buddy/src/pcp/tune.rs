@@ -25,9 +25,9 @@
 use super::{PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX, Pcp};
 use crate::alloc::Allocator;
 use crate::gfp::AllocFlags;
-use crate::types::{ZoneId, ZoneType};
+use crate::types::{BuddyModel, ZoneId, ZoneType};
 use crate::variant::Variant;
-use sparsemem::{MemoryModel, Order};
+use sparsemem::Order;
 
 impl Pcp {
     /// `free_frozen_page_commit`'s bookkeeping on every free of a block of
@@ -53,7 +53,7 @@ impl Pcp {
     /// that brings the zone back above its high watermark.
     #[cold]
     #[inline(never)]
-    pub(super) fn commit_tuned<M: MemoryModel, V: Variant>(
+    pub(super) fn commit_tuned<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,
@@ -160,7 +160,7 @@ impl Pcp {
     /// `decay_pcp_high`: `high` lowered to `max3(count − (batch << 5),
     /// high − high/8, high_min)` and whatever is above it drained from
     /// list 0; whether there is more to do.
-    pub(super) fn decay_pcp_high<M: MemoryModel, V: Variant>(
+    pub(super) fn decay_pcp_high<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,

@@ -10,9 +10,10 @@
 
 use std::fmt;
 
-use sparsemem::{MIGRATE_TYPES, MemoryModel, Migratetype, Pfn};
+use sparsemem::{MIGRATE_TYPES, Migratetype, Pfn};
 
 use crate::alloc::Allocator;
+use crate::types::BuddyModel;
 use crate::variant::Variant;
 
 /// `pagetypeinfo_showfree_print` stops counting a free list here.
@@ -111,7 +112,7 @@ impl fmt::Display for PageTypeInfo {
     }
 }
 
-impl<M: MemoryModel, V: Variant> Allocator<M, V> {
+impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// The model's `/proc/buddyinfo`: its zones with managed pages.
     pub fn buddyinfo(&self) -> BuddyInfo {
         let zones = self

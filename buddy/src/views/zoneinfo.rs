@@ -2,11 +2,9 @@
 
 use std::fmt;
 
-use sparsemem::MemoryModel;
-
 use crate::alloc::Allocator;
 use crate::pcp::PerCpu;
-use crate::types::ZoneType;
+use crate::types::{BuddyModel, ZoneType};
 use crate::variant::Variant;
 use crate::watermark::{NR_KERNEL_ZONES, SWAP_CLUSTER_MAX, Watermarks};
 use crate::zone::Zone;
@@ -181,7 +179,7 @@ fn empty_zone_watermarks(index: usize) -> Watermarks {
     }
 }
 
-impl<M: MemoryModel, V: Variant> Allocator<M, V> {
+impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// The model's `/proc/zoneinfo`, with every CPU's lists empty (no
     /// per-CPU handle is asked about): each pageset's `high` is a CPU's
     /// starting `high` (0 from 6.7, as the kernel shows a CPU that has

@@ -27,10 +27,11 @@
 //! come from the lists themselves or from `pfn_to_page_ptr` of a pfn the
 //! model just found valid.
 
-use sparsemem::{MemoryModel, Migratetype, Order, PageFlag, Pfn};
+use sparsemem::{Migratetype, Order, PageFlag, Pfn};
 
 use super::free_area::{FreeArea, change_pageblock_range};
 use crate::list::OwnedBlock;
+use crate::types::BuddyModel;
 use crate::variant::Variant;
 
 /// `fallbacks[]`: where each migratetype borrows from, in order.
@@ -43,7 +44,7 @@ pub const FALLBACKS: [[Migratetype; 2]; 3] = [
 impl<V: Variant> FreeArea<V> {
     /// `__rmqueue`: a block of `order` for migratetype `mt`.
     #[inline(always)]
-    pub(crate) fn rmqueue<M: MemoryModel>(
+    pub(crate) fn rmqueue<M: BuddyModel>(
         &mut self,
         model: &M,
         order: Order,
@@ -60,7 +61,7 @@ impl<V: Variant> FreeArea<V> {
 
     /// `__rmqueue_fallback`.
     #[cold]
-    fn rmqueue_fallback<M: MemoryModel>(
+    fn rmqueue_fallback<M: BuddyModel>(
         &mut self,
         model: &M,
         order: Order,
@@ -104,7 +105,7 @@ impl<V: Variant> FreeArea<V> {
     /// free and no other zone shares it: its free blocks move from the
     /// `from` lists to the `to` lists and the pageblock becomes `to`.
     /// Returns whether it was claimed.
-    fn claim_pageblock<M: MemoryModel>(
+    fn claim_pageblock<M: BuddyModel>(
         &mut self,
         model: &M,
         pfn: Pfn,

@@ -23,13 +23,11 @@
 
 use std::marker::PhantomData;
 
-use sparsemem::{
-    MIGRATE_TYPES, MemoryModel, Migratetype, NR_PAGE_ORDERS, Order, Page, PageFlag, Pfn,
-};
+use sparsemem::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, Order, Page, PageFlag, Pfn};
 
 use crate::era::Path;
 use crate::list::{OwnedBlock, PageList, page_offset};
-use crate::types::ZoneStats;
+use crate::types::{BuddyModel, ZoneStats};
 use crate::variant::Variant;
 
 /// `fpi_t`: how `__free_one_page` frees a block, with the kernel's bits
@@ -56,7 +54,7 @@ impl FpiFlags {
 
 /// `change_pageblock_range`: every pageblock of the block of `order` at
 /// `head` (one when the block is smaller) gets migratetype `mt`.
-pub(crate) fn change_pageblock_range<M: MemoryModel>(
+pub(crate) fn change_pageblock_range<M: BuddyModel>(
     model: &M,
     head: Pfn,
     order: usize,
@@ -166,7 +164,7 @@ impl<V: Variant> FreeArea<V> {
     }
 
     /// Pfns of the blocks on the free lists of one order (for checks).
-    pub fn block_pfns<M: MemoryModel>(&self, model: &M, order: Order) -> Vec<Pfn> {
+    pub fn block_pfns<M: BuddyModel>(&self, model: &M, order: Order) -> Vec<Pfn> {
         Migratetype::ALL
             .into_iter()
             .flat_map(|mt| self.block_pfns_of(model, order, mt))
@@ -174,7 +172,7 @@ impl<V: Variant> FreeArea<V> {
     }
 
     /// Pfns of the blocks on the free list of one order and migratetype.
-    pub fn block_pfns_of<M: MemoryModel>(
+    pub fn block_pfns_of<M: BuddyModel>(
         &self,
         model: &M,
         order: Order,
@@ -196,7 +194,7 @@ impl<V: Variant> FreeArea<V> {
     /// migratetype (`get_pfnblock_migratetype`, a memory-model lookup), or
     /// the one list of an era without migratetypes.
     #[inline(always)]
-    pub(crate) fn list_mt<M: MemoryModel>(&self, model: &M, pfn: Pfn) -> Migratetype {
+    pub(crate) fn list_mt<M: BuddyModel>(&self, model: &M, pfn: Pfn) -> Migratetype {
         if self.migratetypes {
             model.get_pfnblock_migratetype(pfn)
         } else {
@@ -269,7 +267,7 @@ impl<V: Variant> FreeArea<V> {
     }
 
     /// Whether `head` is the head of a free block of `order` on these lists.
-    pub(crate) fn is_free_block<M: MemoryModel>(&self, model: &M, head: Pfn, order: Order) -> bool {
+    pub(crate) fn is_free_block<M: BuddyModel>(&self, model: &M, head: Pfn, order: Order) -> bool {
         model
             .pfn_to_page(head)
             .is_some_and(|page| self.page_is_buddy(page, order.index()))
@@ -277,7 +275,7 @@ impl<V: Variant> FreeArea<V> {
 
     /// Takes the free block `(head, order)` off its list (offline), if it is
     /// one.
-    pub(crate) fn take_free_block<M: MemoryModel>(
+    pub(crate) fn take_free_block<M: BuddyModel>(
         &mut self,
         model: &M,
         head: Pfn,
@@ -304,7 +302,7 @@ impl<V: Variant> FreeArea<V> {
     /// `__free_one_page`: frees `block` and merges it with free buddies,
     /// putting the result at the head of its list.
     #[inline(always)]
-    pub(crate) fn free_one<M: MemoryModel>(&mut self, model: &M, block: OwnedBlock) {
+    pub(crate) fn free_one<M: BuddyModel>(&mut self, model: &M, block: OwnedBlock) {
         self.free_one_fpi(model, block, FpiFlags::NONE);
     }
 
@@ -315,7 +313,7 @@ impl<V: Variant> FreeArea<V> {
     /// `pfn_valid`, without it the zone's invariant (every `MAX_PAGE_ORDER`
     /// block holding its memory is wholly valid) makes it readable.
     #[inline(always)]
-    pub(crate) fn free_one_fpi<M: MemoryModel>(
+    pub(crate) fn free_one_fpi<M: BuddyModel>(
         &mut self,
         model: &M,
         block: OwnedBlock,
@@ -386,7 +384,7 @@ impl<V: Variant> FreeArea<V> {
     /// both pfns are tested first (the kernel tested only the buddy's;
     /// pfnlab must not read a hole's descriptor).
     #[inline(always)]
-    fn buddy_merge_likely<M: MemoryModel>(
+    fn buddy_merge_likely<M: BuddyModel>(
         &mut self,
         model: &M,
         page: *const Page,
@@ -421,7 +419,7 @@ impl<V: Variant> FreeArea<V> {
     /// `__rmqueue_smallest` + `expand`: a block of `order`, taken off the
     /// lists, with the head pointer it was freed with.
     #[inline(always)]
-    pub(crate) fn rmqueue_smallest<M: MemoryModel>(
+    pub(crate) fn rmqueue_smallest<M: BuddyModel>(
         &mut self,
         model: &M,
         order: Order,

@@ -27,14 +27,14 @@ mod free_area;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use sparsemem::{MemoryModel, NR_PAGE_ORDERS, NodeId, Order, PageFlag, Pfn};
+use sparsemem::{NR_PAGE_ORDERS, NodeId, Order, PageFlag, Pfn};
 
 use crate::era::{Era, Path};
 use crate::error::RangeError;
 use crate::gfp::{AllocFlags, Wmark};
 use crate::list::{OwnedBlock, page_offset};
 use crate::lock::SpinLock;
-use crate::types::{MAX_NR_ZONES, ZoneId, ZoneStats, ZoneType};
+use crate::types::{BuddyModel, MAX_NR_ZONES, ZoneId, ZoneStats, ZoneType};
 use crate::variant::Variant;
 use crate::watermark::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, zone_highsize};
 
@@ -321,7 +321,7 @@ impl<V: Variant> Zone<V> {
     /// yet managed), not device memory and inside the span, and — without
     /// the hole check — every `MAX_PAGE_ORDER` block around it is wholly
     /// valid.
-    pub(crate) fn give_range<M: MemoryModel>(
+    pub(crate) fn give_range<M: BuddyModel>(
         &mut self,
         model: &M,
         [first, end]: [Pfn; 2],
@@ -369,7 +369,7 @@ impl<V: Variant> Zone<V> {
     /// pages become reserved again; the parts of straddling blocks outside
     /// the range go back on the lists. Nothing changes if a block is not
     /// free.
-    pub(crate) fn take_range<M: MemoryModel>(
+    pub(crate) fn take_range<M: BuddyModel>(
         &mut self,
         model: &M,
         start: Pfn,
@@ -454,7 +454,7 @@ pub(crate) fn for_each_aligned_block(
 /// Without the hole check, refuses ranges whose `MAX_PAGE_ORDER` blocks
 /// contain invalid pfns: the buddy of a valid page is read without a
 /// `pfn_valid`, as the kernel does without `HOLES_IN_ZONE`.
-pub(crate) fn check_blocks<M: MemoryModel, V: Variant>(
+pub(crate) fn check_blocks<M: BuddyModel, V: Variant>(
     model: &M,
     first: Pfn,
     end: Pfn,
@@ -505,7 +505,7 @@ fn zone_batchsize_capped(managed_pages: u64, cap_pages: u64) -> u32 {
 /// nothing changes on error. Returns the block and its zone id; the caller
 /// classifies a refused claim.
 #[inline(always)]
-pub(crate) fn claim_for_free<M: MemoryModel, V: Variant>(
+pub(crate) fn claim_for_free<M: BuddyModel, V: Variant>(
     model: &M,
     zones: &[Zone<V>],
     pfn: Pfn,
@@ -557,6 +557,7 @@ pub(crate) enum ClaimError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sparsemem::MemoryModel;
     use sparsemem::Migratetype;
 
     /// Giving memory twice, or outside the span, is refused with nothing

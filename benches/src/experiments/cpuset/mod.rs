@@ -45,9 +45,9 @@ pub use seed::{
 pub use walk::{CpusetWalk, Cpusets, WalkCounts, Walker, fill};
 
 use buddy::AllocError;
-use buddy::{Allocator, Kernel, NodeMask, Options};
+use buddy::{Allocator, BuddyModel, Kernel, NodeMask, Options};
 use serde::Serialize;
-use sparsemem::{Layout, MemoryModel, NodeId};
+use sparsemem::{Layout, NodeId};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Experiment, ExperimentId, cell};
@@ -413,7 +413,7 @@ impl ModelVisitor for Visitor {
 /// handle and walk over the shared allocator and cpusets, faulting and
 /// freeing `pairs` pages at once; returns wall ns per page over all
 /// their pages (the fill before the start is not timed).
-fn tasks_ns<M: MemoryModel>(
+fn tasks_ns<M: BuddyModel>(
     walk: CpusetWalk,
     alloc: &Allocator<M, Kernel>,
     cpusets: &Cpusets,

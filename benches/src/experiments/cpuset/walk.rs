@@ -5,9 +5,9 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use buddy::{AllocError, RequestError};
+use buddy::{AllocError, BuddyModel, RequestError};
 use buddy::{Allocator, Era, Gfp, Kernel, NodeMask, PerCpu, ZoneId, ZoneType};
-use sparsemem::{MemoryModel, NodeId, Order, Pfn};
+use sparsemem::{NodeId, Order, Pfn};
 
 /// A cpuset: its nodes, whether it is mem_exclusive, its parent.
 struct CpusetNode {
@@ -207,7 +207,7 @@ impl serde::Serialize for CpusetWalk {
 /// One walk over its allocator's state: the cpuset's zones filled (the
 /// pages held until it is dropped), the task's per-CPU handle on its home
 /// node, the zonelist and what the walk keeps.
-pub struct Walker<'a, M: MemoryModel> {
+pub struct Walker<'a, M: BuddyModel> {
     walk: CpusetWalk,
     held: Vec<Pfn>,
     alloc: &'a Allocator<M, Kernel>,
@@ -231,7 +231,7 @@ enum Mark {
 
 const GFP: Gfp = Gfp::HIGHUSER;
 
-impl<'a, M: MemoryModel> Walker<'a, M> {
+impl<'a, M: BuddyModel> Walker<'a, M> {
     /// Fills the cpuset's zones of `alloc` below their low watermark
     /// ([`fill`]) and sets up `walk` for a task on `home`. `alloc` should
     /// model the walk's era ([`CpusetWalk::era`]).
@@ -441,7 +441,7 @@ impl<'a, M: MemoryModel> Walker<'a, M> {
     }
 }
 
-impl<M: MemoryModel> Drop for Walker<'_, M> {
+impl<M: BuddyModel> Drop for Walker<'_, M> {
     fn drop(&mut self) {
         for pfn in self.held.drain(..) {
             let _ = self.cpu.free(pfn);
@@ -453,7 +453,7 @@ impl<M: MemoryModel> Drop for Walker<'_, M> {
 /// halfway to min, with pages taken from that zone through `cpu`; returns
 /// them (the job's usemem memory, held for the run). Pages on `cpu`'s
 /// lists count as free: dropping `cpu` gives them back.
-pub fn fill<M: MemoryModel>(
+pub fn fill<M: BuddyModel>(
     alloc: &Allocator<M, Kernel>,
     cpu: &mut PerCpu<'_, M, Kernel>,
     allowed: &NodeMask,

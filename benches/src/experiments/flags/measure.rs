@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use buddy::AllocError;
-use buddy::{Allocator, Bitmap, Kernel, NoBitmapAtomic, Options, Up, Variant};
+use buddy::{Allocator, Bitmap, BuddyModel, Kernel, NoBitmapAtomic, Options, Up, Variant};
 use serde::Serialize;
-use sparsemem::{Layout, MemoryModel, NodeId};
+use sparsemem::{Layout, NodeId};
 use vmemmap::VmemmapOptions;
 
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
@@ -264,7 +264,7 @@ trait Buddy: Sync {
     fn replay(&self, layout: &Layout, trace: &Path, era: buddy::Era) -> Result<f64, TraceError>;
 }
 
-impl<M: MemoryModel, V: Variant> Buddy for Allocator<M, V>
+impl<M: BuddyModel, V: Variant> Buddy for Allocator<M, V>
 where
     Allocator<M, V>: Sync,
 {
@@ -281,7 +281,7 @@ where
 /// the pages allocated. Each replay starts from the state the previous
 /// left: the pages the recording ends holding (about 1,500 in the seed
 /// program's) stay allocated.
-fn replay_once<M: MemoryModel, V: Variant>(
+fn replay_once<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     layout: &Layout,
     trace: &Path,
@@ -298,7 +298,7 @@ fn replay_once<M: MemoryModel, V: Variant>(
 
 /// The program on `threads` threads of `alloc`, `iterations` rounds each;
 /// returns the pages it allocated.
-fn program<M: MemoryModel, V: Variant>(
+fn program<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     node: NodeId,
     pages: usize,

@@ -5,8 +5,10 @@
 
 use std::sync::Mutex;
 
-use buddy::{AllocError, Allocator, Era, Kernel, LockPolicy, Options, RequestError, ZoneLockKind};
-use sparsemem::{Layout, MemoryModel, NodeId, Order};
+use buddy::{
+    AllocError, Allocator, BuddyModel, Era, Kernel, LockPolicy, Options, RequestError, ZoneLockKind,
+};
+use sparsemem::{Layout, NodeId, Order};
 use vmemmap::VmemmapOptions;
 
 use super::sim::{SimParams, SimResult, simulate};
@@ -126,7 +128,7 @@ pub struct LockResults {
 }
 
 /// The zone lock's acquisitions so far, every zone.
-fn acquisitions<M: MemoryModel>(alloc: &Allocator<M, Kernel>) -> u64 {
+fn acquisitions<M: BuddyModel>(alloc: &Allocator<M, Kernel>) -> u64 {
     alloc.zones().iter().map(|z| z.lock_acquisitions()).sum()
 }
 
@@ -191,7 +193,7 @@ impl Visitor {
 }
 
 /// One CPU's timed jobs on one allocator (the calibration).
-struct Probe<'a, M: MemoryModel> {
+struct Probe<'a, M: BuddyModel> {
     alloc: &'a Allocator<M, Kernel>,
     cpu: buddy::PerCpu<'a, M, Kernel>,
     rng: u64,
@@ -207,7 +209,7 @@ struct Probe<'a, M: MemoryModel> {
     total: u64,
 }
 
-impl<'a, M: MemoryModel> Probe<'a, M> {
+impl<'a, M: BuddyModel> Probe<'a, M> {
     fn new(alloc: &'a Allocator<M, Kernel>, node: NodeId) -> Result<Self, AllocError> {
         Ok(Probe {
             alloc,
@@ -326,7 +328,7 @@ impl<'a, M: MemoryModel> Probe<'a, M> {
 /// `t` (`pinned` is cleared if the kernel refuses), each running `jobs`
 /// [`lock_job`]s of `pages` pages; the order-1 requests' latencies (ns)
 /// are appended to `small`. Returns the pages allocated.
-pub fn job_set<M: MemoryModel>(
+pub fn job_set<M: BuddyModel>(
     alloc: &Allocator<M, Kernel>,
     node: NodeId,
     threads: usize,
@@ -359,7 +361,7 @@ pub fn job_set<M: MemoryModel>(
 
 /// `n` order-1 allocations and frees on the zone path on each of
 /// `threads` pinned threads; returns the pairs.
-fn stack_pairs<M: MemoryModel>(
+fn stack_pairs<M: BuddyModel>(
     alloc: &Allocator<M, Kernel>,
     node: NodeId,
     threads: usize,

@@ -26,12 +26,12 @@
 //!   per pfn against `for_each_valid_pfn` (no figure published).
 
 use buddy::{
-    CompactControl, CompactState, Era, Gfp, Kernel, MemmapInitForm, MemmapInitZone, Options,
-    compact_zone, memmap_init,
+    BuddyModel, CompactControl, CompactState, Era, Gfp, Kernel, MemmapInitForm, MemmapInitZone,
+    Options, compact_zone, memmap_init,
 };
 use serde::Serialize;
 use sparsemem::walk::{BulkSkipWalk, KernelWalk, PerPfnWalk, WalkStrategy};
-use sparsemem::{Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, PfnRange, RangeKind};
+use sparsemem::{Geometry, Layout, MemRange, NodeId, Order, Pfn, PfnRange, RangeKind};
 use vmemmap::VmemmapOptions;
 
 use super::hole_density::{SPAN_SECTIONS, layout_with_holes};
@@ -311,7 +311,7 @@ fn nr_pfns(ranges: &[PfnRange]) -> u64 {
 }
 
 /// Valid pfns in `ranges`, by the model's walk, over each range.
-fn count<M: MemoryModel, W: WalkStrategy>(model: &M, ranges: &[PfnRange]) -> u64 {
+fn count<M: BuddyModel, W: WalkStrategy>(model: &M, ranges: &[PfnRange]) -> u64 {
     ranges.iter().map(|&r| walk_valid::<M, W>(model, r)).sum()
 }
 
@@ -383,7 +383,7 @@ impl ModelVisitor for SweepVisitor {
 
 /// A fragmented zone: every page taken as movable order-0, two in three
 /// given back.
-fn fragment<M: MemoryModel>(alloc: &buddy::Allocator<M, Kernel>) {
+fn fragment<M: BuddyModel>(alloc: &buddy::Allocator<M, Kernel>) {
     let mut taken = Vec::new();
     while let Ok(p) = alloc.alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None) {
         taken.push(p);

@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
-use buddy::{AllocError, Allocator, Era, PerCpu, RequestError, Variant};
+use buddy::{AllocError, Allocator, BuddyModel, Era, PerCpu, RequestError, Variant};
 use serde::Serialize;
-use sparsemem::{Layout, MemoryModel, NodeId, Order, Pfn};
+use sparsemem::{Layout, NodeId, Order, Pfn};
 
 use super::exact::ExactResult;
 use crate::models::ModelKind;
@@ -159,7 +159,7 @@ pub struct TimedReplay {
 /// variant the caller built (the flags experiment replays one trace through
 /// each of its buddies): the timed pass of [`Replay`](super::Replay) without the counting
 /// pass.
-pub fn replay_through<M: MemoryModel, V: Variant>(
+pub fn replay_through<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     layout: &Layout,
     open: OpenTrace<'_>,
@@ -213,7 +213,7 @@ pub(super) struct Pass {
 }
 
 /// The replay's state over one allocator.
-struct State<'a, M: MemoryModel, V: Variant> {
+struct State<'a, M: BuddyModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
     layout: &'a Layout,
     node: NodeId,
@@ -238,7 +238,7 @@ struct State<'a, M: MemoryModel, V: Variant> {
 /// vmstat work runs (`vmstat_update`).
 const STAT_INTERVAL_NS: u64 = 1_000_000_000;
 
-impl<'a, M: MemoryModel, V: Variant> State<'a, M, V> {
+impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
     /// The vmstat work on every CPU once per `vm.stat_interval` of trace
     /// time: per-CPU deltas folded and, from 6.7, `pcp->high` decayed
     /// (`PerCpu::vmstat_update`). Not timed: it is the kernel's work
@@ -376,7 +376,7 @@ fn failure_kind(e: &RequestError) -> String {
     }
 }
 
-pub(super) fn run<M: MemoryModel, V: Variant>(
+pub(super) fn run<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     layout: &Layout,
     trace: &ReadTrace,
@@ -437,7 +437,7 @@ pub(super) fn run<M: MemoryModel, V: Variant>(
 
 /// The allocator's own counts at the end of a pass, with `held_pages`
 /// still held by the replay.
-fn allocator_counts<M: MemoryModel, V: Variant>(
+fn allocator_counts<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     held_pages: u64,
 ) -> AllocatorCounts {

@@ -2,8 +2,9 @@
 //! `pfn_valid` + `pfn_to_page` + a descriptor read, in the trace's order
 //! (its real locality).
 
+use buddy::BuddyModel;
 use serde::Serialize;
-use sparsemem::{MemoryModel, Pfn};
+use sparsemem::Pfn;
 
 use crate::timing::measure;
 use crate::trace::{Event, EventKind};
@@ -42,7 +43,7 @@ pub fn trace_pfns(events: &[Event]) -> Vec<Pfn> {
 
 /// One pass of the exact stream: valid pfns' descriptors read.
 #[inline(never)]
-fn exact_pass<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
+fn exact_pass<M: BuddyModel>(model: &M, pfns: &[Pfn]) -> u64 {
     let mut acc = 0;
     for &p in pfns {
         if let Some(page) = model.pfn_to_page(p) {
@@ -52,7 +53,7 @@ fn exact_pass<M: MemoryModel>(model: &M, pfns: &[Pfn]) -> u64 {
     acc
 }
 
-pub(super) fn exact<M: MemoryModel>(model: &M, pfns: &[Pfn], trials: usize) -> ExactResult {
+pub(super) fn exact<M: BuddyModel>(model: &M, pfns: &[Pfn], trials: usize) -> ExactResult {
     let valid = pfns.iter().filter(|&&p| model.pfn_valid(p)).count() as u64;
     let m = measure(trials, || {
         std::hint::black_box(exact_pass(model, pfns));

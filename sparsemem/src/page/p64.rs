@@ -1,138 +1,36 @@
-//! `struct page`: the 64-byte descriptor every memory model hands out.
+//! `Page64`: today's 64-byte `struct page`, one cache line per frame.
 //!
-//! The kernel keeps one `struct page` per page frame, and its size (64 bytes
-//! on 64-bit architectures) is what makes the memmap 1.5625 % of RAM and
-//! what makes one `pfn_to_page` touch exactly one cache line. pfnlab keeps
-//! the fields that decide cost in the allocator's hot path: the flags word,
-//! `private` (the buddy order), the two `lru` list links that thread the
-//! free lists through the pages, a reference count, the section number
-//! (`SECTION_IN_PAGE_FLAGS`, used by SPARSEMEM's `page_to_pfn`), the
-//! zone/node ids, and the two fields the allocator checks when a page is
-//! freed: `mapping` and the map count. A tail page of a compound page keeps
+//! Every field the allocator's hot path decides by has its own slot, as in
+//! the kernel's `struct page` before memdescs: the flags word, the two
+//! `lru` links that thread the free lists through the pages, `private`
+//! (the buddy order), the section number (`SECTION_IN_PAGE_FLAGS`, used by
+//! SPARSEMEM's `page_to_pfn`), the zone/node ids, the reference and map
+//! counts and `mapping`. A tail page of a compound page keeps
 //! `compound_head` (its head's address, bit 0 set) where a listed page
 //! keeps `lru.next`, as the kernel overlays them.
-//!
-//! Every field is an atomic so that a `&Page` can be shared between threads
-//! (per-CPU lists on several threads use the same memmap). Plain accesses use
-//! `Relaxed` loads and stores, which compile to ordinary `mov`s on x86_64;
-//! ordering between threads comes from the zone lock, exactly as in the
-//! kernel, where page fields are written under `zone->lock`. Flag updates come
-//! in two forms, like `SetPageX` / `__SetPageX`: an atomic read-modify-write
-//! (`lock or` / `lock and`) and a non-atomic load + store that is only correct
-//! when the caller already excludes other writers.
-//!
-//! The first byte of the flags word holds [`PageFlag::Present`], so a single
-//! byte load of a `struct page` tells whether the page descriptor is real —
-//! the vmemmap fault probe relies on this.
-//!
-//! # Who may write what
-//! Reading any field is safe. Writing is split by owner, as Asterinas keeps a
-//! frame's list state private to its allocator:
-//! - the memory model initialises and retires descriptors
-//!   ([`Page::init_reserved`], [`Page::clear_to_hole`]);
-//! - the page allocator owns the list links, `private`, the reference count,
-//!   the zone/node ids and the flags it decides by ([`PageFlag::Reserved`],
-//!   [`PageFlag::Buddy`], [`PageFlag::Pcp`]): the free lists dereference the
-//!   links and trust those flags, so a stray write could make them follow a
-//!   junk pointer;
-//! - anyone holding a page may change the [`UserFlag`]s atomically, and
-//!   its `mapping` and map count ([`Page::set_mapping`],
-//!   [`Page::inc_mapcount`]): the allocator only reads them, to refuse
-//!   freeing a page that is still mapped (`free_pages_prepare`).
-//!
-//! The owners' writes are `unsafe fn`s whose contract is [the one
-//! below](Page#safety); safe code outside the owners can only read, or set a
-//! user flag:
-//!
-//! ```compile_fail
-//! # use sparsemem::{Layout, MemoryModel, Pfn, SparseExtreme};
-//! let layout = Layout::preset("x86-pci-hole").unwrap();
-//! let model = SparseExtreme::new(&layout).unwrap();
-//! let page = model.pfn_to_page(Pfn::new(0x1000)).unwrap();
-//! page.set_lru_next(std::ptr::null_mut()); // error: unsafe, the allocator's field
-//! ```
 
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
 
-/// A page flag: a bit number in [`Page`]'s flags word (kernel `PG_*`).
-///
-/// `Present`, `Reserved`, `Buddy` and `Pcp` belong to the memory model and
-/// the allocator; the others are [`UserFlag`]s.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[repr(u8)]
-pub enum PageFlag {
-    /// pfnlab: the descriptor was initialised by the memory model (a memmap
-    /// entry exists). Bit 0, inside the first byte of the page.
-    Present = 0,
-    /// `PG_reserved`: never handed to the allocator (holes, firmware).
-    Reserved = 1,
-    /// `PG_buddy`: the page heads a free block; `private` holds its order.
-    Buddy = 2,
-    /// `PG_locked`.
-    Locked = 3,
-    /// `PG_referenced`: what the flags experiment touches.
-    Referenced = 4,
-    /// `PG_dirty`.
-    Dirty = 5,
-    /// `PG_private` stand-in for pages parked on a per-CPU list.
-    Pcp = 6,
-    /// `PG_head`: the page heads a compound page (`__GFP_COMP`); its tails
-    /// point back to it through `compound_head`.
-    Head = 7,
-}
+use super::{PageFlag, PageLayout, UserFlag, ZONE_DEVICE_ID, sealed};
 
-impl PageFlag {
-    #[inline(always)]
-    const fn mask(self) -> u64 {
-        1 << self as u8
-    }
-}
-
-/// A flag no allocator or memory model decides by, so any holder of a page
-/// may change it with an atomic operation.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum UserFlag {
-    /// `PG_locked`.
-    Locked,
-    /// `PG_referenced` (`mark_page_accessed`).
-    Referenced,
-    /// `PG_dirty`.
-    Dirty,
-}
-
-impl From<UserFlag> for PageFlag {
-    fn from(flag: UserFlag) -> PageFlag {
-        match flag {
-            UserFlag::Locked => PageFlag::Locked,
-            UserFlag::Referenced => PageFlag::Referenced,
-            UserFlag::Dirty => PageFlag::Dirty,
-        }
-    }
-}
-
-/// The `struct page` analogue. See the module documentation.
+/// The 64-byte `struct page` analogue. See the module documentation.
 ///
 /// Invariants:
 /// - exactly 64 bytes and 64-byte aligned (pinned below), so one descriptor is
-///   one cache line and an encoded memmap pointer keeps six free low bits;
-/// - an all-zero `Page` is a hole: not [`PageFlag::Present`];
+///   one cache line;
+/// - an all-zero `Page64` is a hole: not [`PageFlag::Present`];
 /// - `lru_next` / `lru_prev` are only meaningful while the page is on a list
 ///   owned by the allocator; this type never dereferences them.
 ///
 /// # Safety
-/// Every `unsafe fn` that writes a descriptor has the same contract: the
-/// caller is the field's owner (see the module documentation) and excludes
-/// every other writer of it — the memory model while no allocator uses the
-/// descriptor, the allocator under the zone lock or while the page is on a
-/// list it alone holds — and the write keeps the owner's invariants (a page
-/// is linked on at most one list, through links that point at live
-/// descriptors of the same memmap).
+/// Every `unsafe fn` that writes a descriptor has the [layout
+/// contract](PageLayout#safety), written once for every size.
 #[repr(C, align(64))]
 #[derive(Default)]
-pub struct Page {
+pub struct Page64 {
     flags: AtomicU64,
-    lru_next: AtomicPtr<Page>,
-    lru_prev: AtomicPtr<Page>,
+    lru_next: AtomicPtr<Page64>,
+    lru_prev: AtomicPtr<Page64>,
     private: AtomicU64,
     section: AtomicU32,
     zone_node: AtomicU32,
@@ -141,21 +39,14 @@ pub struct Page {
     mapping: AtomicU64,
 }
 
-const _: () = assert!(std::mem::size_of::<Page>() == 64);
-const _: () = assert!(std::mem::align_of::<Page>() == 64);
-const _: () = assert!(std::mem::offset_of!(Page, flags) == 0);
+const _: () = assert!(std::mem::size_of::<Page64>() == 64);
+const _: () = assert!(std::mem::align_of::<Page64>() == 64);
+const _: () = assert!(std::mem::offset_of!(Page64, flags) == 0);
 
-/// Size of one `struct page` in bytes.
-pub const PAGE_STRUCT_SIZE: u64 = std::mem::size_of::<Page>() as u64;
-
-/// The zone id device memory carries (`ZONE_DEVICE`): no allocator zone
-/// has it (the buddy numbers its zones from 0 to 254).
-pub const ZONE_DEVICE_ID: u8 = u8::MAX;
-
-impl Page {
+impl Page64 {
     /// An all-zero descriptor: a hole.
-    pub const fn new_zeroed() -> Page {
-        Page {
+    pub const fn new_zeroed() -> Page64 {
+        Page64 {
             flags: AtomicU64::new(0),
             lru_next: AtomicPtr::new(std::ptr::null_mut()),
             lru_prev: AtomicPtr::new(std::ptr::null_mut()),
@@ -172,7 +63,7 @@ impl Page {
     /// (`__init_single_page`): present, reserved, in `section`, on no list.
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns this field.
+    /// The [layout contract](PageLayout#safety): the caller owns this field.
     pub unsafe fn init_reserved(&self, section: u64) {
         self.flags.store(
             PageFlag::Present.mask() | PageFlag::Reserved.mask(),
@@ -195,7 +86,7 @@ impl Page {
     /// [`ZONE_DEVICE_ID`] zone of `node`, one reference (the pgmap's).
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns this field.
+    /// The [layout contract](PageLayout#safety): the caller owns this field.
     pub unsafe fn init_device(&self, section: u64, node: u16) {
         // SAFETY: the caller's contract covers every field.
         unsafe { self.init_reserved(section) };
@@ -213,7 +104,7 @@ impl Page {
     /// Turns the descriptor back into a hole (all zero).
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns this field.
+    /// The [layout contract](PageLayout#safety): the caller owns this field.
     pub unsafe fn clear_to_hole(&self) {
         self.flags.store(0, Relaxed);
         self.lru_next.store(std::ptr::null_mut(), Relaxed);
@@ -248,7 +139,7 @@ impl Page {
     /// Atomic set (`SetPageX`, a `lock or`).
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns `flag`.
+    /// The [layout contract](PageLayout#safety): the caller owns `flag`.
     #[inline(always)]
     pub unsafe fn set(&self, flag: PageFlag) {
         self.flags.fetch_or(flag.mask(), Relaxed);
@@ -257,7 +148,7 @@ impl Page {
     /// Atomic clear (`ClearPageX`, a `lock and`).
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns `flag`.
+    /// The [layout contract](PageLayout#safety): the caller owns `flag`.
     #[inline(always)]
     pub unsafe fn clear(&self, flag: PageFlag) {
         self.flags.fetch_and(!flag.mask(), Relaxed);
@@ -267,7 +158,7 @@ impl Page {
     /// writers of this page's flags (the zone lock).
     ///
     /// # Safety
-    /// The [`Page`] contract for the whole flags word: the caller excludes
+    /// The [layout contract](PageLayout#safety) for the whole flags word: the caller excludes
     /// every other writer of it, or a concurrent write would be lost.
     #[inline(always)]
     pub unsafe fn set_nonatomic(&self, flag: PageFlag) {
@@ -276,10 +167,10 @@ impl Page {
     }
 
     /// Non-atomic clear (`__ClearPageX`); same contract as
-    /// [`Page::set_nonatomic`].
+    /// [`Page64::set_nonatomic`].
     ///
     /// # Safety
-    /// As for [`Page::set_nonatomic`].
+    /// As for [`Page64::set_nonatomic`].
     #[inline(always)]
     pub unsafe fn clear_nonatomic(&self, flag: PageFlag) {
         let v = self.flags.load(Relaxed);
@@ -293,7 +184,7 @@ impl Page {
     /// and not against another CPU. Works for owner and user flags alike.
     ///
     /// # Safety
-    /// As for [`Page::set_nonatomic`]: the caller excludes every other
+    /// As for [`Page64::set_nonatomic`]: the caller excludes every other
     /// writer of the flags word, or a concurrent write would be lost.
     #[inline(always)]
     pub unsafe fn set_unlocked(&self, flag: PageFlag) {
@@ -319,10 +210,10 @@ impl Page {
     }
 
     /// `clear_bit` as a uniprocessor kernel compiles it (`andq`, no
-    /// `lock`); see [`Page::set_unlocked`].
+    /// `lock`); see [`Page64::set_unlocked`].
     ///
     /// # Safety
-    /// As for [`Page::set_unlocked`].
+    /// As for [`Page64::set_unlocked`].
     #[inline(always)]
     pub unsafe fn clear_unlocked(&self, flag: PageFlag) {
         #[cfg(all(target_arch = "x86_64", not(miri)))]
@@ -363,7 +254,7 @@ impl Page {
     /// `set_page_private`.
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns this field.
+    /// The [layout contract](PageLayout#safety): the caller owns this field.
     #[inline(always)]
     pub unsafe fn set_private(&self, value: u64) {
         self.private.store(value, Relaxed);
@@ -371,31 +262,31 @@ impl Page {
 
     /// `lru.next`.
     #[inline(always)]
-    pub fn lru_next(&self) -> *mut Page {
+    pub fn lru_next(&self) -> *mut Page64 {
         self.lru_next.load(Relaxed)
     }
 
     /// `lru.prev`.
     #[inline(always)]
-    pub fn lru_prev(&self) -> *mut Page {
+    pub fn lru_prev(&self) -> *mut Page64 {
         self.lru_prev.load(Relaxed)
     }
 
     /// Sets `lru.next`.
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns this field.
+    /// The [layout contract](PageLayout#safety): the caller owns this field.
     #[inline(always)]
-    pub unsafe fn set_lru_next(&self, next: *mut Page) {
+    pub unsafe fn set_lru_next(&self, next: *mut Page64) {
         self.lru_next.store(next, Relaxed);
     }
 
     /// Sets `lru.prev`.
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns this field.
+    /// The [layout contract](PageLayout#safety): the caller owns this field.
     #[inline(always)]
-    pub unsafe fn set_lru_prev(&self, prev: *mut Page) {
+    pub unsafe fn set_lru_prev(&self, prev: *mut Page64) {
         self.lru_prev.store(prev, Relaxed);
     }
 
@@ -420,7 +311,7 @@ impl Page {
     /// `set_page_links`: zone and node ids.
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns this field.
+    /// The [layout contract](PageLayout#safety): the caller owns this field.
     #[inline(always)]
     pub unsafe fn set_zone_node(&self, zone: u8, node: u16) {
         self.zone_node
@@ -438,7 +329,7 @@ impl Page {
     /// free path so two racing frees cannot both succeed.
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns this field.
+    /// The [layout contract](PageLayout#safety): the caller owns this field.
     #[inline(always)]
     pub unsafe fn ref_freeze(&self, expected: i32) -> bool {
         // Relaxed: the page's other fields are published by the zone lock
@@ -451,7 +342,7 @@ impl Page {
     /// `set_page_count`.
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns this field.
+    /// The [layout contract](PageLayout#safety): the caller owns this field.
     #[inline(always)]
     pub unsafe fn set_refcount(&self, count: i32) {
         self.refcount.store(count, Relaxed);
@@ -482,7 +373,7 @@ impl Page {
     }
 
     /// Sets `page->mapping`. The allocator never follows it; it refuses to
-    /// free a page whose mapping is set, and keeps [`TAIL_MAPPING`] in the
+    /// free a page whose mapping is set, and keeps [`TAIL_MAPPING`](super::TAIL_MAPPING) in the
     /// tails of a compound page.
     pub fn set_mapping(&self, mapping: u64) {
         self.mapping.store(mapping, Relaxed);
@@ -491,21 +382,21 @@ impl Page {
     /// `compound_head` of a tail page: its head's descriptor, or `None` for
     /// a page that is not a tail (bit 0 of the `lru.next` slot clear).
     #[inline(always)]
-    pub fn compound_head(&self) -> Option<*const Page> {
+    pub fn compound_head(&self) -> Option<*const Page64> {
         let raw = self.lru_next.load(Relaxed) as usize;
-        (raw & 1 == 1).then_some((raw & !1) as *const Page)
+        (raw & 1 == 1).then_some((raw & !1) as *const Page64)
     }
 
     /// `set_compound_head`: makes the page a tail of `head` (`None`: no
     /// longer a tail), in the `lru.next` slot as the kernel overlays them.
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns the list links (the page is on
+    /// The [layout contract](PageLayout#safety): the caller owns the list links (the page is on
     /// no list).
     #[inline(always)]
-    pub unsafe fn set_compound_head(&self, head: Option<*const Page>) {
+    pub unsafe fn set_compound_head(&self, head: Option<*const Page64>) {
         let raw = head.map_or(0, |h| h as usize | 1);
-        self.lru_next.store(raw as *mut Page, Relaxed);
+        self.lru_next.store(raw as *mut Page64, Relaxed);
     }
 
     /// `page->flags &= ~PAGE_FLAGS_CHECK_AT_PREP` as the free path does:
@@ -513,7 +404,7 @@ impl Page {
     /// store.
     ///
     /// # Safety
-    /// The [`Page`] contract for the whole flags word.
+    /// The [layout contract](PageLayout#safety) for the whole flags word.
     #[inline(always)]
     pub unsafe fn clear_flags_at_free(&self) {
         let v = self.flags.load(Relaxed);
@@ -521,13 +412,59 @@ impl Page {
     }
 }
 
-/// `TAIL_MAPPING`: the poison a compound page's tails keep in `mapping`
-/// while allocated (`prep_compound_tail`); checked and cleared on free.
-pub const TAIL_MAPPING: u64 = 0x400;
+// SAFETY: (1) every field is an atomic integer or pointer, so all-zero bytes
+// are a valid value and shared references may alias; (2) `flags` is at
+// offset 0 and `Present` is its bit 0, so byte 0 carries it; (3) the
+// writers below keep each field's owner, as the contract says.
+unsafe impl PageLayout for Page64 {
+    const NAME: &'static str = "64";
+    const PRESENT_BYTE_MASK: u8 = 1 << PageFlag::Present as u8;
+    const FLAGS_WORD: bool = true;
 
-impl std::fmt::Debug for Page {
+    #[inline(always)]
+    unsafe fn init_reserved(&self, section: u64) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::init_reserved(self, section) }
+    }
+
+    #[inline(always)]
+    unsafe fn init_device(&self, section: u64, node: u16) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::init_device(self, section, node) }
+    }
+
+    #[inline(always)]
+    unsafe fn clear_to_hole(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::clear_to_hole(self) }
+    }
+
+    #[inline(always)]
+    fn is_present(&self) -> bool {
+        Page64::is_present(self)
+    }
+
+    #[inline(always)]
+    fn section(&self) -> u64 {
+        Page64::section(self)
+    }
+
+    #[inline(always)]
+    fn zone_id(&self) -> u8 {
+        Page64::zone_id(self)
+    }
+
+    #[inline(always)]
+    fn node_id(&self) -> u16 {
+        Page64::node_id(self)
+    }
+}
+
+impl sealed::Sealed for Page64 {}
+
+impl std::fmt::Debug for Page64 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Page")
+        f.debug_struct("Page64")
             .field("flags", &format_args!("{:#x}", self.flags()))
             .field("private", &self.private())
             .field("section", &self.section())
@@ -546,7 +483,7 @@ mod tests {
 
     #[test]
     fn zero_page_is_a_hole_and_init_makes_it_present() {
-        let p = Page::default();
+        let p = Page64::default();
         assert!(!p.is_present());
         // SAFETY: a local descriptor no one else sees.
         unsafe { p.init_reserved(7) };
@@ -557,7 +494,7 @@ mod tests {
 
     #[test]
     fn atomic_and_nonatomic_ops_agree() {
-        let p = Page::default();
+        let p = Page64::default();
         // SAFETY: a local descriptor no one else sees; this test owns it.
         unsafe {
             p.set(PageFlag::Buddy);
