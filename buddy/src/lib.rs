@@ -54,13 +54,15 @@
 //!    (the kernel's formulas), `frames` (real frames);
 //! 3. `error` (one enum per domain, and their join), `node` (nodes,
 //!    zonelists, node masks), `memmap_init` (the boot memmap walk's
-//!    forms, over a model);
+//!    forms, over a model, and deferred init's boot half: each node's
+//!    `first_deferred_pfn` and the poison past it);
 //! 4. `zone`: `zone::free_area` (the buddy algorithm), then
 //!    `zone::fallback` and `zone` itself (the zone, its memory, the claim
 //!    of a free);
 //! 5. `alloc` (the allocator and its zone path), `walk`
 //!    (`pageblock_pfn_to_page`, `zone->contiguous`, over a zone);
-//! 6. `chain` (a chain of allocated pages), `init` (construction),
+//! 6. `chain` (a chain of allocated pages), `deferred` (deferred struct
+//!    page init, over the allocator), then `init` (construction),
 //!    `hotplug`, `compaction` (the scanners), `hugetlb` (the hugetlb pool),
 //!    each over the allocator;
 //! 7. `pcp` (the per-CPU handle), then `pcp::refill`, `pcp::drain` (and
@@ -77,6 +79,9 @@
 mod alloc;
 mod chain;
 mod compaction;
+// Deferred init writes the descriptors of chunks it alone claimed.
+#[allow(unsafe_code)]
+mod deferred;
 mod era;
 mod error;
 // Real frames: a mapping written by the allocator for blocks it owns.

@@ -516,6 +516,11 @@ pub(crate) fn claim_for_free<M: MemoryModel, V: Variant>(
         .ok_or(ClaimError::OutsideZone)?;
     // SAFETY: a valid pfn's descriptor, live while `model` is borrowed.
     let page = unsafe { &*ptr };
+    // `PagePoisoned` first: a descriptor deferred init has not written is
+    // no zone's page, and nothing else of it is read.
+    if page.is_poisoned() {
+        return Err(ClaimError::OutsideZone);
+    }
     let zid = ZoneId::new(page.zone_id());
     let in_zone = zones
         .get(zid.index())

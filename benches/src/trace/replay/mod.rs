@@ -70,7 +70,10 @@ impl ModelVisitor for Replay<'_> {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<Self::Output, AllocError> {
-        let alloc_options = Options::for_era(self.options.era);
+        let alloc_options = Options {
+            deferred_init: self.options.deferred_init,
+            ..Options::for_era(self.options.era)
+        };
         let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
         let timed = match run(&alloc, layout, self.open, self.options, self.progress) {
             Ok(t) => t,
