@@ -104,6 +104,10 @@ pub struct Allocator<M, V> {
     /// with the node they were added for. Only these may be onlined or
     /// hot-removed, as only offline memory blocks can in Linux.
     pub(crate) offline: std::collections::BTreeMap<u64, NodeId>,
+    /// Memory blocks (global block numbers) hot-added with their memmap on
+    /// the memory, and the pfns at each block's start that memmap takes
+    /// (the block's `vmem_altmap`): self-hosted, never in the buddy.
+    pub(crate) altmaps: std::collections::BTreeMap<u64, u64>,
     /// Deferred struct page init's state and its static key.
     pub(crate) deferred: crate::memmap_init::Deferred,
     pub(crate) _variant: PhantomData<V>,

@@ -21,6 +21,7 @@ use sparsemem::{BuildError, HotplugError, NodeId, Order, OrderTooLarge, Pfn};
 
 use crate::frames::FramesError;
 use crate::gfp::GfpError;
+use crate::memmap_on_memory::MemmapOnMemoryError;
 use crate::types::{MAX_BULK, MAX_ZONES, ZoneId};
 use crate::watermark::MIN_PERCPU_PAGELIST_HIGH_FRACTION;
 
@@ -190,6 +191,8 @@ pub enum MemHotplugError {
     Range(RangeError),
     /// A hot-add outside the real frames.
     Frames(FramesError),
+    /// A memmap_on_memory request the gate refused, with its rule.
+    MemmapOnMemory(MemmapOnMemoryError),
 }
 
 /// Any of the allocator's errors, for a caller that needs one type; its
@@ -320,6 +323,7 @@ impl fmt::Display for MemHotplugError {
             MemHotplugError::TooManyZones => write!(f, "more than {MAX_ZONES} zones"),
             MemHotplugError::Range(e) => write!(f, "{e}"),
             MemHotplugError::Frames(e) => write!(f, "{e}"),
+            MemHotplugError::MemmapOnMemory(e) => write!(f, "{e}"),
         }
     }
 }
@@ -373,6 +377,7 @@ impl std::error::Error for MemHotplugError {
             MemHotplugError::Model(e) => Some(e),
             MemHotplugError::Range(e) => Some(e),
             MemHotplugError::Frames(e) => Some(e),
+            MemHotplugError::MemmapOnMemory(e) => Some(e),
             _ => None,
         }
     }
@@ -410,6 +415,7 @@ wrap! {
     HotplugError => MemHotplugError::Model,
     RangeError => MemHotplugError::Range,
     FramesError => MemHotplugError::Frames,
+    MemmapOnMemoryError => MemHotplugError::MemmapOnMemory,
     RequestError => AllocError::Request,
     FreeError => AllocError::Free,
     InitError => AllocError::Init,

@@ -214,6 +214,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 None
             },
             offline: Default::default(),
+            altmaps: Default::default(),
             deferred: Deferred::new(Vec::new()),
             _variant: PhantomData,
         };

@@ -51,7 +51,8 @@
 //!    lock), `variant` (the compile-time variants), `list` (the intrusive
 //!    lists and the owned-block token): nothing of the crate;
 //! 2. `era` (each kernel's mechanisms), `gfp` (GFP masks), `watermark`
-//!    (the kernel's formulas), `frames` (real frames);
+//!    (the kernel's formulas), `frames` (real frames), then
+//!    `memmap_on_memory` (its gate, by era);
 //! 3. `error` (one enum per domain, and their join), `node` (nodes,
 //!    zonelists, node masks), `memmap_init` (the boot memmap walk's
 //!    forms, over a model, and deferred init's boot half: each node's
@@ -104,6 +105,7 @@ mod lock;
 // memmap_init writes the descriptors of a model it holds by `&mut`.
 #[allow(unsafe_code)]
 mod memmap_init;
+mod memmap_on_memory;
 mod node;
 mod pcp;
 #[cfg(feature = "testing")]
@@ -134,6 +136,7 @@ pub use hotplug::OnlineType;
 pub use hugetlb::{HugetlbCounts, HugetlbError, HugetlbPool, HvoMode};
 pub use lock::ZoneLockKind;
 pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
+pub use memmap_on_memory::{MemmapOnMemory, MemmapOnMemoryError, memmap_on_memory_pages, pmd_size};
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
 pub use types::{MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};

@@ -421,7 +421,7 @@ impl<V: Variant> Zone<V> {
     /// `shrink_zone_span`: a range taken from an edge of the span moves
     /// that edge (a range in the middle leaves the span as it is); a zone
     /// left with nothing spans nothing.
-    fn shrink_span(&mut self, start: Pfn, end: Pfn) {
+    pub(crate) fn shrink_span(&mut self, start: Pfn, end: Pfn) {
         if start <= self.start && end > self.start {
             self.start = end.min(self.end);
         }
