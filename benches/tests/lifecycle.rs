@@ -54,3 +54,39 @@ fn deferred_init_before_4_2_is_one_line_and_exit_2() {
         assert!(err.contains("4.2"), "{err}");
     }
 }
+
+/// A layout file with a memmap_on_memory hotplug range.
+fn layout_file(name: &str, kind: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "pfnlab-lifecycle-{name}-{}.toml",
+        std::process::id()
+    ));
+    std::fs::write(
+        &path,
+        format!(
+            "[[range]]\nstart = 0\nend = 0x40000000\nkind = \"ram\"\n\
+             [[range]]\nstart = 0x100000000\nend = 0x180000000\nkind = \"{kind}\"\n\
+             memmap_on_memory = true\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn memmap_on_memory_where_the_kernel_refuses_it_is_one_line_and_exit_2() {
+    // zoneinfo builds SPARSEMEM_EXTREME, which has no vmemmap_populate to
+    // take an altmap; and boot RAM cannot carry it at all.
+    for (name, kind, says) in [
+        ("extreme", "hotplug", "VMEMMAP"),
+        ("ram", "ram", "memmap_on_memory"),
+    ] {
+        let path = layout_file(name, kind);
+        let out = pfnlab(&["zoneinfo", "--layout", path.to_str().unwrap()]);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}

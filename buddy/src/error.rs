@@ -166,6 +166,9 @@ pub enum InitError {
     /// The memory model could not be built (for a caller that builds the
     /// model and the allocator in one step).
     Build(BuildError),
+    /// A layout's `memmap_on_memory` hotplug range refused (the gate's
+    /// rule, or a model without a vmemmap).
+    Hotplug(MemHotplugError),
 }
 
 /// Why a memory hotplug step (add, online, offline, remove, device memory)
@@ -304,6 +307,7 @@ impl fmt::Display for InitError {
             InitError::Range(e) => write!(f, "{e}"),
             InitError::Frames(e) => write!(f, "{e}"),
             InitError::Build(e) => write!(f, "cannot build the memory model: {e}"),
+            InitError::Hotplug(e) => write!(f, "a memmap_on_memory hotplug range: {e}"),
         }
     }
 }
@@ -366,6 +370,7 @@ impl std::error::Error for InitError {
             InitError::Range(e) => Some(e),
             InitError::Frames(e) => Some(e),
             InitError::Build(e) => Some(e),
+            InitError::Hotplug(e) => Some(e),
             _ => None,
         }
     }
@@ -412,6 +417,7 @@ wrap! {
     RangeError => InitError::Range,
     FramesError => InitError::Frames,
     BuildError => InitError::Build,
+    MemHotplugError => InitError::Hotplug,
     HotplugError => MemHotplugError::Model,
     RangeError => MemHotplugError::Range,
     FramesError => MemHotplugError::Frames,

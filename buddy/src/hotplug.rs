@@ -19,13 +19,13 @@
 
 use std::fmt;
 
-use sparsemem::{Granule, HotplugError, MemoryModel, NodeId, PageFlag, Pfn};
+use sparsemem::{Granule, HotplugError, Layout, MemoryModel, NodeId, PageFlag, Pfn, RangeKind};
 
 use crate::alloc::Allocator;
 use crate::error::{MemHotplugError, RangeError};
 use crate::frames::FramesError;
 use crate::memmap_init::{MemmapInitForm, MemmapInitZone, memmap_init};
-use crate::memmap_on_memory::{MemmapOnMemory, memmap_on_memory_pages};
+use crate::memmap_on_memory::{MemmapOnMemory, MemmapOnMemoryError, memmap_on_memory_pages};
 use crate::types::{MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
 use crate::zone::{FpiFlags, Zone, check_blocks};
@@ -77,6 +77,14 @@ impl OnlineType {
 impl fmt::Display for OnlineType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// A model's refusal of an altmap, said as memmap_on_memory's.
+fn altmap_refused(e: HotplugError) -> MemHotplugError {
+    match e {
+        HotplugError::NeedsVmemmap { model } => MemmapOnMemoryError::NeedsVmemmap { model }.into(),
+        e => e.into(),
     }
 }
 
@@ -186,12 +194,37 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
             return Err(FramesError::OutsideFrames { start, nr_pages }.into());
         }
         self.model
-            .hot_add_memmap_on_memory(start, nr_pages, vmemmap_pages)?;
+            .hot_add_memmap_on_memory(start, nr_pages, vmemmap_pages)
+            .map_err(altmap_refused)?;
         for b in blocks {
             self.offline.insert(b, node);
             self.altmaps.insert(b, vmemmap_pages);
         }
         Ok(vmemmap_pages)
+    }
+
+    /// The layout's `hotplug` ranges marked `memmap_on_memory`, added at
+    /// construction like the others but each block's memmap carved from
+    /// the block (`memory_hotplug.memmap_on_memory=y`).
+    pub(crate) fn boot_memmap_on_memory(&mut self, layout: &Layout) -> Result<(), MemHotplugError> {
+        let g = *self.model.geometry();
+        let per = g.memory_block_pages();
+        for (r, first, end) in layout.ranges_of(RangeKind::Hotplug) {
+            if !r.memmap_on_memory {
+                continue;
+            }
+            let nr_pages = end - first;
+            let vmemmap_pages =
+                memmap_on_memory_pages(&g, self.options.era, MemmapOnMemory::On, nr_pages)?;
+            self.model.hot_remove(first, nr_pages)?;
+            self.model
+                .hot_add_memmap_on_memory(first, nr_pages, vmemmap_pages)
+                .map_err(altmap_refused)?;
+            for b in first.get() / per..end.get() / per {
+                self.altmaps.insert(b, vmemmap_pages);
+            }
+        }
+        Ok(())
     }
 
     /// The pfns of `[start, end)` (whole blocks) whose memmap lives in

@@ -246,6 +246,7 @@ impl<M: MemoryModel, V: Variant> Allocator<M, V> {
                 alloc.offline.insert(b, Layout::node_id(r));
             }
         }
+        alloc.boot_memmap_on_memory(layout)?;
         // `zone->contiguous` waits for `page_alloc_init_late` when part of
         // the memmap is not written yet.
         if !alloc.deferred_pages_enabled() {

@@ -49,6 +49,11 @@ pub enum MemmapOnMemory {
 pub enum MemmapOnMemoryError {
     /// The era has no memmap_on_memory (before 5.13).
     Era(Era),
+    /// The memory model has no `vmemmap_populate` to take an altmap.
+    NeedsVmemmap {
+        /// The model's name.
+        model: &'static str,
+    },
     /// `force` arrived in 6.6.
     ForceEra(Era),
     /// 5.13 took only an add of exactly one memory block.
@@ -88,6 +93,10 @@ impl fmt::Display for MemmapOnMemoryError {
             Self::Era(era) => write!(
                 f,
                 "memmap_on_memory arrived in Linux 5.13; era {era} keeps every memmap in boot memory"
+            ),
+            Self::NeedsVmemmap { model } => write!(
+                f,
+                "memmap_on_memory needs SPARSEMEM_VMEMMAP (an altmap for vmemmap_populate), which `{model}` is not"
             ),
             Self::ForceEra(era) => write!(
                 f,

@@ -14,8 +14,7 @@ use buddy::{
 };
 use proptest::prelude::*;
 use sparsemem::{
-    Geometry, HotplugError, Layout, MemRange, MemoryModel, NodeId, Order, PageFlag, Pfn, RangeKind,
-    SparseExtreme,
+    Geometry, Layout, MemRange, MemoryModel, NodeId, Order, PageFlag, Pfn, RangeKind, SparseExtreme,
 };
 use vmemmap::VmemmapTable;
 
@@ -146,7 +145,7 @@ fn the_gate_refuses_by_rule_era_and_model() {
         .unwrap_err();
     assert!(matches!(
         err,
-        MemHotplugError::Model(HotplugError::NeedsVmemmap { .. })
+        MemHotplugError::MemmapOnMemory(MemmapOnMemoryError::NeedsVmemmap { .. })
     ));
     // Nothing was added by a refused request.
     assert!(sparse.offline_blocks().is_empty());
@@ -249,4 +248,53 @@ proptest! {
             .sum();
         prop_assert_eq!(zones_managed, 0);
     }
+}
+
+const TOML: &str = "[[range]]\nstart = 0\nend = 0x40000000\nkind = \"ram\"\n\
+    [[range]]\nstart = 0x100000000\nend = 0x180000000\nkind = \"hotplug\"\nnode = 1\n\
+    memmap_on_memory = true\n";
+
+#[test]
+fn a_layout_file_marks_hotplug_ranges() {
+    let layout = Layout::from_toml(TOML).unwrap();
+    let alloc = Allocator::<_, Kernel>::new(
+        VmemmapTable::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .unwrap();
+    let start = hot_start();
+    let hosted = alloc.self_hosted_pfns(start, start + 16 * BLOCK);
+    assert_eq!(hosted.len(), 16);
+    assert!(hosted.iter().all(|(s, e)| e.get() - s.get() == 512));
+    // Only hot-added memory can carry its memmap.
+    let ram = TOML.replace("kind = \"hotplug\"", "kind = \"ram\"");
+    let err = Layout::from_toml(&ram).unwrap_err();
+    assert!(err.to_string().contains("memmap_on_memory"), "{err}");
+    // Only a vmemmap model can.
+    let err = Allocator::<_, Kernel>::new(
+        SparseExtreme::new(&layout).unwrap(),
+        &layout,
+        Options::default(),
+    )
+    .err()
+    .expect("refused");
+    assert!(
+        matches!(
+            err,
+            buddy::InitError::Hotplug(MemHotplugError::MemmapOnMemory(
+                MemmapOnMemoryError::NeedsVmemmap { .. }
+            ))
+        ),
+        "{err}"
+    );
+    // 5.13 took one block per add; this range is sixteen.
+    let err = Allocator::<_, Kernel>::new(
+        VmemmapTable::new(&layout).unwrap(),
+        &layout,
+        Options::for_era(Era::V5_13),
+    )
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("one memory block"), "{err}");
 }
