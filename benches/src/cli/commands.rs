@@ -55,6 +55,7 @@ pub fn layout_report(layout: &Layout) -> String {
     }
     out += &sections_report(layout);
     out += &memmap_report(layout);
+    out += &super::hotplug_memmap::report(layout);
     out
 }
 
