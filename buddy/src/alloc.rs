@@ -72,6 +72,11 @@ pub struct Options {
     /// [`Allocator::page_address`] answers and `__GFP_ZERO` clears pages
     /// (default: off; pfnlab then touches only `struct page`s).
     pub frames: bool,
+    /// `CONFIG_DEFERRED_STRUCT_PAGE_INIT` (Linux 4.2 on): boot writes each
+    /// node's memmap only up to its `first_deferred_pfn`, the rest waits
+    /// for [`Allocator::deferred_init_memmap`] or an allocation's
+    /// [`Allocator::deferred_grow_zone`] (default: off).
+    pub deferred_init: bool,
 }
 
 impl Options {
@@ -99,6 +104,12 @@ pub struct Allocator<M, V> {
     /// with the node they were added for. Only these may be onlined or
     /// hot-removed, as only offline memory blocks can in Linux.
     pub(crate) offline: std::collections::BTreeMap<u64, NodeId>,
+    /// Memory blocks (global block numbers) hot-added with their memmap on
+    /// the memory, and the pfns at each block's start that memmap takes
+    /// (the block's `vmem_altmap`): self-hosted, never in the buddy.
+    pub(crate) altmaps: std::collections::BTreeMap<u64, u64>,
+    /// Deferred struct page init's state and its static key.
+    pub(crate) deferred: crate::memmap_init::Deferred,
     pub(crate) _variant: PhantomData<V>,
 }
 

@@ -155,6 +155,11 @@ pub enum NotInEra {
         /// What had gone.
         gone: Gone,
     },
+    /// Deferred struct page init, which arrived in 4.2.
+    DeferredInit {
+        /// The era asked for.
+        era: Era,
+    },
     /// `percpu_pagelist_high_fraction`, which arrived in 5.14.
     HighFraction {
         /// The era asked for.
@@ -179,6 +184,10 @@ impl fmt::Display for NotInEra {
                     }
                 })
             }
+            NotInEra::DeferredInit { era } => write!(
+                f,
+                "deferred struct page init arrived in Linux 4.2; era {era} initialises every struct page at boot"
+            ),
             NotInEra::HighFraction { era } => write!(
                 f,
                 "percpu_pagelist_high_fraction arrived in Linux 5.14; era {era} sizes pcp->high as 6 × batch"

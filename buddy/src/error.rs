@@ -23,6 +23,7 @@ use crate::era::NotInEra;
 
 use crate::frames::FramesError;
 use crate::gfp::GfpError;
+use crate::memmap_on_memory::MemmapOnMemoryError;
 use crate::types::{MAX_BULK, MAX_ZONES, ZoneId};
 use crate::watermark::MIN_PERCPU_PAGELIST_HIGH_FRACTION;
 
@@ -197,6 +198,9 @@ pub enum InitError {
     /// The memory model could not be built (for a caller that builds the
     /// model and the allocator in one step).
     Build(BuildError),
+    /// A layout's `memmap_on_memory` hotplug range refused (the gate's
+    /// rule, or a model without a vmemmap).
+    Hotplug(MemHotplugError),
 }
 
 /// Why a memory hotplug step (add, online, offline, remove, device memory)
@@ -222,6 +226,8 @@ pub enum MemHotplugError {
     Range(RangeError),
     /// A hot-add outside the real frames.
     Frames(FramesError),
+    /// A memmap_on_memory request the gate refused, with its rule.
+    MemmapOnMemory(MemmapOnMemoryError),
 }
 
 /// Any of the allocator's errors, for a caller that needs one type; its
@@ -333,6 +339,7 @@ impl fmt::Display for InitError {
             InitError::Range(e) => write!(f, "{e}"),
             InitError::Frames(e) => write!(f, "{e}"),
             InitError::Build(e) => write!(f, "cannot build the memory model: {e}"),
+            InitError::Hotplug(e) => write!(f, "a memmap_on_memory hotplug range: {e}"),
         }
     }
 }
@@ -352,6 +359,7 @@ impl fmt::Display for MemHotplugError {
             MemHotplugError::TooManyZones => write!(f, "more than {MAX_ZONES} zones"),
             MemHotplugError::Range(e) => write!(f, "{e}"),
             MemHotplugError::Frames(e) => write!(f, "{e}"),
+            MemHotplugError::MemmapOnMemory(e) => write!(f, "{e}"),
         }
     }
 }
@@ -395,6 +403,7 @@ impl std::error::Error for InitError {
             InitError::Range(e) => Some(e),
             InitError::Frames(e) => Some(e),
             InitError::Build(e) => Some(e),
+            InitError::Hotplug(e) => Some(e),
             _ => None,
         }
     }
@@ -406,6 +415,7 @@ impl std::error::Error for MemHotplugError {
             MemHotplugError::Model(e) => Some(e),
             MemHotplugError::Range(e) => Some(e),
             MemHotplugError::Frames(e) => Some(e),
+            MemHotplugError::MemmapOnMemory(e) => Some(e),
             _ => None,
         }
     }
@@ -440,9 +450,11 @@ wrap! {
     RangeError => InitError::Range,
     FramesError => InitError::Frames,
     BuildError => InitError::Build,
+    MemHotplugError => InitError::Hotplug,
     HotplugError => MemHotplugError::Model,
     RangeError => MemHotplugError::Range,
     FramesError => MemHotplugError::Frames,
+    MemmapOnMemoryError => MemHotplugError::MemmapOnMemory,
     RequestError => AllocError::Request,
     FreeError => AllocError::Free,
     InitError => AllocError::Init,

@@ -19,11 +19,13 @@
 
 use std::fmt;
 
-use sparsemem::{Granule, HotplugError, NodeId, PageFlag, Pfn};
+use sparsemem::{Granule, HotplugError, Layout, NodeId, PageFlag, Pfn, RangeKind};
 
 use crate::alloc::Allocator;
 use crate::error::{MemHotplugError, RangeError};
 use crate::frames::FramesError;
+use crate::memmap_init::{MemmapInitForm, MemmapInitZone, memmap_init};
+use crate::memmap_on_memory::{MemmapOnMemory, MemmapOnMemoryError, memmap_on_memory_pages};
 use crate::types::{BuddyModel, MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
 use crate::zone::{FpiFlags, Zone, check_blocks};
@@ -87,6 +89,14 @@ impl std::error::Error for UnknownOnlineType {}
 impl fmt::Display for OnlineType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// A model's refusal of an altmap, said as memmap_on_memory's.
+fn altmap_refused(e: HotplugError) -> MemHotplugError {
+    match e {
+        HotplugError::NeedsVmemmap { model } => MemmapOnMemoryError::NeedsVmemmap { model }.into(),
+        e => e.into(),
     }
 }
 
@@ -171,6 +181,90 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         }
     }
 
+    /// `add_memory` with `MHP_MEMMAP_ON_MEMORY` (6.8's form: each memory
+    /// block its own `vmem_altmap`): hot-adds whole blocks as
+    /// [`Allocator::hot_add`] does, each block's memmap carved from its own
+    /// first pfns. Returns the pfns each block loses to its memmap; refused
+    /// with the gate's rule ([`memmap_on_memory_pages`]), or by a model
+    /// without a vmemmap. At online those pfns join the zone as reserved,
+    /// self-hosted pages (`mhp_init_memmap_on_memory`), so its pageblocks
+    /// belong to the zone and `zone->contiguous` survives, but they never
+    /// reach the buddy; they go with the block at hot-remove.
+    pub fn hot_add_memmap_on_memory(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        node: NodeId,
+        mode: MemmapOnMemory,
+    ) -> Result<u64, MemHotplugError> {
+        let g = *self.model.geometry();
+        let blocks = self.blocks(start, nr_pages)?;
+        let vmemmap_pages = memmap_on_memory_pages(&g, self.options.era, mode, nr_pages)?;
+        if let Some(frames) = &self.frames
+            && !frames.covers(start, nr_pages)
+        {
+            return Err(FramesError::OutsideFrames { start, nr_pages }.into());
+        }
+        self.model
+            .hot_add_memmap_on_memory(start, nr_pages, vmemmap_pages)
+            .map_err(altmap_refused)?;
+        for b in blocks {
+            self.offline.insert(b, node);
+            self.altmaps.insert(b, vmemmap_pages);
+        }
+        Ok(vmemmap_pages)
+    }
+
+    /// The layout's `hotplug` ranges marked `memmap_on_memory`, added at
+    /// construction like the others but each block's memmap carved from
+    /// the block (`memory_hotplug.memmap_on_memory=y`).
+    pub(crate) fn boot_memmap_on_memory(&mut self, layout: &Layout) -> Result<(), MemHotplugError> {
+        let g = *self.model.geometry();
+        let per = g.memory_block_pages();
+        for (r, first, end) in layout.ranges_of(RangeKind::Hotplug) {
+            if !r.memmap_on_memory {
+                continue;
+            }
+            let nr_pages = end - first;
+            let vmemmap_pages =
+                memmap_on_memory_pages(&g, self.options.era, MemmapOnMemory::On, nr_pages)?;
+            self.model.hot_remove(first, nr_pages)?;
+            self.model
+                .hot_add_memmap_on_memory(first, nr_pages, vmemmap_pages)
+                .map_err(altmap_refused)?;
+            for b in first.get() / per..end.get() / per {
+                self.altmaps.insert(b, vmemmap_pages);
+            }
+        }
+        Ok(())
+    }
+
+    /// The pfns of `[start, end)` (whole blocks) whose memmap lives in
+    /// the block itself: each memmap_on_memory block's first pfns.
+    pub fn self_hosted_pfns(&self, start: Pfn, end: Pfn) -> Vec<(Pfn, Pfn)> {
+        let per = self.model.geometry().memory_block_pages();
+        self.altmaps
+            .range(start.get() / per..end.get().div_ceil(per))
+            .map(|(&b, &n)| (Pfn::new(b * per), Pfn::new(b * per + n)))
+            .collect()
+    }
+
+    /// `[start, end)` without its self-hosted pfns: what the buddy gets.
+    fn buddy_pieces(&self, start: Pfn, end: Pfn) -> Vec<(Pfn, Pfn)> {
+        let mut pieces = Vec::new();
+        let mut pfn = start;
+        for (s, e) in self.self_hosted_pfns(start, end) {
+            if pfn < s {
+                pieces.push((pfn, s));
+            }
+            pfn = pfn.max(e);
+        }
+        if pfn < end {
+            pieces.push((pfn, end));
+        }
+        pieces
+    }
+
     /// `online_pages`: onlines offline memory blocks `[start, start +
     /// nr_pages)` into the zone `online_type` picks on the node they were
     /// added for, creating or growing it; initialises their memmap for the
@@ -229,12 +323,11 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             }
         };
         self.model.set_online(start, nr_pages, true)?;
-        let zone = &mut self.zones[zid];
-        zone.grow(start, end);
-        if let Err(e) = zone.give_range(&self.model, [start, end], FpiFlags::TO_TAIL) {
+        if let Err(e) = self.move_to_zone(zid, [start, end]) {
             self.model.set_online(start, nr_pages, false)?;
             return Err(e.into());
         }
+        let zone = &mut self.zones[zid];
         crate::walk::set_zone_contiguous(&self.model, zone, Some([start, end]));
         let id = zone.id;
         for b in blocks {
@@ -244,28 +337,98 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         Ok(id)
     }
 
+    /// `move_pfn_range_to_zone` + `online_pages_range` for whole blocks
+    /// `[start, end)` onlined into zone `zid`: the span grows over them,
+    /// the self-hosted pfns join the zone reserved
+    /// (`mhp_init_memmap_on_memory`, `memmap_init_range`) and the rest is
+    /// freed to the tail of the lists.
+    fn move_to_zone(&mut self, zid: usize, [start, end]: [Pfn; 2]) -> Result<(), RangeError> {
+        let (hosted, pieces) = (
+            self.self_hosted_pfns(start, end),
+            self.buddy_pieces(start, end),
+        );
+        let zone = &mut self.zones[zid];
+        zone.grow(start, end);
+        for &(s, e) in &hosted {
+            let target = MemmapInitZone {
+                zone: zone.id.get(),
+                node: zone.node,
+                start: s,
+                end: e,
+            };
+            memmap_init(
+                &mut self.model,
+                &[(s, e)],
+                target,
+                MemmapInitForm::MemblockRanges,
+            );
+        }
+        for &(s, e) in &pieces {
+            zone.give_range(&self.model, [s, e], FpiFlags::TO_TAIL)?;
+        }
+        Ok(())
+    }
+
     /// `offline_pages`: offlines whole memory blocks `[start, start +
     /// nr_pages)` of one zone; every page must be managed (a block with
     /// holes is refused, as the kernel does) and free (no migration here:
     /// pages in use make it refuse with their count).
     pub fn offline_pages(&mut self, start: Pfn, nr_pages: u64) -> Result<(), MemHotplugError> {
         let blocks = self.blocks(start, nr_pages)?;
-        let end = start.get() + nr_pages;
+        let end = start + nr_pages;
+        // `memory_block_offline`: the self-hosted pfns are not the buddy's
+        // and are left out of the walk.
+        let pieces = self.buddy_pieces(start, end);
+        let head = pieces.first().map_or(start, |p| p.0);
         let first = self
             .model
-            .pfn_to_page(start)
-            .ok_or(RangeError::OutsideZone { pfn: start })?;
+            .pfn_to_page(head)
+            .ok_or(RangeError::OutsideZone { pfn: head })?;
         if first.is_zone_device() {
-            return Err(RangeError::DeviceMemory { pfn: start }.into());
+            return Err(RangeError::DeviceMemory { pfn: head }.into());
         }
         let zid = ZoneId::new(first.zone_id());
         if first.test(PageFlag::Reserved) || zid.index() >= self.zones.len() {
-            return Err(RangeError::OutsideZone { pfn: start }.into());
+            return Err(RangeError::OutsideZone { pfn: head }.into());
         }
-        let mut free_blocks = Vec::new();
+        let mut free_blocks = vec![Vec::new(); pieces.len()];
+        let mut in_use = 0;
+        for (&(s, e), free) in pieces.iter().zip(&mut free_blocks) {
+            in_use += self.free_blocks_of(zid, [s, e], free)?;
+        }
+        if in_use > 0 {
+            return Err(MemHotplugError::InUse { nr_pages: in_use });
+        }
+        self.model.set_online(start, nr_pages, false)?;
+        let hosted = self.self_hosted_pfns(start, end);
+        let zone = &mut self.zones[zid.index()];
+        for (&(s, e), free) in pieces.iter().zip(&free_blocks) {
+            zone.take_range(&self.model, s, e, free)?;
+        }
+        // `mhp_deinit_memmap_on_memory`: the self-hosted pfns leave the
+        // zone's span too.
+        for (s, e) in hosted {
+            zone.shrink_span(s, e);
+        }
+        crate::walk::set_zone_contiguous(&self.model, zone, None);
+        let node = zone.node;
+        self.offline.extend(blocks.map(|b| (b, node)));
+        self.setup_watermarks_and_pcp();
+        Ok(())
+    }
+
+    /// The free blocks covering `[start, end)` of zone `zid`, into `free`,
+    /// and how many of its pages are in use; an error when a page is not
+    /// the zone's managed memory.
+    fn free_blocks_of(
+        &self,
+        zid: ZoneId,
+        [start, end]: [Pfn; 2],
+        free: &mut Vec<(Pfn, sparsemem::Order)>,
+    ) -> Result<u64, MemHotplugError> {
         let mut in_use = 0;
         let mut pfn = start.get();
-        while pfn < end {
+        while pfn < end.get() {
             let page = self.model.pfn_to_page(Pfn::new(pfn));
             if page.is_some_and(|p| p.is_zone_device()) {
                 return Err(RangeError::DeviceMemory { pfn: Pfn::new(pfn) }.into());
@@ -277,7 +440,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             }
             match self.free_block_containing(zid, Pfn::new(pfn)) {
                 Some((head, order)) => {
-                    free_blocks.push((head, order));
+                    free.push((head, order));
                     pfn = head.get() + order.nr_pages();
                 }
                 None => {
@@ -286,17 +449,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 }
             }
         }
-        if in_use > 0 {
-            return Err(MemHotplugError::InUse { nr_pages: in_use });
-        }
-        self.model.set_online(start, nr_pages, false)?;
-        let zone = &mut self.zones[zid.index()];
-        zone.take_range(&self.model, start, Pfn::new(end), &free_blocks)?;
-        crate::walk::set_zone_contiguous(&self.model, zone, None);
-        let node = zone.node;
-        self.offline.extend(blocks.map(|b| (b, node)));
-        self.setup_watermarks_and_pcp();
-        Ok(())
+        Ok(in_use)
     }
 
     /// `remove_memory`: hot-removes whole offline memory blocks.
@@ -328,6 +481,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         self.model.hot_remove(start, nr_pages)?;
         for b in blocks {
             self.offline.remove(&b);
+            self.altmaps.remove(&b);
         }
         Ok(())
     }

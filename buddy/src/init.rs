@@ -21,6 +21,7 @@ use crate::alloc::{Allocator, Options};
 use crate::era::{NotInEra, Path};
 use crate::error::{InitError, ModelMismatch};
 use crate::frames::Frames;
+use crate::memmap_init::{Deferred, DeferredZone, poison_deferred};
 use crate::node::build_nodes;
 use crate::types::{BuddyModel, MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
@@ -124,6 +125,43 @@ fn check_model<M: BuddyModel>(model: &M, layout: &Layout) -> Result<(), InitErro
     Ok(())
 }
 
+/// With deferred init (refused before 4.2), the deferred state of each
+/// node's highest zone (the last of the node's parts, by zone type) that
+/// is large enough to defer, its memory poisoned in `model`; zone ids are
+/// the parts' positions.
+fn deferred_zones<M: BuddyModel>(
+    model: &mut M,
+    parts: &BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>>,
+    layout: &Layout,
+    options: &Options,
+) -> Result<Vec<DeferredZone>, InitError> {
+    if !options.deferred_init {
+        return Ok(Vec::new());
+    }
+    crate::deferred::check_era(options.era)?;
+    let per_section = layout.geometry().pages_per_section();
+    let keys: Vec<&(NodeId, ZoneType)> = parts.keys().collect();
+    let zones: Vec<DeferredZone> = parts
+        .iter()
+        .enumerate()
+        .filter(|(i, ((node, _), _))| keys.get(i + 1).is_none_or(|next| next.0 != *node))
+        .filter_map(|(i, (key, ranges))| {
+            let mut memory = ranges.clone();
+            memory.sort();
+            let mut d = DeferredZone::new(ZoneId::new(i as u8), key.0, &memory, per_section)?;
+            let others: Vec<(Pfn, Pfn)> = parts
+                .iter()
+                .filter(|(k, _)| *k != key)
+                .flat_map(|(_, r)| r.iter().copied())
+                .collect();
+            d.keep_unshared(&others, layout.geometry().max_order_nr_pages());
+            (!d.memory.is_empty()).then_some(d)
+        })
+        .collect();
+    poison_deferred(model, &zones);
+    Ok(zones)
+}
+
 impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// Builds nodes and zones for `layout` over `model` and frees all
     /// memory into them. The model must have been built from this layout:
@@ -140,7 +178,9 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             .map_err(InitError::EraMismatch)?;
         check_high_fraction(&options)?;
         check_model(&model, layout)?;
+        let mut model = model;
         let parts = zone_parts(layout);
+        let deferred = deferred_zones(&mut model, &parts, layout, &options)?;
         if parts.len() > MAX_ZONES {
             return Err(InitError::TooManyZones);
         }
@@ -166,6 +206,8 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 None
             },
             offline: Default::default(),
+            altmaps: Default::default(),
+            deferred: Deferred::new(Vec::new()),
             _variant: PhantomData,
         };
         let max_order = layout.geometry().max_order();
@@ -180,19 +222,29 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 max_order,
                 alloc.path,
             );
-            for &(first, end) in ranges {
+            let boot = match deferred.iter().find(|d| d.zone.index() == i) {
+                Some(d) => d.boot_part(ranges),
+                None => ranges.clone(),
+            };
+            for (first, end) in boot {
                 zone.give_range(&alloc.model, [first, end], FpiFlags::NONE)?;
             }
             alloc.zones.push(zone);
         }
+        alloc.deferred = Deferred::new(deferred);
         let block = layout.geometry().memory_block_pages();
         for (r, first, end) in layout.ranges_of(RangeKind::Hotplug) {
             for b in first.get() / block..end.get() / block {
                 alloc.offline.insert(b, Layout::node_id(r));
             }
         }
-        for zone in &mut alloc.zones {
-            crate::walk::set_zone_contiguous(&alloc.model, zone, None);
+        alloc.boot_memmap_on_memory(layout)?;
+        // `zone->contiguous` waits for `page_alloc_init_late` when part of
+        // the memmap is not written yet.
+        if !alloc.deferred_pages_enabled() {
+            for zone in &mut alloc.zones {
+                crate::walk::set_zone_contiguous(&alloc.model, zone, None);
+            }
         }
         alloc.rebuild_nodes();
         alloc.setup_watermarks_and_pcp();

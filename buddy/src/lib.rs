@@ -51,16 +51,19 @@
 //!    lock), `variant` (the compile-time variants), `list` (the intrusive
 //!    lists and the owned-block token): nothing of the crate;
 //! 2. `era` (each kernel's mechanisms), `gfp` (GFP masks), `watermark`
-//!    (the kernel's formulas), `frames` (real frames);
+//!    (the kernel's formulas), `frames` (real frames), then
+//!    `memmap_on_memory` (its gate, by era);
 //! 3. `error` (one enum per domain, and their join), `node` (nodes,
 //!    zonelists, node masks), `memmap_init` (the boot memmap walk's
-//!    forms, over a model);
+//!    forms, over a model, and deferred init's boot half: each node's
+//!    `first_deferred_pfn` and the poison past it);
 //! 4. `zone`: `zone::free_area` (the buddy algorithm), then
 //!    `zone::fallback` and `zone` itself (the zone, its memory, the claim
 //!    of a free);
 //! 5. `alloc` (the allocator and its zone path), `walk`
 //!    (`pageblock_pfn_to_page`, `zone->contiguous`, over a zone);
-//! 6. `chain` (a chain of allocated pages), `init` (construction),
+//! 6. `chain` (a chain of allocated pages), `deferred` (deferred struct
+//!    page init, over the allocator), then `init` (construction),
 //!    `hotplug`, `compaction` (the scanners), `hugetlb` (the hugetlb pool),
 //!    each over the allocator;
 //! 7. `pcp` (the per-CPU handle), then `pcp::refill`, `pcp::drain` (and
@@ -77,6 +80,9 @@
 mod alloc;
 mod chain;
 mod compaction;
+// Deferred init writes the descriptors of chunks it alone claimed.
+#[allow(unsafe_code)]
+mod deferred;
 mod era;
 mod error;
 // Real frames: a mapping written by the allocator for blocks it owns.
@@ -99,6 +105,7 @@ mod lock;
 // memmap_init writes the descriptors of a model it holds by `&mut`.
 #[allow(unsafe_code)]
 mod memmap_init;
+mod memmap_on_memory;
 mod node;
 mod pcp;
 #[cfg(feature = "testing")]
@@ -131,6 +138,7 @@ pub use hotplug::{OnlineType, UnknownOnlineType};
 pub use hugetlb::{HugetlbCounts, HugetlbError, HugetlbPool, HvoMode};
 pub use lock::ZoneLockKind;
 pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
+pub use memmap_on_memory::{MemmapOnMemory, MemmapOnMemoryError, memmap_on_memory_pages, pmd_size};
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
 pub use types::{BuddyModel, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};

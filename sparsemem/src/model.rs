@@ -258,6 +258,22 @@ pub unsafe trait MemoryModel: Send + Sync {
         Err(HotplugError::NeedsVmemmap { model: self.name() })
     }
 
+    /// Hot-adds ordinary memory as [`MemoryModel::hot_add`] does, with each
+    /// memory block's memmap carved from the block's own first
+    /// `vmemmap_pages` pfns (`MHP_MEMMAP_ON_MEMORY`: a `vmem_altmap` per
+    /// block handed to `vmemmap_populate`). Only VMEMMAP models can; the
+    /// others answer [`HotplugError::NeedsVmemmap`], as only
+    /// `vmemmap_populate` takes an altmap.
+    fn hot_add_memmap_on_memory(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        vmemmap_pages: u64,
+    ) -> Result<(), HotplugError> {
+        let _ = (start, nr_pages, vmemmap_pages);
+        Err(HotplugError::NeedsVmemmap { model: self.name() })
+    }
+
     /// Removes device memory added by [`MemoryModel::add_device`]
     /// (`memunmap_pages`), in subsections; every subsection of the range
     /// must be device memory.

@@ -528,6 +528,24 @@ unsafe impl<D: Detector, P: PageLayout> MemoryModel for Vmemmap<D, P> {
         self.add(&changes, MemoryKind::Memory)
     }
 
+    fn hot_add_memmap_on_memory(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        vmemmap_pages: u64,
+    ) -> Result<(), HotplugError> {
+        // The reservation maps every populated memmap page from host
+        // memory; where a block's memmap lives is the allocator's record
+        // of the altmap (its self-hosted pfns), which this model accepts
+        // for any whole-block add it would take without one.
+        if vmemmap_pages >= self.geometry().memory_block_pages() {
+            return Err(HotplugError::Unsupported(
+                "a memmap on the memory cannot take the whole memory block",
+            ));
+        }
+        self.hot_add(start, nr_pages)
+    }
+
     fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
         let changes = self
             .table

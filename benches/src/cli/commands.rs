@@ -55,6 +55,7 @@ pub fn layout_report(layout: &Layout, size: PageSize) -> String {
     }
     out += &sections_report(layout);
     out += &memmap_report(layout, size);
+    out += &super::hotplug_memmap::report(layout);
     out
 }
 

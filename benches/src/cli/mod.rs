@@ -10,6 +10,7 @@
 pub mod bench;
 pub mod commands;
 pub mod compare;
+pub mod hotplug_memmap;
 pub mod trace;
 pub mod views;
 

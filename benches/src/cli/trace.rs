@@ -65,6 +65,11 @@ pub struct ReplayArgs {
     /// The kernel era the allocator models (default 6.18).
     #[arg(long, value_parser = buddy::Era::parse)]
     era: Option<buddy::Era>,
+    /// Start from boot with deferred struct page init (Linux 4.2 on): the
+    /// trace's allocations grow the zones until the deferred pages are
+    /// initialised.
+    #[arg(long)]
+    deferred_init: bool,
     /// Write every number to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -152,6 +157,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     };
     let options = ReplayOptions {
         era: args.era.unwrap_or_default(),
+        deferred_init: args.deferred_init,
         verify: args.verify,
         skip_bad: args.skip_bad,
         exact: args.exact,

@@ -46,6 +46,10 @@ pub struct ModelArgs {
     /// machine; the options above override them.
     #[arg(long, value_parser = parse_host)]
     sysctls: Option<Host>,
+    /// Deferred struct page init (Linux 4.2 on): show the zones as boot
+    /// leaves them, before the deferred pages are initialised and freed.
+    #[arg(long)]
+    deferred_init: bool,
 }
 
 /// `pfnlab zoneinfo`'s options.
@@ -146,6 +150,7 @@ fn build(
         cpus: Some(cpus),
         sysctls,
         percpu_pagelist_high_fraction: fraction,
+        deferred_init: args.deferred_init,
         ..Options::for_era(era)
     };
     let model = SparseExtreme::new(&layout)?;

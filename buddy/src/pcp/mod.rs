@@ -362,18 +362,28 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// here and each form is compiled on its own, so an older era's path
     /// carries none of the tuning's tests (a static branch, like the
     /// kernel's static keys, rather than a flag read at each step).
+    ///
+    /// Deferred struct page init's grow on a miss is chosen the same way,
+    /// from the `deferred_pages` key ([`Allocator::deferred_pages_enabled`]):
+    /// once `page_alloc_init_late` turned it off, only the form without it
+    /// runs.
     #[inline(always)]
     pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, RequestError> {
-        if self.alloc.path.pcp_high_tuning {
-            self.alloc_pages_on::<true>(order, gfp)
-        } else {
-            self.alloc_pages_on::<false>(order, gfp)
+        match (
+            self.alloc.path.pcp_high_tuning,
+            self.alloc.deferred_pages_enabled(),
+        ) {
+            (true, false) => self.alloc_pages_on::<true, false>(order, gfp),
+            (false, false) => self.alloc_pages_on::<false, false>(order, gfp),
+            (true, true) => self.alloc_pages_on::<true, true>(order, gfp),
+            (false, true) => self.alloc_pages_on::<false, true>(order, gfp),
         }
     }
 
-    /// [`PerCpu::alloc_pages`] with the tuning in the path (`TUNED`) or not.
+    /// [`PerCpu::alloc_pages`] with the tuning in the path (`TUNED`) or
+    /// not, and `deferred_grow_zone` on a miss (`DEFERRED`) or not.
     #[inline(always)]
-    fn alloc_pages_on<const TUNED: bool>(
+    fn alloc_pages_on<const TUNED: bool, const DEFERRED: bool>(
         &mut self,
         order: Order,
         gfp: Gfp,
@@ -395,8 +405,34 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             {
                 return Ok(pfn);
             }
+            if DEFERRED
+                && allowed
+                && zone.kind <= ac.highest_zone
+                && let Some(pfn) = self.grow_and_rmqueue::<TUNED>(zid, ac, order)
+            {
+                return Ok(pfn);
+            }
         }
         self.alloc_pages_slowpath(order, ac)
+    }
+
+    /// `get_page_from_freelist`'s miss with deferred pages: while
+    /// `deferred_grow_zone` grows the zone, try it again without the
+    /// watermark (`goto try_this_zone`).
+    #[cold]
+    #[inline(never)]
+    fn grow_and_rmqueue<const TUNED: bool>(
+        &mut self,
+        zid: ZoneId,
+        ac: AllocContext,
+        order: Order,
+    ) -> Option<Pfn> {
+        while self.alloc.deferred_grow_zone(zid, order) {
+            if let Some(pfn) = self.rmqueue::<TUNED>(zid, ac, order) {
+                return Some(pfn);
+            }
+        }
+        None
     }
 
     /// `__alloc_pages_slowpath` for this CPU ([`Allocator::alloc_pages_slowpath`]

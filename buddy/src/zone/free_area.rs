@@ -261,6 +261,7 @@ impl<V: Variant> FreeArea<V> {
     /// `page_is_buddy`: a free block head of this order in this zone.
     #[inline(always)]
     fn page_is_buddy(&self, buddy: &Page, order: usize) -> bool {
+        debug_assert!(!buddy.is_poisoned(), "page_is_buddy read a poisoned page");
         buddy.test(PageFlag::Buddy)
             && buddy.private() == order as u64
             && buddy.zone_id() == self.zone_id

@@ -421,7 +421,7 @@ impl<V: Variant> Zone<V> {
     /// `shrink_zone_span`: a range taken from an edge of the span moves
     /// that edge (a range in the middle leaves the span as it is); a zone
     /// left with nothing spans nothing.
-    fn shrink_span(&mut self, start: Pfn, end: Pfn) {
+    pub(crate) fn shrink_span(&mut self, start: Pfn, end: Pfn) {
         if start <= self.start && end > self.start {
             self.start = end.min(self.end);
         }
@@ -516,6 +516,11 @@ pub(crate) fn claim_for_free<M: BuddyModel, V: Variant>(
         .ok_or(ClaimError::OutsideZone)?;
     // SAFETY: a valid pfn's descriptor, live while `model` is borrowed.
     let page = unsafe { &*ptr };
+    // `PagePoisoned` first: a descriptor deferred init has not written is
+    // no zone's page, and nothing else of it is read.
+    if page.is_poisoned() {
+        return Err(ClaimError::OutsideZone);
+    }
     let zid = ZoneId::new(page.zone_id());
     let in_zone = zones
         .get(zid.index())

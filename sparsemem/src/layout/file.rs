@@ -8,6 +8,8 @@
 //! end   = 0xc0000000       # byte address, exclusive
 //! kind  = "ram"            # "ram", "hotplug" or "reserved"
 //! node  = 0                # optional, default 0
+//! memmap_on_memory = true  # optional, hotplug ranges only: each memory
+//!                          # block's memmap in its own first pfns
 //! ```
 //!
 //! Syntax errors are located by line and, when they fall inside a
@@ -34,6 +36,8 @@ struct FileRange {
     kind: RangeKind,
     #[serde(default)]
     node: u16,
+    #[serde(default)]
+    memmap_on_memory: bool,
 }
 
 pub(super) fn parse(text: &str, source: &str) -> Result<Layout, LayoutError> {
@@ -65,7 +69,14 @@ pub(super) fn parse(text: &str, source: &str) -> Result<Layout, LayoutError> {
     let ranges = file
         .range
         .into_iter()
-        .map(|r| MemRange::new(r.start, r.end, r.kind, r.node))
+        .map(|r| {
+            let range = MemRange::new(r.start, r.end, r.kind, r.node);
+            if r.memmap_on_memory {
+                range.with_memmap_on_memory()
+            } else {
+                range
+            }
+        })
         .collect();
     Layout::new(geometry, ranges, source)
 }

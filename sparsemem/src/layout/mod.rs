@@ -78,6 +78,9 @@ pub struct MemRange {
     pub kind: RangeKind,
     /// NUMA node.
     pub node: u16,
+    /// A `hotplug` range's memory blocks carry their own memmap
+    /// (`MHP_MEMMAP_ON_MEMORY`); only hot-added memory can.
+    pub memmap_on_memory: bool,
 }
 
 impl MemRange {
@@ -88,6 +91,15 @@ impl MemRange {
             end: PhysAddr::new(end),
             kind,
             node,
+            memmap_on_memory: false,
+        }
+    }
+
+    /// The range with its memory blocks' memmap on the memory itself.
+    pub const fn with_memmap_on_memory(self) -> MemRange {
+        MemRange {
+            memmap_on_memory: true,
+            ..self
         }
     }
 
@@ -249,6 +261,11 @@ impl Layout {
                     r.start,
                     r.end,
                     block_bytes >> 20
+                ))
+            } else if r.memmap_on_memory && r.kind != RangeKind::Hotplug {
+                Some(format!(
+                    "memmap_on_memory is for hot-added memory (kind = \"hotplug\"), not a {} range: boot memory's memmap is allocated at boot",
+                    r.kind
                 ))
             } else if r.kind == RangeKind::Device && misaligned(r, sub_bytes) {
                 Some(format!(

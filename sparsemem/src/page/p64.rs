@@ -117,6 +117,36 @@ impl Page64 {
         self.mapping.store(0, Relaxed);
     }
 
+    /// `page_init_poison`: every byte 0xff, as a `CONFIG_DEBUG_VM` kernel
+    /// leaves a memmap entry that no `__init_single_page` has written yet
+    /// (deferred struct page init leaves the free pages past
+    /// `first_deferred_pfn` so until their thread or `deferred_grow_zone`
+    /// reaches them). A poisoned page reads as present (bit 0 of byte 0 is
+    /// set), so a one-byte probe cannot tell it from a real one;
+    /// [`Page::is_poisoned`] can.
+    ///
+    /// # Safety
+    /// The [`Page`] contract: the caller owns every field, and no list
+    /// links the page.
+    pub unsafe fn poison(&self) {
+        self.flags.store(u64::MAX, Relaxed);
+        self.lru_next.store(usize::MAX as *mut Page64, Relaxed);
+        self.lru_prev.store(usize::MAX as *mut Page64, Relaxed);
+        self.private.store(u64::MAX, Relaxed);
+        self.section.store(u32::MAX, Relaxed);
+        self.zone_node.store(u32::MAX, Relaxed);
+        self.refcount.store(-1, Relaxed);
+        self.mapcount.store(-1, Relaxed);
+        self.mapping.store(u64::MAX, Relaxed);
+    }
+
+    /// `PagePoisoned`: the flags word is all ones (`PAGE_POISON_PATTERN`),
+    /// so no `__init_single_page` has written the descriptor.
+    #[inline(always)]
+    pub fn is_poisoned(&self) -> bool {
+        self.flags.load(Relaxed) == u64::MAX
+    }
+
     /// Whether the flag is set (`PageX`).
     #[inline(always)]
     pub fn test(&self, flag: PageFlag) -> bool {

@@ -20,6 +20,8 @@ use crate::trace::{Event, EventKind, TraceError};
 pub struct ReplayOptions {
     /// The kernel era the allocator models.
     pub era: Era,
+    /// Start with deferred struct page init ([`buddy::Options::deferred_init`]).
+    pub deferred_init: bool,
     /// Check every operation: blocks inside RAM, valid, never overlapping.
     pub verify: bool,
     /// Skip malformed lines instead of stopping at the first.

@@ -73,7 +73,10 @@ impl ModelVisitor for Replay<'_> {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<Self::Output, AllocError> {
-        let alloc_options = Options::for_era(self.options.era);
+        let alloc_options = Options {
+            deferred_init: self.options.deferred_init,
+            ..Options::for_era(self.options.era)
+        };
         let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
         let trace = match self.trace.wait() {
             Ok(t) => t,

@@ -1,0 +1,282 @@
+//! Deferred struct page init (`CONFIG_DEFERRED_STRUCT_PAGE_INIT`): boot
+//! writes only part of the memmap, threads write the rest later, and an
+//! allocation that misses grows the zone on demand.
+//!
+//! The kernel (4.2, Mel Gorman; on demand since 4.17, Pavel Tatashin;
+//! multithreaded by padata since 5.7, Daniel Jordan) initialises at boot
+//! only the `struct page`s of each node's low zones and the first part of
+//! its highest zone — the zone that ends where the node ends — up to the
+//! node's `first_deferred_pfn`. pfnlab sets it by the rule of 4.17 on
+//! (`defer_init`), which both of its eras with the mechanism (5.13 and
+//! 6.18) run: count the zone's memory pfns in order, and defer from the
+//! first section-aligned pfn once more than `PAGES_PER_SECTION` have been
+//! counted — one section of memory initialised. (4.2 to 4.16 kept 2 GiB of
+//! the highest zone instead, `static_init_pgcnt`; no pfnlab era has that
+//! rule.) The free memory past it keeps a memmap that no
+//! `__init_single_page` has written: pfnlab poisons it as a
+//! `CONFIG_DEBUG_VM` kernel does (every byte 0xff, [`Page::poison`]), so a
+//! read recognises it ([`Page::is_poisoned`]). Holes and reserved pages
+//! inside the deferred range are initialised early, as
+//! `init_unavailable_range` and `reserve_bootmem_region` do; the model's own
+//! memmap setup already wrote them.
+//!
+//! During the window the memory models answer as the kernel's do, because
+//! nothing of the model changes: `pfn_valid` is true (a memmap entry
+//! exists), `pfn_to_page` returns the entry and `pfn_to_online_page` too
+//! (the section is online) — the entry is garbage. The vmemmap detectors
+//! all say "valid": `table` reads the section, `probe` loads byte 0 of the
+//! entry and finds 0xff (the present bit set: the poison cannot be told
+//! from a page by one byte), and `uffd` never fires because the memmap is
+//! populated.
+//!
+//! The rest is written by [`Allocator::deferred_init_memmap`]
+//! (`deferred_init_memmap` with `padata_do_multithreaded`): per node, it
+//! takes the deferred range under the node's resize lock
+//! (`pgdat_resize_lock`, leaving `first_deferred_pfn` at `ULONG_MAX`), splits
+//! it into section-aligned chunks that `nr_threads` threads claim, and in
+//! each chunk initialises one `MAX_PAGE_ORDER` block's memory, then frees it
+//! in the largest aligned blocks (`deferred_init_maxorder`), so a buddy the
+//! free looks at is always written. The kernel runs one thread per node at
+//! once; pfnlab runs the nodes one after the other, each with its threads.
+//! Until then an allocation that finds a zone short calls
+//! [`Allocator::deferred_grow_zone`] (`_deferred_grow_zone`), which
+//! initialises whole sections from `first_deferred_pfn` until the request's
+//! `1 << order` pages, rounded up to a section, are free, under the resize
+//! lock. Both sit behind the `deferred_pages` static key: the per-CPU
+//! allocation path picks its compiled form once per call from the key
+//! ([`Allocator::deferred_pages_enabled`]), and the form without the grow
+//! is the only one left once [`Allocator::page_alloc_init_late`] turns the
+//! key off. That call waits for the init (running it where it has not
+//! run), adds the deferred pages to the zones' managed pages, sets
+//! `zone->contiguous` (kept false at boot, as the kernel sets it only
+//! here) and works out the watermarks again.
+//!
+//! Left out: the zone path ([`Allocator::alloc_pages`]), bulk allocation
+//! and the hugetlb pool do not grow zones (the kernel's slow path would
+//! retry `get_page_from_freelist`, which does), and 6.18's single padata
+//! job per zone (both eras here free per `MAX_PAGE_ORDER` block).
+//!
+//! # Safety
+//! Deferred pages are written through `&Page` while the allocator is
+//! shared. Each write is of a poisoned page of a chunk that exactly one
+//! thread claimed (an atomic cursor, or the resize lock for a grow): no
+//! list links it and the allocator reads no page of a `MAX_PAGE_ORDER`
+//! block before the block is freed under the zone lock, after every page
+//! of the block was written (a buddy never leaves its `MAX_PAGE_ORDER`
+//! block, and the range before `first_deferred_pfn` is whole sections).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sparsemem::{NodeId, Order, Page, PageFlag, Pfn};
+
+use crate::alloc::Allocator;
+use crate::era::{Era, NotInEra};
+use crate::error::InitError;
+use crate::list::OwnedBlock;
+use crate::memmap_init::{DeferredZone, TAKEN};
+use crate::types::{BuddyModel, ZoneId};
+use crate::variant::Variant;
+use crate::zone::{FpiFlags, for_each_aligned_block};
+
+/// Why deferred init cannot be had.
+pub(crate) fn check_era(era: Era) -> Result<(), InitError> {
+    match era {
+        Era::V2_6_9 | Era::V2_6_23 => Err(InitError::EraMismatch(NotInEra::DeferredInit { era })),
+        Era::V5_13 | Era::V6_18 => Ok(()),
+    }
+}
+
+impl<M: BuddyModel, V: Variant> Allocator<M, V> {
+    /// `deferred_pages_enabled()`: whether the `deferred_pages` static key
+    /// is on (some node may still have deferred pages).
+    #[inline(always)]
+    pub fn deferred_pages_enabled(&self) -> bool {
+        self.deferred.key.load(Ordering::Relaxed)
+    }
+
+    /// Pfns whose `struct page` deferred init has not written yet, over
+    /// every node (0 once init completed, or without deferred init).
+    pub fn deferred_pages_pending(&self) -> u64 {
+        self.deferred
+            .zones
+            .iter()
+            .map(|d| {
+                let all: u64 = d.memory.iter().map(|(s, e)| e.get() - s.get()).sum();
+                all - d.freed.load(Ordering::Relaxed)
+            })
+            .sum()
+    }
+
+    /// Each node's `first_deferred_pfn` at boot, by node.
+    pub fn first_deferred_pfns(&self) -> Vec<(NodeId, Pfn)> {
+        self.deferred
+            .zones
+            .iter()
+            .map(|d| (d.node, d.boot_first))
+            .collect()
+    }
+
+    /// `__init_single_page` + the boot free's writes for every deferred
+    /// memory pfn of `[start, end)` (inside one `MAX_PAGE_ORDER` block),
+    /// then the block's memory freed in the largest aligned blocks.
+    fn init_and_free_maxorder(&self, d: &DeferredZone, start: Pfn, end: Pfn) -> u64 {
+        let zone = &self.zones[d.zone.index()];
+        let shift = self.model.geometry().pfn_section_shift();
+        let mut nr = 0;
+        for (s, e) in d.memory_in(start, end) {
+            for pfn in s.get()..e.get() {
+                // SAFETY: a deferred memory pfn is valid (the model was
+                // built from the layout); its page is poisoned, on no list,
+                // and in a chunk only this caller claimed (module doc).
+                unsafe {
+                    let page: &Page = self.model.pfn_to_page_unchecked(Pfn::new(pfn));
+                    debug_assert!(page.is_poisoned(), "deferred pfn {pfn:#x} written twice");
+                    page.init_reserved(pfn >> shift);
+                    page.set_zone_node(zone.id.get(), zone.node.get());
+                    page.set_refcount(0);
+                    page.clear(PageFlag::Reserved);
+                }
+            }
+            nr += e.get() - s.get();
+        }
+        let max_order = self.model.geometry().max_order();
+        let mut area = zone.free_area.lock();
+        for (s, e) in d.memory_in(start, end) {
+            for_each_aligned_block(s, e, max_order, |pfn, order| {
+                // SAFETY: just written and not yet freed: on no list and
+                // held by nobody else; the pointer is the model's for a
+                // valid pfn.
+                let block = unsafe { OwnedBlock::new(self.model.pfn_to_page_ptr(pfn), pfn, order) };
+                area.free_one_fpi(&self.model, block, FpiFlags::NONE);
+            });
+        }
+        drop(area);
+        zone.mod_free_pages(nr as i64);
+        nr
+    }
+
+    /// `deferred_init_memmap_chunk` over one section-aligned chunk.
+    fn init_chunk(&self, d: &DeferredZone, start: Pfn, end: Pfn) -> u64 {
+        let block = self.model.geometry().max_order_nr_pages();
+        let mut nr = 0;
+        let mut pfn = start;
+        while pfn < end {
+            let next = (pfn + block).min(end);
+            nr += self.init_and_free_maxorder(d, pfn, next);
+            pfn = next;
+        }
+        // Relaxed: a count for reports; the pages' writes are published
+        // by the zone lock, and `page_alloc_init_late` reads it after the
+        // threads were joined.
+        d.freed.fetch_add(nr, Ordering::Relaxed);
+        nr
+    }
+
+    /// `deferred_init_memmap` for every node still deferred, each range
+    /// split into sections that `nr_threads` threads (at least one: the
+    /// caller's) claim. Safe to run while other threads allocate; an
+    /// allocation that misses meanwhile finds nothing to grow (the
+    /// threads own the range), as in the kernel. Returns the pages
+    /// initialised.
+    pub fn deferred_init_memmap(&self, nr_threads: usize) -> u64 {
+        let section = self.model.geometry().pages_per_section();
+        let mut total = 0;
+        for d in &self.deferred.zones {
+            let first = std::mem::replace(
+                &mut *d
+                    .first_deferred_pfn
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()),
+                TAKEN,
+            );
+            if first == TAKEN {
+                continue;
+            }
+            let cursor = AtomicU64::new(first);
+            let work = || {
+                let mut nr = 0;
+                loop {
+                    // Relaxed: the cursor only hands out disjoint chunks;
+                    // the pages' writes are published by the zone lock.
+                    let start = cursor.fetch_add(section, Ordering::Relaxed);
+                    if start >= d.end.get() {
+                        return nr;
+                    }
+                    let end = (start + section).min(d.end.get());
+                    nr += self.init_chunk(d, Pfn::new(start), Pfn::new(end));
+                }
+            };
+            total += std::thread::scope(|s| {
+                let helpers: Vec<_> = (1..nr_threads.max(1)).map(|_| s.spawn(work)).collect();
+                let own = work();
+                own + helpers
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .sum::<u64>()
+            });
+        }
+        total
+    }
+
+    /// `deferred_grow_zone`: when zone `zid` still has deferred pages past
+    /// `first_deferred_pfn`, initialises and frees whole sections from
+    /// there until at least `1 << order` pages, rounded up to a section,
+    /// were added (fewer where the zone ends). True when it grew the zone
+    /// (or found it finished just now, so one retry is worth it).
+    #[cold]
+    #[inline(never)]
+    pub fn deferred_grow_zone(&self, zid: ZoneId, order: Order) -> bool {
+        let Some(d) = self.deferred.of_zone(zid) else {
+            return false;
+        };
+        let section = self.model.geometry().pages_per_section();
+        let needed = order.nr_pages().next_multiple_of(section);
+        let mut guard = d
+            .first_deferred_pfn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let first = *guard;
+        if first == TAKEN {
+            return false;
+        }
+        let (mut pfn, mut nr) = (first, 0);
+        while pfn < d.end.get() && nr < needed {
+            let end = (pfn + section).min(d.end.get());
+            nr += self.init_chunk(d, Pfn::new(pfn), Pfn::new(end));
+            pfn = end;
+        }
+        *guard = if pfn >= d.end.get() { TAKEN } else { pfn };
+        true
+    }
+
+    /// `page_alloc_init_late`: runs the deferred init where it has not run
+    /// (with `nr_threads`), adds the deferred pages to their zones'
+    /// managed pages, turns the `deferred_pages` key off, sets
+    /// `zone->contiguous` and works the watermarks and per-CPU sizes out
+    /// again. Nothing changes without deferred init.
+    pub fn page_alloc_init_late(&mut self, nr_threads: usize) {
+        if self.deferred.zones.is_empty() {
+            return;
+        }
+        self.deferred_init_memmap(nr_threads);
+        for d in std::mem::take(&mut self.deferred.zones) {
+            self.zones[d.zone.index()].managed += d.freed.into_inner();
+        }
+        self.deferred.key.store(false, Ordering::Relaxed);
+        for zone in &mut self.zones {
+            crate::walk::set_zone_contiguous(&self.model, zone, None);
+        }
+        self.setup_watermarks_and_pcp();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eras_before_4_2_have_no_deferred_init() {
+        assert!(check_era(Era::V2_6_23).is_err());
+        assert!(check_era(Era::V5_13).is_ok());
+    }
+}
