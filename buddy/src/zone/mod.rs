@@ -516,11 +516,11 @@ pub(crate) fn claim_for_free<M: BuddyModel, V: Variant>(
         .ok_or(ClaimError::OutsideZone)?;
     // SAFETY: a valid pfn's descriptor, live while `model` is borrowed.
     let page = unsafe { &*ptr };
-    // `PagePoisoned` first: a descriptor deferred init has not written is
-    // no zone's page, and nothing else of it is read.
-    if page.is_poisoned() {
-        return Err(ClaimError::OutsideZone);
-    }
+    // A descriptor deferred init has not written (`PagePoisoned`: every
+    // byte 0xff) names zone 255, which no allocator zone has (it is
+    // ZONE_DEVICE's), and has PG_reserved set: either check below refuses
+    // it before its order or count is read, so the hot path needs no test
+    // of its own, as the kernel's has none outside CONFIG_DEBUG_VM.
     let zid = ZoneId::new(page.zone_id());
     let in_zone = zones
         .get(zid.index())
