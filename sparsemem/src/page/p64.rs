@@ -123,10 +123,10 @@ impl Page64 {
     /// `first_deferred_pfn` so until their thread or `deferred_grow_zone`
     /// reaches them). A poisoned page reads as present (bit 0 of byte 0 is
     /// set), so a one-byte probe cannot tell it from a real one;
-    /// [`Page::is_poisoned`] can.
+    /// [`Page64::is_poisoned`] can.
     ///
     /// # Safety
-    /// The [`Page`] contract: the caller owns every field, and no list
+    /// The [layout contract](PageLayout#safety): the caller owns every field, and no list
     /// links the page.
     pub unsafe fn poison(&self) {
         self.flags.store(u64::MAX, Relaxed);
