@@ -394,9 +394,9 @@ fn every_experiment_runs_in_quick_mode() {
             }
             "walk" => {
                 // Three walkers on the one layout, then compaction off and
-                // on (whole and hinted), memmap_init's three forms,
-                // reserve_bootmem's two.
-                assert_eq!(rows.len(), 3 + 4 + 3 + 2);
+                // on (whole, hinted and async THP), memmap_init's three
+                // forms, reserve_bootmem's two.
+                assert_eq!(rows.len(), 3 + 6 + 3 + 2);
                 for r in &rows {
                     positive(&r["ns_per_valid_pfn"], "ns_per_valid_pfn");
                     positive(&r["params"]["timed_pfns"], "timed_pfns");
@@ -406,6 +406,24 @@ fn every_experiment_runs_in_quick_mode() {
                     walk("walk/for_each_valid_pfn")["params"]["valid_pfns"],
                     walk("walk/per-pfn")["params"]["valid_pfns"]
                 );
+                // Every ratio the tables state is one of the run's
+                // comparisons: the sweep's per-pfn over the kernel walk,
+                // and the six reproduced before/after pairs.
+                let doc: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+                let whats: Vec<&str> = doc["comparisons"]
+                    .as_array()
+                    .expect("comparisons")
+                    .iter()
+                    .map(|c| c["what"].as_str().unwrap())
+                    .collect();
+                assert_eq!(whats.len(), 1 + 6, "{whats:?}");
+                assert!(
+                    whats[0].ends_with("per-pfn / for_each_valid_pfn"),
+                    "{whats:?}"
+                );
+                assert!(whats.contains(&"compaction async-thp: contiguous off / on"));
+                assert!(whats.contains(&"reserve_bootmem_region: per-pfn / for_each_valid_pfn"));
             }
             _ => {}
         }

@@ -27,6 +27,10 @@
 //!   block (`suitable_migration_target`); each free block found counts its
 //!   pages as isolated, until as many free pages as migrate pages are in
 //!   hand; a pageblock scanned whole gets its skip hint.
+//! - an async direct run for a movable request
+//!   ([`CompactControl::async_movable`], a THP fault's compaction): after
+//!   its check, a pageblock that is not `MIGRATE_MOVABLE` is passed over
+//!   unscanned (`suitable_migration_source`).
 //!
 //! What it leaves out, deliberately: migration itself (`migrate_pages`):
 //! nothing is moved, the isolated pages stay where they are and the
@@ -89,6 +93,12 @@ pub struct CompactControl {
     /// Stop after this many pageblocks checked, keeping the cached pfns
     /// (pfnlab's stand-in for an async run's contention abort).
     pub budget_pageblocks: Option<u64>,
+    /// `cc->mode == MIGRATE_ASYNC` in a direct compaction for a movable
+    /// request (a THP fault): `suitable_migration_source` passes over every
+    /// pageblock that is not `MIGRATE_MOVABLE` once it has been checked,
+    /// without scanning it. Off, every checked pageblock is a source, as
+    /// in sync compaction and `/proc/sys/vm/compact_memory`.
+    pub async_movable: bool,
 }
 
 impl CompactControl {
@@ -98,6 +108,7 @@ impl CompactControl {
         whole_zone: true,
         use_contiguous: true,
         budget_pageblocks: None,
+        async_movable: false,
     };
 }
 
@@ -116,6 +127,9 @@ pub struct CompactCounts {
     pub pageblock_checks: u64,
     /// Pageblocks passed over for their skip hint.
     pub skipped_by_hint: u64,
+    /// Pageblocks an async run passed over as unsuitable migration
+    /// sources (not `MIGRATE_MOVABLE`).
+    pub skipped_unsuitable: u64,
     /// Whether the scanners met (`COMPACT_COMPLETE`).
     pub complete: bool,
 }
@@ -281,6 +295,8 @@ impl<M: BuddyModel, V> Scan<'_, M, V> {
             let suitable = self.check_block(block_start, block_end);
             if suitable && !self.cc.ignore_skip_hint && self.state.skip_hint(block_start) {
                 self.n.skipped_by_hint += 1;
+            } else if suitable && !self.suitable_source(block_start) {
+                self.n.skipped_unsuitable += 1;
             } else if suitable {
                 let (next, isolated) = self.isolate_migratepages_block(low, block_end);
                 self.migrate_pfn = next;
@@ -326,6 +342,13 @@ impl<M: BuddyModel, V> Scan<'_, M, V> {
         self.n.migrate_scanned += scanned;
         self.n.migrate_isolated += isolated;
         (low.min(end), isolated)
+    }
+
+    /// `suitable_migration_source`: any pageblock, except in an async run
+    /// for a movable request, which takes only `MIGRATE_MOVABLE` ones.
+    fn suitable_source(&self, block_start: Pfn) -> bool {
+        !self.cc.async_movable
+            || self.model.get_pfnblock_migratetype(block_start) == Migratetype::Movable
     }
 
     /// `suitable_migration_target`: a movable pageblock not headed by a

@@ -401,3 +401,64 @@ fn hints_and_cached_pfns() {
     let mut s = CompactState::new(&old.zones()[0], block);
     assert!(compact_zone(&old, z, &mut s, CompactControl::PROC).is_err());
 }
+
+/// An async run for a movable request (a THP fault's direct compaction)
+/// checks every pageblock as a sync run does, then passes over each one
+/// that is not `MIGRATE_MOVABLE` without scanning it
+/// (`suitable_migration_source`). With only kernel allocations nothing is
+/// isolated, so the migrate scanner crosses the whole zone in both runs.
+#[test]
+fn an_async_run_for_a_movable_request_passes_over_unmovable_pageblocks() {
+    let alloc = buddy::testing::ram_allocator(0, 64 << 20, Era::V6_18);
+    let mut taken = Vec::new();
+    while let Ok(p) = alloc.alloc_pages(Order::ZERO, Gfp::KERNEL, NodeId::ZERO, None) {
+        taken.push(p);
+    }
+    for (i, p) in taken.iter().enumerate() {
+        if i % 3 != 0 {
+            alloc.free_pages(*p, Order::ZERO).unwrap();
+        }
+    }
+    let zone = alloc
+        .zones()
+        .iter()
+        .max_by_key(|z| z.managed_pages())
+        .unwrap();
+    let block = alloc.model().geometry().pageblock_nr_pages();
+    let is_movable =
+        |pfn: u64| alloc.model().get_pfnblock_migratetype(Pfn::new(pfn)) == Migratetype::Movable;
+    // The migrate scanner's pageblocks: every one below the free
+    // scanner's start, the zone's last pageblock.
+    let last = (zone.end_pfn().get() - 1) & !(block - 1);
+    let blocks: Vec<u64> = (zone.start_pfn().get()..last)
+        .step_by(block as usize)
+        .collect();
+    let unmovable = blocks.iter().filter(|&&pfn| !is_movable(pfn)).count() as u64;
+    assert!(unmovable > 0, "the kernel allocations took pageblocks");
+    let sync = compact_zone(
+        &alloc,
+        zone.id,
+        &mut CompactState::new(zone, block),
+        CompactControl::PROC,
+    )
+    .unwrap();
+    let cc = CompactControl {
+        async_movable: true,
+        ..CompactControl::PROC
+    };
+    let run = compact_zone(&alloc, zone.id, &mut CompactState::new(zone, block), cc).unwrap();
+    assert!(run.complete && sync.complete);
+    assert_eq!((sync.migrate_isolated, run.migrate_isolated), (0, 0));
+    assert_eq!(sync.skipped_unsuitable, 0, "a sync run takes every source");
+    assert_eq!(run.skipped_unsuitable, unmovable, "{run:?}");
+    assert_eq!(
+        run.pageblock_checks, sync.pageblock_checks,
+        "each block is checked first"
+    );
+    let movable_blocks = blocks.len() as u64 - unmovable;
+    assert!(run.migrate_scanned <= movable_blocks * block, "{run:?}");
+    assert!(
+        run.migrate_scanned < sync.migrate_scanned,
+        "{run:?} {sync:?}"
+    );
+}

@@ -166,6 +166,19 @@ unsafe impl<P: PageLayout> MemoryModel for Flat<P> {
         if first < limit { Pfn::new(first) } else { end }
     }
 
+    /// FLATMEM's step: the next pfn while it is inside the clamped range.
+    /// It tests the range and never clamps again (no `max` per pfn), so
+    /// the walk's dependency chain is the increment alone, as the kernel's
+    /// clamped `pfn++` loop is.
+    #[inline(always)]
+    fn next_valid_pfn(&self, pfn: Pfn, end: Pfn) -> Pfn {
+        let limit = end.get().min(self.pfn_offset + self.nr_pages);
+        match pfn.get().checked_add(1) {
+            Some(next) if next < limit && next >= self.pfn_offset => Pfn::new(next),
+            _ => end,
+        }
+    }
+
     fn page_to_pfn(&self, page: &P) -> Pfn {
         let base = self.mem_map.as_ptr().addr();
         let index = (std::ptr::from_ref(page).addr() - base) as u64 / P::SIZE;

@@ -41,6 +41,7 @@ use crate::host_kernel::{HostError, HostPaths, compact_memory, is_root, kpagefla
 use crate::layout_spec::LayoutSpec;
 use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model_options};
 use crate::report::Measured;
+use crate::spread::Comparison;
 use crate::timing::{Measurement, Plan};
 use crate::workloads::{reserve_bootmem_walk, walk_valid};
 
@@ -85,10 +86,8 @@ pub enum Case {
     Compaction {
         /// Whether `zone->contiguous` was used.
         contiguous: bool,
-        /// A run that honours the skip hints an earlier run set (most
-        /// pageblocks passed over after their check), per pageblock
-        /// checked; else a whole scan ignoring them, per pfn scanned.
-        hinted: bool,
+        /// Which run.
+        shape: CompactShape,
     },
     /// `memmap_init` in one form.
     MemmapInit(MemmapInitForm),
@@ -96,6 +95,49 @@ pub enum Case {
     ReserveBootmem(Walker),
     /// This host's kernel (`--host-kernel` with `--layout host`).
     Kernel(HostWalk),
+}
+
+/// The compaction runs of the reproduction.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CompactShape {
+    /// `/proc/sys/vm/compact_memory`'s whole-zone sync scan, ignoring the
+    /// skip hints, over a zone of movable allocations; per pfn scanned.
+    Whole,
+    /// The same zone, honouring the hints an earlier run set; per
+    /// pageblock checked.
+    Hinted,
+    /// A THP fault's direct async compaction over a zone of kernel
+    /// (unmovable) allocations: every pageblock checked, then passed over
+    /// by `suitable_migration_source`, the shape in which the 2016 workload
+    /// spent its time in `pageblock_pfn_to_page`; per pageblock checked.
+    AsyncThp,
+}
+
+impl CompactShape {
+    /// Every shape, in the table's order.
+    pub const ALL: [CompactShape; 3] = [
+        CompactShape::Whole,
+        CompactShape::Hinted,
+        CompactShape::AsyncThp,
+    ];
+
+    /// The shape's name in rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompactShape::Whole => "whole",
+            CompactShape::Hinted => "hinted",
+            CompactShape::AsyncThp => "async-thp",
+        }
+    }
+
+    /// What one unit of the shape's cost is.
+    pub fn per(self) -> &'static str {
+        match self {
+            CompactShape::Whole => "pfn scanned, whole sync scan",
+            CompactShape::Hinted => "pageblock checked, hinted run",
+            CompactShape::AsyncThp => "pageblock checked, async THP run over unmovable blocks",
+        }
+    }
 }
 
 /// What a host-kernel row timed.
@@ -115,9 +157,9 @@ impl Case {
     pub fn name(self) -> String {
         match self {
             Case::Walk(w) => format!("walk/{}", w.name()),
-            Case::Compaction { contiguous, hinted } => format!(
+            Case::Compaction { contiguous, shape } => format!(
                 "compaction/{}/contiguous-{}",
-                if hinted { "hinted" } else { "whole" },
+                shape.name(),
                 if contiguous { "on" } else { "off" }
             ),
             Case::MemmapInit(f) => format!("memmap-init/{}", f.name()),
@@ -381,11 +423,11 @@ impl ModelVisitor for SweepVisitor {
     }
 }
 
-/// A fragmented zone: every page taken as movable order-0, two in three
-/// given back.
-fn fragment<M: BuddyModel>(alloc: &buddy::Allocator<M, Kernel>) {
+/// A fragmented zone: every page taken as order-0 with `gfp`, two in
+/// three given back.
+fn fragment<M: BuddyModel>(alloc: &buddy::Allocator<M, Kernel>, gfp: Gfp) {
     let mut taken = Vec::new();
-    while let Ok(p) = alloc.alloc_pages(Order::ZERO, Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None) {
+    while let Ok(p) = alloc.alloc_pages(Order::ZERO, gfp, NodeId::ZERO, None) {
         taken.push(p);
     }
     for (i, p) in taken.into_iter().enumerate() {
@@ -401,6 +443,10 @@ struct ReproVisitor {
 }
 
 impl ReproVisitor {
+    /// Compaction with `zone->contiguous` off and on, interleaved, in each
+    /// [`CompactShape`]: the whole and hinted runs over a zone fragmented by
+    /// movable allocations, the async THP run over one fragmented by kernel
+    /// allocations.
     fn compaction<M: Buildable>(
         &self,
         o: VmemmapOptions,
@@ -413,8 +459,28 @@ impl ReproVisitor {
             format!("{gib} GiB, fragmented"),
         )
         .expect("a valid layout");
-        let alloc = build_allocator::<M, Kernel>(&layout, o, Options::for_era(Era::V6_18))?;
-        fragment(&alloc);
+        for gfp in [Gfp::HIGHUSER_MOVABLE, Gfp::KERNEL] {
+            let alloc = build_allocator::<M, Kernel>(&layout, o, Options::for_era(Era::V6_18))?;
+            fragment(&alloc, gfp);
+            let shapes: &[CompactShape] = if gfp == Gfp::KERNEL {
+                &[CompactShape::AsyncThp]
+            } else {
+                &[CompactShape::Whole, CompactShape::Hinted]
+            };
+            for &shape in shapes {
+                self.compaction_shape(&alloc, &layout, shape, rows);
+            }
+        }
+        Ok(())
+    }
+
+    fn compaction_shape<M: Buildable>(
+        &self,
+        alloc: &buddy::Allocator<M, Kernel>,
+        layout: &Layout,
+        shape: CompactShape,
+        rows: &mut Vec<WalkRow>,
+    ) {
         let zone = alloc
             .zones()
             .iter()
@@ -422,26 +488,36 @@ impl ReproVisitor {
             .expect("a zone");
         let block = layout.geometry().pageblock_nr_pages();
         let span = zone.end_pfn() - zone.start_pfn();
-        for (hinted, contiguous) in [(false, false), (false, true), (true, false), (true, true)] {
+        let per_pfn = shape == CompactShape::Whole;
+        // Each variant keeps its state across its runs: the warm-up run
+        // sets the hints a hinted run then honours.
+        let mut variants = [false, true].map(|contiguous| {
             let cc = CompactControl {
                 use_contiguous: contiguous,
-                ignore_skip_hint: !hinted,
+                ignore_skip_hint: shape != CompactShape::Hinted,
+                async_movable: shape == CompactShape::AsyncThp,
                 ..CompactControl::PROC
             };
-            // Kept across runs: the warm-up run sets the hints a hinted
-            // run then honours.
-            let mut state = CompactState::new(zone, block);
-            let mut work = (0, 0);
-            let m = self.plan.measure(|| {
-                let n = compact_zone(&alloc, zone.id, &mut state, cc).expect("6.18 compacts");
-                work = (n.migrate_scanned + n.free_scanned, n.pageblock_checks);
-                if hinted { work.1 } else { work.0 }
+            (cc, CompactState::new(zone, block), 0u64)
+        });
+        let ms = self
+            .plan
+            .measure_interleaved(&mut variants, |(cc, state, work)| {
+                let n = compact_zone(alloc, zone.id, state, *cc).expect("6.18 compacts");
+                *work = if per_pfn {
+                    n.migrate_scanned + n.free_scanned
+                } else {
+                    n.pageblock_checks
+                };
+                *work
             });
-            let case = Case::Compaction { contiguous, hinted };
-            let timed = if hinted { work.1 } else { work.0 };
-            rows.push(row(case, self.kind, &layout, span, timed, timed, m));
+        for ((cc, _, work), m) in variants.into_iter().zip(ms) {
+            let case = Case::Compaction {
+                contiguous: cc.use_contiguous,
+                shape,
+            };
+            rows.push(row(case, self.kind, layout, span, work, work, m));
         }
-        Ok(())
     }
 
     fn memmap_init<M: Buildable>(
@@ -626,6 +702,10 @@ impl Experiment for Walk {
 
     fn render(_: &Ctx, r: &WalkResults) -> String {
         render::render(r)
+    }
+
+    fn comparisons(_: &Ctx, r: &WalkResults) -> Vec<Comparison> {
+        render::comparisons(r)
     }
 
     fn layout_label(ctx: &Ctx, _: &WalkResults) -> String {

@@ -3,9 +3,9 @@
 
 use buddy::MemmapInitForm;
 
-use super::{Case, HostWalk, WalkResults, WalkRow, Walker};
+use super::{Case, CompactShape, HostWalk, WalkResults, WalkRow, Walker};
 use crate::models::ModelKind;
-use crate::spread::{Interval, ratio_cell};
+use crate::spread::{Comparison, Interval, ratio_cell};
 use crate::timing::Measurement;
 use crate::units::fmt_ns;
 
@@ -105,28 +105,26 @@ fn render_repro(r: &WalkResults) -> String {
         return String::new();
     };
     let mut out = format!("Published changes reproduced (model {model}), median ns per pfn:\n");
-    for (hinted, per) in [
-        (false, "pfn scanned, whole scan"),
-        (true, "pageblock checked, hinted run"),
-    ] {
+    for shape in CompactShape::ALL {
         let off = timed(
             rows,
             Case::Compaction {
                 contiguous: false,
-                hinted,
+                shape,
             },
         );
         let on = timed(
             rows,
             Case::Compaction {
                 contiguous: true,
-                hinted,
+                shape,
             },
         );
         if let (Some(off), Some(on)) = (off, on) {
             let (what, b, a, unit) = PUBLISHED[0];
             out += &format!(
-                "  compaction scanners, per {per}: contiguous off {} -> on {}: {}   [{what}: {b} -> {a} {unit}, x{:.2}, whole workload]\n",
+                "  compaction scanners, per {}: contiguous off {} -> on {}: {}   [{what}: {b} -> {a} {unit}, x{:.2}, whole workload]\n",
+                shape.per(),
                 fmt_ns(off.ns_per_op.median),
                 fmt_ns(on.ns_per_op.median),
                 times(off, on),
@@ -197,6 +195,72 @@ fn render_host(r: &WalkResults) -> String {
             fmt_ns(row.measurement.ns_per_op.median),
             row.params.timed_pfns
         );
+    }
+    out
+}
+
+/// The ratios the tables state, as the runner's comparisons (so their
+/// intervals decide whether the run is extended, and the JSON carries
+/// them): per-pfn over `for_each_valid_pfn` for each swept layout and
+/// model, and each reproduced change's before over after.
+pub(super) fn comparisons(r: &WalkResults) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    for p in r
+        .sweep
+        .iter()
+        .filter(|x| x.variant == Case::Walk(Walker::PerPfn))
+    {
+        let kernel = r.sweep.iter().find(|x| {
+            x.params.layout == p.params.layout
+                && x.model == p.model
+                && x.variant == Case::Walk(Walker::ForEachValidPfn)
+        });
+        if let Some(k) = kernel {
+            let what = format!(
+                "{} {}: per-pfn / for_each_valid_pfn",
+                p.params.layout, p.model
+            );
+            out.extend(Comparison::of(what, &p.measurement, &k.measurement));
+        }
+    }
+    let rows = &r.repro;
+    let mut pairs: Vec<(String, Case, Case)> = CompactShape::ALL
+        .into_iter()
+        .map(|shape| {
+            (
+                format!("compaction {}: contiguous off / on", shape.name()),
+                Case::Compaction {
+                    contiguous: false,
+                    shape,
+                },
+                Case::Compaction {
+                    contiguous: true,
+                    shape,
+                },
+            )
+        })
+        .collect();
+    pairs.extend([
+        (
+            "memmap_init: per-pfn / skip to next region".to_string(),
+            Case::MemmapInit(MemmapInitForm::PerPfn),
+            Case::MemmapInit(MemmapInitForm::SkipToNextRegion),
+        ),
+        (
+            "memmap_init: per-pfn / memblock ranges".to_string(),
+            Case::MemmapInit(MemmapInitForm::PerPfn),
+            Case::MemmapInit(MemmapInitForm::MemblockRanges),
+        ),
+        (
+            "reserve_bootmem_region: per-pfn / for_each_valid_pfn".to_string(),
+            Case::ReserveBootmem(Walker::PerPfn),
+            Case::ReserveBootmem(Walker::ForEachValidPfn),
+        ),
+    ]);
+    for (what, before, after) in pairs {
+        if let (Some(b), Some(a)) = (timed(rows, before), timed(rows, after)) {
+            out.extend(Comparison::of(what, b, a));
+        }
     }
     out
 }
