@@ -6,7 +6,7 @@
 //! ships with the repository (`benches/tests/data/gzip-dd.trace.zst`).
 //!
 //! Which sizes the allocator runs at is said in one place, the
-//! [`allocator_at!`] line below: `buddy::BuddyModel` pins 64-byte pages
+//! `allocator_at!` line below: `buddy::BuddyModel` pins 64-byte pages
 //! today, so the other sizes answer "not built yet" and give no rows.
 
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ use buddy::{AllocError, Allocator, BuddyModel, Kernel, Options};
 use sparsemem::{Layout, Page8, Page16, Page32, Page64, PageLayout, Pfn};
 use vmemmap::VmemmapOptions;
 
-use super::sized::BuildableAt;
+use super::build::BuildAt;
 use crate::trace::TraceError;
 use crate::trace::format::TraceReader;
 use crate::trace::replay::{ReplayOptions, replay_through};
@@ -35,7 +35,7 @@ pub fn shipped_trace() -> PathBuf {
 pub trait AllocatorAt: PageLayout {
     /// An allocator over a fresh model of type `M` on `layout`, or `None`
     /// where the allocator does not run at this size yet.
-    fn allocator<M: BuildableAt<Page = Self>>(
+    fn allocator<M: BuildAt<Page = Self>>(
         layout: &Layout,
         options: VmemmapOptions,
         alloc_options: Options,
@@ -47,7 +47,7 @@ pub trait AllocatorAt: PageLayout {
 macro_rules! allocator_at {
     (runs: $($runs:ty),*; not_yet: $($not:ty),*) => {
         $(impl AllocatorAt for $runs {
-            fn allocator<M: BuildableAt<Page = Self>>(
+            fn allocator<M: BuildAt<Page = Self>>(
                 layout: &Layout,
                 options: VmemmapOptions,
                 alloc_options: Options,
@@ -56,7 +56,7 @@ macro_rules! allocator_at {
             }
         })*
         $(impl AllocatorAt for $not {
-            fn allocator<M: BuildableAt<Page = Self>>(
+            fn allocator<M: BuildAt<Page = Self>>(
                 _: &Layout,
                 _: VmemmapOptions,
                 _: Options,
@@ -99,7 +99,7 @@ struct Rig<M: BuddyModel> {
     alloc_options: Options,
 }
 
-impl<M: BuddyModel + BuildableAt> Rig<M> {
+impl<M: BuddyModel + BuildAt> Rig<M> {
     fn new(
         layout: &Layout,
         options: VmemmapOptions,
@@ -115,7 +115,7 @@ impl<M: BuddyModel + BuildableAt> Rig<M> {
     }
 }
 
-impl<M: BuddyModel + BuildableAt> SizedAllocator for Rig<M> {
+impl<M: BuddyModel + BuildAt> SizedAllocator for Rig<M> {
     fn run(&self, work: AllocWork, n: u64) -> u64 {
         let node = self.alloc.nodes()[0].id;
         match work {
@@ -158,7 +158,7 @@ impl<M: BuddyModel + BuildableAt> SizedAllocator for Rig<M> {
 }
 
 /// The allocator at the size of model type `M`, if it runs there.
-pub fn sized_allocator<M: BuildableAt>(
+pub fn sized_allocator<M: BuildAt<Page: AllocatorAt>>(
     layout: &Layout,
     options: VmemmapOptions,
     alloc_options: Options,

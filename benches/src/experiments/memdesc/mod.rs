@@ -16,8 +16,13 @@
 //!
 //! Every ratio to 64 bytes carries its paired interval (the runner's
 //! [`Comparison`]s), and the table calls one a direction only outside it.
+//!
+//! Modules, bottom to top: `build` (any model at any size), `sweep`,
+//! `alloc` (the allocator's rows), `sized` (the sized models and the
+//! visitor over model and size), `render`; this file runs them.
 
 pub mod alloc;
+pub mod build;
 mod render;
 pub mod sized;
 pub mod sweep;

@@ -17,38 +17,15 @@ use sparsemem::{
 use vmemmap::{Probe, Table, Vmemmap, VmemmapOptions};
 
 use super::alloc::AllocatorAt;
+use super::build::BuildAt;
 use crate::models::ModelKind;
 use crate::workloads::XorShift;
 
-/// A model type, at any page size, that the lab can build from a layout.
-pub trait BuildableAt: MemoryModel<Page: AllocatorAt> + Sized + 'static {
-    /// Builds the model (`options` only matter to vmemmap models).
-    fn build_at(layout: &Layout, options: VmemmapOptions) -> Result<Self, BuildError>;
-}
+/// A model type at any page size, with the allocator's answer for its
+/// layout ([`AllocatorAt`]): what the visitors below are generic over.
+pub trait BuildableAt: BuildAt<Page: AllocatorAt> {}
 
-impl<P: AllocatorAt> BuildableAt for Flat<P> {
-    fn build_at(layout: &Layout, _: VmemmapOptions) -> Result<Self, BuildError> {
-        Flat::<P>::build(layout)
-    }
-}
-
-impl<P: AllocatorAt> BuildableAt for Sparse<Classic, P> {
-    fn build_at(layout: &Layout, _: VmemmapOptions) -> Result<Self, BuildError> {
-        Sparse::<Classic, P>::build(layout)
-    }
-}
-
-impl<P: AllocatorAt> BuildableAt for Sparse<Extreme, P> {
-    fn build_at(layout: &Layout, _: VmemmapOptions) -> Result<Self, BuildError> {
-        Sparse::<Extreme, P>::build(layout)
-    }
-}
-
-impl<D: vmemmap::Detector + 'static, P: AllocatorAt> BuildableAt for Vmemmap<D, P> {
-    fn build_at(layout: &Layout, options: VmemmapOptions) -> Result<Self, BuildError> {
-        Vmemmap::<D, P>::build(layout, options)
-    }
-}
+impl<M: BuildAt<Page: AllocatorAt>> BuildableAt for M {}
 
 /// Work to do with a model type at one size, compiled once per model and
 /// size.
