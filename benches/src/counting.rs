@@ -12,7 +12,9 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use sparsemem::{Geometry, HotplugError, MemmapBytes, MemoryModel, Migratetype, NodeId, Page, Pfn};
+use sparsemem::{
+    Geometry, HotplugError, MemmapBytes, MemoryModel, Migratetype, NodeId, PageLayout, Pfn,
+};
 
 use crate::timing::{Measurement, measure};
 
@@ -156,11 +158,7 @@ impl ModelOps {
     /// the path's order (cache-warm, as on the path), and returns the ns
     /// and TSC cycles one call costs, per operation (`None` for an
     /// operation the path never made).
-    pub fn replay_ns<M: buddy::BuddyModel>(
-        &self,
-        model: &M,
-        trials: usize,
-    ) -> [Option<Measurement>; 6] {
+    pub fn replay_ns<M: MemoryModel>(&self, model: &M, trials: usize) -> [Option<Measurement>; 6] {
         std::array::from_fn(|i| {
             let pfns: Vec<Pfn> = self.samples[i].iter().map(|&p| Pfn::new(p)).collect();
             if pfns.is_empty() {
@@ -175,7 +173,7 @@ impl ModelOps {
                 }
                 _ => pfns,
             };
-            let pages: Vec<&Page> = match op {
+            let pages: Vec<&M::Page> = match op {
                 ModelOp::PageToPfn => pfns.iter().filter_map(|&p| model.pfn_to_page(p)).collect(),
                 _ => Vec::new(),
             };
@@ -216,7 +214,7 @@ impl ModelOps {
 /// One pass of `op` over `pfns` (or the pages they name); for the
 /// unchecked lookup every pfn is valid on `model`.
 #[inline(never)]
-fn replay<M: buddy::BuddyModel>(model: &M, op: ModelOp, pfns: &[Pfn], pages: &[&Page]) -> u64 {
+fn replay<M: MemoryModel>(model: &M, op: ModelOp, pfns: &[Pfn], pages: &[&M::Page]) -> u64 {
     let mut acc = 0u64;
     match op {
         ModelOp::PfnValid => {
@@ -226,7 +224,11 @@ fn replay<M: buddy::BuddyModel>(model: &M, op: ModelOp, pfns: &[Pfn], pages: &[&
         }
         ModelOp::PfnToPage => {
             for &p in pfns {
-                acc ^= model.pfn_to_page(p).map_or(0, |pg| pg.flags());
+                // The descriptor's first word (`page->flags`, or the
+                // memdesc word at 8 bytes), whatever the page's size.
+                acc ^= model
+                    .pfn_to_page(p)
+                    .map_or(0, |pg| u64::from(pg.is_present()));
             }
         }
         ModelOp::PfnToPagePtr => {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use pfnlab::experiments::{
     Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, hole_density,
-    hvo, lock, peers, pfn_valid, walk,
+    hvo, lock, memdesc, peers, pfn_valid, walk,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -119,6 +119,11 @@ pub enum BenchCommand {
     Breakdown {
         #[command(flatten)]
         run: WithModel,
+        /// struct page size (64, 32, 16 or 8): below 64 the model's calls
+        /// are priced at that size and the allocator's steps are said not
+        /// to run yet.
+        #[arg(long, value_parser = super::commands::parse_page_size, default_value = "64")]
+        page_size: sparsemem::PageSize,
     },
     /// pfn walkers over a span (`for_each_valid_pfn`, the per-pfn loop),
     /// and compaction, `memmap_init` and `reserve_bootmem_region` before
@@ -143,6 +148,20 @@ pub enum BenchCommand {
         /// table (root only; both sysctls are restored, Ctrl-C included)
         #[arg(long, value_name = "N")]
         host_kernel: Option<u64>,
+    },
+    /// struct page at 64, 32, 16 and 8 bytes (issue 25): pfn_valid, random
+    /// pfn_to_page over a swept span, the memmap, and the allocator where
+    /// it runs (default: every model).
+    Memdesc {
+        #[command(flatten)]
+        run: WithModel,
+        /// Only this size beside 64 bytes (64, 32, 16 or 8; default: all).
+        #[arg(long, value_parser = super::commands::parse_page_size)]
+        page_size: Option<sparsemem::PageSize>,
+        /// The largest span swept, in MiB of RAM (default: an 8-byte
+        /// memmap four times the LLC).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        max_span_mib: Option<u64>,
     },
     /// A name that is no experiment.
     #[command(external_subcommand)]
@@ -207,7 +226,10 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             }),
             &(),
         ),
-        BenchCommand::Breakdown { run } => run_one::<breakdown::Breakdown>(&setup(run), &()),
+        BenchCommand::Breakdown { run, page_size } => match page_size {
+            sparsemem::PageSize::B64 => run_one::<breakdown::Breakdown>(&setup(run), &()),
+            size => run_one::<breakdown::sizes::BreakdownAt>(&setup(run), &size),
+        },
         BenchCommand::Walk { run, host_kernel } => {
             run_one::<walk::Walk>(&setup(run), &walk::WalkOptions { host_kernel })
         }
@@ -218,6 +240,17 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
                 stop: Some(&super::INTERRUPTED),
             };
             run_one::<hvo::Hvo>(&setup(run), &options)
+        }
+        BenchCommand::Memdesc {
+            run,
+            page_size,
+            max_span_mib,
+        } => {
+            let options = memdesc::MemdescOptions {
+                size: page_size,
+                max_span_mib,
+            };
+            run_one::<memdesc::Memdesc>(&setup(run), &options)
         }
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();

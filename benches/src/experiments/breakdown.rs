@@ -17,6 +17,11 @@
 //! Replacing the model's lookups by precomputed answers would need a
 //! second allocator whose descriptors live elsewhere, which changes the
 //! path's cache behaviour; counting leaves the path as it is.
+//!
+//! At another `struct page` size (`--page-size`), [`sizes`] prices the
+//! same counted calls on the model built at that size.
+
+pub mod sizes;
 
 use buddy::{AllocError, Allocator, Gfp, Kernel, Mechanisms, Options};
 use std::fmt;

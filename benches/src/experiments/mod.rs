@@ -44,6 +44,7 @@ pub mod hole_density;
 pub mod hvo;
 pub mod kernel_fixup;
 pub mod lock;
+pub mod memdesc;
 pub mod peers;
 pub mod pfn_valid;
 pub mod walk;
@@ -135,6 +136,8 @@ pub enum ExperimentId {
     Walk,
     /// HugeTLB vmemmap optimisation on a memfd-backed vmemmap (issue 26).
     Hvo,
+    /// `struct page` at 64, 32, 16 and 8 bytes on every model (issue 25).
+    Memdesc,
     /// The default comparison (`pfnlab` with no command): every model on
     /// one layout.
     Compare,
@@ -143,7 +146,7 @@ pub enum ExperimentId {
 impl ExperimentId {
     /// Every experiment of `pfnlab bench`, in the order its help lists
     /// them (the default comparison is not one).
-    pub const ALL: [ExperimentId; 10] = [
+    pub const ALL: [ExperimentId; 11] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
         ExperimentId::PfnValid,
@@ -154,6 +157,7 @@ impl ExperimentId {
         ExperimentId::Breakdown,
         ExperimentId::Walk,
         ExperimentId::Hvo,
+        ExperimentId::Memdesc,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -169,6 +173,7 @@ impl ExperimentId {
             ExperimentId::Breakdown => "breakdown",
             ExperimentId::Walk => "walk",
             ExperimentId::Hvo => "hvo",
+            ExperimentId::Memdesc => "memdesc",
             ExperimentId::Compare => "compare",
         }
     }
@@ -199,6 +204,7 @@ impl ExperimentId {
             ExperimentId::Breakdown
             | ExperimentId::Walk
             | ExperimentId::Hvo
+            | ExperimentId::Memdesc
             | ExperimentId::Compare => Era::V6_18,
         }
     }
@@ -216,6 +222,7 @@ impl ExperimentId {
             | ExperimentId::Breakdown
             | ExperimentId::Walk
             | ExperimentId::Hvo
+            | ExperimentId::Memdesc
             | ExperimentId::Compare => ModelKind::VmemmapTable,
         }
     }
@@ -230,7 +237,8 @@ impl ExperimentId {
             | ExperimentId::Bulk
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
-            | ExperimentId::Breakdown => LayoutSpec::Preset("x86-pci-hole".into()),
+            | ExperimentId::Breakdown
+            | ExperimentId::Memdesc => LayoutSpec::Preset("x86-pci-hole".into()),
             ExperimentId::PfnValid | ExperimentId::Compare => LayoutSpec::Host,
             ExperimentId::Walk => LayoutSpec::Preset("sparse-52bit".into()),
         }
@@ -241,7 +249,10 @@ impl ExperimentId {
     pub fn runs_each_model(self, model_chosen: bool) -> bool {
         match self {
             ExperimentId::HoleDensity | ExperimentId::Compare => true,
-            ExperimentId::PfnValid | ExperimentId::Breakdown | ExperimentId::Walk => !model_chosen,
+            ExperimentId::PfnValid
+            | ExperimentId::Breakdown
+            | ExperimentId::Walk
+            | ExperimentId::Memdesc => !model_chosen,
             _ => false,
         }
     }

@@ -1,0 +1,167 @@
+//! The allocator's rows of `bench memdesc`, written once over the page
+//! layout: an order-0 alloc+free through the per-CPU lists, the zone
+//! path's split+merge pair (an order-0 request splits a `MAX_PAGE_ORDER`
+//! block down and its free merges it back, reading each buddy's
+//! descriptor), a 128-page bulk array, and a replay of the recording that
+//! ships with the repository (`benches/tests/data/gzip-dd.trace.zst`).
+//!
+//! Which sizes the allocator runs at is said in one place, the
+//! `allocator_at!` line below: `buddy::BuddyModel` pins 64-byte pages
+//! today, so the other sizes answer "not built yet" and give no rows.
+
+use std::path::PathBuf;
+
+use buddy::{AllocError, Allocator, BuddyModel, Kernel, Options};
+use sparsemem::{Layout, Page8, Page16, Page32, Page64, PageLayout, Pfn};
+use vmemmap::VmemmapOptions;
+
+use super::build::BuildAt;
+use crate::trace::TraceError;
+use crate::trace::format::TraceReader;
+use crate::trace::replay::{ReplayOptions, replay_through};
+use crate::workloads::{bulk_arrays, pcp_pairs, zone_pairs};
+
+/// Pages per bulk request: the 2021 series' largest array.
+pub const BULK_PAGES: usize = 128;
+
+/// The recording the replay row replays.
+pub fn shipped_trace() -> PathBuf {
+    [env!("CARGO_MANIFEST_DIR"), "tests/data/gzip-dd.trace.zst"]
+        .iter()
+        .collect()
+}
+
+/// A page layout, and whether the allocator runs on it.
+pub trait AllocatorAt: PageLayout {
+    /// An allocator over a fresh model of type `M` on `layout`, or `None`
+    /// where the allocator does not run at this size yet.
+    fn allocator<M: BuildAt<Page = Self>>(
+        layout: &Layout,
+        options: VmemmapOptions,
+        alloc_options: Options,
+    ) -> Option<Result<Box<dyn SizedAllocator>, AllocError>>;
+}
+
+/// The layouts the allocator runs at (first list) and those it does not
+/// yet (second). When the allocator accepts a size, move it to the first.
+macro_rules! allocator_at {
+    (runs: $($runs:ty),*; not_yet: $($not:ty),*) => {
+        $(impl AllocatorAt for $runs {
+            fn allocator<M: BuildAt<Page = Self>>(
+                layout: &Layout,
+                options: VmemmapOptions,
+                alloc_options: Options,
+            ) -> Option<Result<Box<dyn SizedAllocator>, AllocError>> {
+                Some(Rig::<M>::new(layout, options, alloc_options).map(|r| Box::new(r) as Box<dyn SizedAllocator>))
+            }
+        })*
+        $(impl AllocatorAt for $not {
+            fn allocator<M: BuildAt<Page = Self>>(
+                _: &Layout,
+                _: VmemmapOptions,
+                _: Options,
+            ) -> Option<Result<Box<dyn SizedAllocator>, AllocError>> {
+                None
+            }
+        })*
+    };
+}
+
+allocator_at!(runs: Page64; not_yet: Page32, Page16, Page8);
+
+/// What an allocator row times.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AllocWork {
+    /// Order-0 alloc+free through a per-CPU list.
+    Pcp,
+    /// Order-0 alloc+free on the zone path: a split and the merges back.
+    SplitMerge,
+    /// One 128-page bulk array allocation and its frees.
+    Bulk,
+}
+
+/// One size's allocator: what a trial of each row calls.
+pub trait SizedAllocator {
+    /// `n` operations of `work` (pairs, or bulk requests); returns a fold
+    /// of the pfns for `black_box`.
+    fn run(&self, work: AllocWork, n: u64) -> u64;
+    /// Replays the shipped recording through a fresh allocator of the same
+    /// type; returns ns per event of the replay loop.
+    fn replay(&self) -> Result<f64, TraceError>;
+}
+
+/// An allocator over a model of type `M`, with what it was built from so
+/// that a replay can build another.
+struct Rig<M: BuddyModel> {
+    alloc: Allocator<M, Kernel>,
+    layout: Layout,
+    options: VmemmapOptions,
+    alloc_options: Options,
+}
+
+impl<M: BuddyModel + BuildAt> Rig<M> {
+    fn new(
+        layout: &Layout,
+        options: VmemmapOptions,
+        alloc_options: Options,
+    ) -> Result<Self, AllocError> {
+        let alloc = Allocator::new(M::build_at(layout, options)?, layout, alloc_options)?;
+        Ok(Rig {
+            alloc,
+            layout: layout.clone(),
+            options,
+            alloc_options,
+        })
+    }
+}
+
+impl<M: BuddyModel + BuildAt> SizedAllocator for Rig<M> {
+    fn run(&self, work: AllocWork, n: u64) -> u64 {
+        let node = self.alloc.nodes()[0].id;
+        match work {
+            AllocWork::SplitMerge => zone_pairs(&self.alloc, node, n),
+            AllocWork::Pcp => {
+                // A fresh handle per trial, warmed by one pair.
+                let mut cpu = self.alloc.cpu_on(node).expect("a node with memory");
+                pcp_pairs(&mut cpu, 1);
+                pcp_pairs(&mut cpu, n)
+            }
+            AllocWork::Bulk => {
+                let mut cpu = self.alloc.cpu_on(node).expect("a node with memory");
+                let mut slots: Vec<Option<Pfn>> = vec![None; BULK_PAGES];
+                bulk_arrays(&mut cpu, 1, &mut slots);
+                bulk_arrays(&mut cpu, n, &mut slots)
+            }
+        }
+    }
+
+    fn replay(&self) -> Result<f64, TraceError> {
+        let built = M::build_at(&self.layout, self.options).map_err(AllocError::from);
+        let alloc = built
+            .and_then(|m| {
+                Ok(Allocator::<M, Kernel>::new(
+                    m,
+                    &self.layout,
+                    self.alloc_options,
+                )?)
+            })
+            .map_err(|e| TraceError::file(format!("replay allocator: {e}")))?;
+        let path = shipped_trace();
+        let open = || TraceReader::open(&path);
+        let options = ReplayOptions {
+            era: self.alloc_options.era,
+            ..ReplayOptions::default()
+        };
+        let timed = replay_through(&alloc, &self.layout, &open, options)?;
+        Ok(timed.elapsed_ns / timed.events.events.max(1) as f64)
+    }
+}
+
+/// The allocator at the size of model type `M`, if it runs there.
+pub fn sized_allocator<M: BuildAt<Page: AllocatorAt>>(
+    layout: &Layout,
+    options: VmemmapOptions,
+    alloc_options: Options,
+) -> Option<Result<Box<dyn SizedAllocator>, AllocError>> {
+    <M::Page as AllocatorAt>::allocator::<M>(layout, options, alloc_options)
+}
