@@ -23,6 +23,10 @@
 //!    `__free_one_page` merges nothing and each block stays as placed;
 //! 5. the rest is allocated, in aligned blocks handed back to the caller.
 //!
+//! A shuffle that leaves some blocks without a place is tried again with
+//! the next of [`PLACEMENT_ATTEMPTS`] shuffles derived from the seed, so
+//! a target fails only when none fits.
+//!
 //! Everything is checked and planned before anything changes: a target
 //! that cannot fit (more blocks of an order than places for them, another
 //! pageblock count, a zone the model lacks) is an error with the
@@ -138,6 +142,11 @@ impl fmt::Display for StartStateError {
 }
 
 impl std::error::Error for StartStateError {}
+
+/// Shuffles tried per zone before a target is refused: a shuffle can
+/// give a migratetype the pageblocks a hole or the zone's edge cuts
+/// short (DMA's first pageblock, say) where another fits.
+const PLACEMENT_ATTEMPTS: u64 = 16;
 
 /// `splitmix64`: a small seeded generator for the shuffles.
 struct SplitMix(u64);
@@ -289,14 +298,21 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             .iter()
             .find(|z| u32::from(z.node.get()) == t.node && z.kind.name() == t.zone)
             .expect("the model's view names its own zones");
-        let mut placer = Placer::new(self, zone.id, zone.start, zone.end, seed);
-        placer.assign(t)?;
-        placer.place(t)?;
-        Ok(Plan {
-            zid: zone.id,
-            migratetypes: placer.migratetypes(),
-            free: placer.placed(),
-        })
+        let mut last = None;
+        for attempt in 0..PLACEMENT_ATTEMPTS {
+            let mut placer = Placer::new(self, zone.id, zone.start, zone.end, seed, attempt);
+            match placer.assign(t).and_then(|()| placer.place(t)) {
+                Ok(()) => {
+                    return Ok(Plan {
+                        zid: zone.id,
+                        migratetypes: placer.migratetypes(),
+                        free: placer.placed(),
+                    });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("at least one attempt"))
     }
 }
 
@@ -328,6 +344,7 @@ impl Placer {
         start: Pfn,
         end: Pfn,
         seed: u64,
+        attempt: u64,
     ) -> Placer {
         let g = alloc.model.geometry();
         let pb = g.pageblock_nr_pages();
@@ -347,7 +364,7 @@ impl Placer {
         }
         let zone = &alloc.zones[zid.index()];
         Placer {
-            rng: SplitMix(seed ^ u64::from(zid.get()) << 32),
+            rng: SplitMix(seed ^ u64::from(zid.get()) << 32 ^ attempt << 40),
             pb_order: u32::from(g.pageblock_order().get()),
             max_order: u32::from(zone.max_order().get()),
             free: Bits::new(base, end.get() - base + pb),
