@@ -153,3 +153,32 @@ fn only_a_fresh_allocator_of_an_era_with_migratetypes() {
     );
     alloc.free_pages(pfn, Order::ZERO).unwrap();
 }
+
+/// The host's pagetypeinfo on the host's layout: the free lists are the
+/// machine's, conservation and the structure checker hold, and every
+/// allocated block frees back into a fully coalesced zone.
+#[test]
+fn the_host_pagetypeinfo_starts_a_checked_allocator() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+    let layout =
+        sparsemem::Layout::from_toml_file(format!("{dir}/layout/host-6.18-2cpu.toml").as_ref())
+            .unwrap();
+    let text = std::fs::read_to_string(format!("{dir}/pagetypeinfo/host-6.18-2cpu")).unwrap();
+    let want = buddy::views::parse_pagetypeinfo(&text).unwrap();
+    let model = SparseExtreme::new(&layout).unwrap();
+    let mut alloc =
+        Allocator::<_, Kernel>::new(model, &layout, buddy::Options::for_era(Era::V6_18)).unwrap();
+    let fresh = buddy::testing::snapshot(&alloc);
+    let allocated = alloc.set_start_state(&want, 0).unwrap();
+    assert_eq!(alloc.pagetypeinfo(), want);
+    assert_eq!(alloc.pagetypeinfo().to_string(), text);
+    let mut reference = Reference::default();
+    for &(pfn, order) in &allocated {
+        reference.blocks.insert(pfn.get(), order);
+    }
+    check_conservation(&alloc, 0, &reference).unwrap();
+    for (pfn, order) in allocated {
+        alloc.free_pages(pfn, order).unwrap();
+    }
+    assert_eq!(buddy::testing::snapshot(&alloc), fresh);
+}
