@@ -4,13 +4,15 @@
 //! library only ever sees the typed value. `host` always means "this
 //! machine's memory map, or [`FALLBACK_PRESET`] where it cannot be read",
 //! and the fallback's reason comes back to the caller instead of being
-//! printed. A new source (a snapshot of a machine's memory state, say) is
-//! one more variant here and one more arm in [`LayoutSpec::load`].
+//! printed. A new source is one more variant here and one more arm in
+//! [`LayoutSpec::load`].
 
 use std::fmt;
 use std::path::PathBuf;
 
 use sparsemem::{Layout, LayoutError};
+
+use crate::snapshot::{Snapshot, SnapshotError};
 
 /// The preset a `host` layout falls back to when the host's memory map
 /// cannot be read.
@@ -25,6 +27,8 @@ pub enum LayoutSpec {
     Preset(String),
     /// A layout file (TOML).
     File(PathBuf),
+    /// A machine's snapshot (`snapshot:FILE`, see [`crate::snapshot`]).
+    Snapshot(PathBuf),
     /// The layout a pfnlab recording carries (`replay` only).
     Recorded,
 }
@@ -47,6 +51,8 @@ pub enum LoadError {
     NotRecorded,
     /// The layout a recording carries is refused.
     Recorded(LayoutError),
+    /// The snapshot is refused, or its memory map is.
+    Snapshot(SnapshotError),
 }
 
 impl fmt::Display for LoadError {
@@ -57,6 +63,7 @@ impl fmt::Display for LoadError {
                 "--layout recorded: this trace carries no layout (only pfnlab recordings do)",
             ),
             LoadError::Recorded(e) => write!(f, "the recording's layout: {e}"),
+            LoadError::Snapshot(e) => e.fmt(f),
         }
     }
 }
@@ -65,6 +72,7 @@ impl std::error::Error for LoadError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             LoadError::Layout(e) | LoadError::Recorded(e) => Some(e),
+            LoadError::Snapshot(e) => Some(e),
             LoadError::NotRecorded => None,
         }
     }
@@ -91,6 +99,10 @@ impl LayoutSpec {
             }
             LayoutSpec::Preset(name) => Ok(plain(Layout::preset(name)?)),
             LayoutSpec::File(path) => Ok(plain(Layout::from_toml_file(path)?)),
+            LayoutSpec::Snapshot(path) => Snapshot::load(path)
+                .and_then(|s| s.layout(&self.to_string()))
+                .map(plain)
+                .map_err(LoadError::Snapshot),
             LayoutSpec::Recorded => Err(LoadError::NotRecorded),
         }
     }
@@ -102,6 +114,7 @@ impl fmt::Display for LayoutSpec {
             LayoutSpec::Host => f.write_str("host"),
             LayoutSpec::Preset(name) => write!(f, "preset:{name}"),
             LayoutSpec::File(path) => write!(f, "{}", path.display()),
+            LayoutSpec::Snapshot(path) => write!(f, "snapshot:{}", path.display()),
             LayoutSpec::Recorded => f.write_str("recorded"),
         }
     }

@@ -9,7 +9,7 @@
 
 //!
 //! Modules, bottom to top (each imports only modules below it):
-//! `units`, `host_kernel`, `timing`, `spread`, `threads`, `layout_spec`,
+//! `units`, `host_kernel`, `snapshot` (a machine's memory state), `timing`, `spread`, `threads`, `layout_spec`,
 //! `models`, `counting`, `workloads`, `error`, `machine`, `report`, `trace`
 //! (`text`, `format`, `record`, `replay`), `picture`, `experiments` (the
 //! shape in its `mod.rs`, each experiment below it, its parts below it).
@@ -28,6 +28,7 @@ pub mod machine;
 pub mod models;
 pub mod picture;
 pub mod report;
+pub mod snapshot;
 pub mod spread;
 // The counter reads (`rdtsc`/`rdtscp` with `lfence`; aarch64 `mrs cntvct_el0`).
 pub mod threads;

@@ -59,7 +59,7 @@
 //!    `first_deferred_pfn` and the poison past it);
 //! 4. `zone`: `zone::free_area` (the buddy algorithm), then
 //!    `zone::fallback` and `zone` itself (the zone, its memory, the claim
-//!    of a free);
+//!    of a free), `zone::rebuild` (free lists rebuilt to a plan);
 //! 5. `alloc` (the allocator and its zone path), `walk`
 //!    (`pageblock_pfn_to_page`, `zone->contiguous`, over a zone);
 //! 6. `chain` (a chain of allocated pages), `deferred` (deferred struct
@@ -72,8 +72,10 @@
 //! 8. `views` (the kernel's `/proc` views of the zones, the zoneinfo
 //!    reader and the sizing from the sysctls), over the allocator and its
 //!    per-CPU handles;
-//! 9. `testing` (feature `testing`: the reference and whole-allocator
-//!    checks).
+//! 9. `start_state` (an allocator's free lists rebuilt to a machine's
+//!    pagetypeinfo counts, through `zone`'s rebuild), over `views`;
+//! 10. `testing` (feature `testing`: the reference and whole-allocator
+//!     checks).
 
 #![deny(unsafe_code)]
 
@@ -108,6 +110,7 @@ mod memmap_init;
 mod memmap_on_memory;
 mod node;
 mod pcp;
+mod start_state;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;
@@ -141,6 +144,7 @@ pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_i
 pub use memmap_on_memory::{MemmapOnMemory, MemmapOnMemoryError, memmap_on_memory_pages, pmd_size};
 pub use node::{Node, NodeMask};
 pub use pcp::PerCpu;
+pub use start_state::StartStateError;
 pub use types::{BuddyModel, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};
 pub use variant::{
     Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant, VariantName,

@@ -4,13 +4,14 @@
 //!
 //! Modules: `commands` (layout, query), `compare` (no command), `bench`
 //! (the experiments), `trace` (record, convert, replay), `views`
-//! (zoneinfo, buddyinfo, pagetypeinfo); each uses only
+//! (zoneinfo, buddyinfo, pagetypeinfo), `snapshot`; each uses only
 //! this module's helpers and the library.
 
 pub mod bench;
 pub mod commands;
 pub mod compare;
 pub mod hotplug_memmap;
+pub mod snapshot;
 pub mod trace;
 pub mod views;
 
@@ -104,6 +105,8 @@ enum Command {
     Buddyinfo(views::ModelArgs),
     /// The model's /proc/pagetypeinfo.
     Pagetypeinfo(views::ModelArgs),
+    /// Save this machine's memory state to one file (see docs/snapshots.md).
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 /// Runs the command `cli` names.
@@ -140,6 +143,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Some(Command::Zoneinfo(args)) => views::zoneinfo(args, outer),
         Some(Command::Buddyinfo(args)) => views::buddyinfo(args, outer),
         Some(Command::Pagetypeinfo(args)) => views::pagetypeinfo(args, outer),
+        Some(Command::Snapshot(args)) => snapshot::snapshot(args),
     }
 }
 
@@ -171,14 +175,16 @@ fn loaded(l: Loaded) -> sparsemem::Layout {
     l.layout
 }
 
-/// Parses `--layout`: `host`, `recorded`, `preset:NAME`, or a file path.
+/// Parses `--layout`: `host`, `recorded`, `preset:NAME`, `snapshot:FILE`,
+/// or a layout file's path.
 pub fn parse_layout(text: &str) -> Result<LayoutSpec, Infallible> {
     Ok(match text {
         "host" => LayoutSpec::Host,
         "recorded" => LayoutSpec::Recorded,
-        _ => match text.strip_prefix("preset:") {
-            Some(name) => LayoutSpec::Preset(name.to_owned()),
-            None => LayoutSpec::File(PathBuf::from(text)),
+        _ => match (text.strip_prefix("preset:"), text.strip_prefix("snapshot:")) {
+            (Some(name), _) => LayoutSpec::Preset(name.to_owned()),
+            (_, Some(path)) => LayoutSpec::Snapshot(PathBuf::from(path)),
+            _ => LayoutSpec::File(PathBuf::from(text)),
         },
     })
 }
@@ -267,6 +273,10 @@ mod tests {
             LayoutSpec::Preset("ia64-holes".into())
         );
         assert_eq!(parse("a/b.toml"), LayoutSpec::File("a/b.toml".into()));
+        assert_eq!(
+            parse("snapshot:a/s.json"),
+            LayoutSpec::Snapshot("a/s.json".into())
+        );
     }
 
     #[test]

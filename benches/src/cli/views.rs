@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use buddy::views::{SizingInputs, Zoneinfo, compare, kernel_zone_sizes, parse_zoneinfo};
 use buddy::{Allocator, Era, Kernel, NR_KERNEL_ZONES, Options, Sysctls};
 use pfnlab::layout_spec::LayoutSpec;
+use pfnlab::snapshot::Snapshot;
 use sparsemem::SparseExtreme;
 
 use super::{CliError, load_layout, parse_layout};
@@ -50,6 +51,20 @@ pub struct ModelArgs {
     /// leaves them, before the deferred pages are initialised and freed.
     #[arg(long)]
     deferred_init: bool,
+    /// `snapshot:FILE`: start from the snapshot's free blocks per zone,
+    /// order and migratetype, the rest allocated (see docs/snapshots.md).
+    #[arg(long, value_parser = parse_start_state)]
+    start_state: Option<PathBuf>,
+    /// Where a start state's free blocks go (the same seed, the same pfns).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+/// Parses `--start-state snapshot:FILE`.
+pub fn parse_start_state(text: &str) -> Result<PathBuf, String> {
+    text.strip_prefix("snapshot:")
+        .map(PathBuf::from)
+        .ok_or_else(|| format!("`{text}`: the only start state is `snapshot:FILE`"))
 }
 
 /// `pfnlab zoneinfo`'s options.
@@ -153,8 +168,17 @@ fn build(
         deferred_init: args.deferred_init,
         ..Options::for_era(era)
     };
+    // The snapshot is read and checked before anything is built.
+    let start = args
+        .start_state
+        .as_deref()
+        .map(Snapshot::load)
+        .transpose()?;
     let model = SparseExtreme::new(&layout)?;
-    let alloc = Allocator::new(model, &layout, options)?;
+    let mut alloc = Allocator::new(model, &layout, options)?;
+    if let Some(snapshot) = &start {
+        snapshot.start_state(&mut alloc, args.seed)?;
+    }
     let nodes = alloc.nodes().len().max(1) as u32;
     let per_node = cpus.div_ceil(nodes).max(1);
     let g = layout.geometry();

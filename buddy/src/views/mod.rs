@@ -10,8 +10,9 @@
 //! order and migratetype; `pagetypeinfo_showblockcount_print`: pageblocks
 //! per migratetype). [`ZoneInfo`], [`BuddyInfo`] and [`PageTypeInfo`] hold
 //! what those print; their `Display` writes it byte for byte as the
-//! kernel does, and [`parse_zoneinfo`] reads a real `/proc/zoneinfo` back
-//! (so a file parsed and rendered again is the same bytes).
+//! kernel does, and [`parse_zoneinfo`], [`parse_buddyinfo`] and
+//! [`parse_pagetypeinfo`] read a real machine's files back (so a file
+//! parsed and rendered again is the same bytes).
 //!
 //! The numbers the kernel computes rather than counts — the watermarks,
 //! `lowmem_reserve` (printed as `protection`), each pageset's `batch`,
@@ -30,11 +31,13 @@
 mod diff;
 mod freeinfo;
 mod parse;
+mod parse_free;
 mod sizing;
 mod zoneinfo;
 
 pub use diff::{Cause, Difference, compare};
 pub use freeinfo::{BuddyInfo, FREECOUNT_CAP, PageTypeInfo, ZoneFree, ZoneTypes};
 pub use parse::{ZoneinfoError, parse_zoneinfo};
+pub use parse_free::{FreeinfoError, parse_buddyinfo, parse_pagetypeinfo};
 pub use sizing::{SizingInputs, ZoneSizes, kernel_zone_sizes};
 pub use zoneinfo::{KERNEL_ZONE_NAMES, Pageset, Populated, ZoneInfo, Zoneinfo};

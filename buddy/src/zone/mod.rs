@@ -24,6 +24,7 @@
 
 mod fallback;
 mod free_area;
+mod rebuild;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 

@@ -1,0 +1,398 @@
+//! A machine's memory state in one file: what `pfnlab snapshot` writes and
+//! `--layout snapshot:FILE` reads.
+//!
+//! A [`Snapshot`] holds, as the kernel wrote them, the files the model can
+//! be held against: the firmware memory map (`/sys/firmware/memmap`) and
+//! `/proc/iomem`, the nodes and memory blocks of `/sys/devices/system`
+//! with each block's zones, `/proc/zoneinfo`, `buddyinfo`,
+//! `pagetypeinfo`, `meminfo` and `vmstat`, the four `vm` sysctls the
+//! zones are sized from (and whether THP is on, which moves the default
+//! `min_free_kbytes`), the kernel's release, version and command line,
+//! the online CPUs, the architecture and the page size. The kernel's own
+//! text is kept, not a digest of it, so a later pfnlab reads more from
+//! the same file than this one does.
+//!
+//! [`Snapshot::read`] takes them from under a root directory (`/` for the
+//! live machine, a saved copy in the tests). A file it cannot read (a
+//! kernel without the option, or one that needs root) is recorded in
+//! [`Snapshot::unreadable`] with why, and the snapshot goes on without it.
+//!
+//! [`Snapshot::from_json`] is strict: a file of another format version or
+//! of an architecture pfnlab has no geometry for is refused, and so is a
+//! zoneinfo the kernel could not have printed (truncated, or its lines
+//! out of order), so that nothing is built from a half-read file.
+
+mod read;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use buddy::views::{
+    BuddyInfo, FreeinfoError, PageTypeInfo, Zoneinfo, ZoneinfoError, parse_buddyinfo,
+    parse_pagetypeinfo, parse_zoneinfo,
+};
+use buddy::{Allocator, BuddyModel, StartStateError, Variant};
+use serde::{Deserialize, Serialize};
+use sparsemem::layout::{
+    FirmwareEntry, NodeMap, entries_to_layout_with, host_geometry_for, parse_firmware_entry,
+    parse_iomem,
+};
+use sparsemem::{Layout, LayoutError};
+use sparsemem::{Order, Pfn};
+
+pub use read::parse_cpulist;
+
+/// The `format` field of every snapshot.
+pub const SNAPSHOT_FORMAT: &str = "pfnlab-snapshot";
+
+/// The format version this pfnlab writes and reads.
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+/// The architectures a snapshot may be of: those pfnlab has a geometry
+/// for (`std::env::consts::ARCH` spelling).
+pub const SNAPSHOT_ARCHES: [&str; 2] = ["x86_64", "aarch64"];
+
+/// One machine's memory state (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Always [`SNAPSHOT_FORMAT`].
+    pub format: String,
+    /// [`SNAPSHOT_VERSION`] when written.
+    pub version: u32,
+    /// The architecture (`x86_64`, `aarch64`).
+    pub arch: String,
+    /// The kernel's page size in bytes.
+    pub page_size: u64,
+    /// Which kernel, and how it was booted.
+    pub kernel: KernelId,
+    /// Online CPUs (`/sys/devices/system/cpu/online`).
+    pub cpus: Option<u32>,
+    /// `/sys/firmware/memmap`, entry by entry in index order.
+    pub firmware_memmap: Vec<FirmwareText>,
+    /// `/proc/iomem` (every address reads as zero without root).
+    pub iomem: Option<String>,
+    /// `/sys/devices/system/memory/block_size_bytes`, as printed (hex).
+    pub memory_block_size: Option<String>,
+    /// `/sys/devices/system/node/nodeN`, by id.
+    pub nodes: Vec<NodeText>,
+    /// `/sys/devices/system/memory/memoryN`, by id.
+    pub memory_blocks: Vec<MemoryBlockText>,
+    /// The `/proc` files.
+    pub proc: ProcFiles,
+    /// The sysctls the zones are sized from.
+    pub sysctls: SysctlText,
+    /// Files that could not be read, with why.
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// The kernel's identity.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelId {
+    /// `/proc/sys/kernel/osrelease`.
+    pub release: Option<String>,
+    /// `/proc/version`.
+    pub version: Option<String>,
+    /// `/proc/cmdline`.
+    pub cmdline: Option<String>,
+}
+
+/// One `/sys/firmware/memmap/N` entry, its files' texts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirmwareText {
+    /// `N`.
+    pub index: u32,
+    /// `start` (hex).
+    pub start: String,
+    /// `end`, inclusive (hex).
+    pub end: String,
+    /// `type` (`System RAM`, `Reserved`, ...).
+    pub kind: String,
+}
+
+/// One node of `/sys/devices/system/node`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeText {
+    /// The node id.
+    pub id: u16,
+    /// `cpulist`.
+    pub cpulist: Option<String>,
+    /// The memory blocks linked from the node (`memoryM`), ascending.
+    pub memory_blocks: Vec<u64>,
+}
+
+/// One memory block of `/sys/devices/system/memory`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryBlockText {
+    /// The block number `M` (it covers `[M, M + 1) * block_size_bytes`).
+    pub id: u64,
+    /// `state` (`online`, `offline`).
+    pub state: Option<String>,
+    /// `valid_zones`: the zone an online block is in (`none` when it spans
+    /// two), or where an offline one could go.
+    pub valid_zones: Option<String>,
+}
+
+/// The `/proc` files, as the kernel printed them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcFiles {
+    /// `/proc/zoneinfo`.
+    pub zoneinfo: Option<String>,
+    /// `/proc/buddyinfo`.
+    pub buddyinfo: Option<String>,
+    /// `/proc/pagetypeinfo` (root only).
+    pub pagetypeinfo: Option<String>,
+    /// `/proc/meminfo`.
+    pub meminfo: Option<String>,
+    /// `/proc/vmstat`.
+    pub vmstat: Option<String>,
+}
+
+/// The `vm` sysctls the zones are sized from, as printed, and THP's mode.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SysctlText {
+    /// `vm.min_free_kbytes`.
+    pub min_free_kbytes: Option<String>,
+    /// `vm.watermark_scale_factor`.
+    pub watermark_scale_factor: Option<String>,
+    /// `vm.lowmem_reserve_ratio`.
+    pub lowmem_reserve_ratio: Option<String>,
+    /// `vm.percpu_pagelist_high_fraction`.
+    pub percpu_pagelist_high_fraction: Option<String>,
+    /// `/sys/kernel/mm/transparent_hugepage/enabled`.
+    pub transparent_hugepage: Option<String>,
+}
+
+/// A file the snapshot could not read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unreadable {
+    /// Its path on the machine (under `/`).
+    pub path: String,
+    /// Why (the OS's error).
+    pub error: String,
+}
+
+/// Why a snapshot could not be written, read or used.
+#[derive(Debug)]
+pub enum SnapshotError {
+    /// The snapshot file could not be read or written.
+    Io(PathBuf, std::io::Error),
+    /// The file is not JSON of a snapshot's shape.
+    Json(serde_json::Error),
+    /// The `format` field is not [`SNAPSHOT_FORMAT`].
+    NotASnapshot(String),
+    /// Another format version.
+    Version(u32),
+    /// An architecture pfnlab has no geometry for.
+    Arch(String),
+    /// The snapshot's zoneinfo is not one the kernel prints.
+    Zoneinfo(ZoneinfoError),
+    /// Its buddyinfo or pagetypeinfo is not one the kernel prints.
+    Freeinfo(FreeinfoError),
+    /// A start state needs the snapshot's pagetypeinfo (root only).
+    NoPagetypeinfo,
+    /// The snapshot's free blocks do not fit the allocator.
+    StartState(StartStateError),
+    /// A firmware entry or `/proc/iomem` that does not parse.
+    MemoryMap(String),
+    /// Neither a firmware memory map nor a readable `/proc/iomem`.
+    NoMemoryMap,
+    /// The layout built from the map is refused.
+    Layout(LayoutError),
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            SnapshotError::Json(e) => write!(f, "not a pfnlab snapshot: {e}"),
+            SnapshotError::NotASnapshot(found) => {
+                write!(f, "not a pfnlab snapshot (format {found:?})")
+            }
+            SnapshotError::Version(v) => write!(
+                f,
+                "snapshot format version {v}; this pfnlab reads version {SNAPSHOT_VERSION}"
+            ),
+            SnapshotError::Arch(a) => write!(
+                f,
+                "a snapshot of a {a} machine; pfnlab models {}",
+                SNAPSHOT_ARCHES.join(" and ")
+            ),
+            SnapshotError::Zoneinfo(e) => write!(f, "the snapshot's {e}"),
+            SnapshotError::Freeinfo(e) => write!(f, "the snapshot's {e}"),
+            SnapshotError::NoPagetypeinfo => f.write_str(
+                "the snapshot has no pagetypeinfo (reading /proc/pagetypeinfo needs root)",
+            ),
+            SnapshotError::StartState(e) => write!(f, "the snapshot's start state: {e}"),
+            SnapshotError::MemoryMap(e) => write!(f, "the snapshot's memory map: {e}"),
+            SnapshotError::NoMemoryMap => f.write_str(
+                "the snapshot has no memory map (no /sys/firmware/memmap, and /proc/iomem unread or all zero)",
+            ),
+            SnapshotError::Layout(e) => write!(f, "the snapshot's layout: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SnapshotError::Io(_, e) => Some(e),
+            SnapshotError::Json(e) => Some(e),
+            SnapshotError::Zoneinfo(e) => Some(e),
+            SnapshotError::Freeinfo(e) => Some(e),
+            SnapshotError::StartState(e) => Some(e),
+            SnapshotError::Layout(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Snapshot {
+    /// Parses and checks a snapshot file's text (see the module doc).
+    pub fn from_json(text: &str) -> Result<Snapshot, SnapshotError> {
+        // The header first, so another version is named as such even when
+        // its fields differ from this version's.
+        #[derive(Deserialize)]
+        struct Header {
+            format: String,
+            version: u32,
+        }
+        let header: Header = serde_json::from_str(text).map_err(SnapshotError::Json)?;
+        if header.format != SNAPSHOT_FORMAT {
+            return Err(SnapshotError::NotASnapshot(header.format));
+        }
+        if header.version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::Version(header.version));
+        }
+        let snapshot: Snapshot = serde_json::from_str(text).map_err(SnapshotError::Json)?;
+        if !SNAPSHOT_ARCHES.contains(&snapshot.arch.as_str()) {
+            return Err(SnapshotError::Arch(snapshot.arch));
+        }
+        snapshot.zoneinfo()?;
+        snapshot.buddyinfo()?;
+        snapshot.pagetypeinfo()?;
+        Ok(snapshot)
+    }
+
+    /// Reads and checks the snapshot file at `path`.
+    pub fn load(path: &Path) -> Result<Snapshot, SnapshotError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| SnapshotError::Io(path.to_owned(), e))?;
+        Snapshot::from_json(&text)
+    }
+
+    /// The snapshot as a file's text (pretty JSON, ending in a newline).
+    pub fn to_json(&self) -> String {
+        let mut text =
+            serde_json::to_string_pretty(self).expect("a snapshot is plain strings and numbers");
+        text.push('\n');
+        text
+    }
+
+    /// Writes the snapshot to `path`.
+    pub fn save(&self, path: &Path) -> Result<(), SnapshotError> {
+        std::fs::write(path, self.to_json()).map_err(|e| SnapshotError::Io(path.to_owned(), e))
+    }
+
+    /// The zoneinfo, parsed; `None` when the machine's could not be read.
+    pub fn zoneinfo(&self) -> Result<Option<Zoneinfo>, SnapshotError> {
+        self.proc
+            .zoneinfo
+            .as_deref()
+            .map(parse_zoneinfo)
+            .transpose()
+            .map_err(SnapshotError::Zoneinfo)
+    }
+
+    /// The buddyinfo, parsed; `None` when the machine's could not be read.
+    pub fn buddyinfo(&self) -> Result<Option<BuddyInfo>, SnapshotError> {
+        let text = self.proc.buddyinfo.as_deref();
+        text.map(parse_buddyinfo)
+            .transpose()
+            .map_err(SnapshotError::Freeinfo)
+    }
+
+    /// The pagetypeinfo, parsed; `None` when the machine's could not be
+    /// read.
+    pub fn pagetypeinfo(&self) -> Result<Option<PageTypeInfo>, SnapshotError> {
+        let text = self.proc.pagetypeinfo.as_deref();
+        text.map(parse_pagetypeinfo)
+            .transpose()
+            .map_err(SnapshotError::Freeinfo)
+    }
+
+    /// Rebuilds a fresh allocator's free lists to the snapshot's
+    /// pagetypeinfo ([`Allocator::set_start_state`], placed from `seed`);
+    /// returns the allocated blocks. On error the allocator is unchanged.
+    pub fn start_state<M: BuddyModel, V: Variant>(
+        &self,
+        alloc: &mut Allocator<M, V>,
+        seed: u64,
+    ) -> Result<Vec<(Pfn, Order)>, SnapshotError> {
+        let types = self.pagetypeinfo()?.ok_or(SnapshotError::NoPagetypeinfo)?;
+        alloc
+            .set_start_state(&types, seed)
+            .map_err(SnapshotError::StartState)
+    }
+
+    /// The memory map's entries: the firmware map's, else `/proc/iomem`'s
+    /// top level (as the live host loader chooses).
+    pub fn memory_map(&self) -> Result<Vec<FirmwareEntry>, SnapshotError> {
+        if !self.firmware_memmap.is_empty() {
+            let mut entries = self
+                .firmware_memmap
+                .iter()
+                .map(|e| {
+                    parse_firmware_entry(&e.start, &e.end, &e.kind)
+                        .map_err(|why| format!("firmware entry {}: {why}", e.index))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(SnapshotError::MemoryMap)?;
+            entries.sort();
+            return Ok(entries);
+        }
+        let iomem = self.iomem.as_deref().ok_or(SnapshotError::NoMemoryMap)?;
+        parse_iomem(iomem).map_err(|why| {
+            if why.contains("reads as zero") {
+                SnapshotError::NoMemoryMap
+            } else {
+                SnapshotError::MemoryMap(format!("/proc/iomem: {why}"))
+            }
+        })
+    }
+
+    /// Which node each memory block is on, from the nodes' links; `None`
+    /// without a block size or any link (one node then).
+    pub fn node_map(&self) -> Option<NodeMap> {
+        let size = self.memory_block_size.as_deref()?;
+        let block_size_bytes = u64::from_str_radix(size.trim().trim_start_matches("0x"), 16)
+            .ok()
+            .filter(|&b| b > 0)?;
+        let blocks: std::collections::BTreeMap<u64, u16> = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.memory_blocks.iter().map(move |&b| (b, n.id)))
+            .collect();
+        (!blocks.is_empty()).then_some(NodeMap {
+            block_size_bytes,
+            blocks,
+        })
+    }
+
+    /// The machine's layout, in the geometry of its architecture and page
+    /// size, named `source`.
+    pub fn layout(&self, source: &str) -> Result<Layout, SnapshotError> {
+        let entries = self.memory_map()?;
+        let ram_end = entries
+            .iter()
+            .filter(|e| e.2 == "System RAM")
+            .map(|e| e.1)
+            .max()
+            .unwrap_or(0);
+        let geometry = host_geometry_for(&self.arch, self.page_size as usize, ram_end);
+        entries_to_layout_with(&entries, self.node_map().as_ref(), source, geometry)
+            .map_err(SnapshotError::Layout)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,139 @@
+//! `pfnlab snapshot`, `--layout snapshot:FILE` and `--start-state
+//! snapshot:FILE` end to end: a saved tree becomes a snapshot, this
+//! host's snapshot becomes a layout and an allocator whose buddyinfo and
+//! pagetypeinfo are the snapshot's byte for byte, and bad snapshots are
+//! one line and exit status 2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use pfnlab::snapshot::Snapshot;
+
+fn pfnlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pfnlab"))
+        .args(args)
+        .output()
+        .expect("run pfnlab")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// One line on stderr and exit status 2.
+fn refused(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8(out.stderr.clone()).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
+fn host_fixture() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/snapshot-host.json")
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn write(root: &Path, machine_path: &str, text: &str) {
+    let path = root.join(machine_path.trim_start_matches('/'));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn snapshot_writes_a_saved_tree_and_names_what_it_could_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    write(&root, "/sys/firmware/memmap/0/start", "0x100000\n");
+    write(&root, "/sys/firmware/memmap/0/end", "0x3fffffff\n");
+    write(&root, "/sys/firmware/memmap/0/type", "System RAM\n");
+    write(&root, "/proc/version", "Linux version 6.18.0\n");
+    let out_file = tmp.path().join("s.json");
+    let out = stdout(&pfnlab(&[
+        "snapshot",
+        "--root",
+        root.to_str().unwrap(),
+        "--out",
+        out_file.to_str().unwrap(),
+    ]));
+    assert!(out.starts_with("wrote "), "{out}");
+    assert!(out.contains("could not read /proc/pagetypeinfo: "), "{out}");
+    let snap = Snapshot::load(&out_file).unwrap();
+    assert_eq!(snap.kernel.version.as_deref(), Some("Linux version 6.18.0"));
+    assert_eq!(snap.arch, std::env::consts::ARCH);
+    // The layout is the firmware map's one RAM range.
+    let spec = format!("snapshot:{}", out_file.display());
+    let layout = stdout(&pfnlab(&["layout", "--layout", &spec]));
+    assert!(layout.contains("0x100000"), "{layout}");
+}
+
+/// The host's snapshot: its allocator's buddyinfo and pagetypeinfo are
+/// the machine's files, byte for byte.
+#[test]
+fn the_host_fixture_starts_an_allocator_with_its_free_lists() {
+    let fixture = host_fixture();
+    let snap = Snapshot::load(Path::new(&fixture)).unwrap();
+    let spec = format!("snapshot:{fixture}");
+    let args = ["--layout", &spec, "--start-state", &spec, "--seed", "3"];
+    let types = stdout(&pfnlab(&[&["pagetypeinfo"], &args[..]].concat()));
+    assert_eq!(Some(types), snap.proc.pagetypeinfo);
+    let buddy = stdout(&pfnlab(&[&["buddyinfo"], &args[..]].concat()));
+    assert_eq!(Some(buddy), snap.proc.buddyinfo);
+}
+
+#[test]
+fn bad_snapshots_are_one_line_and_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = host_fixture();
+    let host = std::fs::read_to_string(&fixture).unwrap();
+    let save = |name: &str, text: String| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        format!("snapshot:{}", path.display())
+    };
+    let edited = |name: &str, edit: &dyn Fn(&mut Snapshot)| {
+        let mut snap = Snapshot::from_json(&host).unwrap();
+        edit(&mut snap);
+        save(name, snap.to_json())
+    };
+    let version = save(
+        "v2.json",
+        host.replacen("\"version\": 1,", "\"version\": 2,", 1),
+    );
+    let err = refused(&pfnlab(&["layout", "--layout", &version]));
+    assert!(err.contains("snapshot format version 2"), "{err}");
+    let arch = edited("riscv.json", &|s| s.arch = "riscv64".into());
+    let err = refused(&pfnlab(&["buddyinfo", "--layout", &arch]));
+    assert!(err.contains("a snapshot of a riscv64 machine"), "{err}");
+    let cut = edited("cut.json", &|s| {
+        let z = s.proc.zoneinfo.as_mut().unwrap();
+        let cut = z[..z.len() / 3].rfind('\n').unwrap() + 1;
+        z.truncate(cut);
+    });
+    let err = refused(&pfnlab(&["layout", "--layout", &cut]));
+    assert!(err.contains("zoneinfo is truncated"), "{err}");
+    // Nine order-10 Movable blocks in DMA: its 4,096 pages hold three.
+    let full = edited("full.json", &|s| {
+        let mut types = s.pagetypeinfo().unwrap().unwrap();
+        types.zones[0].free[1][10] = 9;
+        s.proc.pagetypeinfo = Some(types.to_string());
+    });
+    let layout = format!("snapshot:{fixture}");
+    let err = refused(&pfnlab(&[
+        "pagetypeinfo",
+        "--layout",
+        &layout,
+        "--start-state",
+        &full,
+    ]));
+    assert!(err.contains("zone DMA: only "), "{err}");
+    let err = refused(&pfnlab(&["buddyinfo", "--start-state", "my.json"]));
+    assert!(err.contains("snapshot:FILE"), "{err}");
+}

@@ -1,0 +1,184 @@
+//! `Allocator::set_start_state` on a small zone, worked by hand: 64 MiB at 4 GiB is one
+//! Normal zone of 16,384 pages, 32 pageblocks of 512 pages, 16 aligned
+//! pairs of them for the order-10 blocks.
+
+use buddy::testing::{Reference, check_conservation, ram_allocator};
+use buddy::views::{FREECOUNT_CAP, PageTypeInfo};
+use buddy::{Allocator, Era, Gfp, Kernel, StartStateError, ZoneId};
+use sparsemem::{MIGRATE_TYPES, Migratetype, NodeId, Order, SparseExtreme};
+
+fn allocator(era: Era) -> Allocator<SparseExtreme, Kernel> {
+    ram_allocator(4 << 30, (4 << 30) + (64 << 20), era)
+}
+
+/// The fresh zone's pagetypeinfo with `blocks` pageblocks per
+/// migratetype and the free blocks `(mt, order, count)`.
+fn target(
+    alloc: &Allocator<SparseExtreme, Kernel>,
+    blocks: [u64; MIGRATE_TYPES],
+    free: &[(Migratetype, usize, u64)],
+) -> PageTypeInfo {
+    let mut t = alloc.pagetypeinfo();
+    let z = &mut t.zones[0];
+    z.blocks = blocks;
+    z.free.iter_mut().for_each(|l| l.fill(0));
+    for &(mt, order, n) in free {
+        z.free[mt.index()][order] = n;
+    }
+    t
+}
+
+const FRAGMENTED: [(Migratetype, usize, u64); 6] = [
+    (Migratetype::Movable, 10, 5),
+    (Migratetype::Movable, 3, 7),
+    (Migratetype::Movable, 0, 40),
+    (Migratetype::Unmovable, 8, 2),
+    (Migratetype::Unmovable, 0, 9),
+    (Migratetype::Reclaimable, 9, 1),
+];
+
+#[test]
+fn the_free_lists_hold_exactly_the_target_and_the_rest_is_allocated() {
+    let mut alloc = allocator(Era::V6_18);
+    assert_eq!(alloc.pagetypeinfo().zones[0].blocks, [0, 32, 0, 0, 0]);
+    let want = target(&alloc, [4, 26, 2, 0, 0], &FRAGMENTED);
+    let allocated = alloc.set_start_state(&want, 7).unwrap();
+    assert_eq!(alloc.pagetypeinfo(), want);
+    let free_pages = 5 * 1024 + 7 * 8 + 40 + 2 * 256 + 9 + 512;
+    assert_eq!(alloc.free_pages_total(), free_pages);
+    assert_eq!(alloc.zones()[0].nr_free_pages_state(), free_pages);
+    let mut reference = Reference::default();
+    for &(pfn, order) in &allocated {
+        reference.blocks.insert(pfn.get(), order);
+    }
+    assert_eq!(reference.pages() + free_pages, 16384);
+    check_conservation(&alloc, 0, &reference).unwrap();
+    // Every allocated block frees, and the zone coalesces back whole.
+    for (pfn, order) in allocated {
+        alloc.free_pages(pfn, order).unwrap();
+    }
+    assert_eq!(alloc.zones()[0].nr_free()[10], 16);
+}
+
+#[test]
+fn the_seed_decides_where_and_only_where() {
+    let place = |seed| {
+        let mut alloc = allocator(Era::V6_18);
+        let want = target(&alloc, [4, 26, 2, 0, 0], &FRAGMENTED);
+        alloc.set_start_state(&want, seed).unwrap();
+        let mut blocks = alloc.free_blocks(ZoneId::new(0));
+        blocks.sort_unstable();
+        (blocks, alloc.pagetypeinfo())
+    };
+    let (a, info_a) = place(1);
+    assert_eq!(place(1).0, a, "the same seed, the same pfns");
+    let (b, info_b) = place(2);
+    assert_ne!(b, a, "another seed, other pfns");
+    assert_eq!(info_a, info_b, "the same counts");
+}
+
+#[test]
+fn a_target_that_cannot_fit_leaves_the_allocator_as_it_was() {
+    let mut alloc = allocator(Era::V6_18);
+    let fresh = alloc.pagetypeinfo();
+    // 17 order-10 blocks: the zone has 16 pairs of pageblocks.
+    let too_many = target(&alloc, [0, 32, 0, 0, 0], &[(Migratetype::Movable, 10, 17)]);
+    let e = alloc.set_start_state(&too_many, 1).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "node 0 zone Normal: only 16 of 17 free Movable blocks of order 10 fit the layout"
+    );
+    // Two order-9 blocks in one Reclaimable pageblock.
+    let one_block = target(
+        &alloc,
+        [0, 31, 1, 0, 0],
+        &[(Migratetype::Reclaimable, 9, 2)],
+    );
+    assert!(matches!(
+        alloc.set_start_state(&one_block, 1),
+        Err(StartStateError::CannotFit {
+            placed: 1,
+            wanted: 2,
+            ..
+        })
+    ));
+    // Order-0 blocks: at most every other page of a pageblock (two free
+    // buddies would merge), so 257 do not fit in one.
+    let dense = target(
+        &alloc,
+        [1, 31, 0, 0, 0],
+        &[(Migratetype::Unmovable, 0, 257)],
+    );
+    assert!(matches!(
+        alloc.set_start_state(&dense, 1),
+        Err(StartStateError::CannotFit { placed: 256, .. })
+    ));
+    let short = target(&alloc, [0, 31, 0, 0, 0], &[]);
+    assert!(matches!(
+        alloc.set_start_state(&short, 1),
+        Err(StartStateError::Shape { .. })
+    ));
+    let mut capped = target(&alloc, [0, 32, 0, 0, 0], &[]);
+    capped.zones[0].free[1][0] = FREECOUNT_CAP;
+    assert!(matches!(
+        alloc.set_start_state(&capped, 1),
+        Err(StartStateError::Capped { .. })
+    ));
+    let mut other = target(&alloc, [0, 32, 0, 0, 0], &[]);
+    other.zones[0].zone = "DMA32".into();
+    assert_eq!(
+        alloc.set_start_state(&other, 1).unwrap_err().to_string(),
+        "node 0 zone Normal is missing in the target"
+    );
+    assert_eq!(alloc.pagetypeinfo(), fresh);
+    assert_eq!(alloc.free_pages_total(), 16384);
+}
+
+#[test]
+fn only_a_fresh_allocator_of_an_era_with_migratetypes() {
+    let mut old = allocator(Era::V2_6_9);
+    let want = target(&old, [0, 32, 0, 0, 0], &[]);
+    assert_eq!(
+        old.set_start_state(&want, 0),
+        Err(StartStateError::NoMigratetypes)
+    );
+    let mut alloc = allocator(Era::V6_18);
+    let want = target(&alloc, [0, 32, 0, 0, 0], &[]);
+    let pfn = alloc
+        .alloc_pages(Order::ZERO, Gfp::KERNEL, NodeId::ZERO, None)
+        .unwrap();
+    assert_eq!(
+        alloc.set_start_state(&want, 0),
+        Err(StartStateError::NotFresh)
+    );
+    alloc.free_pages(pfn, Order::ZERO).unwrap();
+}
+
+/// The host's pagetypeinfo on the host's layout: the free lists are the
+/// machine's, conservation and the structure checker hold, and every
+/// allocated block frees back into a fully coalesced zone.
+#[test]
+fn the_host_pagetypeinfo_starts_a_checked_allocator() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+    let layout =
+        sparsemem::Layout::from_toml_file(format!("{dir}/layout/host-6.18-2cpu.toml").as_ref())
+            .unwrap();
+    let text = std::fs::read_to_string(format!("{dir}/pagetypeinfo/host-6.18-2cpu")).unwrap();
+    let want = buddy::views::parse_pagetypeinfo(&text).unwrap();
+    let model = SparseExtreme::new(&layout).unwrap();
+    let mut alloc =
+        Allocator::<_, Kernel>::new(model, &layout, buddy::Options::for_era(Era::V6_18)).unwrap();
+    let fresh = buddy::testing::snapshot(&alloc);
+    let allocated = alloc.set_start_state(&want, 0).unwrap();
+    assert_eq!(alloc.pagetypeinfo(), want);
+    assert_eq!(alloc.pagetypeinfo().to_string(), text);
+    let mut reference = Reference::default();
+    for &(pfn, order) in &allocated {
+        reference.blocks.insert(pfn.get(), order);
+    }
+    check_conservation(&alloc, 0, &reference).unwrap();
+    for (pfn, order) in allocated {
+        alloc.free_pages(pfn, order).unwrap();
+    }
+    assert_eq!(buddy::testing::snapshot(&alloc), fresh);
+}
