@@ -5,7 +5,7 @@
 //! optimised (6.18's fake heads, batched); the share optimised steps
 //! 0, 25, 50, 75, 100 % (back and forth, trial after trial, so each step
 //! moves a quarter of the folios). At each step, two hot paths: random-pfn
-//! `pfn_to_page` plus a flags read over all the node's memory (an
+//! `pfn_to_page` plus a flags read over all the layout's memory (an
 //! optimised folio's tails are one read-only page, aliased: fewer distinct
 //! cache lines, but split memmap PMDs where THP backed it), and order-0
 //! alloc+free of the free memory around the folios (the zone path, which
