@@ -66,6 +66,9 @@ pub struct HugetlbCounts {
     pub optimized: u64,
     /// Restores that failed for want of vmemmap pages.
     pub restore_failures: u64,
+    /// Fresh folios left plain because their memmap is self-hosted
+    /// (memmap_on_memory: `PageVmemmapSelfHosted`).
+    pub skipped_self_hosted: u64,
     /// Vmemmap pages allocated from the buddy by restores.
     pub vmemmap_pages_allocated: u64,
     /// Of those, pages freed back to the buddy by later optimisations.
@@ -308,13 +311,21 @@ impl HugetlbPool {
             return Ok(());
         };
         let hvo = alloc.model().hugetlb_vmemmap()?;
+        // `vmemmap_should_optimize_folio`: a folio whose memmap lives in
+        // its own memory block is left plain.
+        let (plain, fresh): (Vec<Pfn>, Vec<Pfn>) =
+            fresh.iter().partition(|&&h| vmemmap_self_hosted(alloc, h));
+        self.counts.skipped_self_hosted += plain.len() as u64;
+        if fresh.is_empty() {
+            return Ok(());
+        }
         if mode.batched {
             // SAFETY: the pool owns the fresh folios and writes none of
             // their tails while optimised.
-            unsafe { hvo.optimize(fresh, self.order, mode.layout, true) }?;
+            unsafe { hvo.optimize(&fresh, self.order, mode.layout, true) }?;
             self.counts.optimized += fresh.len() as u64;
         } else {
-            for &h in fresh {
+            for &h in &fresh {
                 // SAFETY: as above.
                 unsafe { hvo.optimize(&[h], self.order, mode.layout, false) }?;
                 self.counts.optimized += 1;
@@ -480,6 +491,18 @@ impl HugetlbPool {
         }
         Ok(())
     }
+}
+
+/// `PageVmemmapSelfHosted` on the vmemmap page of the folio's head: the
+/// head's memory block carries its own memmap (memmap_on_memory's
+/// altmap), so the vmemmap pages HVO would free are pfns of the block
+/// itself, which never came from the buddy. The kernel asks the head's
+/// vmemmap page only: a block's memmap is at its start, and a folio
+/// smaller than a block lies in one block.
+fn vmemmap_self_hosted<M: BuddyModel, V: Variant>(alloc: &Allocator<M, V>, head: Pfn) -> bool {
+    let per = alloc.model().geometry().memory_block_pages();
+    let block = Pfn::new(head.get() / per * per);
+    !alloc.self_hosted_pfns(block, block + per).is_empty()
 }
 
 /// The first aligned run of `nr` pages of free max-order blocks in zone

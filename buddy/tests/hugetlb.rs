@@ -7,7 +7,7 @@
 use buddy::testing::{Reference, check_conservation};
 use buddy::{Allocator, BuddyModel, Era, Gfp, HugetlbError, HugetlbPool, HvoMode, Kernel, Options};
 use sparsemem::hvo::HvoLayout;
-use sparsemem::{Geometry, Layout, MemRange, NodeId, Order, Pfn, RangeKind};
+use sparsemem::{Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, RangeKind};
 use vmemmap::{Vmemmap, VmemmapOptions, VmemmapProbe, VmemmapTable};
 
 const GIB: u64 = 1 << 30;
@@ -249,4 +249,48 @@ fn bad_requests_give_one_clear_error_each() {
     );
     assert!(err.to_string().contains("simplification") || err.to_string().contains("not modelled"));
     check(&sparse, &[], &[&giant]);
+}
+
+#[test]
+fn folios_whose_memmap_is_self_hosted_are_left_plain() {
+    // 1 GiB of boot RAM and one hot-added 128 MiB block at 4 GiB that
+    // carries its own memmap (its first 512 pfns), onlined to ZONE_NORMAL,
+    // which HIGHUSER tries first: the block's free 2 MiB folios come
+    // first, then boot memory's.
+    let block = MemRange::new(4 * GIB, 4 * GIB + (128 << 20), RangeKind::Hotplug, 0)
+        .with_memmap_on_memory();
+    let l = Layout::new(
+        Geometry::X86_64,
+        vec![MemRange::new(0, GIB, RangeKind::Ram, 0), block],
+        "self-hosted hugetlb test",
+    )
+    .unwrap();
+    let start = Pfn::new((4 * GIB) >> 12);
+    for batched in [false, true] {
+        let model = VmemmapTable::with_options(&l, shared()).unwrap();
+        let mut alloc = Allocator::<_, Kernel>::new(model, &l, Options::default()).unwrap();
+        alloc
+            .online_pages(start, 1 << 15, buddy::OnlineType::OnlineKernel)
+            .unwrap();
+        let hvo = Some(HvoMode {
+            layout: HvoLayout::FakeHead,
+            batched,
+        });
+        let mut pool = HugetlbPool::new(&alloc, PMD, NodeId::ZERO, hvo).unwrap();
+        assert_eq!(pool.grow(&alloc, 70).unwrap(), 70);
+        let hvo = alloc.model().hugetlb_vmemmap().unwrap();
+        let heads: Vec<Pfn> = pool.blocks(&alloc).into_iter().map(|(p, _)| p).collect();
+        let (hosted, boot): (Vec<Pfn>, Vec<Pfn>) = heads.iter().partition(|&&h| h >= start);
+        // At most the block's 63 free folios (the zone's reserves may
+        // keep one), and the rest from boot memory.
+        assert!((60..=63).contains(&hosted.len()), "{}", hosted.len());
+        assert!(hosted.iter().all(|&h| hvo.optimized(h).is_none()));
+        assert!(boot.iter().all(|&h| hvo.optimized(h).is_some()));
+        let c = pool.counts();
+        let split = (boot.len() as u64, hosted.len() as u64);
+        assert_eq!((c.optimized, c.skipped_self_hosted), split);
+        check(&alloc, &[], &[&pool]);
+        assert_eq!(pool.shrink(&alloc, 70).unwrap(), 70);
+        check(&alloc, &[], &[&pool]);
+    }
 }

@@ -1,7 +1,8 @@
 //! Structured allocator operation sequences — alloc, free, bulk list and
 //! array with generated GFP masks (valid or not), pcp drain, hot add,
 //! online with each online type, offline, hot remove, device memory add and
-//! remove, and misuse — over every memory model, in every era that had the
+//! remove, hugetlb pools grown and shrunk (HVO off: the fuzzed eras
+//! predate it), and misuse — over every memory model, in every era that had the
 //! hole check and with a generated subset of mechanisms, checked against
 //! the reference after each step.
 #![no_main]
@@ -11,7 +12,8 @@ mod common;
 use arbitrary::Arbitrary;
 use buddy::testing::{Reference, check_conservation};
 use buddy::{
-    Allocator, Gfp, InitError, KernelHoleCheck, MemHotplugError, OnlineType, Options, RequestError,
+    Allocator, Gfp, HugetlbPool, InitError, KernelHoleCheck, MemHotplugError, OnlineType, Options,
+    RequestError,
 };
 use libfuzzer_sys::fuzz_target;
 use sparsemem::{Flat, Layout, NodeId, Order, Pfn, SparseClassic, SparseExtreme};
@@ -31,6 +33,9 @@ enum Op {
     HotRemove(u8, u8),
     AddDevice(u8, u8),
     RemoveDevice(u8, u8),
+    /// Hugetlb: grow (even) or shrink (odd) the PMD (`which` < 128) or PUD
+    /// pool by up to `n % 8` folios.
+    Hugetlb(u8, u8),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -112,6 +117,11 @@ fn run<M: buddy::BuddyModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mec
     };
     let mut reference = Reference::default();
     let node = layout.first_node();
+    let orders = sparsemem::hvo::hugetlb_orders(layout.geometry());
+    let mut pools: Vec<HugetlbPool> = orders
+        .iter()
+        .filter_map(|&o| HugetlbPool::new(&alloc, o, node, None).ok())
+        .collect();
     for &op in ops.iter().take(64) {
         match op {
             Op::HotAdd(at, len) => {
@@ -142,6 +152,20 @@ fn run<M: buddy::BuddyModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mec
             Op::HotRemove(at, len) => {
                 let (start, nr) = hot_range(layout, at, len, false);
                 let _ = alloc.hot_remove(start, nr);
+            }
+            Op::Hugetlb(which, n) => {
+                let Some(pool) = pools.get_mut(usize::from(which >> 7) % 2) else {
+                    continue;
+                };
+                let n = u64::from(n % 8);
+                let before = pool.counts().nr_hugepages;
+                if which % 2 == 0 {
+                    let got = pool.grow(&alloc, n).unwrap_or(0);
+                    assert_eq!(pool.counts().nr_hugepages, before + got);
+                } else {
+                    let freed = pool.shrink(&alloc, n).expect("no HVO: nothing to restore");
+                    assert_eq!(freed, n.min(before));
+                }
             }
             _ => {
                 // A layout with no memory yet has no node to run a CPU on.
@@ -214,7 +238,17 @@ fn run<M: buddy::BuddyModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mec
                 drop(cpu);
             }
         }
+        // The pools' blocks count as allocated for the check only.
+        let held: Vec<_> = pools.iter().flat_map(|p| p.blocks(&alloc)).collect();
+        for &(pfn, order) in &held {
+            reference
+                .record_model(alloc.model(), pfn, order)
+                .expect("a pool's block is allocated once");
+        }
         check_conservation(&alloc, 0, &reference).expect("conservation");
+        for (pfn, _) in held {
+            reference.blocks.remove(&pfn.get());
+        }
     }
 }
 

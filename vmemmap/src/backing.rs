@@ -87,7 +87,11 @@ impl Memfd {
     }
 
     /// Maps `len` bytes of the file from `offset` at `addr`, shared,
-    /// replacing whatever was mapped there (`MAP_FIXED`).
+    /// replacing whatever was mapped there (`MAP_FIXED`). An accessible
+    /// mapping is populated at once (`MAP_POPULATE`), as the kernel's
+    /// `vmemmap_remap_pte` and `vmemmap_restore_pte` write each PTE
+    /// themselves: without it the first read of each page after a remap
+    /// or a restore takes a minor fault the kernel never takes.
     ///
     /// # Safety
     /// - `[addr, addr + len)` lies in a mapping the caller owns, and no
@@ -110,13 +114,18 @@ impl Memfd {
         };
         let off = libc::off_t::try_from(offset)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset overflows"))?;
+        let populate = if prot == libc::PROT_NONE {
+            0
+        } else {
+            libc::MAP_POPULATE
+        };
         // SAFETY: the caller's contract: the range is theirs to replace.
         let got = unsafe {
             libc::mmap(
                 addr.cast::<c_void>(),
                 len,
                 prot,
-                libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_NORESERVE,
+                libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_NORESERVE | populate,
                 self.fd.as_raw_fd(),
                 off,
             )

@@ -101,10 +101,16 @@ fn optimise_and_restore(order: u32, heads: &[u64], layout_kind: HvoLayout, batch
         0
     };
     assert_eq!(file0 - file_bytes(&model), freed - shared_page);
-    assert_eq!(
-        pss0 - pss(&model),
-        freed,
-        "the shared page is not in the memmap's range"
+    // The remapped tails are populated at once (as the kernel writes the
+    // PTEs), so the page they alias is mapped by 8 VMAs per folio and
+    // smaps, which prints each VMA's Pss in whole kB, rounds each share
+    // (512 B) down: the Pss drop is the freed bytes plus up to one page
+    // per folio. The file's blocks, above, are exact.
+    let pss_drop = pss0 - pss(&model);
+    let slack = 4096 * heads.len() as u64;
+    assert!(
+        (freed..=freed + slack).contains(&pss_drop),
+        "{pss_drop} not within {freed} + {slack}"
     );
     for &h in &heads {
         assert_eq!(model.optimized(h), Some(layout_kind));
@@ -125,7 +131,7 @@ fn optimise_and_restore(order: u32, heads: &[u64], layout_kind: HvoLayout, batch
         last.set_user(UserFlag::Dirty);
         assert!(last.test(PageFlag::Dirty), "restored tails are writable");
     }
-    // Restored pages are in the file at once, in the page tables once read.
+    // Restored pages are in the file and in the page tables at once.
     assert_eq!(pss(&model), pss0, "every descriptor was read back");
 }
 

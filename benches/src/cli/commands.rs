@@ -332,6 +332,10 @@ pub struct LayoutArgs {
     /// Also write the memmap figures as JSON into this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also grow hugetlb pools, `SIZE:COUNT` comma-separated (`2M:512,1G:2`),
+    /// optimise them (HVO) and report each model's resident memmap.
+    #[arg(long, value_parser = super::layout_hugetlb::parse_hugetlb)]
+    hugetlb: Option<super::layout_hugetlb::HugetlbSpec>,
 }
 
 /// `pfnlab query`'s options.
@@ -354,9 +358,21 @@ pub struct QueryArgs {
 /// Runs `pfnlab layout`; `outer` is a `--layout` given before the command.
 pub fn layout(args: LayoutArgs, outer: Option<LayoutSpec>) -> Result<(), CliError> {
     let layout = load_layout(args.layout.or(outer).as_ref())?;
+    let hvo = args
+        .hugetlb
+        .as_ref()
+        .map(|spec| super::layout_hugetlb::measure(&layout, args.page_size, spec));
+    let hvo = hvo.transpose()?;
     print!("{}", layout_report(&layout, args.page_size));
+    if let Some(h) = &hvo {
+        print!("{}", h.render());
+    }
     if let Some(path) = args.json {
-        std::fs::write(&path, layout_json(&layout, args.page_size))
+        let mut json = layout_json(&layout, args.page_size);
+        if let Some(h) = &hvo {
+            json = h.add_to_json(&json)?;
+        }
+        std::fs::write(&path, json)
             .map_err(|e| CliError(format!("cannot write {}: {e}", path.display())))?;
         println!("\njson: {}", path.display());
     }

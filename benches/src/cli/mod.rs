@@ -11,6 +11,7 @@ pub mod bench;
 pub mod commands;
 pub mod compare;
 pub mod hotplug_memmap;
+pub mod layout_hugetlb;
 pub mod snapshot;
 pub mod trace;
 pub mod views;

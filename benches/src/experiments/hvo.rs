@@ -8,7 +8,14 @@
 //!   ratio to HVO off beside the published one ("[PATCH v8 0/8] Batch
 //!   hugetlb vmemmap modification operations", Oct 2023: 500,000 × 2 MiB,
 //!   allocate 28.973 s on / 4.119 s off, batched 7.267 s / 4.719 s; free
-//!   36.748 / 4.477 s, batched 13.199 / 4.245 s);
+//!   36.748 / 4.477 s, batched 13.199 / 4.245 s), while a thread on the
+//!   other CPU reads the memmap and feels the remap's TLB shootdowns: its
+//!   read rate per mode beside HVO off's ([`pool`]); the same with one
+//!   1 GiB folio per trial where the layout has a free contiguous range
+//!   (else a notice);
+//! - the hot path as the share of memory in optimised folios steps from 0
+//!   to 100 % of the folios held ([`hot`]): random-pfn `pfn_to_page` plus
+//!   a flags read, and order-0 alloc+free of the memory around them;
 //! - `compound_head` on tail pages: the fake-head check on plain and on
 //!   optimised folios, and the mask encoding;
 //! - the memmap's resident bytes with the pool grown, read from the kernel
@@ -18,14 +25,14 @@
 //!   shrinking its own 2 MiB pool by N pages with `hugetlb_optimize_vmemmap`
 //!   0 and 1, trials interleaved, in the same table
 //!   ([`crate::host_kernel::hugetlb_pool`]; both sysctls restored).
-//!
-//! Not measured here (issue 26, not done): the thread on the other CPU
-//! touching its memory while the remap's shootdowns land, and the hot
-//! path against the share of optimised memory.
+
+mod hot;
+mod pool;
+mod rows;
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-use buddy::{AllocError, BuddyModel, HugetlbPool, HvoMode, Kernel, Options};
+use buddy::{AllocError, BuddyModel, HvoMode, Kernel, Options};
 use serde::Serialize;
 use sparsemem::hvo::{HvoLayout, hugetlb_orders, hvo_freed_bytes};
 use sparsemem::{Layout, PAGE_STRUCT_SIZE, Page};
@@ -37,8 +44,9 @@ use crate::host_kernel::{HostError, HostPaths, hugetlb_pool, is_root};
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::spread::{Comparison, Interval, ratio_cell};
-use crate::timing::{Measurement, Plan, next_set};
-use crate::workloads::{compound_heads, hugetlb_grow, hugetlb_shrink};
+use crate::timing::{Measurement, Plan};
+use crate::workloads::{compound_heads, valid_pfns};
+use pool::Pools;
 
 /// The experiment `bench hvo`.
 pub struct Hvo;
@@ -108,6 +116,14 @@ pub enum HvoVariant {
     CompoundHeadFakeHead,
     /// `compound_head` by mask on shared-tail folios' tails.
     CompoundHeadMask,
+    /// The toucher on the other CPU, its CPU time per memmap read over a
+    /// mode's grow and shrink.
+    Toucher,
+    /// Random-pfn `pfn_to_page` + flags read, per pfn, at a share of the
+    /// folios optimised.
+    HotReadFlags,
+    /// Order-0 alloc+free of the memory around the folios, per pair.
+    HotZonePairs,
     /// This host's kernel raising `nr_hugepages`, per page.
     KernelGrow,
     /// This host's kernel lowering `nr_hugepages`, per page.
@@ -144,8 +160,11 @@ pub struct HvoParams {
     pub mode: HvoModeId,
     /// Folio size.
     pub folio_kib: u64,
-    /// Folios per trial.
+    /// Folios per trial (held, for the hot-path rows).
     pub folios: u64,
+    /// Percent of the held folios optimised (hot-path rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optimised_percent: Option<u64>,
 }
 
 /// A row's extra fields.
@@ -167,6 +186,13 @@ pub struct HvoExtra {
     /// `size_of::<Page>()`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hvo_freed_bytes: Option<u64>,
+    /// Of the node's memory, the share in optimised folios (hot-path rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_share: Option<f64>,
+    /// Whether the toucher and the measuring thread each had their own
+    /// CPU (toucher rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toucher_pinned: Option<bool>,
 }
 
 /// One row of `bench hvo`'s report.
@@ -181,6 +207,9 @@ pub struct ModeResult {
     pub grow: Measurement,
     /// Shrinking, per folio.
     pub shrink: Measurement,
+    /// The toucher on the other CPU, its CPU time per read over both
+    /// (none when it was never scheduled long enough).
+    pub toucher: Option<Measurement>,
     /// Resident memmap bytes with the pool grown.
     pub resident_bytes: u64,
 }
@@ -194,6 +223,13 @@ pub struct HvoResults {
     pub folios: u64,
     /// Each mode's pool timings.
     pub modes: Vec<ModeResult>,
+    /// Whether the toucher and the measuring thread had a CPU each.
+    pub toucher_pinned: bool,
+    /// The same with one gigantic folio per trial (order, timings), or
+    /// why not.
+    pub gigantic: Result<(u32, Vec<ModeResult>), String>,
+    /// The hot path against the share of folios optimised.
+    pub hot: hot::HotPath,
     /// `compound_head` per tail: plain, fake-head, mask.
     pub heads: Vec<(HvoVariant, HvoModeId, Measurement)>,
     /// Vmemmap bytes freed per folio.
@@ -248,66 +284,34 @@ impl ModelVisitor for Visitor {
     }
 }
 
+/// Pfns the toucher reads, over all the layout's memory.
+const TOUCHED_PFNS: usize = 1 << 16;
+
 /// Every part, on one allocator.
 fn run<M: BuddyModel>(
     alloc: &buddy::Allocator<M, Kernel>,
     plan: Plan,
     layout: &Layout,
 ) -> Result<HvoResults, buddy::HugetlbError> {
-    let order = hugetlb_orders(alloc.model().geometry())[0];
+    let [order, giant] = hugetlb_orders(alloc.model().geometry());
     let node = layout.first_node();
     // Three pools hold folios at once for the compound_head part.
     let room = alloc.free_pages_total() / (1 << order) / 4;
     let folios = plan.iters(512, 16).min(room).max(1);
-    let mut pools = HvoModeId::ALL
-        .iter()
-        .map(|&m| Ok((m, HugetlbPool::new(alloc, order, node, m.mode())?, 0u64)))
-        .collect::<Result<Vec<_>, buddy::HugetlbError>>()?;
-    let mut failed = None;
-    let mut grow_ns = vec![Vec::new(); pools.len()];
-    let mut shrink_ns = vec![Vec::new(); pools.len()];
-    for trial in 0..=plan.trials {
-        for (i, (_, pool, resident)) in pools.iter_mut().enumerate() {
-            let t0 = std::time::Instant::now();
-            let got = hugetlb_grow(alloc, pool, folios);
-            let t1 = std::time::Instant::now();
-            // Read between the timed steps: smaps is slow to read.
-            *resident = alloc.model().memmap_bytes().resident;
-            let t1 = (t1, std::time::Instant::now());
-            let freed = hugetlb_shrink(alloc, pool, folios);
-            let t2 = std::time::Instant::now();
-            match (got, freed) {
-                (Ok(g), Ok(f)) if trial > 0 => {
-                    grow_ns[i].push((t1.0 - t0).as_nanos() as f64 / g.max(1) as f64);
-                    shrink_ns[i].push((t2 - t1.1).as_nanos() as f64 / f.max(1) as f64);
-                }
-                (Err(e), _) | (_, Err(e)) => failed = Some(e),
-                _ => {}
-            }
-        }
-    }
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    // Each trial grew and shrank every pool in turn: the grows pair with
-    // each other, and so do the shrinks.
-    let (grows, shrinks) = (next_set(), next_set());
-    let modes = pools
-        .iter()
-        .zip(grow_ns.into_iter().zip(shrink_ns))
-        .map(|((mode, _, resident), (g, s))| ModeResult {
-            mode: *mode,
-            grow: Measurement::from_ns(g).in_set(grows),
-            shrink: Measurement::from_ns(s).in_set(shrinks),
-            resident_bytes: *resident,
-        })
-        .collect();
+    let mut pools = pool::new_pools(alloc, order, node)?;
+    let touched = valid_pfns(layout, TOUCHED_PFNS, 26);
+    let run = pool::pool_trials(alloc, plan, &mut pools, folios, &touched)?;
     let heads = measure_heads(alloc, plan, &mut pools, folios)?;
+    let gigantic = pool::gigantic(alloc, plan, giant, node, &touched)?.map(|g| (giant, g.modes));
+    let hot = hot::measure(alloc, plan, layout, order)?;
     let page_size = sparsemem::memmap::host_page_size() as u64;
     Ok(HvoResults {
         order,
         folios,
-        modes,
+        modes: run.modes,
+        toucher_pinned: run.pinned,
+        gigantic,
+        hot,
         heads,
         freed_per_folio: hvo_freed_bytes(order, page_size, PAGE_STRUCT_SIZE),
         host: None,
@@ -319,7 +323,7 @@ fn run<M: BuddyModel>(
 fn measure_heads<M: BuddyModel>(
     alloc: &buddy::Allocator<M, Kernel>,
     plan: Plan,
-    pools: &mut [(HvoModeId, HugetlbPool, u64)],
+    pools: &mut Pools,
     folios: u64,
 ) -> Result<Vec<(HvoVariant, HvoModeId, Measurement)>, buddy::HugetlbError> {
     let cases = [
@@ -398,34 +402,9 @@ impl Experiment for Hvo {
             mode,
             folio_kib,
             folios: r.folios,
+            optimised_percent: None,
         };
-        let off = r.modes.iter().find(|m| m.mode == HvoModeId::Off);
-        let mut rows = Vec::new();
-        for m in &r.modes {
-            for (variant, measured, base) in [
-                (HvoVariant::Grow, &m.grow, off.map(|o| &o.grow)),
-                (HvoVariant::Shrink, &m.shrink, off.map(|o| &o.shrink)),
-            ] {
-                let extra = HvoExtra {
-                    ratio_to_off: base
-                        .filter(|_| m.mode != HvoModeId::Off)
-                        .map(|b| measured.ns_per_op.median / b.ns_per_op.median),
-                    ratio_to_off_interval: base
-                        .filter(|_| m.mode != HvoModeId::Off)
-                        .and_then(|b| Interval::between(measured, b).ok()),
-                    published_ratio: m.mode.published_ratio(variant == HvoVariant::Grow),
-                    memmap_resident_bytes: Some(m.resident_bytes),
-                    hvo_freed_bytes: m.mode.mode().map(|_| r.freed_per_folio),
-                };
-                rows.push(Row::new(
-                    variant,
-                    ctx.model,
-                    params(m.mode),
-                    measured.clone(),
-                    extra,
-                ));
-            }
-        }
+        let mut rows = rows::mode_rows(ctx, r.order, r.folios, &r.modes, r.toucher_pinned);
         for (variant, mode, m) in &r.heads {
             rows.push(Row::new(
                 *variant,
@@ -435,6 +414,10 @@ impl Experiment for Hvo {
                 HvoExtra::default(),
             ));
         }
+        if let Ok((order, modes)) = &r.gigantic {
+            rows.extend(rows::mode_rows(ctx, *order, 1, modes, r.toucher_pinned));
+        }
+        rows.extend(rows::hot_rows(ctx, r.order, &r.hot));
         if let Some(Ok(host)) = &r.host {
             rows.extend(host_rows(ctx, host));
         }
@@ -503,6 +486,9 @@ impl Experiment for Hvo {
             ));
         }
         out.push_str(&render_host(r.host.as_ref()));
+        out.push_str(&rows::render_toucher(&r.modes, r.toucher_pinned));
+        out.push_str(&rows::render_gigantic(ctx, &r.gigantic));
+        out.push_str(&rows::render_hot(&r.hot));
         out.push_str("\ncompound_head per tail page:\n");
         for (variant, _, m) in &r.heads {
             let name = serde_json::to_value(variant)
@@ -540,6 +526,7 @@ fn host_rows(ctx: &Ctx, host: &HostPool) -> Vec<HvoRow> {
                 mode,
                 folio_kib: 2048,
                 folios: host.pages,
+                optimised_percent: None,
             };
             rows.push(Row::new(variant, ctx.model, params, m.clone(), extra));
         }
