@@ -46,7 +46,9 @@ pub enum HvoError {
     NoVmemmap(&'static str),
     /// The vmemmap model was built without a memfd backing.
     NotShared,
-    /// `sizeof(struct page)` is not a power of two.
+    /// `sizeof(struct page)` is one pfnlab's HVO does not model: the kernel
+    /// asks only for a power of two, pfnlab's tail checks read the 64-byte
+    /// page's fields.
     PageStructSize(u64),
     /// The architecture does not opt in (arm64 since 2023).
     Arch(&'static str),
@@ -74,7 +76,7 @@ impl fmt::Display for HvoError {
             ),
             HvoError::PageStructSize(size) => write!(
                 f,
-                "HugeTLB vmemmap optimisation needs a power-of-two sizeof(struct page), not {size} bytes"
+                "HugeTLB vmemmap optimisation is modelled for a 64-byte struct page only (the kernel needs a power of two), not {size} bytes"
             ),
             HvoError::Arch(geometry) => write!(
                 f,
