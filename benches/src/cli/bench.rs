@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use pfnlab::experiments::{
     Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, hole_density,
-    hvo, lock, peers, pfn_valid, walk,
+    hvo, lifecycle, lock, peers, pfn_valid, walk,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -144,6 +144,14 @@ pub enum BenchCommand {
         #[arg(long, value_name = "N")]
         host_kernel: Option<u64>,
     },
+    /// When the memmap is written and where it lives (issue 27): deferred
+    /// init against threads, the allocation that grows the zone, the path
+    /// once init is done, and memmap_on_memory against a memmap in boot
+    /// memory.
+    MemmapLifecycle {
+        #[command(flatten)]
+        run: WithModel,
+    },
     /// A name that is no experiment.
     #[command(external_subcommand)]
     Unknown(Vec<String>),
@@ -218,6 +226,9 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
                 stop: Some(&super::INTERRUPTED),
             };
             run_one::<hvo::Hvo>(&setup(run), &options)
+        }
+        BenchCommand::MemmapLifecycle { run } => {
+            run_one::<lifecycle::MemmapLifecycle>(&setup(run), &())
         }
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();

@@ -43,6 +43,7 @@ pub mod flags;
 pub mod hole_density;
 pub mod hvo;
 pub mod kernel_fixup;
+pub mod lifecycle;
 pub mod lock;
 pub mod peers;
 pub mod pfn_valid;
@@ -135,6 +136,9 @@ pub enum ExperimentId {
     Walk,
     /// HugeTLB vmemmap optimisation on a memfd-backed vmemmap (issue 26).
     Hvo,
+    /// When the memmap is written and where it lives: deferred init and
+    /// memmap_on_memory (issue 27).
+    MemmapLifecycle,
     /// The default comparison (`pfnlab` with no command): every model on
     /// one layout.
     Compare,
@@ -143,7 +147,7 @@ pub enum ExperimentId {
 impl ExperimentId {
     /// Every experiment of `pfnlab bench`, in the order its help lists
     /// them (the default comparison is not one).
-    pub const ALL: [ExperimentId; 10] = [
+    pub const ALL: [ExperimentId; 11] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
         ExperimentId::PfnValid,
@@ -154,6 +158,7 @@ impl ExperimentId {
         ExperimentId::Breakdown,
         ExperimentId::Walk,
         ExperimentId::Hvo,
+        ExperimentId::MemmapLifecycle,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -169,6 +174,7 @@ impl ExperimentId {
             ExperimentId::Breakdown => "breakdown",
             ExperimentId::Walk => "walk",
             ExperimentId::Hvo => "hvo",
+            ExperimentId::MemmapLifecycle => "memmap-lifecycle",
             ExperimentId::Compare => "compare",
         }
     }
@@ -199,6 +205,7 @@ impl ExperimentId {
             ExperimentId::Breakdown
             | ExperimentId::Walk
             | ExperimentId::Hvo
+            | ExperimentId::MemmapLifecycle
             | ExperimentId::Compare => Era::V6_18,
         }
     }
@@ -216,6 +223,7 @@ impl ExperimentId {
             | ExperimentId::Breakdown
             | ExperimentId::Walk
             | ExperimentId::Hvo
+            | ExperimentId::MemmapLifecycle
             | ExperimentId::Compare => ModelKind::VmemmapTable,
         }
     }
@@ -230,7 +238,8 @@ impl ExperimentId {
             | ExperimentId::Bulk
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
-            | ExperimentId::Breakdown => LayoutSpec::Preset("x86-pci-hole".into()),
+            | ExperimentId::Breakdown
+            | ExperimentId::MemmapLifecycle => LayoutSpec::Preset("x86-pci-hole".into()),
             ExperimentId::PfnValid | ExperimentId::Compare => LayoutSpec::Host,
             ExperimentId::Walk => LayoutSpec::Preset("sparse-52bit".into()),
         }
