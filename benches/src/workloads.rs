@@ -721,3 +721,51 @@ mod tests {
         assert_eq!(count_valid_sequential(&model, Pfn::new(0), 100), 100);
     }
 }
+
+/// The allocations of [`timed_allocs`], in counter ticks: those that grew
+/// the zone, and a sample of the rest.
+#[derive(Clone, Debug, Default)]
+pub struct TimedAllocs {
+    /// Each allocation during which deferred pages were initialised.
+    pub grew: Vec<u64>,
+    /// About [`TimedAllocs::PLAIN_SAMPLES`] of the others, evenly spaced.
+    pub plain: Vec<u64>,
+}
+
+impl TimedAllocs {
+    /// How many of the allocations that did not grow are kept.
+    pub const PLAIN_SAMPLES: u64 = 4096;
+}
+
+/// Order-0 allocations through `cpu`, each timed on its own and never
+/// freed, until `pending` (the pages deferred init has yet to write)
+/// reaches 0 or memory runs out (`bench memmap-lifecycle`: the
+/// allocation that misses and calls `deferred_grow_zone`).
+#[inline(never)]
+pub fn timed_allocs<M: BuddyModel, V: Variant>(
+    cpu: &mut PerCpu<'_, M, V>,
+    gfp: Gfp,
+    pending: impl Fn() -> u64,
+) -> TimedAllocs {
+    let mut out = TimedAllocs::default();
+    let mut left = pending();
+    let stride = (left / TimedAllocs::PLAIN_SAMPLES).max(1);
+    let mut n = 0u64;
+    while left > 0 {
+        let c0 = crate::timing::tsc_start();
+        let got = black_box(cpu.alloc(gfp));
+        let c1 = crate::timing::tsc_stop();
+        if got.is_err() {
+            break;
+        }
+        let now = pending();
+        if now < left {
+            out.grew.push(c1 - c0);
+        } else if n.is_multiple_of(stride) {
+            out.plain.push(c1 - c0);
+        }
+        n += 1;
+        left = now;
+    }
+    out
+}

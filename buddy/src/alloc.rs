@@ -310,9 +310,28 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// [`Allocator::alloc_pages_with`] for `node`:
     /// `__alloc_pages` on the zone path. `get_page_from_freelist` walks the
     /// zonelist with the low watermark; if no zone can serve the request,
-    /// the slow path walks it once more with the min watermark.
+    /// the slow path walks it once more with the min watermark. The
+    /// `deferred_pages` key picks the compiled form with the grow on a miss
+    /// or without it, as on the per-CPU path.
     #[inline(always)]
     pub(crate) fn alloc_pages_at(
+        &self,
+        order: Order,
+        gfp: Gfp,
+        node: &Node,
+        allowed: impl FnMut(&Zone<V>) -> bool,
+    ) -> Result<Pfn, RequestError> {
+        if self.deferred_pages_enabled() {
+            self.alloc_pages_at_on::<true>(order, gfp, node, allowed)
+        } else {
+            self.alloc_pages_at_on::<false>(order, gfp, node, allowed)
+        }
+    }
+
+    /// [`Allocator::alloc_pages_at`] with `deferred_grow_zone` on a miss
+    /// (`DEFERRED`) or not.
+    #[inline(always)]
+    fn alloc_pages_at_on<const DEFERRED: bool>(
         &self,
         order: Order,
         gfp: Gfp,
@@ -324,14 +343,16 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         let flags = self.fast_flags();
         for &zid in node.zonelist(gfp) {
             let zone = &self.zones[zid.index()];
-            if self.zone_usable(
-                zone,
-                order,
-                &ac,
-                flags,
-                allowed(zone),
-                self.path.pcp_high_tuning,
-            ) && let Some(pfn) = self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
+            let usable = allowed(zone);
+            if self.zone_usable(zone, order, &ac, flags, usable, self.path.pcp_high_tuning)
+                && let Some(pfn) = self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
+            {
+                return Ok(pfn);
+            }
+            if DEFERRED
+                && usable
+                && zone.kind <= ac.highest_zone
+                && let Some(pfn) = self.grow_and_rmqueue_buddy(zid, order, ac.migratetype, gfp)
             {
                 return Ok(pfn);
             }

@@ -51,10 +51,15 @@
 //! `zone->contiguous` (kept false at boot, as the kernel sets it only
 //! here) and works out the watermarks again.
 //!
-//! Left out: the zone path ([`Allocator::alloc_pages`]), bulk allocation
-//! and the hugetlb pool do not grow zones (the kernel's slow path would
-//! retry `get_page_from_freelist`, which does), and 6.18's single padata
-//! job per zone (both eras here free per `MAX_PAGE_ORDER` block).
+//! The zone path ([`Allocator::alloc_pages`], which the hugetlb pool
+//! takes) switches between the same two forms on the key and grows on a
+//! miss at any order, as `get_page_from_freelist` does. Bulk allocation
+//! grows a zone short of its watermark in its own zone loop in 6.18, as
+//! `__alloc_pages_bulk` does since Kirill Shutemov's fix beside
+//! unaccepted memory's; in 5.13 it moves on to the next
+//! zone, and grows only through its one-page fallback when no zone is
+//! left. Left out: 6.18's single padata job per zone (both eras here free
+//! per `MAX_PAGE_ORDER` block).
 //!
 //! # Safety
 //! Deferred pages are written through `&Page` while the allocator is
@@ -247,6 +252,46 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         }
         *guard = if pfn >= d.end.get() { TAKEN } else { pfn };
         true
+    }
+
+    /// `get_page_from_freelist`'s miss on the zone path with deferred
+    /// pages: while `deferred_grow_zone` grows zone `zid`, take the block
+    /// from its free lists without the watermark (`goto try_this_zone`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn grow_and_rmqueue_buddy(
+        &self,
+        zid: ZoneId,
+        order: Order,
+        mt: sparsemem::Migratetype,
+        gfp: crate::gfp::Gfp,
+    ) -> Option<Pfn> {
+        while self.deferred_grow_zone(zid, order) {
+            if let Some(pfn) = self.rmqueue_buddy(zid, order, mt, gfp) {
+                return Some(pfn);
+            }
+        }
+        None
+    }
+
+    /// `__alloc_pages_bulk`'s zone loop on a zone short of its watermark:
+    /// while the `deferred_pages` key is on and the era's bulk path grows
+    /// zones (6.18's does, `goto retry_this_zone` after
+    /// `_deferred_grow_zone(zone, 0)`; 5.13's, the 2021 original, does not
+    /// and moves on to the next zone), grow zone `zid` a section at a time
+    /// until `above` (its watermark check) holds.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn bulk_grow_zone(&self, zid: ZoneId, above: impl Fn() -> bool) -> bool {
+        if !self.deferred_pages_enabled() || self.options.era != Era::V6_18 {
+            return false;
+        }
+        while self.deferred_grow_zone(zid, Order::ZERO) {
+            if above() {
+                return true;
+            }
+        }
+        false
     }
 
     /// `page_alloc_init_late`: runs the deferred init where it has not run

@@ -228,6 +228,10 @@ pub enum MemHotplugError {
     Frames(FramesError),
     /// A memmap_on_memory request the gate refused, with its rule.
     MemmapOnMemory(MemmapOnMemoryError),
+    /// A hotplug step while deferred struct page init is pending: the
+    /// kernel runs `page_alloc_init_late` before the initcalls that can
+    /// hot-add memory, so it never meets one.
+    DeferredInitPending,
 }
 
 /// Any of the allocator's errors, for a caller that needs one type; its
@@ -360,6 +364,10 @@ impl fmt::Display for MemHotplugError {
             MemHotplugError::Range(e) => write!(f, "{e}"),
             MemHotplugError::Frames(e) => write!(f, "{e}"),
             MemHotplugError::MemmapOnMemory(e) => write!(f, "{e}"),
+            MemHotplugError::DeferredInitPending => f.write_str(
+                "memory hotplug waits for deferred struct page init: the kernel runs \
+                 page_alloc_init_late before the initcalls that hot-add memory",
+            ),
         }
     }
 }

@@ -15,7 +15,11 @@
 //! edges (`shrink_zone_span`); `hot_remove` then retires the memmap.
 //! Device memory (`add_device`, as `memremap_pages`) comes in 2 MiB
 //! subsections on VMEMMAP models only, and never enters the buddy. All of
-//! these take `&mut self`, so no per-CPU handle can hold pages meanwhile.
+//! these take `&mut self`, so no per-CPU handle can hold pages meanwhile,
+//! and all refuse while deferred struct page init is pending
+//! ([`MemHotplugError::DeferredInitPending`]): the kernel finishes it in
+//! `page_alloc_init_late` before the initcalls that can hot-add memory
+//! run, so no hotplug ever meets the window.
 
 use std::fmt;
 
@@ -101,6 +105,15 @@ fn altmap_refused(e: HotplugError) -> MemHotplugError {
 }
 
 impl<M: BuddyModel, V: Variant> Allocator<M, V> {
+    /// Refuses a hotplug step in the deferred window (before
+    /// [`Allocator::page_alloc_init_late`]).
+    fn check_not_deferred(&self) -> Result<(), MemHotplugError> {
+        if self.deferred_pages_enabled() {
+            return Err(MemHotplugError::DeferredInitPending);
+        }
+        Ok(())
+    }
+
     /// The memory blocks of a block-aligned range, as block numbers.
     fn blocks(&self, start: Pfn, nr_pages: u64) -> Result<std::ops::Range<u64>, MemHotplugError> {
         let g = self.model.geometry();
@@ -131,6 +144,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         nr_pages: u64,
         node: NodeId,
     ) -> Result<(), MemHotplugError> {
+        self.check_not_deferred()?;
         if let Some(frames) = &self.frames
             && !frames.covers(start, nr_pages)
         {
@@ -197,6 +211,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         node: NodeId,
         mode: MemmapOnMemory,
     ) -> Result<u64, MemHotplugError> {
+        self.check_not_deferred()?;
         let g = *self.model.geometry();
         let blocks = self.blocks(start, nr_pages)?;
         let vmemmap_pages = memmap_on_memory_pages(&g, self.options.era, mode, nr_pages)?;
@@ -277,6 +292,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         nr_pages: u64,
         online_type: OnlineType,
     ) -> Result<ZoneId, MemHotplugError> {
+        self.check_not_deferred()?;
         let blocks = self.blocks(start, nr_pages)?;
         let mut node = None;
         for b in blocks.clone() {
@@ -374,6 +390,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// holes is refused, as the kernel does) and free (no migration here:
     /// pages in use make it refuse with their count).
     pub fn offline_pages(&mut self, start: Pfn, nr_pages: u64) -> Result<(), MemHotplugError> {
+        self.check_not_deferred()?;
         let blocks = self.blocks(start, nr_pages)?;
         let end = start + nr_pages;
         // `memory_block_offline`: the self-hosted pfns are not the buddy's
@@ -454,6 +471,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
 
     /// `remove_memory`: hot-removes whole offline memory blocks.
     pub fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), MemHotplugError> {
+        self.check_not_deferred()?;
         let blocks = self.blocks(start, nr_pages)?;
         if let Some(b) = blocks.clone().find(|b| !self.offline.contains_key(b)) {
             // Managed pages lie in zone spans only, so the count walks the
@@ -495,12 +513,14 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         nr_pages: u64,
         node: NodeId,
     ) -> Result<(), MemHotplugError> {
+        self.check_not_deferred()?;
         Ok(self.model.add_device(start, nr_pages, node)?)
     }
 
     /// `memunmap_pages`: removes device memory added with
     /// [`Allocator::add_device`].
     pub fn remove_device(&mut self, start: Pfn, nr_pages: u64) -> Result<(), MemHotplugError> {
+        self.check_not_deferred()?;
         Ok(self.model.remove_device(start, nr_pages)?)
     }
 

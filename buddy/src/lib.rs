@@ -61,7 +61,10 @@
 //!    `zone::fallback` and `zone` itself (the zone, its memory, the claim
 //!    of a free), `zone::rebuild` (free lists rebuilt to a plan);
 //! 5. `alloc` (the allocator and its zone path), `walk`
-//!    (`pageblock_pfn_to_page`, `zone->contiguous`, over a zone);
+//!    (`pageblock_pfn_to_page`, `zone->contiguous`, over a zone); the
+//!    zone path's miss calls `deferred`'s grow
+//!    (`Allocator::deferred_grow_zone`, as `get_page_from_freelist` calls
+//!    mm_init.c's), the one call up this order, with no import;
 //! 6. `chain` (a chain of allocated pages), `deferred` (deferred struct
 //!    page init, over the allocator), then `init` (construction),
 //!    `hotplug`, `compaction` (the scanners), `hugetlb` (the hugetlb pool),

@@ -14,7 +14,7 @@ use buddy::{
 use proptest::prelude::*;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout};
 use sparsemem::{
-    Flat, Geometry, Layout, MemRange, MemoryModel, Order, Pfn, RangeKind, SparseClassic,
+    Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, RangeKind, SparseClassic,
     SparseExtreme,
 };
 use vmemmap::{VmemmapProbe, VmemmapTable};
@@ -358,6 +358,90 @@ fn a_miss_grows_the_zone_a_section_at_a_time() {
     assert!(alloc.deferred_pages_pending() < before);
 }
 
+/// Normal's pages of the allocation results, checked not poisoned.
+fn normal_pages<M: BuddyModel>(alloc: &Alloc<M>, got: &[Pfn]) -> usize {
+    let normal = alloc
+        .zones()
+        .iter()
+        .find(|z| z.kind == buddy::ZoneType::Normal)
+        .unwrap();
+    assert!(
+        got.iter()
+            .all(|&p| !alloc.model().pfn_to_page(p).unwrap().is_poisoned())
+    );
+    got.iter().filter(|&&p| normal.spans(p)).count()
+}
+
+#[test]
+fn the_zone_path_grows_on_a_miss_at_any_order() {
+    let layout = two_zone_layout();
+    let alloc = Alloc::new(
+        SparseExtreme::new(&layout).unwrap(),
+        &layout,
+        deferred(Era::V6_18),
+    )
+    .unwrap();
+    let per_section = layout.geometry().pages_per_section();
+    let node = layout.first_node();
+    let gfp = Gfp::HIGHUSER_MOVABLE;
+    for order in [Order::ZERO, Order::new(3), layout.geometry().max_order()] {
+        // Past what Normal holds now: the zone path must grow it.
+        let before = alloc.deferred_pages_pending();
+        let room = alloc.free_pages_total() / order.nr_pages() + 1;
+        let mut got = Vec::new();
+        while alloc.deferred_pages_pending() == before && (got.len() as u64) < room {
+            got.push(alloc.alloc_pages(order, gfp, node, None).unwrap());
+        }
+        let grown = before - alloc.deferred_pages_pending();
+        assert!(
+            grown > 0 && grown.is_multiple_of(per_section),
+            "order {order:?}: grew {grown}"
+        );
+        // The request that grew the zone was served from the new section.
+        let last = *got.last().unwrap();
+        assert!(normal_pages(&alloc, &got) > 0 && last.get() >= (4u64 << 30) >> 12);
+    }
+}
+
+/// Bulk calls of 64 pages on a deferred build until Normal has grown or
+/// `limit` calls were made: the pages, and whether it grew.
+fn bulk_until_grown<M: BuddyModel>(alloc: &Alloc<M>, limit: usize) -> (Vec<Pfn>, bool) {
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let before = alloc.deferred_pages_pending();
+    let mut got = Vec::new();
+    for _ in 0..limit {
+        let mut slots = [None; 64];
+        let n = cpu
+            .alloc_bulk_array(Gfp::HIGHUSER_MOVABLE, &mut slots)
+            .unwrap();
+        assert!(n >= 1, "a bulk call in the window came back empty");
+        got.extend(slots.iter().flatten());
+        if alloc.deferred_pages_pending() < before {
+            return (got, true);
+        }
+    }
+    (got, false)
+}
+
+#[test]
+fn bulk_grows_the_zone_in_its_loop_in_6_18_and_moves_on_in_5_13() {
+    let layout = two_zone_layout();
+    let section = layout.geometry().pages_per_section() as usize;
+    let build =
+        |era| Alloc::new(SparseExtreme::new(&layout).unwrap(), &layout, deferred(era)).unwrap();
+    // 6.18: Normal grows before any page comes from DMA32.
+    let alloc = build(Era::V6_18);
+    let (got, grew) = bulk_until_grown(&alloc, 2 * section / 64);
+    assert!(grew);
+    assert_eq!(normal_pages(&alloc, &got), got.len());
+    // 5.13: Normal short of its watermark is passed over for DMA32, and
+    // nothing grows while DMA32 has memory.
+    let alloc = build(Era::V5_13);
+    let (got, grew) = bulk_until_grown(&alloc, 2 * section / 64);
+    assert!(!grew);
+    assert!(normal_pages(&alloc, &got) < got.len());
+}
+
 #[test]
 fn init_late_turns_the_key_off_and_sets_contiguous() {
     let layout = two_zone_layout();
@@ -426,4 +510,50 @@ fn a_block_shared_by_two_nodes_is_initialised_at_boot() {
         &orders,
     );
     assert_eq!(again, Ok(false));
+}
+
+#[test]
+fn hotplug_waits_for_page_alloc_init_late() {
+    // 1 GiB of RAM and 1 GiB of hot-pluggable memory from 4 GiB.
+    let layout = Layout::new(
+        Geometry::X86_64,
+        vec![
+            MemRange::new(0, 1 << 30, RangeKind::Ram, 0),
+            MemRange::new(4 << 30, 5 << 30, RangeKind::Hotplug, 0),
+        ],
+        "hotplug in the window",
+    )
+    .unwrap();
+    let mut alloc = Alloc::new(
+        VmemmapTable::new(&layout).unwrap(),
+        &layout,
+        deferred(Era::V6_18),
+    )
+    .unwrap();
+    let start = Pfn::new((4u64 << 30) >> 12);
+    let block = layout.geometry().memory_block_pages();
+    let pending = alloc.deferred_pages_pending();
+    assert!(pending > 0);
+    let refused = |r: Result<(), buddy::MemHotplugError>| {
+        assert!(
+            matches!(r, Err(buddy::MemHotplugError::DeferredInitPending)),
+            "{r:?}"
+        );
+    };
+    refused(
+        alloc
+            .online_pages(start, block, buddy::OnlineType::Online)
+            .map(|_| ()),
+    );
+    refused(alloc.hot_remove(start, block));
+    refused(alloc.hot_add(Pfn::new((6u64 << 30) >> 12), block, NodeId::ZERO));
+    // Nothing changed: the block is still offline, the window still open.
+    assert_eq!(alloc.offline_blocks().len(), 8);
+    assert_eq!(alloc.deferred_pages_pending(), pending);
+    alloc.page_alloc_init_late(2);
+    alloc
+        .online_pages(start, block, buddy::OnlineType::Online)
+        .unwrap();
+    alloc.offline_pages(start, block).unwrap();
+    alloc.hot_remove(start, block).unwrap();
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use pfnlab::experiments::{
     Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, hole_density,
-    hvo, lock, memdesc, peers, pfn_valid, walk,
+    hvo, lifecycle, lock, memdesc, peers, pfn_valid, walk,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -163,6 +163,14 @@ pub enum BenchCommand {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         max_span_mib: Option<u64>,
     },
+    /// When the memmap is written and where it lives (issue 27): deferred
+    /// init against threads, the allocation that grows the zone, the path
+    /// once init is done, and memmap_on_memory against a memmap in boot
+    /// memory.
+    MemmapLifecycle {
+        #[command(flatten)]
+        run: WithModel,
+    },
     /// A name that is no experiment.
     #[command(external_subcommand)]
     Unknown(Vec<String>),
@@ -251,6 +259,9 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
                 max_span_mib,
             };
             run_one::<memdesc::Memdesc>(&setup(run), &options)
+        }
+        BenchCommand::MemmapLifecycle { run } => {
+            run_one::<lifecycle::MemmapLifecycle>(&setup(run), &())
         }
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();

@@ -192,6 +192,8 @@ struct LayoutJson {
     page_size: u64,
     present_pages: u64,
     models: Vec<ModelMemmapJson>,
+    /// Per hot-added memory block, where its memmap lives (issue 27).
+    hotplug_blocks: Vec<super::hotplug_memmap::HotplugBlock>,
 }
 
 /// The JSON form of the memmap report.
@@ -224,6 +226,7 @@ pub fn layout_json(layout: &Layout, size: PageSize) -> String {
         page_size: size.bytes(),
         present_pages: layout.present_pages(),
         models,
+        hotplug_blocks: super::hotplug_memmap::blocks(layout),
     };
     serde_json::to_string_pretty(&json).expect("plain data serialises")
 }

@@ -10,15 +10,96 @@
 use std::fmt::Write as _;
 
 use buddy::{Era, MemmapOnMemory, memmap_on_memory_pages};
+use serde::Serialize;
 use sparsemem::{Layout, PAGE_STRUCT_SIZE, RangeKind};
 
-/// The section, or nothing for a layout without hot-added memory.
-pub fn report(layout: &Layout) -> String {
+/// Where a hot-added block's memmap lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemmapPlace {
+    /// In the block's own first pfns (memmap_on_memory).
+    TheBlock,
+    /// Allocated from boot memory.
+    BootMemory,
+    /// memmap_on_memory was asked for and the gate refuses it.
+    Refused,
+}
+
+impl MemmapPlace {
+    fn text(self) -> &'static str {
+        match self {
+            MemmapPlace::TheBlock => "the block",
+            MemmapPlace::BootMemory => "boot memory",
+            MemmapPlace::Refused => "refused",
+        }
+    }
+}
+
+/// One hot-added memory block: where its memmap lives and what it costs
+/// (`pfnlab layout --json`'s `hotplug_blocks`), at 64-byte `struct page`s.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HotplugBlock {
+    /// The block's first pfn.
+    pub start_pfn: u64,
+    /// Its first byte.
+    pub start: u64,
+    /// Pages in the block.
+    pub block_pages: u64,
+    /// Where its memmap lives.
+    pub memmap_in: MemmapPlace,
+    /// Pages of memmap the block needs, wherever they live.
+    pub memmap_pages: u64,
+    /// Of the block's own pfns, how many its memmap takes (never in the
+    /// buddy).
+    pub pages_lost: u64,
+    /// Boot memory pages its memmap takes instead.
+    pub boot_memory_pages: u64,
+    /// The gate's rule, where it refuses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// Every hot-added block of `layout`, in address order.
+pub fn blocks(layout: &Layout) -> Vec<HotplugBlock> {
     let g = layout.geometry();
     let per = g.memory_block_pages();
+    let memmap_pages = per * PAGE_STRUCT_SIZE / g.page_size();
+    let mut out = Vec::new();
+    for (r, first, end) in layout.ranges_of(RangeKind::Hotplug) {
+        let gate = r
+            .memmap_on_memory
+            .then(|| memmap_on_memory_pages(g, Era::V6_18, MemmapOnMemory::On, end - first));
+        for pfn in (first.get()..end.get()).step_by(per as usize) {
+            let (memmap_in, pages_lost, refused) = match &gate {
+                None => (MemmapPlace::BootMemory, 0, None),
+                Some(Ok(v)) => (MemmapPlace::TheBlock, *v, None),
+                Some(Err(e)) => (MemmapPlace::Refused, 0, Some(e.to_string())),
+            };
+            out.push(HotplugBlock {
+                start_pfn: pfn,
+                start: pfn * g.page_size(),
+                block_pages: per,
+                memmap_in,
+                memmap_pages,
+                pages_lost,
+                boot_memory_pages: if memmap_in == MemmapPlace::BootMemory {
+                    memmap_pages
+                } else {
+                    0
+                },
+                refused,
+            });
+        }
+    }
+    out
+}
+
+/// The section, or nothing for a layout without hot-added memory: one
+/// line per run of blocks of one range that share their figures.
+pub fn report(layout: &Layout) -> String {
     let mut out = String::new();
-    let ranges: Vec<_> = layout.ranges_of(RangeKind::Hotplug).collect();
-    if ranges.is_empty() {
+    let all = blocks(layout);
+    if all.is_empty() {
         return out;
     }
     let _ = writeln!(
@@ -26,21 +107,32 @@ pub fn report(layout: &Layout) -> String {
         "\nhot-added memory: where each memory block's memmap lives (6.18)\n{:>20} {:>7} {:>14} {:>13} {:>16}",
         "start", "blocks", "memmap in", "pages/block", "pages lost"
     );
-    let memmap_pages = per * PAGE_STRUCT_SIZE / g.page_size();
-    for (r, first, end) in ranges {
-        let (blocks, nr_pages) = ((end - first) / per, end - first);
-        let (place, lost) = if r.memmap_on_memory {
-            match memmap_on_memory_pages(g, Era::V6_18, MemmapOnMemory::On, nr_pages) {
-                Ok(v) => ("the block", format!("{} of {nr_pages}", v * blocks)),
-                Err(e) => ("refused", e.to_string()),
+    let mut runs: Vec<(&HotplugBlock, u64)> = Vec::new();
+    for b in &all {
+        match runs.last_mut() {
+            Some((first, n))
+                if first.memmap_in == b.memmap_in
+                    && first.start_pfn + *n * first.block_pages == b.start_pfn =>
+            {
+                *n += 1;
             }
-        } else {
-            ("boot memory", "0".to_owned())
+            _ => runs.push((b, 1)),
+        }
+    }
+    for (b, n) in runs {
+        let lost = match (&b.refused, b.memmap_in) {
+            (Some(why), _) => why.clone(),
+            (None, MemmapPlace::TheBlock) => {
+                format!("{} of {}", b.pages_lost * n, b.block_pages * n)
+            }
+            (None, _) => "0".to_owned(),
         };
         let _ = writeln!(
             out,
-            "{:>20} {blocks:>7} {place:>14} {memmap_pages:>13} {lost:>16}",
-            format!("{:#x}", r.start.get()),
+            "{:>20} {n:>7} {:>14} {:>13} {lost:>16}",
+            format!("{:#x}", b.start),
+            b.memmap_in.text(),
+            b.memmap_pages,
         );
     }
     out
@@ -73,6 +165,40 @@ mod tests {
         assert!(
             rows[1].contains("boot memory") && rows[1].ends_with(" 0"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn each_block_says_where_its_memmap_lives_and_what_it_costs() {
+        let layout = Layout::new(
+            Geometry::X86_64,
+            vec![
+                MemRange::new(0, 1 << 30, RangeKind::Ram, 0),
+                MemRange::new(4 << 30, 6 << 30, RangeKind::Hotplug, 0).with_memmap_on_memory(),
+                MemRange::new(8 << 30, 8 << 30 | 1 << 28, RangeKind::Hotplug, 0),
+            ],
+            "test",
+        )
+        .unwrap();
+        let all = blocks(&layout);
+        assert_eq!(all.len(), 18);
+        let hosted: Vec<_> = all
+            .iter()
+            .filter(|b| b.memmap_in == MemmapPlace::TheBlock)
+            .collect();
+        assert_eq!(hosted.len(), 16);
+        assert_eq!(hosted.iter().map(|b| b.pages_lost).sum::<u64>(), 8192);
+        assert!(hosted.iter().all(|b| b.boot_memory_pages == 0));
+        assert_eq!(hosted[1].start_pfn, ((4u64 << 30) >> 12) + 32768);
+        let boot = &all[16];
+        assert_eq!(
+            (
+                boot.memmap_in,
+                boot.start,
+                boot.pages_lost,
+                boot.boot_memory_pages
+            ),
+            (MemmapPlace::BootMemory, 8 << 30, 0, 512)
         );
     }
 }

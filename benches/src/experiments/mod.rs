@@ -43,6 +43,7 @@ pub mod flags;
 pub mod hole_density;
 pub mod hvo;
 pub mod kernel_fixup;
+pub mod lifecycle;
 pub mod lock;
 pub mod memdesc;
 pub mod peers;
@@ -138,6 +139,9 @@ pub enum ExperimentId {
     Hvo,
     /// `struct page` at 64, 32, 16 and 8 bytes on every model (issue 25).
     Memdesc,
+    /// When the memmap is written and where it lives: deferred init and
+    /// memmap_on_memory (issue 27).
+    MemmapLifecycle,
     /// The default comparison (`pfnlab` with no command): every model on
     /// one layout.
     Compare,
@@ -146,7 +150,7 @@ pub enum ExperimentId {
 impl ExperimentId {
     /// Every experiment of `pfnlab bench`, in the order its help lists
     /// them (the default comparison is not one).
-    pub const ALL: [ExperimentId; 11] = [
+    pub const ALL: [ExperimentId; 12] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
         ExperimentId::PfnValid,
@@ -158,6 +162,7 @@ impl ExperimentId {
         ExperimentId::Walk,
         ExperimentId::Hvo,
         ExperimentId::Memdesc,
+        ExperimentId::MemmapLifecycle,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -174,6 +179,7 @@ impl ExperimentId {
             ExperimentId::Walk => "walk",
             ExperimentId::Hvo => "hvo",
             ExperimentId::Memdesc => "memdesc",
+            ExperimentId::MemmapLifecycle => "memmap-lifecycle",
             ExperimentId::Compare => "compare",
         }
     }
@@ -205,6 +211,7 @@ impl ExperimentId {
             | ExperimentId::Walk
             | ExperimentId::Hvo
             | ExperimentId::Memdesc
+            | ExperimentId::MemmapLifecycle
             | ExperimentId::Compare => Era::V6_18,
         }
     }
@@ -223,6 +230,7 @@ impl ExperimentId {
             | ExperimentId::Walk
             | ExperimentId::Hvo
             | ExperimentId::Memdesc
+            | ExperimentId::MemmapLifecycle
             | ExperimentId::Compare => ModelKind::VmemmapTable,
         }
     }
@@ -238,7 +246,8 @@ impl ExperimentId {
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
             | ExperimentId::Breakdown
-            | ExperimentId::Memdesc => LayoutSpec::Preset("x86-pci-hole".into()),
+            | ExperimentId::Memdesc
+            | ExperimentId::MemmapLifecycle => LayoutSpec::Preset("x86-pci-hole".into()),
             ExperimentId::PfnValid | ExperimentId::Compare => LayoutSpec::Host,
             ExperimentId::Walk => LayoutSpec::Preset("sparse-52bit".into()),
         }

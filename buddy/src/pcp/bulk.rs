@@ -23,19 +23,25 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// (`__alloc_pages_bulk`, 5.13): the first zone of the zonelist the
     /// request and the cpuset allow whose low watermark holds with
     /// `nr_pages` on top — one check per call, not per page.
+    ///
+    /// A zone short of its watermark with deferred pages is grown first
+    /// where the era's bulk path does it ([`crate::Allocator::bulk_grow_zone`]).
     fn bulk_zone(&self, ac: &AllocContext, nr_pages: usize) -> Option<ZoneId> {
         let alloc = self.alloc;
         self.node.zonelist(ac.gfp).iter().copied().find(|&zid| {
             let zone = &alloc.zones[zid.index()];
-            zone.kind <= ac.highest_zone
-                && self.cpuset.as_ref().is_none_or(|m| m.test(zone.node))
-                && (!alloc.path.watermarks
+            let above = || {
+                !alloc.path.watermarks
                     || zone.watermark_ok(
                         Order::ZERO,
                         zone.watermarks.low + nr_pages as u64,
                         ac.highest_zone,
                         AllocFlags::FAST,
-                    ))
+                    )
+            };
+            zone.kind <= ac.highest_zone
+                && self.cpuset.as_ref().is_none_or(|m| m.test(zone.node))
+                && (above() || alloc.bulk_grow_zone(zid, above))
         })
     }
 
