@@ -12,7 +12,9 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use sparsemem::{Geometry, HotplugError, MemmapBytes, MemoryModel, Migratetype, NodeId, Page, Pfn};
+use sparsemem::{
+    BuddyPage, Geometry, HotplugError, MemmapBytes, MemoryModel, Migratetype, NodeId, Pfn,
+};
 
 use crate::timing::{Measurement, measure};
 
@@ -175,7 +177,7 @@ impl ModelOps {
                 }
                 _ => pfns,
             };
-            let pages: Vec<&Page> = match op {
+            let pages: Vec<&M::Page> = match op {
                 ModelOp::PageToPfn => pfns.iter().filter_map(|&p| model.pfn_to_page(p)).collect(),
                 _ => Vec::new(),
             };
@@ -216,7 +218,7 @@ impl ModelOps {
 /// One pass of `op` over `pfns` (or the pages they name); for the
 /// unchecked lookup every pfn is valid on `model`.
 #[inline(never)]
-fn replay<M: buddy::BuddyModel>(model: &M, op: ModelOp, pfns: &[Pfn], pages: &[&Page]) -> u64 {
+fn replay<M: buddy::BuddyModel>(model: &M, op: ModelOp, pfns: &[Pfn], pages: &[&M::Page]) -> u64 {
     let mut acc = 0u64;
     match op {
         ModelOp::PfnValid => {

@@ -249,7 +249,7 @@ impl ModelVisitor for Visitor {
 }
 
 /// Every part, on one allocator.
-fn run<M: BuddyModel>(
+fn run<M: BuddyModel<Page = Page>>(
     alloc: &buddy::Allocator<M, Kernel>,
     plan: Plan,
     layout: &Layout,
@@ -316,7 +316,7 @@ fn run<M: BuddyModel>(
 
 /// `compound_head` per tail over folios of three pools (off, fake-head,
 /// shared-tail), trials interleaved; the pools are emptied after.
-fn measure_heads<M: BuddyModel>(
+fn measure_heads<M: BuddyModel<Page = Page>>(
     alloc: &buddy::Allocator<M, Kernel>,
     plan: Plan,
     pools: &mut [(HvoModeId, HugetlbPool, u64)],
