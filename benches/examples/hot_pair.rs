@@ -10,15 +10,16 @@
 //! ```
 //!
 //! Arguments: model (default `flat`), era (default `2.6.23`, the peers'),
-//! pairs (default 10,000,000). Under callgrind, subtract a run with fewer
+//! pairs (default 10,000,000), `struct page` size (default 64; 32 runs
+//! the flat model with Wilcox's 32-byte layout). Under callgrind, subtract a run with fewer
 //! pairs to leave out set-up: the difference over the difference in pairs
 //! is instructions per pair.
 
-use buddy::{AllocError, Era, Kernel, Mechanisms, Options};
+use buddy::{AllocError, Allocator, BuddyModel, Era, Kernel, Mechanisms, Options};
 use pfnlab::models::{Buildable, ModelKind, ModelVisitor, build_allocator, with_model};
 use pfnlab::timing::{Plan, measure};
 use pfnlab::workloads::pcp_pairs;
-use sparsemem::Layout;
+use sparsemem::{Flat, Layout, Page32};
 use vmemmap::VmemmapOptions;
 
 struct HotPair {
@@ -34,14 +35,24 @@ impl ModelVisitor for HotPair {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<(), AllocError> {
-        let alloc = build_allocator::<M, Kernel>(
-            layout,
-            options,
-            Options {
-                mechanisms: Mechanisms::BOOKKEEPING,
-                ..Options::for_era(self.era)
-            },
-        )?;
+        let alloc = build_allocator::<M, Kernel>(layout, options, self.options())?;
+        self.run(&alloc, layout)
+    }
+}
+
+impl HotPair {
+    fn options(&self) -> Options {
+        Options {
+            mechanisms: Mechanisms::BOOKKEEPING,
+            ..Options::for_era(self.era)
+        }
+    }
+
+    fn run<M: BuddyModel>(
+        self,
+        alloc: &Allocator<M, Kernel>,
+        layout: &Layout,
+    ) -> Result<(), AllocError> {
         let mut cpu = alloc.cpu_on(layout.first_node())?;
         let pairs = self.pairs;
         let m = measure(Plan::FULL.trials, || {
@@ -74,8 +85,24 @@ fn main() {
         Some(Ok(n)) => n,
         Some(Err(e)) => fail(format!("the pair count must be a number: {e}")),
     };
+    let size = match args.next().map(|a| a.parse()) {
+        None => 64,
+        Some(Ok(n @ (64 | 32))) => n,
+        Some(_) => fail("the size must be 64 or 32 (the allocator's layouts)".into()),
+    };
     let layout = Layout::preset("x86-pci-hole").unwrap_or_else(|e| fail(e.to_string()));
-    if let Err(e) = with_model(model, &layout, HotPair { era, pairs }) {
+    let hot = HotPair { era, pairs };
+    let done = if size == 64 {
+        with_model(model, &layout, hot)
+    } else if model != ModelKind::Flat {
+        fail("a 32-byte struct page is run on the flat model only".into())
+    } else {
+        let flat = Flat::<Page32>::build(&layout).unwrap_or_else(|e| fail(e.to_string()));
+        Allocator::<_, Kernel>::new(flat, &layout, hot.options())
+            .map_err(AllocError::from)
+            .and_then(|alloc| hot.run(&alloc, &layout))
+    };
+    if let Err(e) = done {
         fail(e.to_string());
     }
 }

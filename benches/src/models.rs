@@ -137,7 +137,7 @@ impl fmt::Display for UnknownModel {
 impl std::error::Error for UnknownModel {}
 
 /// A model type the lab can build from a layout.
-pub trait Buildable: buddy::BuddyModel + Sized + 'static {
+pub trait Buildable: buddy::BuddyModel<Page = sparsemem::Page> + Sized + 'static {
     /// Builds the model (`options` only matter to vmemmap models).
     fn build(layout: &Layout, options: VmemmapOptions) -> Result<Self, BuildError>;
 }

@@ -13,7 +13,7 @@ use std::hint::black_box;
 
 use buddy::{Allocator, BuddyModel, Gfp, PageChain, PerCpu, Variant};
 use sparsemem::reference::{Reference, Semantics};
-use sparsemem::{Layout, NodeId, Order, Pfn, UserFlag};
+use sparsemem::{BuddyPage, Layout, NodeId, Order, Pfn, UserFlag};
 
 use crate::threads::{Placement, on_threads};
 
@@ -372,7 +372,7 @@ pub fn flags_iteration<M: BuddyModel, V: Variant>(
 /// variant's operations (`PG_referenced`, so no allocator state changes):
 /// the cost of the operation the flags experiment's variants differ in.
 #[inline(never)]
-pub fn mark_pairs<V: Variant>(page: &sparsemem::Page, rounds: u64) {
+pub fn mark_pairs<V: Variant, P: BuddyPage>(page: &P, rounds: u64) {
     for _ in 0..rounds {
         // SAFETY: the caller holds `page` (allocated, not yet freed) and no
         // other thread writes its flags while this runs.

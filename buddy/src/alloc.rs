@@ -15,7 +15,7 @@
 
 use std::marker::PhantomData;
 
-use sparsemem::{Migratetype, NodeId, Order, OrderTooLarge, PageFlag, Pfn};
+use sparsemem::{BuddyPage, Migratetype, NodeId, Order, OrderTooLarge, PageFlag, PageLayout, Pfn};
 
 use crate::era::{Era, Mechanisms, Path};
 use crate::error::{FreeError, RequestError};
@@ -90,9 +90,9 @@ impl Options {
 }
 
 /// A zoned buddy allocator over model `M`, variant `V`.
-pub struct Allocator<M, V> {
+pub struct Allocator<M: BuddyModel, V> {
     pub(crate) model: M,
-    pub(crate) zones: Vec<Zone<V>>,
+    pub(crate) zones: Vec<Zone<V, M::Page>>,
     pub(crate) nodes: Vec<Node>,
     pub(crate) options: Options,
     /// The era's mechanisms that run, resolved once.
@@ -143,13 +143,13 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// frames, `kernel_init_pages` clears every page) and, with
     /// `__GFP_COMP`, `prep_compound_page`; returns the pfn handed out.
     #[inline(always)]
-    pub(crate) fn prep_new_page(&self, block: OwnedBlock, gfp: Gfp) -> Pfn {
+    pub(crate) fn prep_new_page(&self, block: OwnedBlock<M::Page>, gfp: Gfp) -> Pfn {
         self.prep_block(&block, gfp)
     }
 
     /// [`Allocator::prep_new_page`] keeping the token.
     #[inline(always)]
-    pub(crate) fn prep_block(&self, block: &OwnedBlock, gfp: Gfp) -> Pfn {
+    pub(crate) fn prep_block(&self, block: &OwnedBlock<M::Page>, gfp: Gfp) -> Pfn {
         if gfp.contains(Gfp::ZERO)
             && let Some(frames) = &self.frames
         {
@@ -159,7 +159,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     }
 
     /// The zones, by id.
-    pub fn zones(&self) -> &[Zone<V>] {
+    pub fn zones(&self) -> &[Zone<V, M::Page>] {
         &self.zones
     }
 
@@ -174,7 +174,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     }
 
     /// The zone with id `zid`, if there is one.
-    pub fn zone(&self, zid: ZoneId) -> Option<&Zone<V>> {
+    pub fn zone(&self, zid: ZoneId) -> Option<&Zone<V, M::Page>> {
         self.zones.get(zid.index())
     }
 
@@ -207,7 +207,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     #[inline(always)]
     pub(crate) fn zone_usable(
         &self,
-        zone: &Zone<V>,
+        zone: &Zone<V, M::Page>,
         order: Order,
         ac: &AllocContext,
         flags: AllocFlags,
@@ -255,7 +255,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         order: Order,
         ac: &AllocContext,
         node: &Node,
-        mut allowed: impl FnMut(&Zone<V>) -> bool,
+        mut allowed: impl FnMut(&Zone<V, M::Page>) -> bool,
         mut take: impl FnMut(ZoneId) -> Option<Pfn>,
     ) -> Result<Pfn, RequestError> {
         if self.path.watermarks {
@@ -302,7 +302,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         order: Order,
         gfp: Gfp,
         node: NodeId,
-        allowed: impl FnMut(&Zone<V>) -> bool,
+        allowed: impl FnMut(&Zone<V, M::Page>) -> bool,
     ) -> Result<Pfn, RequestError> {
         self.alloc_pages_at(order, gfp, &self.nodes[self.node_index(node)?], allowed)
     }
@@ -319,7 +319,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         order: Order,
         gfp: Gfp,
         node: &Node,
-        allowed: impl FnMut(&Zone<V>) -> bool,
+        allowed: impl FnMut(&Zone<V, M::Page>) -> bool,
     ) -> Result<Pfn, RequestError> {
         if self.deferred_pages_enabled() {
             self.alloc_pages_at_on::<true>(order, gfp, node, allowed)
@@ -336,7 +336,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         order: Order,
         gfp: Gfp,
         node: &Node,
-        mut allowed: impl FnMut(&Zone<V>) -> bool,
+        mut allowed: impl FnMut(&Zone<V, M::Page>) -> bool,
     ) -> Result<Pfn, RequestError> {
         self.check_order(order)?;
         let ac = self.prepare_alloc_pages(gfp)?;
@@ -457,7 +457,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         &self,
         pfn: Pfn,
         order: Order,
-    ) -> Result<(OwnedBlock, ZoneId), FreeError> {
+    ) -> Result<(OwnedBlock<M::Page>, ZoneId), FreeError> {
         let (block, zid) = self.claim(pfn, order)?;
         if !self.path.page_prep {
             return Ok((block, zid));
@@ -471,7 +471,11 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
 
     /// The claim of [`Allocator::claim_for_free`].
     #[inline(always)]
-    pub(crate) fn claim(&self, pfn: Pfn, order: Order) -> Result<(OwnedBlock, ZoneId), FreeError> {
+    pub(crate) fn claim(
+        &self,
+        pfn: Pfn,
+        order: Order,
+    ) -> Result<(OwnedBlock<M::Page>, ZoneId), FreeError> {
         self.check_order(order)?;
         claim_for_free(&self.model, &self.zones, pfn, order)
             .map_err(|e| self.claim_refused(pfn, order, e))

@@ -32,7 +32,7 @@ use crate::variant::Variant;
 /// and dropping a chain frees what is left on it, so no page is lost.
 pub struct PageChain<'a, M: BuddyModel, V: Variant> {
     alloc: &'a Allocator<M, V>,
-    list: ChainList,
+    list: ChainList<M::Page>,
 }
 
 impl<'a, M: BuddyModel, V: Variant> PageChain<'a, M, V> {
@@ -74,7 +74,7 @@ impl<'a, M: BuddyModel, V: Variant> PageChain<'a, M, V> {
     /// Lists an order-0 block of `self.alloc` just prepared for the
     /// caller; the token proves no one else owns it.
     #[inline(always)]
-    pub(crate) fn push(&mut self, block: OwnedBlock) {
+    pub(crate) fn push(&mut self, block: OwnedBlock<M::Page>) {
         self.list.push(block);
     }
 }

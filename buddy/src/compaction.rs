@@ -44,7 +44,7 @@
 //! aborted run stopped ([`CompactControl::budget_pageblocks`] standing in
 //! for async compaction's contention abort), reset when the scanners meet.
 
-use sparsemem::{Migratetype, Order, Page, PageFlag, Pfn};
+use sparsemem::{BuddyPage, Migratetype, Order, PageFlag, PageLayout, Pfn};
 
 use crate::alloc::Allocator;
 use crate::era::Era;
@@ -155,7 +155,7 @@ pub struct CompactState {
 
 impl CompactState {
     /// A fresh state for `zone`: no hints, cached pfns at the zone's ends.
-    pub fn new<V>(zone: &Zone<V>, pageblock_nr_pages: u64) -> CompactState {
+    pub fn new<V, P>(zone: &Zone<V, P>, pageblock_nr_pages: u64) -> CompactState {
         let first = zone.start.get() / pageblock_nr_pages;
         let last = zone.end.get().div_ceil(pageblock_nr_pages);
         let mut s = CompactState {
@@ -222,9 +222,9 @@ impl CompactState {
 }
 
 /// One run's scanners over one zone.
-struct Scan<'a, M, V> {
+struct Scan<'a, M: BuddyModel, V> {
     model: &'a M,
-    zone: &'a Zone<V>,
+    zone: &'a Zone<V, M::Page>,
     cc: CompactControl,
     state: &'a mut CompactState,
     n: CompactCounts,
@@ -234,7 +234,7 @@ struct Scan<'a, M, V> {
 }
 
 /// A compound page's order, from its first tail (`compound_order`).
-fn compound_order<M: BuddyModel>(model: &M, pfn: Pfn, page: &Page) -> u64 {
+fn compound_order<M: BuddyModel>(model: &M, pfn: Pfn, page: &M::Page) -> u64 {
     if !page.test(PageFlag::Head) {
         return 0;
     }
@@ -245,7 +245,7 @@ fn compound_order<M: BuddyModel>(model: &M, pfn: Pfn, page: &Page) -> u64 {
 
 /// The migrate scanner's test: an allocation's head, not compound, in a
 /// movable pageblock.
-fn movable<M: BuddyModel>(model: &M, pfn: Pfn, page: &Page) -> bool {
+fn movable<M: BuddyModel>(model: &M, pfn: Pfn, page: &M::Page) -> bool {
     page.refcount() > 0
         && !page.test(PageFlag::Reserved)
         && !page.test(PageFlag::Pcp)

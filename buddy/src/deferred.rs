@@ -72,7 +72,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sparsemem::{NodeId, Order, Page, PageFlag, Pfn};
+use sparsemem::{BuddyPage, NodeId, Order, PageFlag, PageLayout, Pfn};
 
 use crate::alloc::Allocator;
 use crate::era::{Era, NotInEra};
@@ -134,7 +134,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 // built from the layout); its page is poisoned, on no list,
                 // and in a chunk only this caller claimed (module doc).
                 unsafe {
-                    let page: &Page = self.model.pfn_to_page_unchecked(Pfn::new(pfn));
+                    let page: &M::Page = self.model.pfn_to_page_unchecked(Pfn::new(pfn));
                     debug_assert!(page.is_poisoned(), "deferred pfn {pfn:#x} written twice");
                     page.init_reserved(pfn >> shift);
                     page.set_zone_node(zone.id.get(), zone.node.get());

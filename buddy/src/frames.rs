@@ -21,7 +21,7 @@
 use std::ptr::NonNull;
 
 use memmap2::{MmapMut, MmapOptions};
-use sparsemem::{Layout, Pfn};
+use sparsemem::{BuddyPage, Layout, Pfn};
 
 use crate::list::OwnedBlock;
 
@@ -152,7 +152,7 @@ impl Frames {
     /// the token proves the caller owns (taken off the lists, not yet
     /// handed out).
     #[inline]
-    pub(crate) fn clear_block(&self, block: &OwnedBlock) {
+    pub(crate) fn clear_block<P: BuddyPage>(&self, block: &OwnedBlock<P>) {
         let page = 1usize << self.page_shift;
         for i in 0..block.order().nr_pages() {
             if let Some(addr) = self.page_address(Pfn::new(block.pfn().get() + i)) {

@@ -23,7 +23,9 @@
 
 use std::fmt;
 
-use sparsemem::{Granule, HotplugError, Layout, NodeId, PageFlag, Pfn, RangeKind};
+use sparsemem::{
+    BuddyPage, Granule, HotplugError, Layout, NodeId, PageFlag, PageLayout, Pfn, RangeKind,
+};
 
 use crate::alloc::Allocator;
 use crate::error::{MemHotplugError, RangeError};
@@ -171,7 +173,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 .position(|z| z.node == node && z.kind == kind)
                 .ok_or(kind)
         };
-        let intersects = |z: &Zone<V>| z.start < end && start < z.end;
+        let intersects = |z: &Zone<V, M::Page>| z.start < end && start < z.end;
         // `default_kernel_zone_for_pfn`: the first kernel zone of the node
         // whose span the range touches, else ZONE_NORMAL.
         let kernel = || {

@@ -37,7 +37,7 @@
 use std::collections::BTreeSet;
 
 use sparsemem::hvo::{HvoError, HvoLayout, hugetlb_orders, vmemmap_pages_per_folio};
-use sparsemem::{NodeId, Order, PAGE_STRUCT_SIZE, PageFlag, Pfn, TAIL_MAPPING};
+use sparsemem::{BuddyPage, NodeId, Order, PAGE_STRUCT_SIZE, PageFlag, Pfn};
 
 use crate::alloc::Allocator;
 use crate::era::Era;
@@ -542,9 +542,8 @@ unsafe fn prep_compound_gigantic_folio<M: BuddyModel>(model: &M, head: Pfn, nr: 
     unsafe { head_page.set_nonatomic(PageFlag::Head) };
     for i in 1..nr {
         if let Some(tail) = model.pfn_to_page(head + i) {
-            tail.set_mapping(TAIL_MAPPING);
             // SAFETY: as above.
-            unsafe { tail.set_compound_head(Some(head_page)) };
+            unsafe { tail.prep_compound_tail(head_page) };
         }
     }
 }
@@ -569,9 +568,8 @@ unsafe fn destroy_compound_gigantic_folio<M: BuddyModel>(
     unsafe { head_page.clear_nonatomic(PageFlag::Head) };
     for i in 1..nr {
         if let Some(tail) = model.pfn_to_page(head + i) {
-            tail.set_mapping(0);
             // SAFETY: as above.
-            unsafe { tail.set_compound_head(None) };
+            unsafe { tail.clear_compound_tail() };
             if i.is_multiple_of(max.nr_pages()) {
                 // SAFETY: as above.
                 unsafe {

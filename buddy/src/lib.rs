@@ -21,7 +21,9 @@
 //! interrupts disabled, memory-cgroup charging, memory-policy lookups, the
 //! `page_owner`/KASAN hooks).
 //!
-//! [`Allocator`] is generic over the memory model (`M: MemoryModel`, at 64 bytes: [`BuddyModel`]) and
+//! [`Allocator`] is generic over the memory model ([`BuddyModel`]: a
+//! `MemoryModel` whose `struct page` is 64 or 32 bytes, the layouts that
+//! hold the buddy's links and order in the page) and
 //! over a compile-time [`Variant`] (bitmap or no-bitmap buddy, atomic or
 //! non-atomic flag operations, hole check on or off), so each combination
 //! is its own monomorphised hot path.

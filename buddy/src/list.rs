@@ -1,5 +1,7 @@
 //! Intrusive page lists: free lists threaded through `struct page`'s `lru`
-//! links, as `free_area[order].free_list` and the per-CPU lists are.
+//! links, as `free_area[order].free_list` and the per-CPU lists are (at 32
+//! bytes, the `buddy_list` / `pcp_list` words of the page's union; the
+//! layout's [`BuddyPage`] accessors say where).
 //!
 //! A hop from one page to the next is one pointer load from the page's own
 //! cache line; nothing is allocated. The list is doubly linked and
@@ -23,7 +25,7 @@
 //! allocator, which cannot coexist with the lists' users), and no other list
 //! links the same page. Links are only touched by this module.
 
-use sparsemem::{Order, Page, PageFlag, Pfn, TAIL_MAPPING};
+use sparsemem::{BuddyPage, Order, PageFlag, Pfn};
 
 use crate::types::BuddyModel;
 
@@ -37,17 +39,17 @@ use crate::types::BuddyModel;
 /// from `tail` visits the same pages in reverse, so the head's `lru_prev`
 /// and the tail's `lru_next` are null; when `COUNTED`, `len` is the number
 /// of pages (else it stays 0).
-pub struct PageList<const COUNTED: bool = true> {
-    head: *mut Page,
-    tail: *mut Page,
+pub struct PageList<P, const COUNTED: bool = true> {
+    head: *mut P,
+    tail: *mut P,
     len: u64,
 }
 
 // SAFETY: the list is only a set of addresses into a memmap whose pages are
 // all atomics; its owner serialises use (zone lock or a single thread).
-unsafe impl<const COUNTED: bool> Send for PageList<COUNTED> {}
+unsafe impl<P, const COUNTED: bool> Send for PageList<P, COUNTED> {}
 
-impl<const COUNTED: bool> Default for PageList<COUNTED> {
+impl<P, const COUNTED: bool> Default for PageList<P, COUNTED> {
     fn default() -> Self {
         PageList {
             head: std::ptr::null_mut(),
@@ -57,7 +59,7 @@ impl<const COUNTED: bool> Default for PageList<COUNTED> {
     }
 }
 
-impl<const COUNTED: bool> PageList<COUNTED> {
+impl<P: BuddyPage, const COUNTED: bool> PageList<P, COUNTED> {
     /// Pages on the list (walked, for a list that does not count).
     #[inline(always)]
     pub fn len(&self) -> u64 {
@@ -81,7 +83,7 @@ impl<const COUNTED: bool> PageList<COUNTED> {
     /// on no list, owned by the list's owner, and stays live while listed
     /// (module contract).
     #[inline(always)]
-    pub unsafe fn push_front(&mut self, page: *const Page) {
+    pub unsafe fn push_front(&mut self, page: *const P) {
         let p = page.cast_mut();
         // SAFETY: (1) the caller's contract makes `page` live and its links
         // the list owner's to write; (2) `head`, when set, is on this list,
@@ -106,7 +108,7 @@ impl<const COUNTED: bool> PageList<COUNTED> {
     /// # Safety
     /// As for [`PageList::push_front`].
     #[inline(always)]
-    pub unsafe fn push_back(&mut self, page: *const Page) {
+    pub unsafe fn push_back(&mut self, page: *const P) {
         let p = page.cast_mut();
         // SAFETY: as in `push_front`, with `tail` for `head`.
         unsafe {
@@ -126,7 +128,7 @@ impl<const COUNTED: bool> PageList<COUNTED> {
 
     /// Removes and returns the head page (the pointer that was pushed).
     #[inline(always)]
-    pub fn pop_front(&mut self) -> Option<*const Page> {
+    pub fn pop_front(&mut self) -> Option<*const P> {
         let head = self.head;
         if head.is_null() {
             return None;
@@ -154,7 +156,7 @@ impl<const COUNTED: bool> PageList<COUNTED> {
 
     /// Removes and returns the tail page (the coldest, on a pcp list).
     #[inline(always)]
-    pub fn pop_back(&mut self) -> Option<*const Page> {
+    pub fn pop_back(&mut self) -> Option<*const P> {
         let tail = self.tail;
         if tail.is_null() {
             return None;
@@ -169,7 +171,7 @@ impl<const COUNTED: bool> PageList<COUNTED> {
     /// # Safety
     /// `page` is on this list.
     #[inline(always)]
-    pub unsafe fn unlink(&mut self, page: *const Page) {
+    pub unsafe fn unlink(&mut self, page: *const P) {
         debug_assert!(!self.is_empty());
         // SAFETY: (1) listed pages are live and their links belong to this
         // list's owner (module contract); (2) `prev` and `next` are null or
@@ -196,7 +198,7 @@ impl<const COUNTED: bool> PageList<COUNTED> {
     }
 
     /// The listed pointers, head first (for checks and reports; O(len)).
-    pub fn iter(&self) -> impl Iterator<Item = *const Page> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = *const P> + '_ {
         let mut at = self.head;
         std::iter::from_fn(move || {
             if at.is_null() {
@@ -225,26 +227,26 @@ impl<const COUNTED: bool> PageList<COUNTED> {
 ///
 /// Not `Clone`: moving the token is moving the ownership.
 #[derive(Debug)]
-pub(crate) struct OwnedBlock {
-    page: *const Page,
+pub(crate) struct OwnedBlock<P> {
+    page: *const P,
     /// The pfn above the low [`ORDER_BITS`] bits, the order in them: two
     /// words, so the token travels in two registers into the functions the
-    /// hot paths keep out of line. (Six bits, as a descriptor is 64 bytes:
-    /// a pfn worked out as a memmap offset over 64 comes back out without
-    /// a mask.)
+    /// hot paths keep out of line. (Six bits: with a 64-byte descriptor, a
+    /// pfn worked out as a memmap offset over 64 comes back out without a
+    /// mask.)
     pfn_order: u64,
 }
 
 /// Bits of [`OwnedBlock::pfn_order`] that hold the order (0..=16).
 const ORDER_BITS: u32 = 6;
 
-impl OwnedBlock {
+impl<P: BuddyPage> OwnedBlock<P> {
     /// Wraps a block head.
     ///
     /// # Safety
     /// The invariants of [`OwnedBlock`] hold for `(page, pfn, order)`.
     #[inline(always)]
-    pub(crate) unsafe fn new(page: *const Page, pfn: Pfn, order: Order) -> OwnedBlock {
+    pub(crate) unsafe fn new(page: *const P, pfn: Pfn, order: Order) -> OwnedBlock<P> {
         debug_assert!(
             pfn.get().is_multiple_of(order.nr_pages()) && pfn.get() >> (64 - ORDER_BITS) == 0
         );
@@ -268,20 +270,20 @@ impl OwnedBlock {
 
     /// The head's descriptor pointer (with its section provenance).
     #[inline(always)]
-    pub(crate) fn as_ptr(&self) -> *const Page {
+    pub(crate) fn as_ptr(&self) -> *const P {
         self.page
     }
 
     /// The head's descriptor.
     #[inline(always)]
-    pub(crate) fn page(&self) -> &Page {
+    pub(crate) fn page(&self) -> &P {
         // SAFETY: a live descriptor (type invariant).
         unsafe { &*self.page }
     }
 
     /// Tail `i` of the block (`page + i`).
     #[inline(always)]
-    fn tail(&self, i: u64) -> &Page {
+    fn tail(&self, i: u64) -> &P {
         // SAFETY: the block's pages are valid descriptors of one section
         // (an aligned block of at most MAX_PAGE_ORDER lies in one section,
         // and a block of the buddy is wholly memory), and `page` carries
@@ -321,10 +323,9 @@ impl OwnedBlock {
         unsafe { self.page().set_nonatomic(PageFlag::Head) };
         for i in 1..self.order().nr_pages() {
             let tail = self.tail(i);
-            tail.set_mapping(TAIL_MAPPING);
             // SAFETY: as above.
             unsafe {
-                tail.set_compound_head(Some(self.page));
+                tail.prep_compound_tail(self.page);
                 tail.set_private(if i == 1 {
                     u64::from(self.order().get())
                 } else {
@@ -347,7 +348,7 @@ impl OwnedBlock {
     pub(crate) fn free_pages_prepare(&self) -> Result<(), (Pfn, &'static str)> {
         let head = self.page();
         let compound = head.test(PageFlag::Head);
-        if let Some(reason) = page_bad_reason(head) {
+        if let Some(reason) = head.free_bad_reason() {
             return Err((self.pfn(), reason));
         }
         if self.order() > Order::ZERO {
@@ -356,10 +357,9 @@ impl OwnedBlock {
             for i in 1..self.order().nr_pages() {
                 let tail = self.tail(i);
                 if compound {
-                    tail.set_mapping(0);
                     // SAFETY: the token owns the block (checked above: the
                     // tail is this block's, on no list).
-                    unsafe { tail.set_compound_head(None) };
+                    unsafe { tail.clear_compound_tail() };
                 }
                 // SAFETY: as above.
                 unsafe { tail.clear_flags_at_free() };
@@ -387,8 +387,8 @@ impl OwnedBlock {
 /// `(head, head_pfn, order)` are the parts of an [`OwnedBlock`] the
 /// caller holds.
 #[inline(never)]
-unsafe fn check_tails(
-    head: *const Page,
+unsafe fn check_tails<P: BuddyPage>(
+    head: *const P,
     head_pfn: Pfn,
     order: Order,
     compound: bool,
@@ -397,47 +397,27 @@ unsafe fn check_tails(
         // SAFETY: as in `OwnedBlock::tail`, for the token the caller holds.
         let tail = unsafe { &*page_offset(head.cast_mut(), i as i64) };
         let pfn = Pfn::new(head_pfn.get() + i);
-        if compound {
-            if tail.mapping() != TAIL_MAPPING {
-                return Err((pfn, "corrupted mapping in tail page"));
-            }
-            if tail.compound_head() != Some(head) {
-                return Err((pfn, "compound_head not consistent"));
-            }
-            if tail.mapcount() != 0 {
-                return Err((pfn, "nonzero mapcount"));
-            }
-        } else if let Some(reason) = page_bad_reason(tail) {
+        let bad = if compound {
+            tail.compound_tail_bad_reason(head)
+        } else {
+            tail.free_bad_reason()
+        };
+        if let Some(reason) = bad {
             return Err((pfn, reason));
         }
     }
     Ok(())
 }
 
-/// `page_bad_reason` for a page being freed: why it cannot be, if it
-/// cannot.
-#[inline(always)]
-fn page_bad_reason(page: &Page) -> Option<&'static str> {
-    if page.mapcount() != 0 {
-        Some("nonzero mapcount")
-    } else if page.mapping() != 0 {
-        Some("non-NULL mapping")
-    } else if page.test(PageFlag::Locked) {
-        Some("PAGE_FLAGS_CHECK_AT_FREE flag(s) set")
-    } else {
-        None
-    }
-}
-
 /// A per-CPU list (`pcp->lists`): order-0 blocks in and out as
 /// [`OwnedBlock`]s, each marked with the `PG_private`-like
 /// [`PageFlag::Pcp`] while listed.
 #[derive(Default)]
-pub(crate) struct PcpList {
-    list: PageList<false>,
+pub(crate) struct PcpList<P> {
+    list: PageList<P, false>,
 }
 
-impl PcpList {
+impl<P: BuddyPage> PcpList<P> {
     /// Blocks on the list (a walk, for tests).
     #[cfg(test)]
     pub(crate) fn len(&self) -> u64 {
@@ -453,7 +433,7 @@ impl PcpList {
     /// Lists `block` at the head (a freed page is hot). Every block on one
     /// list has the same order (the list's, `pindex_to_order`).
     #[inline(always)]
-    pub(crate) fn push_front(&mut self, block: OwnedBlock) {
+    pub(crate) fn push_front(&mut self, block: OwnedBlock<P>) {
         // SAFETY: the token owns the block, which is on no list: marking and
         // linking it are the owner's writes, and it stays live while listed.
         // The mark is a plain store in every variant: the 2004 patch did
@@ -466,7 +446,7 @@ impl PcpList {
 
     /// Lists `block` at the tail (a refill, in the order taken).
     #[inline(always)]
-    pub(crate) fn push_back(&mut self, block: OwnedBlock) {
+    pub(crate) fn push_back(&mut self, block: OwnedBlock<P>) {
         // SAFETY: as for `push_front`.
         unsafe {
             block.page().set_nonatomic(PageFlag::Pcp);
@@ -476,11 +456,11 @@ impl PcpList {
 
     /// Takes the head block (the hottest); `order` is the list's.
     #[inline(always)]
-    pub(crate) fn pop_front<M: BuddyModel>(
+    pub(crate) fn pop_front<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         order: Order,
-    ) -> Option<OwnedBlock> {
+    ) -> Option<OwnedBlock<P>> {
         let page = self.list.pop_front()?;
         // SAFETY: only owned blocks of `model` of the list's order are ever
         // listed here.
@@ -489,11 +469,11 @@ impl PcpList {
 
     /// Takes the tail block (the coldest, for `free_pcppages_bulk`).
     #[inline(always)]
-    pub(crate) fn pop_back<M: BuddyModel>(
+    pub(crate) fn pop_back<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         order: Order,
-    ) -> Option<OwnedBlock> {
+    ) -> Option<OwnedBlock<P>> {
         let page = self.list.pop_back()?;
         // SAFETY: as for `pop_front`.
         Some(unsafe { Self::unmark(model, page, order) })
@@ -505,7 +485,11 @@ impl PcpList {
     /// `page` was listed here (so it came from an [`OwnedBlock`] of `order`
     /// of `model`) and has just been unlinked.
     #[inline(always)]
-    unsafe fn unmark<M: BuddyModel>(model: &M, page: *const Page, order: Order) -> OwnedBlock {
+    unsafe fn unmark<M: BuddyModel<Page = P>>(
+        model: &M,
+        page: *const P,
+        order: Order,
+    ) -> OwnedBlock<P> {
         // SAFETY: the page was an owned block's head, live while listed.
         let pr = unsafe { &*page };
         // SAFETY: unlinked, so this holder owns it again (a plain store, as
@@ -523,11 +507,11 @@ impl PcpList {
 /// its reference count is held at zero, so no claim of a free can take it.
 /// The chain above owns the allocator borrow that keeps the pages live.
 #[derive(Default)]
-pub(crate) struct ChainList {
-    list: PageList,
+pub(crate) struct ChainList<P> {
+    list: PageList<P>,
 }
 
-impl ChainList {
+impl<P: BuddyPage> ChainList<P> {
     /// Pages on the list.
     pub(crate) fn len(&self) -> u64 {
         self.list.len()
@@ -540,7 +524,7 @@ impl ChainList {
 
     /// The pages' pfns, first to last (`list_for_each_entry` and
     /// `page_to_pfn`); `model` is the one the pages were allocated from.
-    pub(crate) fn iter<'m, M: BuddyModel>(
+    pub(crate) fn iter<'m, M: BuddyModel<Page = P>>(
         &'m self,
         model: &'m M,
     ) -> impl Iterator<Item = Pfn> + 'm {
@@ -553,7 +537,7 @@ impl ChainList {
 
     /// Takes the first page off the list; it is its pfn's holder's
     /// ordinary allocated page from then on.
-    pub(crate) fn pop_front<M: BuddyModel>(&mut self, model: &M) -> Option<Pfn> {
+    pub(crate) fn pop_front<M: BuddyModel<Page = P>>(&mut self, model: &M) -> Option<Pfn> {
         let page = self.list.pop_front()?;
         // SAFETY: listed pages are live descriptors (`push`).
         let page = unsafe { &*page };
@@ -567,7 +551,7 @@ impl ChainList {
     /// Lists an order-0 block just prepared for the owner; the token proves
     /// no one else owns it.
     #[inline(always)]
-    pub(crate) fn push(&mut self, block: OwnedBlock) {
+    pub(crate) fn push(&mut self, block: OwnedBlock<P>) {
         debug_assert_eq!(block.order(), Order::ZERO);
         // SAFETY: the token owns the block and no list links it: holding its
         // count at zero keeps every claim off it while it is listed, and
@@ -592,7 +576,7 @@ impl ChainList {
 /// keeps a section's memmap contiguous, and a `MAX_PAGE_ORDER` block never
 /// leaves its section).
 #[inline(always)]
-pub unsafe fn page_offset(page: *const Page, offset: i64) -> *const Page {
+pub unsafe fn page_offset<P>(page: *const P, offset: i64) -> *const P {
     // SAFETY: per the contract the target lies in the same allocation.
     unsafe { page.offset(offset as isize) }
 }
@@ -600,12 +584,18 @@ pub unsafe fn page_offset(page: *const Page, offset: i64) -> *const Page {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sparsemem::{Page32, Page64};
 
     #[test]
     fn push_pop_unlink() {
-        let pages: Vec<Page> = (0..4).map(|_| Page::new_zeroed()).collect();
-        let p: Vec<*const Page> = (0..4).map(|i| pages.as_ptr().wrapping_add(i)).collect();
-        let mut l: PageList = PageList::default();
+        push_pop_unlink_at::<Page64>();
+        push_pop_unlink_at::<Page32>();
+    }
+
+    fn push_pop_unlink_at<P: BuddyPage>() {
+        let pages: Vec<P> = (0..4).map(|_| P::default()).collect();
+        let p: Vec<*const P> = (0..4).map(|i| pages.as_ptr().wrapping_add(i)).collect();
+        let mut l: PageList<P> = PageList::default();
         // SAFETY: the pages outlive the list and each is listed once.
         unsafe {
             l.push_back(p[1]);
@@ -628,10 +618,10 @@ mod tests {
     /// (which `pop_front` relies on) and the length after every step.
     #[test]
     fn counted_and_uncounted_lists_follow_a_deque() {
-        fn check<const C: bool>(steps: usize) {
-            let pages: Vec<Page> = (0..8).map(|_| Page::new_zeroed()).collect();
+        fn check<P: BuddyPage, const C: bool>(steps: usize) {
+            let pages: Vec<P> = (0..8).map(|_| P::default()).collect();
             let p = |i: usize| pages.as_ptr().wrapping_add(i);
-            let mut l = PageList::<C>::default();
+            let mut l = PageList::<P, C>::default();
             let mut model = std::collections::VecDeque::new();
             let mut x = 0x9e37_79b9_u32;
             for _ in 0..steps {
@@ -684,7 +674,9 @@ mod tests {
             }
         }
         let steps = if cfg!(miri) { 300 } else { 5000 };
-        check::<true>(steps);
-        check::<false>(steps);
+        check::<Page64, true>(steps);
+        check::<Page64, false>(steps);
+        check::<Page32, true>(steps);
+        check::<Page32, false>(steps);
     }
 }

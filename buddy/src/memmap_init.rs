@@ -41,7 +41,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
-use sparsemem::{NodeId, Page, PageFlag, Pfn};
+use sparsemem::{BuddyPage, NodeId, PageFlag, Pfn};
 
 use crate::era::Era;
 use crate::types::{BuddyModel, ZoneId};
@@ -112,7 +112,7 @@ pub struct MemmapInitCounts {
 /// `__init_single_page` + `SetPageReserved`: zone and node links, one
 /// reference, reserved. Device memory's descriptors are left alone.
 #[inline(always)]
-fn init_single_page(page: &Page, zone: &MemmapInitZone) -> bool {
+fn init_single_page<P: BuddyPage>(page: &P, zone: &MemmapInitZone) -> bool {
     if page.is_zone_device() {
         return false;
     }

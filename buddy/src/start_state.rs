@@ -39,7 +39,7 @@
 
 use std::fmt;
 
-use sparsemem::{Migratetype, Order, Pfn};
+use sparsemem::{Migratetype, Order, PageLayout, Pfn};
 
 use crate::alloc::Allocator;
 use crate::types::{BuddyModel, ZoneId};

@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::types::BuddyModel;
 use crate::{Allocator, Gfp, PerCpu, Variant};
-use sparsemem::{Layout, Migratetype, NR_PAGE_ORDERS, Order, PageFlag, Pfn};
+use sparsemem::{BuddyPage, Layout, Migratetype, NR_PAGE_ORDERS, Order, PageFlag, PageLayout, Pfn};
 
 /// With migratetypes, every free block sits on the list of its pageblocks'
 /// migratetype (each pageblock it covers), as Linux 6.x keeps it.
 fn check_migratetype_lists<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
-    zone: &crate::Zone<V>,
+    zone: &crate::Zone<V, M::Page>,
 ) -> Result<(), String> {
     let area = zone.free_area.lock();
     if !area.migratetypes {
@@ -235,6 +235,28 @@ pub fn free_all_and_check<M: BuddyModel, V: Variant>(
         ));
     }
     check_conservation(alloc, 0, reference)
+}
+
+/// Runs the generic check `$f::<P, T…>(args…)` (returning `Result<_, String>`)
+/// at every `struct page` layout the allocator runs at (64 and 32 bytes:
+/// the [`BuddyPage`] layouts), largest first, and stops at the first error,
+/// which names the size. sparsemem's `for_each_page_layout!` for the
+/// allocator.
+#[macro_export]
+macro_rules! for_each_buddy_layout {
+    ($f:ident $(::<$($t:ty),+>)? ( $($arg:expr),* $(,)? )) => {{
+        let mut result: Result<(), String> = Ok(());
+        $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page64, [$($($t),+)?], $($arg),*);
+        $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page32, [$($($t),+)?], $($arg),*);
+        result
+    }};
+    (@one $result:ident, $f:ident, $p:ty, [$($t:ty),*], $($arg:expr),*) => {
+        if $result.is_ok() {
+            $result = $f::<$p, $($t),*>($($arg),*).map(|_| ()).map_err(|e| {
+                format!("{} at {}-byte struct page", e, <$p as sparsemem::PageLayout>::SIZE)
+            });
+        }
+    };
 }
 
 /// The GFP used by the tests: any zone.

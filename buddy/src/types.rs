@@ -5,16 +5,18 @@
 //! watermark formulas, the errors and the zones can all name a zone type
 //! or a limit without importing the code that uses them.
 
-use sparsemem::{MemoryModel, NR_PAGE_ORDERS, Page};
+use sparsemem::{BuddyPage, MemoryModel, NR_PAGE_ORDERS};
 
 /// A memory model the allocator can run on: one whose `struct page` holds
-/// the free-list links, the order and the counts itself (the 64-byte
-/// layout). Every model is one at its default size; the same models
-/// built at 32, 16 or 8 bytes are not, so `Zone<M>` of them does not
-/// compile. The one place the allocator names the layout it needs.
-pub trait BuddyModel: MemoryModel<Page = Page> {}
+/// the free-list links, the order and the counts itself ([`BuddyPage`]:
+/// the 64- and 32-byte layouts). Every model is one at those sizes; the
+/// same models built at 16 or 8 bytes are not, so an allocator of them
+/// does not compile. The one place the allocator names the layouts it
+/// needs; `Allocator<M, V>` with `M::Page = P` is the allocator at layout
+/// `P`.
+pub trait BuddyModel: MemoryModel<Page: BuddyPage> {}
 
-impl<M: MemoryModel<Page = Page> + ?Sized> BuddyModel for M {}
+impl<M: MemoryModel<Page: BuddyPage> + ?Sized> BuddyModel for M {}
 
 /// `MAX_NR_ZONES`: the number of zone types ([`ZoneType::ALL`]), the
 /// length of a zone's `lowmem_reserve[]`.

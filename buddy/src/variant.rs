@@ -23,7 +23,7 @@
 //!   every merge step (the old `CONFIG_HOLES_IN_ZONE`). This is where the
 //!   memory model meets the allocator.
 
-use sparsemem::{Page, PageFlag, UserFlag};
+use sparsemem::{BuddyPage, PageFlag, UserFlag};
 use std::fmt;
 
 /// A variant's name as a value: which of the variant's choices it makes,
@@ -87,7 +87,7 @@ pub trait Variant: Send + Sync + 'static {
     /// The `Page` contract for the whole flags word: the caller owns the
     /// page (under the zone lock, or as the holder of an owned block).
     #[inline(always)]
-    unsafe fn set(page: &Page, flag: PageFlag) {
+    unsafe fn set<P: BuddyPage>(page: &P, flag: PageFlag) {
         // SAFETY: the caller's contract covers every form.
         unsafe {
             if Self::ATOMIC_FLAGS && Self::SMP {
@@ -105,7 +105,7 @@ pub trait Variant: Send + Sync + 'static {
     /// # Safety
     /// As for [`Variant::set`].
     #[inline(always)]
-    unsafe fn clear(page: &Page, flag: PageFlag) {
+    unsafe fn clear<P: BuddyPage>(page: &P, flag: PageFlag) {
         // SAFETY: the caller's contract covers every form.
         unsafe {
             if Self::ATOMIC_FLAGS && Self::SMP {
@@ -125,7 +125,7 @@ pub trait Variant: Send + Sync + 'static {
     /// # Safety
     /// On a UP variant, the [`Variant::set`] contract; none on SMP.
     #[inline(always)]
-    unsafe fn set_bit(page: &Page, flag: UserFlag) {
+    unsafe fn set_bit<P: BuddyPage>(page: &P, flag: UserFlag) {
         if Self::SMP {
             page.set_user(flag);
         } else {
@@ -140,7 +140,7 @@ pub trait Variant: Send + Sync + 'static {
     /// # Safety
     /// As for [`Variant::set_bit`].
     #[inline(always)]
-    unsafe fn clear_bit(page: &Page, flag: UserFlag) {
+    unsafe fn clear_bit<P: BuddyPage>(page: &P, flag: UserFlag) {
         if Self::SMP {
             page.clear_user(flag);
         } else {
@@ -188,15 +188,19 @@ impl Variant for Up {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sparsemem::Page;
+    use sparsemem::{Page32, Page64};
 
     /// Every form of the flag operations changes its one bit and nothing
     /// else; the names say which form a variant uses.
     #[test]
     fn flag_operations_of_every_variant() {
         fn check<V: Variant>(name: &str) {
+            at::<V, Page64>(name);
+            at::<V, Page32>(name);
+        }
+        fn at<V: Variant, P: BuddyPage>(name: &str) {
             assert_eq!(V::name(), name);
-            let page = Page::default();
+            let page = P::default();
             // SAFETY: a local descriptor no other thread sees.
             unsafe {
                 V::set(&page, PageFlag::Dirty);

@@ -27,7 +27,7 @@
 //! `pageblock_pfn_to_page` is the checked `pfn_to_page` (one `pfn_valid`
 //! more than the kernel's bare `pfn_to_page`).
 
-use sparsemem::{Page, Pfn};
+use sparsemem::{PageLayout, Pfn};
 
 use crate::types::BuddyModel;
 use crate::zone::Zone;
@@ -38,10 +38,10 @@ use crate::zone::Zone;
 #[inline]
 pub fn __pageblock_pfn_to_page<'m, M: BuddyModel, V>(
     model: &'m M,
-    zone: &Zone<V>,
+    zone: &Zone<V, M::Page>,
     start: Pfn,
     end: Pfn,
-) -> Option<&'m Page> {
+) -> Option<&'m M::Page> {
     if end <= start {
         return None;
     }
@@ -59,10 +59,10 @@ pub fn __pageblock_pfn_to_page<'m, M: BuddyModel, V>(
 #[inline]
 pub fn pageblock_pfn_to_page<'m, M: BuddyModel, V>(
     model: &'m M,
-    zone: &Zone<V>,
+    zone: &Zone<V, M::Page>,
     start: Pfn,
     end: Pfn,
-) -> Option<&'m Page> {
+) -> Option<&'m M::Page> {
     if zone.contiguous {
         model.pfn_to_page(start)
     } else {
@@ -76,7 +76,7 @@ pub fn pageblock_pfn_to_page<'m, M: BuddyModel, V>(
 /// onlined does when `move_pfn_range_to_zone` recomputes.
 pub(crate) fn zone_is_contiguous<M: BuddyModel, V>(
     model: &M,
-    zone: &Zone<V>,
+    zone: &Zone<V, M::Page>,
     not_yet_online: Option<[Pfn; 2]>,
 ) -> bool {
     let pageblock = model.geometry().pageblock_nr_pages();
@@ -98,14 +98,14 @@ pub(crate) fn zone_is_contiguous<M: BuddyModel, V>(
 /// the zone's flag from [`zone_is_contiguous`].
 pub(crate) fn set_zone_contiguous<M: BuddyModel, V>(
     model: &M,
-    zone: &mut Zone<V>,
+    zone: &mut Zone<V, M::Page>,
     not_yet_online: Option<[Pfn; 2]>,
 ) {
     zone.contiguous = false;
     zone.contiguous = zone_is_contiguous(model, zone, not_yet_online);
 }
 
-impl<V> Zone<V> {
+impl<V, P> Zone<V, P> {
     /// `zone->contiguous`: every pageblock of the span was found valid,
     /// online and in this zone at the last recompute.
     pub fn contiguous(&self) -> bool {

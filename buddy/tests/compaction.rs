@@ -10,7 +10,7 @@ use buddy::{
 };
 use proptest::prelude::*;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout};
-use sparsemem::{Layout, MemoryModel, Migratetype, NodeId, Order, Pfn, SparseExtreme};
+use sparsemem::{Layout, MemoryModel, Migratetype, NodeId, Order, PageLayout, Pfn, SparseExtreme};
 use vmemmap::VmemmapTable;
 
 /// What the reference knows of one pfn.
@@ -69,7 +69,7 @@ impl Reference {
                 cls[i] = Cls::Movable;
             }
         }
-        let ours = |p: &sparsemem::Page| p.zone_id() == zid.get() && p.node_id() == zone.node.get();
+        let ours = |p: &M::Page| p.zone_id() == zid.get() && p.node_id() == zone.node.get();
         let mut block_ok = BTreeMap::new();
         let mut target_ok = BTreeMap::new();
         let mut b = start;

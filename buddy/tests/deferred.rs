@@ -14,8 +14,8 @@ use buddy::{
 use proptest::prelude::*;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout};
 use sparsemem::{
-    Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, RangeKind, SparseClassic,
-    SparseExtreme,
+    BuddyPage, Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, RangeKind,
+    SparseClassic, SparseExtreme,
 };
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
@@ -27,7 +27,7 @@ type Alloc<M> = Allocator<M, Kernel>;
 /// other pages is no state).
 type PageState = (u64, u8, u16, u64, i32, i32, u64, Option<u64>);
 
-fn memmap<M: BuddyModel, V: Variant>(
+fn memmap<M: BuddyModel<Page = sparsemem::Page>, V: Variant>(
     alloc: &Allocator<M, V>,
     layout: &Layout,
 ) -> Vec<Option<PageState>> {
@@ -111,7 +111,7 @@ fn alloc_one<M: BuddyModel, V: Variant>(
 /// caller's thread allocates the rest (holding every block),
 /// frees everything, completes the init, and compares. `Ok(false)` when
 /// the layout builds no allocator or defers nothing.
-fn run<M: BuddyModel + Sync, V: Variant>(
+fn run<M: BuddyModel<Page = sparsemem::Page> + Sync, V: Variant>(
     build: impl Fn() -> Option<M>,
     layout: &Layout,
     era: Era,

@@ -9,9 +9,10 @@ use buddy::{
 };
 use proptest::prelude::*;
 use sparsemem::reference::Semantics;
+use sparsemem::table::{Classic, Extreme};
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout, expect_build};
-use sparsemem::{Flat, Layout, Order, SparseClassic, SparseExtreme};
-use vmemmap::{VmemmapProbe, VmemmapTable};
+use sparsemem::{BuddyPage, Flat, Layout, Order, Sparse};
+use vmemmap::{Probe, Table, Vmemmap, VmemmapOptions, VmemmapProbe, VmemmapTable};
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
@@ -160,21 +161,46 @@ fn run<M: BuddyModel, V: Variant>(
 }
 
 /// Runs `ops` on every model that can hold `layout` (and checks that the
-/// others refuse it), in the era at `pick` of those that had `V`.
+/// others refuse it), in the era at `pick` of those that had `V`, with
+/// 64-byte pages.
 fn run_models<V: Variant>(layout: &Layout, ops: &[Op], pick: usize) -> Result<(), String> {
+    run_models_at::<sparsemem::Page, V>(layout, ops, pick)
+}
+
+/// [`run_models`] at every `struct page` layout the allocator runs at
+/// (for a few variants only, so the suite stays fast).
+fn run_models_every_size<V: Variant>(
+    layout: &Layout,
+    ops: &[Op],
+    pick: usize,
+) -> Result<(), String> {
+    buddy::for_each_buddy_layout!(run_models_at::<V>(layout, ops, pick))
+}
+
+/// [`run_models`] at `struct page` layout `P`.
+fn run_models_at<P: BuddyPage, V: Variant>(
+    layout: &Layout,
+    ops: &[Op],
+    pick: usize,
+) -> Result<(), String> {
     let options = options_for::<V>(pick);
-    if let Some(m) = expect_build(Flat::new(layout), layout, Semantics::Flat)? {
+    if let Some(m) = expect_build(Flat::<P>::build(layout), layout, Semantics::Flat)? {
         run::<_, V>(m, layout, ops, options)?;
     }
-    if let Some(m) = expect_build(SparseClassic::new(layout), layout, Semantics::Section)? {
+    let classic = Sparse::<Classic, P>::build(layout);
+    if let Some(m) = expect_build(classic, layout, Semantics::Section)? {
         run::<_, V>(m, layout, ops, options)?;
     }
-    if let Some(m) = expect_build(SparseExtreme::new(layout), layout, Semantics::Section)? {
+    let extreme = Sparse::<Extreme, P>::build(layout);
+    if let Some(m) = expect_build(extreme, layout, Semantics::Section)? {
         run::<_, V>(m, layout, ops, options)?;
     }
     let e = |e: sparsemem::BuildError| e.to_string();
-    run::<_, V>(VmemmapTable::new(layout).map_err(e)?, layout, ops, options)?;
-    run::<_, V>(VmemmapProbe::new(layout).map_err(e)?, layout, ops, options)
+    let vopts = VmemmapOptions::default();
+    let table = Vmemmap::<Table, P>::build(layout, vopts).map_err(e)?;
+    run::<_, V>(table, layout, ops, options)?;
+    let probe = Vmemmap::<Probe, P>::build(layout, vopts).map_err(e)?;
+    run::<_, V>(probe, layout, ops, options)
 }
 
 proptest! {
@@ -186,10 +212,10 @@ proptest! {
         ops in arb_ops(),
         pick in any::<usize>(),
     ) {
-        run_models::<Config<false, false, true>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
+        run_models_every_size::<Config<false, false, true>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
         run_models::<Config<false, false, false>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
         run_models::<Config<true, false, false>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
-        run_models::<buddy::Up>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
+        run_models_every_size::<buddy::Up>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
     }
 
     #[test]
@@ -198,7 +224,7 @@ proptest! {
         ops in arb_ops(),
         pick in any::<usize>(),
     ) {
-        run_models::<Config<false, true, true>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
+        run_models_every_size::<Config<false, true, true>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
         run_models::<Config<true, true, false>>(&layout, &ops, pick).map_err(TestCaseError::fail)?;
     }
 }

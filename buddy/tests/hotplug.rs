@@ -9,7 +9,8 @@ use buddy::{
     RangeError, ZoneType,
 };
 use sparsemem::{
-    Geometry, HotplugError, Layout, MemRange, MemoryModel, NodeId, Order, PageFlag, Pfn, RangeKind,
+    BuddyPage, Geometry, HotplugError, Layout, MemRange, MemoryModel, NodeId, Order, PageFlag,
+    PageLayout, Pfn, RangeKind,
 };
 
 const SECTION: u64 = 1 << 15; // pages per 128 MiB section: one memory block

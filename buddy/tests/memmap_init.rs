@@ -8,8 +8,8 @@ use buddy::{BuddyModel, MemmapInitForm, MemmapInitZone, memmap_init};
 use proptest::prelude::*;
 use sparsemem::testing::{SMALL_GEOMETRIES, WINDOW_SECTIONS, arb_layout, window_start};
 use sparsemem::{
-    Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, PageFlag, Pfn, RangeKind, SparseClassic,
-    SparseExtreme,
+    BuddyPage, Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, PageFlag, PageLayout, Pfn,
+    RangeKind, SparseClassic, SparseExtreme,
 };
 use vmemmap::VmemmapTable;
 

@@ -1,15 +1,17 @@
 //! Small enough for Miri (`cargo +nightly miri test -p buddy --test miri`):
 //! the allocator's unsafe code — intrusive free lists, the spin lock, pcp
 //! lists on two threads, the section table's encoded pointers — over
-//! SPARSEMEM_EXTREME and FLATMEM on a layout with a hole, plus hot add and
-//! remove. Also runs as an ordinary test.
+//! SPARSEMEM_EXTREME and FLATMEM on a layout with a hole, at 64 and 32
+//! bytes per `struct page`, plus hot add and remove. Also runs as an ordinary test.
 
 use buddy::testing::{Reference, check_conservation, free_all_and_check, snapshot};
 use buddy::{
     Allocator, BuddyModel, Era, FreeError, Gfp, KernelHoleCheck, MemHotplugError, Options, Variant,
 };
+use sparsemem::table::Extreme;
 use sparsemem::{
-    Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Pfn, RangeKind, SparseExtreme,
+    Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Page32, Pfn, RangeKind, Sparse,
+    SparseExtreme,
 };
 
 fn layout() -> Layout {
@@ -89,6 +91,19 @@ fn allocator_over_extreme_and_flat() {
     let extreme = SparseExtreme::new(&layout).unwrap();
     exercise::<_, KernelHoleCheck>(extreme, &layout, Era::V5_13);
     let flat = Flat::new(&layout).unwrap();
+    exercise::<_, buddy::Config<true, true, true>>(flat, &layout, Era::V2_6_9);
+}
+
+/// The 32-byte `struct page`: the links live in the unions they share with
+/// the memdesc and the count, and the tagged compound head in the memdesc
+/// half, so Miri checks their provenance through the lists and the pcp
+/// threads.
+#[test]
+fn allocator_at_32_bytes() {
+    let layout = layout();
+    let extreme = Sparse::<Extreme, Page32>::build(&layout).unwrap();
+    exercise::<_, KernelHoleCheck>(extreme, &layout, Era::V5_13);
+    let flat = Flat::<Page32>::build(&layout).unwrap();
     exercise::<_, buddy::Config<true, true, true>>(flat, &layout, Era::V2_6_9);
 }
 

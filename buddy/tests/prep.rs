@@ -3,8 +3,12 @@
 //! checks (a refused free changes nothing), and `buddy_merge_likely`.
 
 use buddy::testing::{Reference, check_structure};
-use buddy::{Allocator, Era, FreeError, Gfp, Kernel};
-use sparsemem::{MemoryModel, NodeId, Order, PageFlag, Pfn, SparseExtreme, TAIL_MAPPING, UserFlag};
+use buddy::{Allocator, Era, FreeError, Gfp, Kernel, Options};
+use sparsemem::table::Extreme;
+use sparsemem::{
+    BuddyPage, MemoryModel, NodeId, Order, Page32, PageFlag, Pfn, Sparse, SparseExtreme,
+    TAIL_MAPPING, UserFlag,
+};
 
 /// 64 MiB of DMA32 RAM.
 fn allocator(era: Era) -> Allocator<SparseExtreme, Kernel> {
@@ -48,6 +52,53 @@ fn compound_pages_are_prepared_and_unwound() {
     let tail = model.pfn_to_page(Pfn::new(q.get() + 3)).unwrap();
     assert_eq!((tail.compound_head(), tail.mapping()), (None, 0));
     alloc.free_pages(q, order).unwrap();
+}
+
+/// At 32 bytes a tail keeps its head in the memdesc half of the union (no
+/// `mapping`, no `TAIL_MAPPING`), the folio order in the first tail's
+/// `private`; freeing unwinds both, and a locked head is refused.
+#[test]
+fn compound_pages_at_32_bytes() {
+    let layout = sparsemem::Layout::new(
+        sparsemem::Geometry::X86_64,
+        vec![sparsemem::MemRange::new(
+            16 << 20,
+            80 << 20,
+            sparsemem::RangeKind::Ram,
+            0,
+        )],
+        "dma32",
+    )
+    .unwrap();
+    let model = Sparse::<Extreme, Page32>::build(&layout).unwrap();
+    let alloc = Allocator::<_, Kernel>::new(model, &layout, Options::for_era(Era::V6_18)).unwrap();
+    let model = alloc.model();
+    let order = Order::new(4);
+    let p = alloc
+        .alloc_pages(order, Gfp::KERNEL | Gfp::COMP, NodeId::ZERO, None)
+        .unwrap();
+    let head = model.pfn_to_page(p).unwrap();
+    assert!(head.test(PageFlag::Head));
+    assert_eq!((head.refcount(), head.private()), (1, 4));
+    for i in 1..16 {
+        let tail = model.pfn_to_page(Pfn::new(p.get() + i)).unwrap();
+        assert_eq!(tail.compound_head(), Some(head as *const _), "tail {i}");
+        assert_eq!(tail.memdesc() & !1, std::ptr::from_ref(head).addr());
+        assert_eq!(tail.private(), if i == 1 { 4 } else { 0 }, "folio order");
+    }
+    head.set_user(UserFlag::Locked);
+    assert!(matches!(
+        alloc.free_pages(p, order),
+        Err(FreeError::BadPage { .. })
+    ));
+    head.clear_user(UserFlag::Locked);
+    alloc.free_pages(p, order).unwrap();
+    for i in 0..16 {
+        let page = model.pfn_to_page(Pfn::new(p.get() + i)).unwrap();
+        assert_eq!(page.compound_head(), None);
+        assert!(!page.test(PageFlag::Head));
+    }
+    check_structure(&alloc, &Reference::default()).unwrap();
 }
 
 /// Each of `free_page_is_bad`'s reasons refuses the free with the kernel's

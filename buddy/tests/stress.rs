@@ -7,8 +7,9 @@ use buddy::testing::{Reference, free_all_and_check, snapshot};
 use buddy::{
     Allocator, Bitmap, BuddyModel, Gfp, Kernel, LockPolicy, NoBitmapAtomic, Options, Variant,
 };
-use sparsemem::{Layout, NodeId, Order, Pfn, SparseClassic};
-use vmemmap::VmemmapProbe;
+use sparsemem::table::Classic;
+use sparsemem::{Layout, NodeId, Order, Page32, Pfn, Sparse, SparseClassic};
+use vmemmap::{Probe, Vmemmap, VmemmapOptions, VmemmapProbe};
 
 fn stress<M: BuddyModel, V: Variant>(model: M, layout: &Layout, policy: LockPolicy) {
     let options = Options {
@@ -80,9 +81,8 @@ fn stress<M: BuddyModel, V: Variant>(model: M, layout: &Layout, policy: LockPoli
     assert!(zone_locks > 0);
 }
 
-#[test]
-fn stress_both_lock_policies() {
-    let layout = Layout::new(
+fn layout_512m() -> Layout {
+    Layout::new(
         sparsemem::Geometry::X86_64,
         vec![sparsemem::MemRange::new(
             0,
@@ -92,10 +92,27 @@ fn stress_both_lock_policies() {
         )],
         "512m",
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn stress_both_lock_policies() {
+    let layout = layout_512m();
     for policy in [LockPolicy::PerBatch, LockPolicy::PerPage] {
         stress::<_, Kernel>(SparseClassic::new(&layout).unwrap(), &layout, policy);
         stress::<_, NoBitmapAtomic>(VmemmapProbe::new(&layout).unwrap(), &layout, policy);
         stress::<_, Bitmap>(VmemmapProbe::new(&layout).unwrap(), &layout, policy);
     }
+}
+
+/// The same stress with Wilcox's 32-byte `struct page`, whose links share
+/// their words with the count and the memdesc: one variant per lock
+/// policy, so the suite stays short.
+#[test]
+fn stress_at_32_bytes() {
+    let layout = layout_512m();
+    let classic = Sparse::<Classic, Page32>::build(&layout).unwrap();
+    stress::<_, Kernel>(classic, &layout, LockPolicy::PerBatch);
+    let probe = Vmemmap::<Probe, Page32>::build(&layout, VmemmapOptions::default()).unwrap();
+    stress::<_, NoBitmapAtomic>(probe, &layout, LockPolicy::PerPage);
 }

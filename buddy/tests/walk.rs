@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use buddy::{__pageblock_pfn_to_page, Allocator, BuddyModel, Kernel, OnlineType, Options, ZoneId};
 use proptest::prelude::*;
 use sparsemem::testing::{SMALL_GEOMETRIES, WINDOW_SECTIONS, arb_layout, window_start};
-use sparsemem::{Flat, Layout, Pfn, SparseClassic, SparseExtreme};
+use sparsemem::{Flat, Layout, PageLayout, Pfn, SparseClassic, SparseExtreme};
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
 /// The definition, pfn by pfn: every pfn that begins a pageblock of the
@@ -18,7 +18,7 @@ fn brute_contiguous<M: BuddyModel>(alloc: &Allocator<M, Kernel>, zid: ZoneId) ->
     let model = alloc.model();
     let block = model.geometry().pageblock_nr_pages();
     let (s, e) = (zone.start_pfn().get(), zone.end_pfn().get());
-    let ours = |p: &sparsemem::Page| p.zone_id() == zid.get() && p.node_id() == zone.node.get();
+    let ours = |p: &M::Page| p.zone_id() == zid.get() && p.node_id() == zone.node.get();
     (s..e).all(|p| {
         let begins = p == s || p % block == 0;
         let ends = p + 1 == e || (p + 1) % block == 0;

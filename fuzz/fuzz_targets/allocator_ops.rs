@@ -2,7 +2,8 @@
 //! array with generated GFP masks (valid or not), pcp drain, hot add,
 //! online with each online type, offline, hot remove, device memory add and
 //! remove, hugetlb pools grown and shrunk (HVO off: the fuzzed eras
-//! predate it), and misuse — over every memory model, in every era that had the
+//! predate it), and misuse — over every memory model at every `struct page`
+//! layout the allocator runs at (64 and 32 bytes), in every era that had the
 //! hole check and with a generated subset of mechanisms, checked against
 //! the reference after each step.
 #![no_main]
@@ -16,8 +17,9 @@ use buddy::{
     RequestError,
 };
 use libfuzzer_sys::fuzz_target;
-use sparsemem::{Flat, Layout, NodeId, Order, Pfn, SparseClassic, SparseExtreme};
-use vmemmap::{VmemmapProbe, VmemmapTable};
+use sparsemem::table::{Classic, Extreme};
+use sparsemem::{Flat, Layout, NodeId, Order, Pfn, Sparse};
+use vmemmap::{Probe, Table, Vmemmap, VmemmapOptions};
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 enum Op {
@@ -42,6 +44,7 @@ enum Op {
 struct Input {
     layout: common::FuzzLayout,
     model: u8,
+    page_size: u8,
     era: u8,
     mechanisms: u8,
     ops: Vec<Op>,
@@ -252,40 +255,46 @@ fn run<M: buddy::BuddyModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mec
     }
 }
 
-fuzz_target!(|input: Input| {
-    let Some(layout) = input.layout.build() else {
-        return;
-    };
+/// Builds the model `input.model` picks at `struct page` layout `P` and
+/// runs the input on it.
+fn run_at<P: sparsemem::BuddyPage>(layout: &Layout, input: &Input) {
+    let (ops, era, mechanisms) = (&input.ops[..], input.era, input.mechanisms);
     match input.model % 5 {
         0 => {
-            if let Some(m) = common::built(Flat::new(&layout), &layout, true) {
-                run(m, &layout, &input.ops, input.era, input.mechanisms)
+            if let Some(m) = common::built(Flat::<P>::build(layout), layout, true) {
+                run(m, layout, ops, era, mechanisms)
             }
         }
         1 => {
             // The classic table refuses geometries whose table is too big.
-            if let Ok(m) = SparseClassic::new(&layout) {
-                run(m, &layout, &input.ops, input.era, input.mechanisms)
+            if let Ok(m) = Sparse::<Classic, P>::build(layout) {
+                run(m, layout, ops, era, mechanisms)
             }
         }
         2 => {
-            if let Some(m) = common::built(SparseExtreme::new(&layout), &layout, false) {
-                run(m, &layout, &input.ops, input.era, input.mechanisms)
+            let extreme = Sparse::<Extreme, P>::build(layout);
+            if let Some(m) = common::built(extreme, layout, false) {
+                run(m, layout, ops, era, mechanisms)
             }
         }
-        3 => run(
-            VmemmapTable::new(&layout).expect("builds"),
-            &layout,
-            &input.ops,
-            input.era,
-            input.mechanisms,
-        ),
-        _ => run(
-            VmemmapProbe::new(&layout).expect("builds"),
-            &layout,
-            &input.ops,
-            input.era,
-            input.mechanisms,
-        ),
+        3 => {
+            let table = Vmemmap::<Table, P>::build(layout, VmemmapOptions::default());
+            run(table.expect("builds"), layout, ops, era, mechanisms)
+        }
+        _ => {
+            let probe = Vmemmap::<Probe, P>::build(layout, VmemmapOptions::default());
+            run(probe.expect("builds"), layout, ops, era, mechanisms)
+        }
+    }
+}
+
+fuzz_target!(|input: Input| {
+    let Some(layout) = input.layout.build() else {
+        return;
+    };
+    // The size is drawn too: every layout the allocator runs at.
+    match input.page_size % 2 {
+        0 => run_at::<sparsemem::Page64>(&layout, &input),
+        _ => run_at::<sparsemem::Page32>(&layout, &input),
     }
 });

@@ -288,7 +288,7 @@ impl ModelVisitor for Visitor {
 const TOUCHED_PFNS: usize = 1 << 16;
 
 /// Every part, on one allocator.
-fn run<M: BuddyModel>(
+fn run<M: BuddyModel<Page = Page>>(
     alloc: &buddy::Allocator<M, Kernel>,
     plan: Plan,
     layout: &Layout,
@@ -320,7 +320,7 @@ fn run<M: BuddyModel>(
 
 /// `compound_head` per tail over folios of three pools (off, fake-head,
 /// shared-tail), trials interleaved; the pools are emptied after.
-fn measure_heads<M: BuddyModel>(
+fn measure_heads<M: BuddyModel<Page = Page>>(
     alloc: &buddy::Allocator<M, Kernel>,
     plan: Plan,
     pools: &mut Pools,

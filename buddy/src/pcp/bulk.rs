@@ -56,7 +56,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         &mut self,
         gfp: Gfp,
         want: usize,
-        mut put: impl FnMut(Pfn, Option<OwnedBlock>) -> bool,
+        mut put: impl FnMut(Pfn, Option<OwnedBlock<M::Page>>) -> bool,
     ) -> Result<usize, RequestError> {
         if want > MAX_BULK {
             return Err(RequestError::BulkTooLarge { requested: want });

@@ -5,7 +5,7 @@
 //! The zone lock is taken once per batch ([`LockPolicy::PerBatch`]) or
 //! once per block ([`LockPolicy::PerPage`]).
 
-use sparsemem::MIGRATE_PCPTYPES;
+use sparsemem::{BuddyPage, MIGRATE_PCPTYPES};
 
 use super::{NR_PCP_LISTS, Pcp, pindex_to_order};
 use crate::alloc::{Allocator, LockPolicy};
@@ -14,12 +14,12 @@ use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 use crate::zone::FreeArea;
 
-impl Pcp {
+impl<P: BuddyPage> Pcp<P> {
     /// `free_pcppages_bulk`: returns at least `count` pages (or all there
     /// are) of the coldest blocks of this CPU's lists for zone `zid` to the
     /// buddy lists, in the era's order ([`DrainOrder`]); 6.x starts at
     /// list `pindex`.
-    pub(super) fn free_pcppages_bulk<M: BuddyModel, V: Variant>(
+    pub(super) fn free_pcppages_bulk<M: BuddyModel<Page = P>, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,
@@ -37,7 +37,7 @@ impl Pcp {
         let mut left = count;
         // One block back to the buddy, its pages; `None` when every list is
         // empty.
-        let mut give = |area: &mut FreeArea<V>, pcp: &mut Pcp| {
+        let mut give = |area: &mut FreeArea<V, P>, pcp: &mut Pcp<P>| {
             if std::mem::take(&mut first) {
                 area.stats.pcp_drains += 1;
                 pcp.fold(&mut area.stats);
@@ -78,7 +78,7 @@ impl Pcp {
     /// `batch` back to the buddy, out of the hot path.
     #[cold]
     #[inline(never)]
-    pub(super) fn drain_batch<M: BuddyModel, V: Variant>(
+    pub(super) fn drain_batch<M: BuddyModel<Page = P>, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,
@@ -120,7 +120,11 @@ impl DrainOrder {
 
     /// The list the next block comes from, with `left` pages still to
     /// free; `None` when every list is empty.
-    fn next_list(&mut self, lists: &[PcpList; NR_PCP_LISTS], left: u64) -> Option<usize> {
+    fn next_list<P: BuddyPage>(
+        &mut self,
+        lists: &[PcpList<P>; NR_PCP_LISTS],
+        left: u64,
+    ) -> Option<usize> {
         match self {
             DrainOrder::InTurn { list } => {
                 *list = (0..NR_PCP_LISTS)

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::{Era, Kernel, Options};
-use sparsemem::{Geometry, Layout, MemRange, MemoryModel, RangeKind, SparseExtreme};
+use sparsemem::{Geometry, Layout, MemRange, MemoryModel, Page, RangeKind, SparseExtreme};
 
 fn allocator(era: Era) -> Allocator<SparseExtreme, Kernel> {
     let layout = Layout::new(
@@ -25,7 +25,7 @@ fn allocator(era: Era) -> Allocator<SparseExtreme, Kernel> {
 const ZID: ZoneId = ZoneId::new(0);
 
 /// Puts `n` blocks of list `k`'s order on list `k`, taken from the zone.
-fn fill(pcp: &mut Pcp, alloc: &Allocator<SparseExtreme, Kernel>, k: usize, n: u32) {
+fn fill(pcp: &mut Pcp<Page>, alloc: &Allocator<SparseExtreme, Kernel>, k: usize, n: u32) {
     let order = pindex_to_order(k, alloc.model.geometry().pageblock_order());
     assert_eq!(
         pcp.rmqueue_bulk(alloc, ZID, order, n, Migratetype::Movable, k),
@@ -34,7 +34,7 @@ fn fill(pcp: &mut Pcp, alloc: &Allocator<SparseExtreme, Kernel>, k: usize, n: u3
 }
 
 /// Blocks on lists `0..n`.
-fn lens(pcp: &Pcp, n: usize) -> Vec<u64> {
+fn lens(pcp: &Pcp<Page>, n: usize) -> Vec<u64> {
     pcp.lists[..n].iter().map(PcpList::len).collect()
 }
 

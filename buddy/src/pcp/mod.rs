@@ -41,7 +41,7 @@
 
 mod bulk;
 
-use sparsemem::{MIGRATE_PCPTYPES, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
+use sparsemem::{BuddyPage, MIGRATE_PCPTYPES, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
 
 use crate::alloc::Allocator;
 use crate::error::{FreeError, RequestError};
@@ -69,9 +69,9 @@ pub const NR_PCP_LISTS: usize = NR_LOWORDER_PCP_LISTS + 2;
 
 /// One CPU's `per_cpu_pages` for one zone.
 #[derive(Default)]
-struct Pcp {
+struct Pcp<P> {
     /// `pcp->lists[]`, by `order_to_pindex`.
-    lists: [PcpList; NR_PCP_LISTS],
+    lists: [PcpList<P>; NR_PCP_LISTS],
     /// `pcp->count`: pages on the lists (a block of order `o` counts
     /// `2^o`).
     count: u64,
@@ -103,7 +103,7 @@ struct Pcp {
     lock: TryLock,
 }
 
-impl Pcp {
+impl<P: BuddyPage> Pcp<P> {
     /// `__mod_zone_page_state(zone, NR_FREE_PAGES, delta)`: this CPU's
     /// delta, folded into the zone's counter once it passes the zone's
     /// `stat_threshold`.
@@ -152,7 +152,7 @@ pub struct PerCpu<'a, M: BuddyModel, V: Variant> {
     /// The node (its zonelists), as `numa_node_id()` names it.
     node: &'a Node,
     /// Per zone.
-    pcp: Vec<Pcp>,
+    pcp: Vec<Pcp<M::Page>>,
     cpuset: Option<NodeMask>,
 }
 
@@ -249,7 +249,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         zid: ZoneId,
         mt: Migratetype,
         order: Order,
-    ) -> Option<OwnedBlock> {
+    ) -> Option<OwnedBlock<M::Page>> {
         let alloc = self.alloc;
         // A request's migratetype (`gfp_migratetype`, or Movable for all
         // without mobility grouping) always has a per-CPU list.
@@ -525,7 +525,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
 
     /// `free_one_page`: a claimed block straight to the zone's buddy lists.
     #[inline(never)]
-    fn free_one_page(&mut self, zid: ZoneId, block: OwnedBlock) {
+    fn free_one_page(&mut self, zid: ZoneId, block: OwnedBlock<M::Page>) {
         let order = block.order();
         let mut area = self.alloc.zones[zid.index()].free_area.lock();
         area.free_one(&self.alloc.model, block);

@@ -4,7 +4,7 @@
 //! The zone lock is taken once per batch ([`LockPolicy::PerBatch`]) or
 //! once per block ([`LockPolicy::PerPage`]).
 
-use sparsemem::{Migratetype, Order};
+use sparsemem::{BuddyPage, Migratetype, Order};
 
 use super::Pcp;
 use crate::alloc::{Allocator, LockPolicy};
@@ -12,10 +12,10 @@ use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 use crate::zone::FreeArea;
 
-impl Pcp {
+impl<P: BuddyPage> Pcp<P> {
     /// `rmqueue_bulk`: moves up to `count` blocks of `order` from the zone
     /// to the list `pindex`; returns how many.
-    pub(super) fn rmqueue_bulk<M: BuddyModel, V: Variant>(
+    pub(super) fn rmqueue_bulk<M: BuddyModel<Page = P>, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,
@@ -27,7 +27,7 @@ impl Pcp {
         let zone = &alloc.zones[zid.index()];
         let mut moved = 0;
         let mut first = true;
-        let mut take = |area: &mut FreeArea<V>, pcp: &mut Pcp| {
+        let mut take = |area: &mut FreeArea<V, P>, pcp: &mut Pcp<P>| {
             if std::mem::take(&mut first) {
                 area.stats.pcp_refills += 1;
                 pcp.fold(&mut area.stats);
@@ -61,7 +61,7 @@ impl Pcp {
     /// ([`tune`]).
     #[cold]
     #[inline(never)]
-    pub(super) fn refill<M: BuddyModel, V: Variant>(
+    pub(super) fn refill<M: BuddyModel<Page = P>, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,

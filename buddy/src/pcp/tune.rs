@@ -27,9 +27,9 @@ use crate::alloc::Allocator;
 use crate::gfp::AllocFlags;
 use crate::types::{BuddyModel, ZoneId, ZoneType};
 use crate::variant::Variant;
-use sparsemem::Order;
+use sparsemem::{BuddyPage, Order};
 
-impl Pcp {
+impl<P: BuddyPage> Pcp<P> {
     /// `free_frozen_page_commit`'s bookkeeping on every free of a block of
     /// `order` (already listed): `alloc_factor` halved, the high-order
     /// run noted, `free_count` grown; returns `free_high`.
@@ -53,7 +53,7 @@ impl Pcp {
     /// that brings the zone back above its high watermark.
     #[cold]
     #[inline(never)]
-    pub(super) fn commit_tuned<M: BuddyModel, V: Variant>(
+    pub(super) fn commit_tuned<M: BuddyModel<Page = P>, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,
@@ -160,7 +160,7 @@ impl Pcp {
     /// `decay_pcp_high`: `high` lowered to `max3(count − (batch << 5),
     /// high − high/8, high_min)` and whatever is above it drained from
     /// list 0; whether there is more to do.
-    pub(super) fn decay_pcp_high<M: BuddyModel, V: Variant>(
+    pub(super) fn decay_pcp_high<M: BuddyModel<Page = P>, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,

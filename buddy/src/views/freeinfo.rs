@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use sparsemem::{MIGRATE_TYPES, Migratetype, Pfn};
+use sparsemem::{MIGRATE_TYPES, Migratetype, PageLayout, Pfn};
 
 use crate::alloc::Allocator;
 use crate::types::BuddyModel;
@@ -166,7 +166,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
 
     /// Zones with managed pages, node by node and each node's in type
     /// order, as `walk_zones_in_node` visits populated zones.
-    fn populated_zones(&self) -> impl Iterator<Item = &crate::zone::Zone<V>> {
+    fn populated_zones(&self) -> impl Iterator<Item = &crate::zone::Zone<V, M::Page>> {
         self.nodes.iter().flat_map(move |node| {
             let mut zones: Vec<_> = node
                 .zones

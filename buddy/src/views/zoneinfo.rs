@@ -228,7 +228,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     fn fill_zone(
         &self,
         info: &mut ZoneInfo,
-        zone: &Zone<V>,
+        zone: &Zone<V, M::Page>,
         cpus: &[&PerCpu<'_, M, V>],
         nr_cpus: usize,
     ) {

@@ -27,7 +27,7 @@
 //! come from the lists themselves or from `pfn_to_page_ptr` of a pfn the
 //! model just found valid.
 
-use sparsemem::{Migratetype, Order, PageFlag, Pfn};
+use sparsemem::{BuddyPage, Migratetype, Order, PageFlag, Pfn};
 
 use super::free_area::{FreeArea, change_pageblock_range};
 use crate::list::OwnedBlock;
@@ -41,15 +41,15 @@ pub const FALLBACKS: [[Migratetype; 2]; 3] = [
     [Migratetype::Unmovable, Migratetype::Movable],
 ];
 
-impl<V: Variant> FreeArea<V> {
+impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
     /// `__rmqueue`: a block of `order` for migratetype `mt`.
     #[inline(always)]
-    pub(crate) fn rmqueue<M: BuddyModel>(
+    pub(crate) fn rmqueue<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         order: Order,
         mt: Migratetype,
-    ) -> Option<OwnedBlock> {
+    ) -> Option<OwnedBlock<P>> {
         let mt = if self.migratetypes {
             mt
         } else {
@@ -61,12 +61,12 @@ impl<V: Variant> FreeArea<V> {
 
     /// `__rmqueue_fallback`.
     #[cold]
-    fn rmqueue_fallback<M: BuddyModel>(
+    fn rmqueue_fallback<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         order: Order,
         mt: Migratetype,
-    ) -> Option<OwnedBlock> {
+    ) -> Option<OwnedBlock<P>> {
         let fallbacks = FALLBACKS.get(mt.index())?;
         if !self.migratetypes {
             return None;
@@ -105,7 +105,7 @@ impl<V: Variant> FreeArea<V> {
     /// free and no other zone shares it: its free blocks move from the
     /// `from` lists to the `to` lists and the pageblock becomes `to`.
     /// Returns whether it was claimed.
-    fn claim_pageblock<M: BuddyModel>(
+    fn claim_pageblock<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         pfn: Pfn,

@@ -23,7 +23,9 @@
 
 use std::marker::PhantomData;
 
-use sparsemem::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, Order, Page, PageFlag, Pfn};
+use sparsemem::{
+    BuddyPage, MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, Order, Page, PageFlag, Pfn,
+};
 
 use crate::era::Path;
 use crate::list::{OwnedBlock, PageList, page_offset};
@@ -84,10 +86,10 @@ pub(crate) fn change_pageblock_range<M: BuddyModel>(
 ///   free;
 /// - without the hole check, every `MAX_PAGE_ORDER` block holding a page of
 ///   the zone is wholly valid ([`check_blocks`](super::check_blocks) before memory is given).
-pub struct FreeArea<V> {
+pub struct FreeArea<V, P = Page> {
     /// Statistics, changed only under the zone lock.
     pub stats: ZoneStats,
-    pub(crate) lists: [[PageList; MIGRATE_TYPES]; NR_PAGE_ORDERS],
+    pub(crate) lists: [[PageList<P>; MIGRATE_TYPES]; NR_PAGE_ORDERS],
     /// Whether the era groups pages by mobility (migratetype lists and
     /// pageblock lookups on free).
     pub(crate) migratetypes: bool,
@@ -102,7 +104,7 @@ pub struct FreeArea<V> {
     _variant: PhantomData<V>,
 }
 
-impl<V: Variant> FreeArea<V> {
+impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
     /// Empty free lists for zone `zone_id` spanning `[start, end)`, with
     /// blocks up to `max_order`, shaped as the era's `path` has them.
     pub(crate) fn new(zone_id: u8, [start, end]: [Pfn; 2], max_order: Order, path: Path) -> Self {
@@ -164,7 +166,7 @@ impl<V: Variant> FreeArea<V> {
     }
 
     /// Pfns of the blocks on the free lists of one order (for checks).
-    pub fn block_pfns<M: BuddyModel>(&self, model: &M, order: Order) -> Vec<Pfn> {
+    pub fn block_pfns<M: BuddyModel<Page = P>>(&self, model: &M, order: Order) -> Vec<Pfn> {
         Migratetype::ALL
             .into_iter()
             .flat_map(|mt| self.block_pfns_of(model, order, mt))
@@ -172,7 +174,7 @@ impl<V: Variant> FreeArea<V> {
     }
 
     /// Pfns of the blocks on the free list of one order and migratetype.
-    pub fn block_pfns_of<M: BuddyModel>(
+    pub fn block_pfns_of<M: BuddyModel<Page = P>>(
         &self,
         model: &M,
         order: Order,
@@ -194,7 +196,7 @@ impl<V: Variant> FreeArea<V> {
     /// migratetype (`get_pfnblock_migratetype`, a memory-model lookup), or
     /// the one list of an era without migratetypes.
     #[inline(always)]
-    pub(crate) fn list_mt<M: BuddyModel>(&self, model: &M, pfn: Pfn) -> Migratetype {
+    pub(crate) fn list_mt<M: BuddyModel<Page = P>>(&self, model: &M, pfn: Pfn) -> Migratetype {
         if self.migratetypes {
             model.get_pfnblock_migratetype(pfn)
         } else {
@@ -223,7 +225,7 @@ impl<V: Variant> FreeArea<V> {
     #[inline(always)]
     pub(crate) unsafe fn add(
         &mut self,
-        page: *const Page,
+        page: *const P,
         order: usize,
         mt: Migratetype,
         to_tail: bool,
@@ -250,7 +252,7 @@ impl<V: Variant> FreeArea<V> {
     /// # Safety
     /// `page` is on `lists[order][mt]`.
     #[inline(always)]
-    pub(crate) unsafe fn del(&mut self, page: *const Page, order: usize, mt: Migratetype) {
+    pub(crate) unsafe fn del(&mut self, page: *const P, order: usize, mt: Migratetype) {
         // SAFETY: the caller's contract.
         unsafe { self.lists[order][mt.index()].unlink(page) };
         // SAFETY: listed pages are live, and the unlinked page is this
@@ -260,7 +262,7 @@ impl<V: Variant> FreeArea<V> {
 
     /// `page_is_buddy`: a free block head of this order in this zone.
     #[inline(always)]
-    fn page_is_buddy(&self, buddy: &Page, order: usize) -> bool {
+    fn page_is_buddy(&self, buddy: &P, order: usize) -> bool {
         debug_assert!(!buddy.is_poisoned(), "page_is_buddy read a poisoned page");
         buddy.test(PageFlag::Buddy)
             && buddy.private() == order as u64
@@ -268,7 +270,12 @@ impl<V: Variant> FreeArea<V> {
     }
 
     /// Whether `head` is the head of a free block of `order` on these lists.
-    pub(crate) fn is_free_block<M: BuddyModel>(&self, model: &M, head: Pfn, order: Order) -> bool {
+    pub(crate) fn is_free_block<M: BuddyModel<Page = P>>(
+        &self,
+        model: &M,
+        head: Pfn,
+        order: Order,
+    ) -> bool {
         model
             .pfn_to_page(head)
             .is_some_and(|page| self.page_is_buddy(page, order.index()))
@@ -276,12 +283,12 @@ impl<V: Variant> FreeArea<V> {
 
     /// Takes the free block `(head, order)` off its list (offline), if it is
     /// one.
-    pub(crate) fn take_free_block<M: BuddyModel>(
+    pub(crate) fn take_free_block<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         head: Pfn,
         order: Order,
-    ) -> Option<OwnedBlock> {
+    ) -> Option<OwnedBlock<P>> {
         if !self.is_free_block(model, head, order) {
             return None;
         }
@@ -303,7 +310,7 @@ impl<V: Variant> FreeArea<V> {
     /// `__free_one_page`: frees `block` and merges it with free buddies,
     /// putting the result at the head of its list.
     #[inline(always)]
-    pub(crate) fn free_one<M: BuddyModel>(&mut self, model: &M, block: OwnedBlock) {
+    pub(crate) fn free_one<M: BuddyModel<Page = P>>(&mut self, model: &M, block: OwnedBlock<P>) {
         self.free_one_fpi(model, block, FpiFlags::NONE);
     }
 
@@ -314,10 +321,10 @@ impl<V: Variant> FreeArea<V> {
     /// `pfn_valid`, without it the zone's invariant (every `MAX_PAGE_ORDER`
     /// block holding its memory is wholly valid) makes it readable.
     #[inline(always)]
-    pub(crate) fn free_one_fpi<M: BuddyModel>(
+    pub(crate) fn free_one_fpi<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
-        block: OwnedBlock,
+        block: OwnedBlock<P>,
         fpi: FpiFlags,
     ) {
         let mut page = block.as_ptr();
@@ -385,10 +392,10 @@ impl<V: Variant> FreeArea<V> {
     /// both pfns are tested first (the kernel tested only the buddy's;
     /// pfnlab must not read a hole's descriptor).
     #[inline(always)]
-    fn buddy_merge_likely<M: BuddyModel>(
+    fn buddy_merge_likely<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
-        page: *const Page,
+        page: *const P,
         pfn: u64,
         order: usize,
     ) -> bool {
@@ -420,12 +427,12 @@ impl<V: Variant> FreeArea<V> {
     /// `__rmqueue_smallest` + `expand`: a block of `order`, taken off the
     /// lists, with the head pointer it was freed with.
     #[inline(always)]
-    pub(crate) fn rmqueue_smallest<M: BuddyModel>(
+    pub(crate) fn rmqueue_smallest<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         order: Order,
         mt: Migratetype,
-    ) -> Option<OwnedBlock> {
+    ) -> Option<OwnedBlock<P>> {
         let low = order.index();
         for current in low..=self.max_order {
             let Some(page) = self.lists[current][mt.index()].pop_front() else {
@@ -456,7 +463,7 @@ impl<V: Variant> FreeArea<V> {
     #[inline(always)]
     unsafe fn expand(
         &mut self,
-        page: *const Page,
+        page: *const P,
         pfn: u64,
         low: usize,
         mut high: usize,

@@ -28,7 +28,7 @@ mod rebuild;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use sparsemem::{NR_PAGE_ORDERS, NodeId, Order, PageFlag, Pfn};
+use sparsemem::{BuddyPage, NR_PAGE_ORDERS, NodeId, Order, Page, PageFlag, PageLayout, Pfn};
 
 use crate::era::{Era, Path};
 use crate::error::RangeError;
@@ -44,7 +44,7 @@ pub use free_area::FreeArea;
 
 /// One zone (`struct zone`): its span, its free area behind the zone lock,
 /// and its per-CPU sizing.
-pub struct Zone<V> {
+pub struct Zone<V, P = Page> {
     /// The zone type.
     pub kind: ZoneType,
     /// Its node.
@@ -54,7 +54,7 @@ pub struct Zone<V> {
     pub(crate) start: Pfn,
     pub(crate) end: Pfn,
     pub(crate) managed: u64,
-    pub(crate) free_area: SpinLock<FreeArea<V>>,
+    pub(crate) free_area: SpinLock<FreeArea<V, P>>,
     pub(crate) batch: u32,
     pub(crate) high: u32,
     /// `pageset_high_max`: how far 6.7's tuning may raise a CPU's `high`
@@ -84,7 +84,7 @@ pub struct Zone<V> {
 /// mm/page_alloc.c: `high = 6 * batch`).
 pub const PCP_HIGH_BATCHES: u32 = 6;
 
-impl<V: Variant> Zone<V> {
+impl<V: Variant, P: BuddyPage> Zone<V, P> {
     /// An empty zone spanning `[start, end)`, with blocks up to
     /// `max_order` (the geometry's `MAX_PAGE_ORDER`); memory comes with
     /// [`Zone::give_range`].
@@ -95,7 +95,7 @@ impl<V: Variant> Zone<V> {
         [start, end]: [Pfn; 2],
         max_order: Order,
         path: Path,
-    ) -> Zone<V> {
+    ) -> Zone<V, P> {
         Zone {
             kind,
             node,
@@ -322,7 +322,7 @@ impl<V: Variant> Zone<V> {
     /// yet managed), not device memory and inside the span, and — without
     /// the hole check — every `MAX_PAGE_ORDER` block around it is wholly
     /// valid.
-    pub(crate) fn give_range<M: BuddyModel>(
+    pub(crate) fn give_range<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         [first, end]: [Pfn; 2],
@@ -370,7 +370,7 @@ impl<V: Variant> Zone<V> {
     /// pages become reserved again; the parts of straddling blocks outside
     /// the range go back on the lists. Nothing changes if a block is not
     /// free.
-    pub(crate) fn take_range<M: BuddyModel>(
+    pub(crate) fn take_range<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         start: Pfn,
@@ -384,7 +384,7 @@ impl<V: Variant> Zone<V> {
         {
             return Err(RangeError::NotFree { pfn });
         }
-        let taken: Vec<OwnedBlock> = blocks
+        let taken: Vec<OwnedBlock<P>> = blocks
             .iter()
             .filter_map(|&(head, order)| area.take_free_block(model, head, order))
             .collect();
@@ -508,10 +508,10 @@ fn zone_batchsize_capped(managed_pages: u64, cap_pages: u64) -> u32 {
 #[inline(always)]
 pub(crate) fn claim_for_free<M: BuddyModel, V: Variant>(
     model: &M,
-    zones: &[Zone<V>],
+    zones: &[Zone<V, M::Page>],
     pfn: Pfn,
     order: Order,
-) -> Result<(OwnedBlock, ZoneId), ClaimError> {
+) -> Result<(OwnedBlock<M::Page>, ZoneId), ClaimError> {
     let ptr = model
         .pfn_to_page_ptr_checked(pfn)
         .ok_or(ClaimError::OutsideZone)?;

@@ -9,21 +9,21 @@
 //! the lists (owned by this `&mut` holder), each piece reached as the
 //! owned head plus its offset inside the block.
 
-use sparsemem::{Migratetype, Order, Pfn};
+use sparsemem::{BuddyPage, Migratetype, Order, Pfn};
 
 use super::{Zone, for_each_aligned_block};
 use crate::list::{OwnedBlock, page_offset};
 use crate::types::BuddyModel;
 use crate::variant::Variant;
 
-impl<V: Variant> Zone<V> {
+impl<V: Variant, P: BuddyPage> Zone<V, P> {
     /// Rebuilds the free lists: `migratetypes` on their pageblocks, then
     /// exactly the blocks of `free` free (sorted by pfn, each inside one of
     /// today's free blocks, no two buddies), and the rest of today's free
     /// memory allocated, returned as `(head, order)` blocks (aligned, at
     /// most `MAX_PAGE_ORDER`), ready for a free. `NR_FREE_PAGES` is the
     /// caller's to adjust, as the allocator keeps it only in some eras.
-    pub(crate) fn rebuild_free_lists<M: BuddyModel>(
+    pub(crate) fn rebuild_free_lists<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         migratetypes: &[(Pfn, Migratetype)],
@@ -35,7 +35,7 @@ impl<V: Variant> Zone<V> {
             .flat_map(|o| area.block_pfns(model, o).into_iter().map(move |p| (p, o)))
             .collect();
         today.sort_unstable();
-        let taken: Vec<OwnedBlock> = today
+        let taken: Vec<OwnedBlock<P>> = today
             .iter()
             .filter_map(|&(head, order)| area.take_free_block(model, head, order))
             .collect();

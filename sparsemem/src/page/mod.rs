@@ -61,6 +61,7 @@
 //! page.set_lru_next(std::ptr::null_mut()); // error: unsafe, the allocator's field
 //! ```
 
+mod buddy_page;
 mod p16;
 mod p32;
 mod p64;
@@ -68,6 +69,7 @@ mod p8;
 #[cfg(test)]
 mod tests;
 
+pub use buddy_page::BuddyPage;
 pub use p8::{MemdescType, Page8};
 pub use p16::Page16;
 pub use p32::Page32;

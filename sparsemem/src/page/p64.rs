@@ -11,7 +11,9 @@
 
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use super::{PageFlag, PageLayout, UserFlag, ZONE_DEVICE_ID, sealed};
+use super::{
+    BuddyPage, PageFlag, PageLayout, TAIL_MAPPING, UserFlag, ZONE_DEVICE_ID, buddy_page, sealed,
+};
 
 /// The 64-byte `struct page` analogue. See the module documentation.
 ///
@@ -218,25 +220,8 @@ impl Page64 {
     /// writer of the flags word, or a concurrent write would be lost.
     #[inline(always)]
     pub unsafe fn set_unlocked(&self, flag: PageFlag) {
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        // SAFETY: the address is the flags word's, aligned and live for
-        // `&self`; the instruction reads and writes only those 8 bytes, and
-        // an aligned `or` is single-copy atomic for a concurrent reader, so
-        // it behaves as the relaxed load and store of `set_nonatomic`. The
-        // caller excludes other writers.
-        unsafe {
-            std::arch::asm!(
-                "or qword ptr [{word}], {mask}",
-                word = in(reg) self.flags.as_ptr(),
-                mask = in(reg) flag.mask(),
-                options(nostack),
-            );
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-        // SAFETY: the caller's contract is `set_nonatomic`'s.
-        unsafe {
-            self.set_nonatomic(flag)
-        }
+        // SAFETY: the caller excludes other writers of the flags word.
+        unsafe { buddy_page::or_unlocked(&self.flags, flag.mask()) }
     }
 
     /// `clear_bit` as a uniprocessor kernel compiles it (`andq`, no
@@ -246,21 +231,8 @@ impl Page64 {
     /// As for [`Page64::set_unlocked`].
     #[inline(always)]
     pub unsafe fn clear_unlocked(&self, flag: PageFlag) {
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
         // SAFETY: as for `set_unlocked`.
-        unsafe {
-            std::arch::asm!(
-                "and qword ptr [{word}], {mask}",
-                word = in(reg) self.flags.as_ptr(),
-                mask = in(reg) !flag.mask(),
-                options(nostack),
-            );
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-        // SAFETY: the caller's contract is `clear_nonatomic`'s.
-        unsafe {
-            self.clear_nonatomic(flag)
-        }
+        unsafe { buddy_page::and_unlocked(&self.flags, !flag.mask()) }
     }
 
     /// The whole flags word.
@@ -487,6 +459,159 @@ unsafe impl PageLayout for Page64 {
     #[inline(always)]
     fn node_id(&self) -> u16 {
         Page64::node_id(self)
+    }
+}
+
+// SAFETY: (1) the links are their own `AtomicPtr` fields, shared only
+// with `compound_head` (the `lru.next` overlay) and `poison`; (2) `private`
+// and `refcount` have their own fields; (3) `zone_node` is its own field
+// and no writer below touches `Present` or `section`.
+unsafe impl BuddyPage for Page64 {
+    #[inline(always)]
+    fn test(&self, flag: PageFlag) -> bool {
+        Page64::test(self, flag)
+    }
+    #[inline(always)]
+    fn flags(&self) -> u64 {
+        Page64::flags(self)
+    }
+    #[inline(always)]
+    unsafe fn set(&self, flag: PageFlag) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::set(self, flag) }
+    }
+    #[inline(always)]
+    unsafe fn clear(&self, flag: PageFlag) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::clear(self, flag) }
+    }
+    #[inline(always)]
+    unsafe fn set_nonatomic(&self, flag: PageFlag) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::set_nonatomic(self, flag) }
+    }
+    #[inline(always)]
+    unsafe fn clear_nonatomic(&self, flag: PageFlag) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::clear_nonatomic(self, flag) }
+    }
+    #[inline(always)]
+    unsafe fn set_unlocked(&self, flag: PageFlag) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::set_unlocked(self, flag) }
+    }
+    #[inline(always)]
+    unsafe fn clear_unlocked(&self, flag: PageFlag) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::clear_unlocked(self, flag) }
+    }
+    #[inline(always)]
+    fn set_user(&self, flag: UserFlag) {
+        Page64::set_user(self, flag)
+    }
+    #[inline(always)]
+    fn clear_user(&self, flag: UserFlag) {
+        Page64::clear_user(self, flag)
+    }
+    #[inline(always)]
+    fn private(&self) -> u64 {
+        Page64::private(self)
+    }
+    #[inline(always)]
+    unsafe fn set_private(&self, value: u64) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::set_private(self, value) }
+    }
+    #[inline(always)]
+    fn lru_next(&self) -> *mut Page64 {
+        Page64::lru_next(self)
+    }
+    #[inline(always)]
+    fn lru_prev(&self) -> *mut Page64 {
+        Page64::lru_prev(self)
+    }
+    #[inline(always)]
+    unsafe fn set_lru_next(&self, next: *mut Page64) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::set_lru_next(self, next) }
+    }
+    #[inline(always)]
+    unsafe fn set_lru_prev(&self, prev: *mut Page64) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::set_lru_prev(self, prev) }
+    }
+    #[inline(always)]
+    unsafe fn set_zone_node(&self, zone: u8, node: u16) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::set_zone_node(self, zone, node) }
+    }
+    #[inline(always)]
+    fn refcount(&self) -> i32 {
+        Page64::refcount(self)
+    }
+    #[inline(always)]
+    unsafe fn set_refcount(&self, count: i32) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::set_refcount(self, count) }
+    }
+    #[inline(always)]
+    unsafe fn ref_freeze(&self, expected: i32) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::ref_freeze(self, expected) }
+    }
+    #[inline(always)]
+    fn compound_head(&self) -> Option<*const Page64> {
+        Page64::compound_head(self)
+    }
+    #[inline(always)]
+    unsafe fn prep_compound_tail(&self, head: *const Page64) {
+        self.set_mapping(TAIL_MAPPING);
+        // SAFETY: the caller's contract.
+        unsafe { self.set_compound_head(Some(head)) }
+    }
+    #[inline(always)]
+    unsafe fn clear_compound_tail(&self) {
+        self.set_mapping(0);
+        // SAFETY: the caller's contract.
+        unsafe { self.set_compound_head(None) }
+    }
+    #[inline(always)]
+    fn compound_tail_bad_reason(&self, head: *const Page64) -> Option<&'static str> {
+        if self.mapping() != TAIL_MAPPING {
+            Some("corrupted mapping in tail page")
+        } else if Page64::compound_head(self) != Some(head) {
+            Some("compound_head not consistent")
+        } else if self.mapcount() != 0 {
+            Some("nonzero mapcount")
+        } else {
+            None
+        }
+    }
+    #[inline(always)]
+    fn free_bad_reason(&self) -> Option<&'static str> {
+        if self.mapcount() != 0 {
+            Some("nonzero mapcount")
+        } else if self.mapping() != 0 {
+            Some("non-NULL mapping")
+        } else if Page64::test(self, PageFlag::Locked) {
+            Some("PAGE_FLAGS_CHECK_AT_FREE flag(s) set")
+        } else {
+            None
+        }
+    }
+    #[inline(always)]
+    unsafe fn clear_flags_at_free(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::clear_flags_at_free(self) }
+    }
+    #[inline(always)]
+    unsafe fn poison(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { Page64::poison(self) }
+    }
+    #[inline(always)]
+    fn is_poisoned(&self) -> bool {
+        Page64::is_poisoned(self)
     }
 }
 

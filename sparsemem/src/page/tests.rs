@@ -76,3 +76,65 @@ fn page8_types_are_in_the_low_nibble() {
     unsafe { p16.init_reserved(5) };
     assert_eq!((p16.memdesc(), p16.section()), (0, 5));
 }
+
+/// The allocator's accessors at both sizes that hold its state in the page:
+/// links, order, count, zone and node, the compound head, the flags the
+/// free path clears, and poison.
+fn buddy_page_contract<P: BuddyPage>() {
+    let pages: Vec<P> = (0..2).map(|_| P::default()).collect();
+    let (p, q) = (&pages[0], &pages[1]);
+    let q_ptr = std::ptr::from_ref(q).cast_mut();
+    // SAFETY: local descriptors no one else sees; this test owns them.
+    unsafe {
+        p.init_reserved(0x1234);
+        p.set_zone_node(3, 513);
+        p.set_private(7);
+        p.set_lru_next(q_ptr);
+        p.set_lru_prev(std::ptr::null_mut());
+        p.set_nonatomic(PageFlag::Buddy);
+        p.set_unlocked(PageFlag::Pcp);
+    }
+    assert_eq!((p.lru_next(), p.lru_prev()), (q_ptr, std::ptr::null_mut()));
+    assert_eq!((p.private(), p.zone_id(), p.node_id()), (7, 3, 513));
+    assert!(p.test(PageFlag::Buddy) && p.test(PageFlag::Pcp) && p.test(PageFlag::Reserved));
+    // SAFETY: as above.
+    unsafe {
+        p.clear_unlocked(PageFlag::Pcp);
+        p.set_refcount(1);
+    }
+    assert!(!p.test(PageFlag::Pcp));
+    // SAFETY: as above.
+    assert!(!unsafe { p.ref_freeze(2) } && unsafe { p.ref_freeze(1) });
+    assert_eq!(p.refcount(), 0);
+    p.set_user(UserFlag::Locked);
+    assert_eq!(
+        p.free_bad_reason(),
+        Some("PAGE_FLAGS_CHECK_AT_FREE flag(s) set")
+    );
+    // SAFETY: as above.
+    unsafe { p.clear_flags_at_free() };
+    assert_eq!(p.free_bad_reason(), None);
+    assert!(p.is_present() && !p.test(PageFlag::Buddy) && !p.test(PageFlag::Reserved));
+    assert_eq!(
+        (p.section(), p.zone_id(), p.node_id()),
+        (0x1234, 3, 513),
+        "kept"
+    );
+    // SAFETY: as above; `q` is on no list.
+    unsafe { q.prep_compound_tail(p) };
+    assert_eq!(q.compound_head(), Some(std::ptr::from_ref(p)));
+    assert_eq!(q.compound_tail_bad_reason(p), None);
+    assert!(q.compound_tail_bad_reason(q).is_some());
+    // SAFETY: as above.
+    unsafe { q.clear_compound_tail() };
+    assert_eq!(q.compound_head(), None);
+    // SAFETY: as above.
+    unsafe { q.poison() };
+    assert!(q.is_poisoned() && q.zone_id() == ZONE_DEVICE_ID);
+}
+
+#[test]
+fn buddy_pages_hold_the_allocators_state() {
+    buddy_page_contract::<Page64>();
+    buddy_page_contract::<Page32>();
+}

@@ -352,7 +352,7 @@ impl Visitor<'_> {
         if let Some(page) = alloc.model().pfn_to_page(pfn) {
             let rounds = self.plan.iters(1 << 22, 1 << 16);
             let m = self.plan.measure(|| {
-                mark_pairs::<V>(page, rounds);
+                mark_pairs::<V, _>(page, rounds);
                 rounds
             });
             results.mark_cost.push((variant, m));

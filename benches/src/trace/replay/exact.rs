@@ -4,7 +4,7 @@
 
 use buddy::BuddyModel;
 use serde::Serialize;
-use sparsemem::Pfn;
+use sparsemem::{BuddyPage, Pfn};
 
 use crate::timing::measure;
 use crate::trace::{Event, EventKind};
