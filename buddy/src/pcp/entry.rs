@@ -36,6 +36,7 @@ use sparsemem::{Order, Pfn};
 
 use super::{Pcp, PerCpu};
 use crate::alloc::Allocator;
+use crate::era::PcpForm;
 use crate::error::{FreeError, RequestError};
 use crate::gfp::{AllocContext, Gfp};
 use crate::types::{BuddyModel, NumaEvents, ZoneId};
@@ -149,50 +150,64 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         pcp.numa_state_fold(alloc, z);
     }
 
-    /// `__alloc_pages` with the kernel's entry, a call of its own as the
-    /// kernel's is: `current_gfp_context`, `prepare_alloc_pages` with the
-    /// preferred zone, then `get_page_from_freelist` (out of line too) and,
-    /// failing it, the slow path.
+    /// The forms of [`PerCpu::alloc_pages`] with the entry: `__alloc_pages`
+    /// with the tuning and the grow as the form byte says.
     #[inline(never)]
-    pub(super) fn __alloc_pages<const TUNED: bool, const DEFERRED: bool>(
+    pub(super) fn alloc_pages_entry(
         &mut self,
         order: Order,
         gfp: Gfp,
     ) -> Result<Pfn, RequestError> {
-        let alloc = self.alloc;
-        alloc.check_order(order)?;
-        let gfp = self.current_gfp_context(gfp);
-        let ac = alloc.prepare_alloc_pages(gfp)?;
-        let preferred = self.first_zones_zonelist(&ac);
-        match self.get_page_from_freelist_call::<TUNED, DEFERRED>(order, ac, preferred) {
-            Some(pfn) => Ok(pfn),
-            None => self.alloc_pages_slowpath(order, ac, preferred),
+        const TUNED: u8 = PcpForm::TUNED;
+        const DEFERRED: u8 = PcpForm::DEFERRED;
+        match self.alloc.pcp_form.bits() & (TUNED | DEFERRED) {
+            0 => self.__alloc_pages::<false, false>(order, gfp),
+            TUNED => self.__alloc_pages::<true, false>(order, gfp),
+            DEFERRED => self.__alloc_pages::<false, true>(order, gfp),
+            _ => self.__alloc_pages::<true, true>(order, gfp),
         }
+    }
+
+    /// The forms of [`PerCpu::free_pages`] with the entry: `__free_pages`
+    /// with the tuning as the form byte says.
+    #[inline(always)]
+    pub(super) fn free_pages_entry(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
+        if self.alloc.pcp_form.bits() & PcpForm::TUNED != 0 {
+            self.__free_pages::<true>(pfn, order)
+        } else {
+            self.__free_pages::<false>(pfn, order)
+        }
+    }
+
+    /// `__alloc_pages` with the kernel's entry, a call of its own as the
+    /// kernel's is, calling `get_page_from_freelist` as a second one (the
+    /// entry's work runs in the inner call here; the kernel splits it
+    /// between the two).
+    #[inline(never)]
+    fn __alloc_pages<const TUNED: bool, const DEFERRED: bool>(
+        &mut self,
+        order: Order,
+        gfp: Gfp,
+    ) -> Result<Pfn, RequestError> {
+        self.get_page_from_freelist::<TUNED, DEFERRED>(order, gfp)
     }
 
     /// `get_page_from_freelist` as the call the kernel makes.
     #[inline(never)]
-    fn get_page_from_freelist_call<const TUNED: bool, const DEFERRED: bool>(
+    fn get_page_from_freelist<const TUNED: bool, const DEFERRED: bool>(
         &mut self,
         order: Order,
-        ac: AllocContext,
-        preferred: Option<ZoneId>,
-    ) -> Option<Pfn> {
-        self.get_page_from_freelist::<TUNED, DEFERRED>(order, ac, preferred)
+        gfp: Gfp,
+    ) -> Result<Pfn, RequestError> {
+        self.alloc_pages_on::<TUNED, DEFERRED, true>(order, gfp)
     }
 
-    /// `__free_pages` with the kernel's entry: a call of its own that
-    /// drops the reference (the claim) and calls `free_unref_page` (5.13)
-    /// or `__free_frozen_pages` (6.18), out of line too.
+    /// `__free_pages` with the kernel's entry: a call of its own, calling
+    /// `free_unref_page` (5.13) or `__free_frozen_pages` (6.18) as a
+    /// second one, which drops the reference (the claim) and frees.
     #[inline(never)]
-    pub(super) fn __free_pages<const TUNED: bool>(
-        &mut self,
-        pfn: Pfn,
-        order: Order,
-    ) -> Result<(), FreeError> {
-        let (block, zid) = self.alloc.claim_for_free(pfn, order)?;
-        self.free_unref_page::<TUNED>(block, zid, pfn, order);
-        Ok(())
+    fn __free_pages<const TUNED: bool>(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
+        self.free_unref_page::<TUNED>(pfn, order)
     }
 
     /// `free_unref_page` / `__free_frozen_pages` as the call the kernel
@@ -200,12 +215,10 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     #[inline(never)]
     fn free_unref_page<const TUNED: bool>(
         &mut self,
-        block: crate::list::OwnedBlock,
-        zid: ZoneId,
         pfn: Pfn,
         order: Order,
-    ) {
-        self.free_claimed::<TUNED>(block, zid, pfn, order);
+    ) -> Result<(), FreeError> {
+        self.free_pages_on::<TUNED>(pfn, order)
     }
 }
 
@@ -244,7 +257,6 @@ impl NumaEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::era::PcpForm;
     use crate::node::NodeMask;
     use crate::{Era, Kernel, Options};
     use sparsemem::{Geometry, Layout, MemRange, MemoryModel, NodeId, RangeKind, SparseExtreme};

@@ -380,59 +380,48 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// grow's (a static branch, like the kernel's static keys, rather than
     /// a flag read at each step). The kernel's per-call entry
     /// ([`Mechanisms::entry`](crate::Mechanisms::entry)) is a third bit of
-    /// the byte: its forms go through `__alloc_pages`.
+    /// the byte: its forms are one arm, the out-of-line `__alloc_pages`,
+    /// so the forms without it stay as small as they were.
     #[inline(always)]
     pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, RequestError> {
         const TUNED: u8 = PcpForm::TUNED;
         const DEFERRED: u8 = PcpForm::DEFERRED;
         const TUNED_DEFERRED: u8 = TUNED | DEFERRED;
-        const ENTRY: u8 = PcpForm::ENTRY;
-        const ENTRY_TUNED: u8 = ENTRY | TUNED;
-        const ENTRY_DEFERRED: u8 = ENTRY | DEFERRED;
         match self.alloc.pcp_form.bits() {
-            0 => self.alloc_pages_on::<false, false>(order, gfp),
-            TUNED => self.alloc_pages_on::<true, false>(order, gfp),
-            DEFERRED => self.alloc_pages_on::<false, true>(order, gfp),
-            TUNED_DEFERRED => self.alloc_pages_on::<true, true>(order, gfp),
-            ENTRY => self.__alloc_pages::<false, false>(order, gfp),
-            ENTRY_TUNED => self.__alloc_pages::<true, false>(order, gfp),
-            ENTRY_DEFERRED => self.__alloc_pages::<false, true>(order, gfp),
-            // All three bits, the only other form `PcpForm` makes.
-            _ => self.__alloc_pages::<true, true>(order, gfp),
+            0 => self.alloc_pages_on::<false, false, false>(order, gfp),
+            TUNED => self.alloc_pages_on::<true, false, false>(order, gfp),
+            DEFERRED => self.alloc_pages_on::<false, true, false>(order, gfp),
+            TUNED_DEFERRED => self.alloc_pages_on::<true, true, false>(order, gfp),
+            // Every form with `PcpForm::ENTRY`.
+            _ => self.alloc_pages_entry(order, gfp),
         }
     }
 
     /// [`PerCpu::alloc_pages`] with the tuning in the path (`TUNED`) or
-    /// not, and `deferred_grow_zone` on a miss (`DEFERRED`) or not,
-    /// without the kernel's entry.
+    /// not, `deferred_grow_zone` on a miss (`DEFERRED`) or not, and the
+    /// kernel's entry (`ENTRY`: `current_gfp_context`, the preferred zone
+    /// and `zone_statistics`; its calls are `__alloc_pages`') or not.
     #[inline(always)]
-    fn alloc_pages_on<const TUNED: bool, const DEFERRED: bool>(
+    fn alloc_pages_on<const TUNED: bool, const DEFERRED: bool, const ENTRY: bool>(
         &mut self,
         order: Order,
         gfp: Gfp,
     ) -> Result<Pfn, RequestError> {
         let alloc = self.alloc;
         alloc.check_order(order)?;
+        let gfp = if ENTRY {
+            self.current_gfp_context(gfp)
+        } else {
+            gfp
+        };
         let ac = alloc.prepare_alloc_pages(gfp)?;
-        match self.get_page_from_freelist::<TUNED, DEFERRED>(order, ac, None) {
-            Some(pfn) => Ok(pfn),
-            None => self.alloc_pages_slowpath(order, ac, None),
-        }
-    }
-
-    /// `get_page_from_freelist`: the zonelist walk with the watermark
-    /// checks, through this CPU's lists. With a preferred zone (the
-    /// entry's) the page is counted by `zone_statistics`.
-    #[inline(always)]
-    fn get_page_from_freelist<const TUNED: bool, const DEFERRED: bool>(
-        &mut self,
-        order: Order,
-        ac: AllocContext,
-        preferred: Option<ZoneId>,
-    ) -> Option<Pfn> {
-        let alloc = self.alloc;
+        let preferred = if ENTRY {
+            self.first_zones_zonelist(&ac)
+        } else {
+            None
+        };
         let flags = alloc.fast_flags();
-        for &zid in self.node.zonelist(ac.gfp) {
+        for &zid in self.node.zonelist(gfp) {
             // Every id of a zonelist names a zone; `get` rather than an
             // index only so that the zone is not looked up when none of
             // the checks below reads it.
@@ -443,17 +432,17 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             if alloc.zone_usable(zone, order, &ac, flags, allowed, TUNED)
                 && let Some(pfn) = self.rmqueue::<TUNED>(zid, ac, order)
             {
-                return Some(self.count_numa(preferred, zid, pfn));
+                return Ok(self.count_numa(preferred, zid, pfn));
             }
             if DEFERRED
                 && allowed
                 && zone.kind <= ac.highest_zone
                 && let Some(pfn) = self.grow_and_rmqueue::<TUNED>(zid, ac, order)
             {
-                return Some(self.count_numa(preferred, zid, pfn));
+                return Ok(self.count_numa(preferred, zid, pfn));
             }
         }
-        None
+        self.alloc_pages_slowpath(order, ac, preferred)
     }
 
     /// `zone_statistics` for a page from zone `zid`, when the request has
@@ -531,38 +520,23 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         match self.alloc.pcp_form.bits() & (TUNED | ENTRY) {
             0 => self.free_pages_on::<false>(pfn, order),
             TUNED => self.free_pages_on::<true>(pfn, order),
-            ENTRY => self.__free_pages::<false>(pfn, order),
-            _ => self.__free_pages::<true>(pfn, order),
+            // Both forms with `PcpForm::ENTRY`.
+            _ => self.free_pages_entry(pfn, order),
         }
     }
 
-    /// [`PerCpu::free_pages`] with the tuning in the path (`TUNED`) or
-    /// not, without the kernel's entry.
+    /// [`PerCpu::free_pages`] with the tuning in the path (`TUNED`) or not.
     #[inline(always)]
     fn free_pages_on<const TUNED: bool>(
         &mut self,
         pfn: Pfn,
         order: Order,
     ) -> Result<(), FreeError> {
-        let (block, zid) = self.alloc.claim_for_free(pfn, order)?;
-        self.free_claimed::<TUNED>(block, zid, pfn, order);
-        Ok(())
-    }
-
-    /// The free of a claimed block of `order` at `pfn` in zone `zid`:
-    /// onto this CPU's list of its pageblock's migratetype, or to the zone.
-    #[inline(always)]
-    fn free_claimed<const TUNED: bool>(
-        &mut self,
-        block: OwnedBlock,
-        zid: ZoneId,
-        pfn: Pfn,
-        order: Order,
-    ) {
         let alloc = self.alloc;
+        let (block, zid) = alloc.claim_for_free(pfn, order)?;
         if !self.pcp_allowed_order(order) {
             self.free_one_page(zid, block);
-            return;
+            return Ok(());
         }
         // `get_pfnblock_migratetype`: the per-free memory-model lookup (the
         // one list of an era without migratetypes needs none).
@@ -576,7 +550,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         let pcp = &mut self.pcp[zid.index()];
         if mt == Migratetype::Isolate || (locked && !pcp.lock.try_lock()) {
             self.free_one_page(zid, block);
-            return;
+            return Ok(());
         }
         pcp.lists[pindex].push_front(block);
         pcp.count += order.nr_pages();
@@ -592,6 +566,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         if locked {
             pcp.lock.unlock();
         }
+        Ok(())
     }
 
     /// `free_one_page`: a claimed block straight to the zone's buddy lists.
