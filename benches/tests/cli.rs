@@ -371,7 +371,7 @@ fn every_experiment_runs_in_quick_mode() {
                 }
             }
             "breakdown" => {
-                assert_eq!(rows.len(), 2 * 5, "two paths, five steps");
+                assert_eq!(rows.len(), 2 * 6, "two paths, six steps");
                 for r in &rows {
                     let share = r["model_share"].as_f64().unwrap();
                     assert!((0.0..=1.0).contains(&share), "{r}");

@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 
 use sparsemem::{BuddyPage, Migratetype, NodeId, Order, OrderTooLarge, PageFlag, PageLayout, Pfn};
 
-use crate::era::{Era, Mechanisms, Path};
+use crate::era::{Era, Mechanisms, Path, PcpForm};
 use crate::error::{FreeError, RequestError};
 use crate::frames::Frames;
 use crate::gfp::{AllocContext, AllocFlags, Gfp, GfpError};
@@ -97,6 +97,9 @@ pub struct Allocator<M: BuddyModel, V> {
     pub(crate) options: Options,
     /// The era's mechanisms that run, resolved once.
     pub(crate) path: Path,
+    /// The per-CPU path's form byte, rewritten by
+    /// [`Allocator::update_pcp_form`] whenever a choice in it changes.
+    pub(crate) pcp_form: PcpForm,
     /// Real frames, when asked for.
     pub(crate) frames: Option<Frames>,
     /// Memory blocks (global block numbers) present in the model but
@@ -156,6 +159,14 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             frames.clear_block(block);
         }
         block.prep(gfp.contains(Gfp::COMP) && self.path.page_prep)
+    }
+
+    /// Rewrites the per-CPU path's form byte from the path and the
+    /// `deferred_pages` key: at construction, and whenever the key
+    /// changes (under `&mut self`, so no per-CPU handle reads it
+    /// meanwhile).
+    pub(crate) fn update_pcp_form(&mut self) {
+        self.pcp_form = PcpForm::new(&self.path, self.deferred_pages_enabled());
     }
 
     /// The zones, by id.

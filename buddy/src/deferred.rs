@@ -308,6 +308,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             self.zones[d.zone.index()].managed += d.freed.into_inner();
         }
         self.deferred.key.store(false, Ordering::Relaxed);
+        self.update_pcp_form();
         for zone in &mut self.zones {
             crate::walk::set_zone_contiguous(&self.model, zone, None);
         }

@@ -96,6 +96,15 @@ impl Era {
         self >= Era::V6_18
     }
 
+    /// Whether pfnlab models this era's per-call entry of the single-page
+    /// path ([`Mechanisms::entry`]): the 5.13 and 6.18 allocators'. The
+    /// 2.6 eras' entry (no scoped GFP constraints, a different
+    /// `zone_statistics`) is not modelled: their questions are the buddy's
+    /// own.
+    pub fn models_entry(self) -> bool {
+        self >= Era::V5_13
+    }
+
     /// Whether a freed block whose next-order buddy is free goes to the
     /// tail of its list (`buddy_merge_likely`; the check came with 2.6.35).
     pub fn has_buddy_merge_likely(self) -> bool {
@@ -218,6 +227,14 @@ pub struct Mechanisms {
     /// `buddy_merge_likely`. The refcount and order pfnlab keeps in every
     /// allocated head (its double-free detection) stay.
     pub page_prep: bool,
+    /// The kernel's per-call entry of the single-page path, in the eras
+    /// that model it ([`Era::models_entry`]): `current_gfp_context`, the
+    /// preferred zone, `zone_statistics`' NUMA counters, and the entry
+    /// functions as calls the kernel does not inline (`__alloc_pages`,
+    /// `get_page_from_freelist`, `__free_pages`, `free_unref_page` or
+    /// `__free_frozen_pages`). See [`PerCpu`](crate::PerCpu)'s `entry`
+    /// module documentation.
+    pub entry: bool,
 }
 
 impl Mechanisms {
@@ -226,6 +243,7 @@ impl Mechanisms {
         pageblock: true,
         watermarks: true,
         page_prep: true,
+        entry: true,
     };
 
     /// Bookkeeping only: lists, splits and merges, per-CPU batching, and
@@ -234,6 +252,7 @@ impl Mechanisms {
         pageblock: false,
         watermarks: false,
         page_prep: false,
+        entry: false,
     };
 }
 
@@ -258,6 +277,11 @@ pub(crate) struct Path {
     pub(crate) pcp_high_orders: bool,
     pub(crate) pcp_lock: bool,
     pub(crate) pcp_high_tuning: bool,
+    /// The per-call entry ([`Mechanisms::entry`]).
+    pub(crate) entry: bool,
+    /// 5.13's NUMA counters: 16-bit per-CPU diffs folded at
+    /// `NUMA_STATS_THRESHOLD` (5.14 made them plain event counters).
+    pub(crate) numa_stat_diffs: bool,
     /// The zone lock's kind ([`Options::zone_lock`](crate::Options::zone_lock)).
     pub(crate) zone_lock: crate::ZoneLockKind,
 }
@@ -273,8 +297,50 @@ impl Path {
             pcp_high_orders: era.pcp_high_orders(),
             pcp_lock: era.pcp_lock(),
             pcp_high_tuning: era.pcp_high_tuning() && m.watermarks,
+            entry: era.models_entry() && m.entry,
+            numa_stat_diffs: era <= Era::V5_13,
             zone_lock: crate::ZoneLockKind::Unfair,
         }
+    }
+}
+
+/// The per-CPU fast path's compiled form: each run-time choice the path
+/// would otherwise test on every call, folded into one byte that the
+/// allocator rewrites whenever a choice changes
+/// ([`Allocator::update_pcp_form`](crate::Allocator::update_pcp_form)), so that a call
+/// reads one byte and jumps to a form compiled without the others' tests,
+/// as a kernel patches a static key's jump into its code once.
+///
+/// The choices are bits: [`PcpForm::TUNED`], 6.7's tuning of `pcp->high`
+/// (fixed by the era and the mechanisms), [`PcpForm::DEFERRED`],
+/// deferred struct page init's grow on a miss (the `deferred_pages` key,
+/// which `page_alloc_init_late` turns off), and [`PcpForm::ENTRY`], the
+/// kernel's per-call entry (fixed by the era and the mechanisms).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PcpForm(u8);
+
+impl PcpForm {
+    /// 6.7's tuning of `pcp->high` is in the path.
+    pub(crate) const TUNED: u8 = 1 << 0;
+    /// `deferred_grow_zone` on a miss is in the path.
+    pub(crate) const DEFERRED: u8 = 1 << 1;
+    /// The kernel's per-call entry is in the path.
+    pub(crate) const ENTRY: u8 = 1 << 2;
+
+    /// The form for `path` with the `deferred_pages` key as given.
+    pub(crate) fn new(path: &Path, deferred_pages: bool) -> PcpForm {
+        let bit = |on: bool, b: u8| if on { b } else { 0 };
+        PcpForm(
+            bit(path.pcp_high_tuning, Self::TUNED)
+                | bit(deferred_pages, Self::DEFERRED)
+                | bit(path.entry, Self::ENTRY),
+        )
+    }
+
+    /// The byte the path dispatches on.
+    #[inline(always)]
+    pub(crate) fn bits(self) -> u8 {
+        self.0
     }
 }
 
@@ -299,6 +365,31 @@ mod tests {
         );
         assert!(Era::V2_6_9 < Era::V6_18 && Era::default() == Era::V6_18);
         assert!(!Era::V5_13.pcp_high_from_watermark() && Era::V6_18.pcp_high_from_watermark());
+    }
+
+    #[test]
+    fn the_form_byte_holds_each_choice() {
+        let no_entry = Mechanisms {
+            entry: false,
+            ..Mechanisms::ALL
+        };
+        let tuned = Path::new(Era::V6_18, no_entry);
+        let untuned = Path::new(Era::V5_13, no_entry);
+        assert_eq!(PcpForm::new(&tuned, false).bits(), PcpForm::TUNED);
+        assert_eq!(
+            PcpForm::new(&tuned, true).bits(),
+            PcpForm::TUNED | PcpForm::DEFERRED
+        );
+        assert_eq!(PcpForm::new(&untuned, true).bits(), PcpForm::DEFERRED);
+        assert_eq!(PcpForm::new(&untuned, false).bits(), 0);
+        // Bookkeeping only has no watermarks, so no tuning either.
+        let bookkeeping = Path::new(Era::V6_18, Mechanisms::BOOKKEEPING);
+        assert_eq!(PcpForm::new(&bookkeeping, false).bits(), 0);
+        // The entry is 5.13's and 6.18's only.
+        let all = |era| PcpForm::new(&Path::new(era, Mechanisms::ALL), false).bits();
+        assert_eq!(all(Era::V6_18), PcpForm::TUNED | PcpForm::ENTRY);
+        assert_eq!(all(Era::V5_13), PcpForm::ENTRY);
+        assert_eq!(all(Era::V2_6_23), 0);
     }
 
     #[test]

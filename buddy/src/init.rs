@@ -200,6 +200,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             nodes: Vec::new(),
             options,
             path,
+            pcp_form: Default::default(),
             frames: if options.frames {
                 Some(Frames::new(layout)?)
             } else {
@@ -232,6 +233,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             alloc.zones.push(zone);
         }
         alloc.deferred = Deferred::new(deferred);
+        alloc.update_pcp_form();
         let block = layout.geometry().memory_block_pages();
         for (r, first, end) in layout.ranges_of(RangeKind::Hotplug) {
             for b in first.get() / block..end.get() / block {

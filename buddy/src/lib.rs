@@ -148,9 +148,11 @@ pub use lock::ZoneLockKind;
 pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
 pub use memmap_on_memory::{MemmapOnMemory, MemmapOnMemoryError, memmap_on_memory_pages, pmd_size};
 pub use node::{Node, NodeMask};
-pub use pcp::PerCpu;
+pub use pcp::{MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD, PerCpu};
 pub use start_state::StartStateError;
-pub use types::{BuddyModel, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, ZoneId, ZoneStats, ZoneType};
+pub use types::{
+    BuddyModel, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, NumaEvents, ZoneId, ZoneStats, ZoneType,
+};
 pub use variant::{
     Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant, VariantName,
 };

@@ -91,6 +91,37 @@ pub struct ZoneStats {
     /// Freed blocks put at the tail of their list because their buddy one
     /// order up is free (`buddy_merge_likely`).
     pub merge_likely_tails: u64,
+    /// `zone_statistics`' NUMA counters (with the entry mechanism).
+    pub numa: NumaEvents,
+}
+
+/// A zone's NUMA allocation counters, as `/sys/devices/system/node/node*/numastat`
+/// sums them (`interleave_hit`, a memory policy's, is not kept).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct NumaEvents {
+    /// `numa_hit`: pages from this zone for a request that preferred its
+    /// node.
+    pub hit: u64,
+    /// `numa_miss`: pages from this zone for a request that preferred
+    /// another node.
+    pub miss: u64,
+    /// `numa_foreign`: pages from another node for a request that
+    /// preferred this zone.
+    pub foreign: u64,
+    /// `local_node`: pages from this zone for a CPU of its node.
+    pub local: u64,
+    /// `other_node`: pages from this zone for a CPU of another node.
+    pub other: u64,
+}
+
+impl std::ops::AddAssign for NumaEvents {
+    fn add_assign(&mut self, other: NumaEvents) {
+        self.hit += other.hit;
+        self.miss += other.miss;
+        self.foreign += other.foreign;
+        self.local += other.local;
+        self.other += other.other;
+    }
 }
 
 impl std::ops::AddAssign for ZoneStats {
@@ -110,6 +141,7 @@ impl std::ops::AddAssign for ZoneStats {
         self.fallbacks += other.fallbacks;
         self.steals += other.steals;
         self.merge_likely_tails += other.merge_likely_tails;
+        self.numa += other.numa;
     }
 }
 

@@ -37,14 +37,15 @@ fn arb_ops() -> impl Strategy<Value = Vec<Op>> {
 /// Options for the generated `pick`: an era that had `V`, and usually
 /// every mechanism, sometimes a subset off as `bench breakdown` runs them.
 fn options_for<V: Variant>(pick: usize) -> Options {
-    let bits = (pick / 7) % 16;
-    let mechanisms = if bits < 8 {
+    let bits = (pick / 7) % 32;
+    let mechanisms = if bits < 16 {
         Mechanisms::ALL
     } else {
         Mechanisms {
             pageblock: bits & 1 != 0,
             watermarks: bits & 2 != 0,
             page_prep: bits & 4 != 0,
+            entry: bits & 8 != 0,
         }
     };
     Options {

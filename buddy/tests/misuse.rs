@@ -407,6 +407,7 @@ fn stats_total_adds_every_counter_of_every_zone() {
         sum.fallbacks += s.fallbacks;
         sum.steals += s.steals;
         sum.merge_likely_tails += s.merge_likely_tails;
+        sum.numa += s.numa;
     }
     assert_eq!(alloc.stats_total(), sum);
     assert!(sum.merges > 0 && sum.splits > 0 && sum.hole_checks > 0 && sum.pcp_drains > 0);

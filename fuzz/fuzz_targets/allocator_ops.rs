@@ -110,6 +110,7 @@ fn run<M: buddy::BuddyModel>(model: M, layout: &Layout, ops: &[Op], era: u8, mec
             pageblock: mechanisms & 1 == 0,
             watermarks: mechanisms & 2 == 0,
             page_prep: mechanisms & 4 == 0,
+            entry: mechanisms & 8 == 0,
         },
         ..Options::for_era(eras[usize::from(era) % eras.len()])
     };

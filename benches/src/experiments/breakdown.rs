@@ -3,7 +3,8 @@
 //! (a split of a `MAX_PAGE_ORDER` block and the merges back), with the
 //! era's mechanisms added one at a time, per model: bookkeeping, the
 //! pageblock lookups, watermarks with the GFP flags and counters, page
-//! preparation and checks, and last `__GFP_ZERO` on real frames. Each row also carries
+//! preparation and checks, the kernel's per-call entry (5.13 and 6.18),
+//! and last `__GFP_ZERO` on real frames. Each row also carries
 //! the share spent in memory-model operations.
 //!
 //! The share is measured by counting, not by subtraction: the same path
@@ -53,16 +54,20 @@ pub enum Step {
     Watermarks,
     /// + page preparation and the checks.
     PagePrep,
+    /// With the kernel's per-call entry: `current_gfp_context`, the
+    /// preferred zone, `zone_statistics`, the entry functions as calls.
+    Entry,
     /// + `__GFP_ZERO` on real frames.
     Zero,
 }
 
 /// The steps, in order.
-pub const STEPS: [Step; 5] = [
+pub const STEPS: [Step; 6] = [
     Step::Bookkeeping,
     Step::Pageblock,
     Step::Watermarks,
     Step::PagePrep,
+    Step::Entry,
     Step::Zero,
 ];
 
@@ -74,6 +79,7 @@ impl Step {
             Step::Pageblock => "pageblock lookups",
             Step::Watermarks => "watermarks, GFP, counters",
             Step::PagePrep => "page prep and checks",
+            Step::Entry => "per-call entry",
             Step::Zero => "__GFP_ZERO on real frames",
         }
     }
@@ -92,12 +98,14 @@ impl Step {
             pageblock,
             watermarks,
             page_prep,
+            entry: false,
         };
         match self {
             Step::Bookkeeping => Mechanisms::BOOKKEEPING,
             Step::Pageblock => upto(true, false, false),
             Step::Watermarks => upto(true, true, false),
-            Step::PagePrep | Step::Zero => Mechanisms::ALL,
+            Step::PagePrep => upto(true, true, true),
+            Step::Entry | Step::Zero => Mechanisms::ALL,
         }
     }
 
@@ -402,6 +410,8 @@ pub struct MechanismParams {
     pub watermarks: bool,
     /// Page preparation and checks.
     pub page_prep: bool,
+    /// The kernel's per-call entry (in the eras that model it).
+    pub entry: bool,
 }
 
 /// A row's parameters.
@@ -477,6 +487,7 @@ impl Experiment for Breakdown {
                         pageblock: m.pageblock,
                         watermarks: m.watermarks,
                         page_prep: m.page_prep,
+                        entry: m.entry && ctx.era.models_entry(),
                     },
                 };
                 for (path, p) in [(PathKind::Pcp, &s.pcp), (PathKind::Zone, &s.zone)] {

@@ -65,14 +65,28 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             return Ok(0);
         }
         let ac = self.alloc.prepare_alloc_pages(gfp)?;
+        // The entry's preferred zone, for `zone_statistics`: 5.13 counts
+        // each page (its NUMA counters were per-CPU diffs, updated with
+        // interrupts off), 5.14 on once per call with the pages taken.
+        let preferred = if self.alloc.path.entry {
+            self.first_zones_zonelist(&ac)
+        } else {
+            None
+        };
+        let per_page = self.alloc.path.numa_stat_diffs;
         let locked = self.alloc.path.pcp_lock;
         let mut got = 0;
         if let Some(zid) = self.bulk_zone(&ac, want)
             && (!locked || self.pcp[zid.index()].lock.try_lock())
         {
+            let mut taken = 0;
             while got < want {
                 match self.__rmqueue_pcplist(zid, ac.migratetype, Order::ZERO) {
                     Some(block) => {
+                        taken += 1;
+                        if per_page && let Some(p) = preferred {
+                            self.zone_statistics(p, zid, 1);
+                        }
                         let pfn = self.alloc.prep_block(&block, gfp.without(Gfp::COMP));
                         got += usize::from(put(pfn, Some(block)));
                     }
@@ -81,6 +95,12 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             }
             if locked {
                 self.pcp[zid.index()].lock.unlock();
+            }
+            if !per_page
+                && taken > 0
+                && let Some(p) = preferred
+            {
+                self.zone_statistics(p, zid, taken);
             }
         }
         if got == 0

@@ -40,16 +40,20 @@
 //! [`drain`]'s; bulk allocation through these lists is [`bulk`]'s.
 
 mod bulk;
+mod entry;
+
+pub use entry::{MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD};
 
 use sparsemem::{BuddyPage, MIGRATE_PCPTYPES, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
 
 use crate::alloc::Allocator;
+use crate::era::PcpForm;
 use crate::error::{FreeError, RequestError};
 use crate::gfp::{AllocContext, Gfp};
 use crate::list::{OwnedBlock, PcpList};
 use crate::lock::TryLock;
 use crate::node::{Node, NodeMask};
-use crate::types::{BuddyModel, ZoneId, ZoneStats};
+use crate::types::{BuddyModel, NumaEvents, ZoneId, ZoneStats};
 use crate::variant::Variant;
 
 /// `PAGE_ALLOC_COSTLY_ORDER`: the highest order of the low-order per-CPU
@@ -99,6 +103,9 @@ struct Pcp<P> {
     /// `vm_stat_diff[NR_FREE_PAGES]`: this CPU's change to the zone's
     /// free-page counter not yet folded in.
     stat_diff: i64,
+    /// `zone_statistics`' NUMA counts not yet folded in (5.13's
+    /// `vm_numa_stat_diff`, 6.18's `vm_numa_event`).
+    numa: NumaEvents,
     /// `pcp->lock` (6.x).
     lock: TryLock,
 }
@@ -133,6 +140,7 @@ impl<P: BuddyPage> Pcp<P> {
             stats.allocs[o] += std::mem::take(&mut self.pending_allocs[o]);
             stats.frees[o] += std::mem::take(&mut self.pending_frees[o]);
         }
+        stats.numa += std::mem::take(&mut self.numa);
     }
 }
 
@@ -154,6 +162,9 @@ pub struct PerCpu<'a, M: BuddyModel, V: Variant> {
     /// Per zone.
     pcp: Vec<Pcp<M::Page>>,
     cpuset: Option<NodeMask>,
+    /// The task's scoped allocation constraints (`current->flags`'
+    /// `PF_MEMALLOC_*`), as [`MemallocScope`] bits.
+    memalloc: u8,
 }
 
 impl<M: BuddyModel, V: Variant> Allocator<M, V> {
@@ -181,6 +192,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 })
                 .collect(),
             cpuset: None,
+            memalloc: 0,
         })
     }
 }
@@ -358,39 +370,56 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// zone path, walking the zonelist with the watermark checks.
     ///
     /// 6.7's tuning of `pcp->high` is in the path or not by the era, as a
-    /// kernel either has that code or does not: the choice is made once
-    /// here and each form is compiled on its own, so an older era's path
-    /// carries none of the tuning's tests (a static branch, like the
-    /// kernel's static keys, rather than a flag read at each step).
-    ///
-    /// Deferred struct page init's grow on a miss is chosen the same way,
-    /// from the `deferred_pages` key ([`Allocator::deferred_pages_enabled`]):
-    /// once `page_alloc_init_late` turned it off, only the form without it
-    /// runs.
+    /// kernel either has that code or does not, and deferred struct page
+    /// init's grow on a miss while the `deferred_pages` key is on
+    /// ([`Allocator::deferred_pages_enabled`]; `page_alloc_init_late` turns
+    /// it off). Both are folded into the allocator's one form byte
+    /// ([`PcpForm`]), rewritten whenever either changes: a call reads that
+    /// byte and jumps to a form compiled on its own, so an older era's path
+    /// carries none of the tuning's tests and a booted one none of the
+    /// grow's (a static branch, like the kernel's static keys, rather than
+    /// a flag read at each step). The kernel's per-call entry
+    /// ([`Mechanisms::entry`](crate::Mechanisms::entry)) is a third bit of
+    /// the byte: its forms are one arm, the out-of-line `__alloc_pages`,
+    /// so the forms without it stay as small as they were.
     #[inline(always)]
     pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, RequestError> {
-        match (
-            self.alloc.path.pcp_high_tuning,
-            self.alloc.deferred_pages_enabled(),
-        ) {
-            (true, false) => self.alloc_pages_on::<true, false>(order, gfp),
-            (false, false) => self.alloc_pages_on::<false, false>(order, gfp),
-            (true, true) => self.alloc_pages_on::<true, true>(order, gfp),
-            (false, true) => self.alloc_pages_on::<false, true>(order, gfp),
+        const TUNED: u8 = PcpForm::TUNED;
+        const DEFERRED: u8 = PcpForm::DEFERRED;
+        const TUNED_DEFERRED: u8 = TUNED | DEFERRED;
+        match self.alloc.pcp_form.bits() {
+            0 => self.alloc_pages_on::<false, false, false>(order, gfp),
+            TUNED => self.alloc_pages_on::<true, false, false>(order, gfp),
+            DEFERRED => self.alloc_pages_on::<false, true, false>(order, gfp),
+            TUNED_DEFERRED => self.alloc_pages_on::<true, true, false>(order, gfp),
+            // Every form with `PcpForm::ENTRY`.
+            _ => self.alloc_pages_entry(order, gfp),
         }
     }
 
     /// [`PerCpu::alloc_pages`] with the tuning in the path (`TUNED`) or
-    /// not, and `deferred_grow_zone` on a miss (`DEFERRED`) or not.
+    /// not, `deferred_grow_zone` on a miss (`DEFERRED`) or not, and the
+    /// kernel's entry (`ENTRY`: `current_gfp_context`, the preferred zone
+    /// and `zone_statistics`; its calls are `__alloc_pages`') or not.
     #[inline(always)]
-    fn alloc_pages_on<const TUNED: bool, const DEFERRED: bool>(
+    fn alloc_pages_on<const TUNED: bool, const DEFERRED: bool, const ENTRY: bool>(
         &mut self,
         order: Order,
         gfp: Gfp,
     ) -> Result<Pfn, RequestError> {
         let alloc = self.alloc;
         alloc.check_order(order)?;
+        let gfp = if ENTRY {
+            self.current_gfp_context(gfp)
+        } else {
+            gfp
+        };
         let ac = alloc.prepare_alloc_pages(gfp)?;
+        let preferred = if ENTRY {
+            self.first_zones_zonelist(&ac)
+        } else {
+            None
+        };
         let flags = alloc.fast_flags();
         for &zid in self.node.zonelist(gfp) {
             // Every id of a zonelist names a zone; `get` rather than an
@@ -403,17 +432,27 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             if alloc.zone_usable(zone, order, &ac, flags, allowed, TUNED)
                 && let Some(pfn) = self.rmqueue::<TUNED>(zid, ac, order)
             {
-                return Ok(pfn);
+                return Ok(self.count_numa(preferred, zid, pfn));
             }
             if DEFERRED
                 && allowed
                 && zone.kind <= ac.highest_zone
                 && let Some(pfn) = self.grow_and_rmqueue::<TUNED>(zid, ac, order)
             {
-                return Ok(pfn);
+                return Ok(self.count_numa(preferred, zid, pfn));
             }
         }
-        self.alloc_pages_slowpath(order, ac)
+        self.alloc_pages_slowpath(order, ac, preferred)
+    }
+
+    /// `zone_statistics` for a page from zone `zid`, when the request has
+    /// a preferred zone (the entry's); returns the page.
+    #[inline(always)]
+    fn count_numa(&mut self, preferred: Option<ZoneId>, zid: ZoneId, pfn: Pfn) -> Pfn {
+        if let Some(preferred) = preferred {
+            self.zone_statistics(preferred, zid, 1);
+        }
+        pfn
     }
 
     /// `get_page_from_freelist`'s miss with deferred pages: while
@@ -443,6 +482,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         &mut self,
         order: Order,
         ac: AllocContext,
+        preferred: Option<ZoneId>,
     ) -> Result<Pfn, RequestError> {
         let cpuset = self.cpuset.take();
         let got = self.alloc.alloc_pages_slowpath(
@@ -450,7 +490,10 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             &ac,
             self.node,
             |zone| cpuset.as_ref().is_none_or(|m| m.test(zone.node)),
-            |zid| self.rmqueue_any(zid, ac, order),
+            |zid| {
+                let pfn = self.rmqueue_any(zid, ac, order)?;
+                Some(self.count_numa(preferred, zid, pfn))
+            },
         );
         self.cpuset = cpuset;
         got
@@ -469,13 +512,16 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// other orders, isolated pageblocks and a failed pcp trylock go to the
     /// zone.
     /// As for allocation, 6.7's tuning is compiled into one form of the
-    /// path and absent from the other.
+    /// path and absent from the other, chosen by the form byte.
     #[inline(always)]
     pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
-        if self.alloc.path.pcp_high_tuning {
-            self.free_pages_on::<true>(pfn, order)
-        } else {
-            self.free_pages_on::<false>(pfn, order)
+        const TUNED: u8 = PcpForm::TUNED;
+        const ENTRY: u8 = PcpForm::ENTRY;
+        match self.alloc.pcp_form.bits() & (TUNED | ENTRY) {
+            0 => self.free_pages_on::<false>(pfn, order),
+            TUNED => self.free_pages_on::<true>(pfn, order),
+            // Both forms with `PcpForm::ENTRY`.
+            _ => self.free_pages_entry(pfn, order),
         }
     }
 
@@ -608,6 +654,7 @@ impl<M: BuddyModel, V: Variant> Drop for PerCpu<'_, M, V> {
                 .iter()
                 .chain(&pcp.pending_frees)
                 .any(|&n| n > 0)
+                || pcp.numa != NumaEvents::default()
             {
                 pcp.fold(&mut zone.free_area.lock().stats);
             }
