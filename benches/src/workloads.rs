@@ -659,52 +659,6 @@ pub fn compound_heads(
     })
 }
 
-/// What the toucher of `bench hvo` publishes for the measuring thread.
-#[derive(Default)]
-pub struct ToucherCounts {
-    /// Memmap reads done.
-    pub touches: std::sync::atomic::AtomicU64,
-    /// The toucher's own CPU time (`CLOCK_THREAD_CPUTIME_ID`), ns, at the
-    /// last update of `touches`: a window's reads divide its CPU time, so
-    /// time the scheduler gave to other tasks is not counted, while TLB
-    /// refills and shootdown interrupts taken on its CPU are.
-    pub cpu_ns: std::sync::atomic::AtomicU64,
-}
-
-/// The toucher of `bench hvo`: reads the flags of `pfns` in turn, round
-/// after round, until `stop` is set, publishing its reads and its CPU
-/// time every 256 reads; returns a fold of the flags. Run on the other
-/// CPU while the vmemmap is remapped, it holds TLB entries for the memmap
-/// and so feels each shootdown.
-#[inline(never)]
-pub fn memmap_toucher<M: BuddyModel>(
-    model: &M,
-    pfns: &[Pfn],
-    counts: &ToucherCounts,
-    stop: &std::sync::atomic::AtomicBool,
-) -> u64 {
-    use std::sync::atomic::Ordering::{Relaxed, Release};
-    const BATCH: usize = 256;
-    let clock = nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID;
-    let cpu_ns = || {
-        clock.now().map_or(0, |t| {
-            (t.tv_sec() as u64).saturating_mul(1_000_000_000) + t.tv_nsec() as u64
-        })
-    };
-    let mut acc = 0;
-    // Relaxed on `stop`: it orders nothing, it only has to be seen.
-    while !stop.load(Relaxed) {
-        for chunk in pfns.chunks(BATCH) {
-            acc ^= read_flags(model, chunk);
-            counts.cpu_ns.store(cpu_ns(), Relaxed);
-            // Release: pairs with the sampler's Acquire load of `touches`,
-            // so the CPU time it then reads is at least this batch's.
-            counts.touches.fetch_add(chunk.len() as u64, Release);
-        }
-    }
-    acc
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

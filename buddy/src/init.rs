@@ -234,12 +234,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         }
         alloc.deferred = Deferred::new(deferred);
         alloc.update_pcp_form();
-        let block = layout.geometry().memory_block_pages();
-        for (r, first, end) in layout.ranges_of(RangeKind::Hotplug) {
-            for b in first.get() / block..end.get() / block {
-                alloc.offline.insert(b, Layout::node_id(r));
-            }
-        }
+        alloc.record_offline_blocks(layout);
         alloc.boot_memmap_on_memory(layout)?;
         // `zone->contiguous` waits for `page_alloc_init_late` when part of
         // the memmap is not written yet.
@@ -251,6 +246,17 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         alloc.rebuild_nodes();
         alloc.setup_watermarks_and_pcp();
         Ok(alloc)
+    }
+
+    /// The layout's hot-pluggable memory blocks, recorded as offline with
+    /// their nodes: present for a later hot add, not yet in any zone.
+    fn record_offline_blocks(&mut self, layout: &Layout) {
+        let block = layout.geometry().memory_block_pages();
+        for (r, first, end) in layout.ranges_of(RangeKind::Hotplug) {
+            for b in first.get() / block..end.get() / block {
+                self.offline.insert(b, Layout::node_id(r));
+            }
+        }
     }
 
     /// `init_per_zone_wmark_min` and `zone_pcp_update` after the managed

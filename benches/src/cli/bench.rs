@@ -4,9 +4,10 @@
 
 use std::path::PathBuf;
 
+use pfnlab::experiments::lifecycle::MemmapLifecycle;
 use pfnlab::experiments::{
     Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, hole_density,
-    hvo, lifecycle, lock, memdesc, peers, pfn_valid, walk,
+    hvo, lock, memdesc, peers, pfn_valid, walk,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -179,13 +180,7 @@ pub enum BenchCommand {
 /// Runs the experiment `command` names; `outer` is a `--layout` given
 /// before the command.
 pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliError> {
-    let setup = |WithModel { common, model }: WithModel| Setup {
-        layout: common.layout.or(outer.clone()),
-        model,
-        era: common.era,
-        plan: plan(common.quick, common.trials),
-        json: common.json,
-    };
+    let setup = |run: WithModel| setup_of(run, &outer);
     match command {
         BenchCommand::Flags {
             run,
@@ -227,13 +222,9 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             run_one::<cpuset::Cpuset>(&setup(run), &options)
         }
         BenchCommand::Peers { run } => run_one::<peers::Peers>(&setup(run), &()),
-        BenchCommand::HoleDensity { common } => run_one::<hole_density::HoleDensity>(
-            &setup(WithModel {
-                common,
-                model: None,
-            }),
-            &(),
-        ),
+        BenchCommand::HoleDensity { common } => {
+            run_one::<hole_density::HoleDensity>(&setup(common.into()), &())
+        }
         BenchCommand::Breakdown { run, page_size } => match page_size {
             sparsemem::PageSize::B64 => run_one::<breakdown::Breakdown>(&setup(run), &()),
             size => run_one::<breakdown::sizes::BreakdownAt>(&setup(run), &size),
@@ -260,12 +251,32 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             };
             run_one::<memdesc::Memdesc>(&setup(run), &options)
         }
-        BenchCommand::MemmapLifecycle { run } => {
-            run_one::<lifecycle::MemmapLifecycle>(&setup(run), &())
-        }
+        BenchCommand::MemmapLifecycle { run } => run_one::<MemmapLifecycle>(&setup(run), &()),
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();
             Err(CliError(UnknownExperiment(name).to_string()))
+        }
+    }
+}
+
+/// A run's setup from its options, its layout defaulting to `outer` (the
+/// one given before the subcommand).
+fn setup_of(WithModel { common, model }: WithModel, outer: &Option<LayoutSpec>) -> Setup {
+    Setup {
+        layout: common.layout.or(outer.clone()),
+        model,
+        era: common.era,
+        plan: plan(common.quick, common.trials),
+        json: common.json,
+    }
+}
+
+impl From<Common> for WithModel {
+    /// The options of an experiment that chooses its own models.
+    fn from(common: Common) -> WithModel {
+        WithModel {
+            common,
+            model: None,
         }
     }
 }

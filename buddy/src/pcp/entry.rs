@@ -228,7 +228,11 @@ impl<P: BuddyPage> Pcp<P> {
     /// counters are folded with the rest, at the next drain or thread
     /// exit).
     #[inline(always)]
-    fn numa_state_fold<M: BuddyModel<Page = P>, V: Variant>(&mut self, alloc: &Allocator<M, V>, zid: ZoneId) {
+    fn numa_state_fold<M: BuddyModel<Page = P>, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+    ) {
         if alloc.path.numa_stat_diffs && self.numa.max() > NUMA_STATS_THRESHOLD {
             self.fold_numa(alloc, zid);
         }
@@ -237,7 +241,11 @@ impl<P: BuddyPage> Pcp<P> {
     /// Adds this CPU's NUMA counts to zone `zid`'s.
     #[cold]
     #[inline(never)]
-    fn fold_numa<M: BuddyModel<Page = P>, V: Variant>(&mut self, alloc: &Allocator<M, V>, zid: ZoneId) {
+    fn fold_numa<M: BuddyModel<Page = P>, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+    ) {
         let mut area = alloc.zones[zid.index()].free_area.lock();
         area.stats.numa += std::mem::take(&mut self.numa);
     }
