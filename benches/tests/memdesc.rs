@@ -185,8 +185,8 @@ fn breakdown_below_64_bytes_prices_the_model_calls_and_runs_no_allocator() {
         "{stdout}"
     );
     let rows = report["results"].as_array().unwrap();
-    // Five steps on two paths.
-    assert_eq!(rows.len(), 10);
+    // Six steps on two paths (the sixth the era's per-call entry).
+    assert_eq!(rows.len(), 12);
     for r in rows {
         assert_eq!(r["params"]["page_size"], 16);
         assert!(r["model_ns_per_pair_at_64"].as_f64().unwrap() > 0.0, "{r}");
