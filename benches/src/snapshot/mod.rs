@@ -35,7 +35,7 @@ use buddy::{Allocator, BuddyModel, StartStateError, Variant};
 use serde::{Deserialize, Serialize};
 use sparsemem::layout::{
     FirmwareEntry, NodeMap, entries_to_layout_with, host_geometry_for, parse_firmware_entry,
-    parse_iomem,
+    parse_iomem, ram_end,
 };
 use sparsemem::{Layout, LayoutError};
 use sparsemem::{Order, Pfn};
@@ -382,13 +382,7 @@ impl Snapshot {
     /// size, named `source`.
     pub fn layout(&self, source: &str) -> Result<Layout, SnapshotError> {
         let entries = self.memory_map()?;
-        let ram_end = entries
-            .iter()
-            .filter(|e| e.2 == "System RAM")
-            .map(|e| e.1)
-            .max()
-            .unwrap_or(0);
-        let geometry = host_geometry_for(&self.arch, self.page_size as usize, ram_end);
+        let geometry = host_geometry_for(&self.arch, self.page_size as usize, ram_end(&entries));
         entries_to_layout_with(&entries, self.node_map().as_ref(), source, geometry)
             .map_err(SnapshotError::Layout)
     }

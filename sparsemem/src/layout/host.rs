@@ -184,13 +184,18 @@ pub fn entries_to_layout(
     nodes: Option<&NodeMap>,
     source: &str,
 ) -> Result<Layout, LayoutError> {
-    let ram_end = entries
+    entries_to_layout_with(entries, nodes, source, host_geometry(ram_end(entries)))
+}
+
+/// One past the highest byte of System RAM among `entries` (0 when there
+/// is none): what sizes the geometry of the machine they describe.
+pub fn ram_end(entries: &[FirmwareEntry]) -> u64 {
+    entries
         .iter()
         .filter(|e| e.2 == "System RAM")
         .map(|e| e.1)
         .max()
-        .unwrap_or(0);
-    entries_to_layout_with(entries, nodes, source, host_geometry(ram_end))
+        .unwrap_or(0)
 }
 
 /// [`entries_to_layout`] for a given geometry (another machine's samples).

@@ -33,7 +33,7 @@ use crate::types::{NodeId, Pfn, PhysAddr, SectionNr};
 
 pub use host::{
     FirmwareEntry, HostSources, NodeMap, entries_to_layout, entries_to_layout_with,
-    host_geometry_for, parse_firmware_entry, parse_firmware_memmap, parse_iomem,
+    host_geometry_for, parse_firmware_entry, parse_firmware_memmap, parse_iomem, ram_end,
 };
 pub use presets::PRESET_NAMES;
 
