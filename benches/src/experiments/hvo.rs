@@ -10,11 +10,11 @@
 //!   allocate 28.973 s on / 4.119 s off, batched 7.267 s / 4.719 s; free
 //!   36.748 / 4.477 s, batched 13.199 / 4.245 s), while a thread on the
 //!   other CPU reads the memmap and feels the remap's TLB shootdowns: its
-//!   read rate per mode beside HVO off's ([`pool`]); the same with one
+//!   read rate per mode beside HVO off's (`pool`); the same with one
 //!   1 GiB folio per trial where the layout has a free contiguous range
 //!   (else a notice);
 //! - the hot path as the share of memory in optimised folios steps from 0
-//!   to 100 % of the folios held ([`hot`]): random-pfn `pfn_to_page` plus
+//!   to 100 % of the folios held (`hot`): random-pfn `pfn_to_page` plus
 //!   a flags read, and order-0 alloc+free of the memory around them;
 //! - `compound_head` on tail pages: the fake-head check on plain and on
 //!   optimised folios, and the mask encoding;

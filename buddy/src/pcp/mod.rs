@@ -374,7 +374,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// init's grow on a miss while the `deferred_pages` key is on
     /// ([`Allocator::deferred_pages_enabled`]; `page_alloc_init_late` turns
     /// it off). Both are folded into the allocator's one form byte
-    /// ([`PcpForm`]), rewritten whenever either changes: a call reads that
+    /// (`PcpForm`), rewritten whenever either changes: a call reads that
     /// byte and jumps to a form compiled on its own, so an older era's path
     /// carries none of the tuning's tests and a booted one none of the
     /// grow's (a static branch, like the kernel's static keys, rather than
