@@ -235,6 +235,16 @@ fn deferred_init_ends_as_a_plain_build() {
 }
 
 /// x86_64, one node: DMA32 below 4 GiB, then 2 GiB of Normal.
+/// A 6.18 allocator over `layout` with deferred init, still in its window.
+fn deferred_6_18(layout: &Layout) -> Alloc<SparseExtreme> {
+    Alloc::new(
+        SparseExtreme::new(layout).unwrap(),
+        layout,
+        deferred(Era::V6_18),
+    )
+    .unwrap()
+}
+
 fn two_zone_layout() -> Layout {
     Layout::new(
         Geometry::X86_64,
@@ -250,12 +260,7 @@ fn two_zone_layout() -> Layout {
 #[test]
 fn first_deferred_pfn_is_one_section_into_the_highest_zone() {
     let layout = two_zone_layout();
-    let alloc = Alloc::new(
-        SparseExtreme::new(&layout).unwrap(),
-        &layout,
-        deferred(Era::V6_18),
-    )
-    .unwrap();
+    let alloc = deferred_6_18(&layout);
     let per_section = layout.geometry().pages_per_section();
     let normal = (4u64 << 30) >> 12;
     assert_eq!(
@@ -316,12 +321,7 @@ fn models_and_detectors_answer_in_the_window() {
 #[test]
 fn a_miss_grows_the_zone_a_section_at_a_time() {
     let layout = two_zone_layout();
-    let alloc = Alloc::new(
-        SparseExtreme::new(&layout).unwrap(),
-        &layout,
-        deferred(Era::V6_18),
-    )
-    .unwrap();
+    let alloc = deferred_6_18(&layout);
     let per_section = layout.geometry().pages_per_section();
     let pending = alloc.deferred_pages_pending();
     let normal = alloc
@@ -375,12 +375,7 @@ fn normal_pages<M: BuddyModel>(alloc: &Alloc<M>, got: &[Pfn]) -> usize {
 #[test]
 fn the_zone_path_grows_on_a_miss_at_any_order() {
     let layout = two_zone_layout();
-    let alloc = Alloc::new(
-        SparseExtreme::new(&layout).unwrap(),
-        &layout,
-        deferred(Era::V6_18),
-    )
-    .unwrap();
+    let alloc = deferred_6_18(&layout);
     let per_section = layout.geometry().pages_per_section();
     let node = layout.first_node();
     let gfp = Gfp::HIGHUSER_MOVABLE;
