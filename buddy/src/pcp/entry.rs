@@ -151,8 +151,10 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     }
 
     /// The forms of [`PerCpu::alloc_pages`] with the entry: `__alloc_pages`
-    /// with the tuning and the grow as the form byte says.
-    #[inline(never)]
+    /// with the tuning and the grow as the form byte says (inlined into
+    /// the out-of-line dispatch of the rarer forms, so the call to
+    /// `__alloc_pages` is the first nested call, as before).
+    #[inline(always)]
     pub(super) fn alloc_pages_entry(
         &mut self,
         order: Order,
