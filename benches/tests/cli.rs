@@ -623,6 +623,8 @@ fn replay_prints_every_model_and_writes_json() {
         "--model",
         "flat,vmemmap-probe",
         "--verify",
+        "--trials",
+        "3",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -632,7 +634,14 @@ fn replay_prints_every_model_and_writes_json() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for needle in ["flat", "vmemmap-probe", "Mevents/s", "events: ", "paired"] {
+    for needle in [
+        "flat",
+        "vmemmap-probe",
+        "Mevents/s",
+        "events: ",
+        "paired",
+        "over 3 interleaved passes per model",
+    ] {
         assert!(stdout.contains(needle), "{needle}: {stdout}");
     }
     let rows = check_schema(&json, "replay");
@@ -642,7 +651,39 @@ fn replay_prints_every_model_and_writes_json() {
         positive(&r["events_per_second"], "events_per_second");
         assert_eq!(r["allocator"]["conserved"], true, "{r}");
         assert_eq!(r["verify_failures"], 0, "{r}");
+        // Three timed passes: three trials, their median the row's.
+        let passes = r["passes"].as_array().expect("passes");
+        assert_eq!(passes.len(), 3, "{r}");
+        assert_eq!(
+            r["ns_per_op"]["trials"].as_array().map(Vec::len),
+            Some(3),
+            "{r}"
+        );
     }
+    // The slower model against the faster, paired over the passes.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let comparisons = report["comparisons"].as_array().expect("comparisons");
+    assert_eq!(comparisons.len(), 1, "{report}");
+    assert_eq!(comparisons[0]["method"], "paired", "{report}");
+    assert!(comparisons[0]["lo"].as_f64() <= comparisons[0]["hi"].as_f64());
+    // One pass ranks nothing, and no pass at all is refused.
+    let one = pfnlab(&[
+        "replay",
+        &text,
+        "--layout",
+        "preset:x86-pci-hole",
+        "--model",
+        "flat,sparse",
+        "--trials",
+        "1",
+    ]);
+    let one_out = String::from_utf8_lossy(&one.stdout);
+    assert!(
+        one.status.success() && one_out.contains("no model is ranked"),
+        "{one_out}"
+    );
+    assert_refused(&["replay", &text, "--trials", "0"], "--trials");
     // A missing trace and a text trace asked for its recorded layout.
     assert_refused(
         &["replay", "/nonexistent/trace"],
@@ -703,6 +744,8 @@ fn trace_record_leaves_nothing_behind() {
         "vmemmap-table",
         "--layout",
         "preset:x86-pci-hole",
+        "--trials",
+        "1",
     ]);
     assert!(
         replayed.status.success(),

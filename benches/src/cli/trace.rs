@@ -11,7 +11,7 @@ use pfnlab::report::{JsonOut, Report};
 use pfnlab::trace::format::{TraceReader, convert};
 use pfnlab::trace::record::{RecordOptions, record_to};
 use pfnlab::trace::replay::{
-    ReplayOptions, replay_layout, replay_models, replay_rows, replay_table,
+    ReplayOptions, replay_comparisons, replay_layout, replay_models, replay_rows, replay_table,
 };
 
 use super::{CliError, load_layout, loaded, parse_layout};
@@ -84,9 +84,12 @@ pub struct ReplayArgs {
     /// meaningful on the recorded or host layout).
     #[arg(long)]
     exact: bool,
-    /// A replay has no trials to shorten; accepted so one command line
-    /// fits every command.
-    #[arg(long, hide = true)]
+    /// Timed passes per model, each on an allocator built afresh and
+    /// interleaved with the other models' (default 5; `--quick`: 3).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    trials: Option<u16>,
+    /// Three timed passes per model instead of five.
+    #[arg(long)]
     quick: bool,
 }
 
@@ -161,6 +164,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
         verify: args.verify,
         skip_bad: args.skip_bad,
         exact: args.exact,
+        trials: usize::from(args.trials.unwrap_or(if args.quick { 3 } else { 5 })),
     };
     let machine = Machine::describe();
     println!(
@@ -189,7 +193,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
             machine,
             layout: layout.source().into(),
             trials: None,
-            comparisons: Vec::new(),
+            comparisons: replay_comparisons(&results),
             results: replay_rows(&results, options),
         })?;
     }

@@ -11,7 +11,7 @@ use sparsemem::{Layout, NodeId, Order, Pfn};
 
 use super::exact::ExactResult;
 use crate::models::ModelKind;
-use crate::timing::{tsc_hz, tsc_now};
+use crate::timing::{Measurement, tsc_hz, tsc_now};
 use crate::trace::format::{OpenTrace, ReadCounts};
 use crate::trace::{Event, EventKind, TraceError};
 
@@ -29,6 +29,10 @@ pub struct ReplayOptions {
     /// Also time the trace's own pfns through each model's lookups
     /// ([`ExactResult`]).
     pub exact: bool,
+    /// Timed passes per model, each on an allocator built afresh; the
+    /// models' passes are interleaved (pass *i* of every model before
+    /// pass *i + 1* of any), so their ratios pair. 0 counts as 1.
+    pub trials: usize,
 }
 
 /// Counts of what the replay did with the trace's events.
@@ -110,22 +114,31 @@ pub struct ModelCounts {
 pub struct ReplayResult {
     /// The model.
     pub model: String,
-    /// Wall time of the timed pass over the events read beforehand, in ns.
+    /// Wall time of the first timed pass over the events read
+    /// beforehand, in ns.
     pub elapsed_ns: f64,
-    /// Events per second of the timed pass (the replay loop).
+    /// Events per second of the timed passes (the replay loop): the
+    /// events over the median pass.
     pub events_per_second: f64,
-    /// ns per event of the timed pass.
+    /// ns per event, the median of the timed passes.
     pub ns_per_event: f64,
+    /// Every timed pass, in the order they ran.
+    pub passes: Vec<PassTimes>,
+    /// The interleaved set the passes of every model of one replay
+    /// belong to ([`crate::timing::next_set`]).
+    #[serde(skip)]
+    pub interleaved_with: u64,
     /// This model's whole wall time, in ns: from the replay's start (the
     /// first model: reading the trace, overlapped with building the model)
-    /// or the previous model's end, through building, the timed pass, the
-    /// counting pass and `--exact`.
+    /// or the previous model's end, through building, the first timed
+    /// pass, the counting pass and `--exact` (the further trials are
+    /// measurement, not replay, and stay out).
     pub wall_ns: f64,
     /// Events per second end to end: the events over [`ReplayResult::wall_ns`].
     pub wall_events_per_second: f64,
-    /// ns per replayed allocation (the call alone).
+    /// ns per replayed allocation (the call alone), the passes' median.
     pub ns_per_alloc: f64,
-    /// ns per replayed free (the call alone).
+    /// ns per replayed free (the call alone), the passes' median.
     pub ns_per_free: f64,
     /// What happened to the events.
     pub events: EventCounts,
@@ -139,6 +152,56 @@ pub struct ReplayResult {
     pub first_verify_failure: Option<String>,
     /// With `--exact`: the trace's own pfn stream through the model.
     pub exact: Option<ExactResult>,
+}
+
+/// One timed pass's times, per event and per call.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct PassTimes {
+    /// ns per event over the pass.
+    pub ns_per_event: f64,
+    /// ns per allocation call.
+    pub ns_per_alloc: f64,
+    /// ns per free call.
+    pub ns_per_free: f64,
+}
+
+impl PassTimes {
+    /// The times of `pass`, which replayed `events`.
+    pub(super) fn of(pass: &Pass) -> PassTimes {
+        PassTimes {
+            ns_per_event: pass.elapsed_ns / pass.events.events.max(1) as f64,
+            ns_per_alloc: pass.alloc_ns / pass.events.allocs.max(1) as f64,
+            ns_per_free: pass.free_ns / pass.events.frees.max(1) as f64,
+        }
+    }
+}
+
+impl ReplayResult {
+    /// Adds a further timed pass and sets the medians over every pass.
+    pub(super) fn add_pass(&mut self, times: PassTimes) {
+        self.passes.push(times);
+        let median = |f: fn(&PassTimes) -> f64| {
+            let mut v: Vec<f64> = self.passes.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            }
+        };
+        self.ns_per_event = median(|p| p.ns_per_event);
+        self.ns_per_alloc = median(|p| p.ns_per_alloc);
+        self.ns_per_free = median(|p| p.ns_per_free);
+        self.events_per_second = 1e9 / self.ns_per_event.max(f64::MIN_POSITIVE);
+    }
+
+    /// The timed passes' ns per event as a measurement of the replay's
+    /// interleaved set (every model's passes ran in turn).
+    pub fn per_event(&self) -> Measurement {
+        Measurement::from_ns(self.passes.iter().map(|p| p.ns_per_event).collect())
+            .in_set(self.interleaved_with)
+    }
 }
 
 /// Each model's replay, or why it could not run on the layout.

@@ -26,14 +26,14 @@ mod exact;
 mod report;
 
 pub use engine::{
-    AllocatorCounts, EventCounts, ModelCounts, ModelResults, ReadTrace, ReplayOptions,
+    AllocatorCounts, EventCounts, ModelCounts, ModelResults, PassTimes, ReadTrace, ReplayOptions,
     ReplayResult, TimedReplay, fragmentation_index, replay_through,
 };
 pub use exact::{EXACT_MAX_PFNS, ExactResult, trace_pfns};
 
 use engine::run;
 use exact::exact;
-pub use report::{replay_rows, replay_table};
+pub use report::{replay_comparisons, replay_rows, replay_table};
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -46,6 +46,7 @@ use vmemmap::VmemmapOptions;
 use crate::counting::{Counted, ModelOp};
 use crate::layout_spec::{LayoutSpec, LoadError, Loaded};
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
+use crate::timing::next_set;
 use crate::trace::TraceError;
 use crate::trace::format::Header;
 pub use crate::trace::format::OpenTrace;
@@ -73,10 +74,7 @@ impl ModelVisitor for Replay<'_> {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<Self::Output, AllocError> {
-        let alloc_options = Options {
-            deferred_init: self.options.deferred_init,
-            ..Options::for_era(self.options.era)
-        };
+        let alloc_options = allocator_options(self.options);
         let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
         let trace = match self.trace.wait() {
             Ok(t) => t,
@@ -115,22 +113,59 @@ impl ModelVisitor for Replay<'_> {
         debug_assert_eq!(pass.events.allocs, timed.events.allocs);
         let events = timed.events.events.max(1) as f64;
         let wall_ns = self.started.elapsed().as_nanos() as f64;
-        Ok(Ok(ReplayResult {
+        let times = PassTimes::of(&timed);
+        let mut result = ReplayResult {
             wall_ns,
             wall_events_per_second: events / (wall_ns / 1e9),
             model: timed.model,
             elapsed_ns: timed.elapsed_ns,
-            events_per_second: events / (timed.elapsed_ns / 1e9),
-            ns_per_event: timed.elapsed_ns / events,
-            ns_per_alloc: timed.alloc_ns / timed.events.allocs.max(1) as f64,
-            ns_per_free: timed.free_ns / timed.events.frees.max(1) as f64,
+            events_per_second: 0.0,
+            ns_per_event: 0.0,
+            passes: Vec::new(),
+            interleaved_with: 0,
+            ns_per_alloc: 0.0,
+            ns_per_free: 0.0,
             events: timed.events,
             allocator: timed.allocator,
             model_ops,
             verify_failures: timed.verify_failures,
             first_verify_failure: timed.first_verify_failure,
             exact,
-        }))
+        };
+        result.add_pass(times);
+        Ok(Ok(result))
+    }
+}
+
+/// A later trial of one model: a timed pass on an allocator built afresh
+/// (the first pass left the last one's free lists behind).
+struct Retime<'a> {
+    trace: &'a ReadTrace,
+    options: ReplayOptions,
+}
+
+impl ModelVisitor for Retime<'_> {
+    type Output = Result<PassTimes, TraceError>;
+
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Self::Output, AllocError> {
+        let alloc = Allocator::<M, Kernel>::new(
+            M::build(layout, options)?,
+            layout,
+            allocator_options(self.options),
+        )?;
+        Ok(run(&alloc, layout, self.trace, self.options, &|_| {}).map(|p| PassTimes::of(&p)))
+    }
+}
+
+/// The allocator a replay builds.
+fn allocator_options(options: ReplayOptions) -> Options {
+    Options {
+        deferred_init: options.deferred_init,
+        ..Options::for_era(options.era)
     }
 }
 
@@ -202,6 +237,35 @@ pub fn replay_models(
             }
             started = Instant::now();
         }
+        if let Some(Ok(trace)) = trace.get() {
+            more_passes(&mut out, trace, layout, options)?;
+        }
         Ok(out)
     })
+}
+
+/// Passes 2 to `options.trials` of every model that replayed, model by
+/// model within each round, so that pass *i* of every model ran in the
+/// same stretch of time; tags every result with one interleaved set.
+fn more_passes(
+    out: &mut ModelResults,
+    trace: &ReadTrace,
+    layout: &Layout,
+    options: ReplayOptions,
+) -> Result<(), TraceError> {
+    for _ in 1..options.trials.max(1) {
+        for (kind, result) in out.iter_mut() {
+            let Ok(r) = result else { continue };
+            match with_model(*kind, layout, Retime { trace, options }) {
+                Ok(Ok(times)) => r.add_pass(times),
+                Ok(Err(e)) => return Err(e),
+                Err(e) => *result = Err(e),
+            }
+        }
+    }
+    let set = next_set();
+    for r in out.iter_mut().filter_map(|(_, r)| r.as_mut().ok()) {
+        r.interleaved_with = set;
+    }
+    Ok(())
 }

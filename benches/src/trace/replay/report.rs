@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::engine::{EventCounts, ReplayOptions, ReplayResult};
 use crate::models::ModelKind;
 use crate::report::JsonRow;
+use crate::spread::{Comparison, Interval, ratio_text};
 use crate::timing::{Measurement, Stat, tsc_hz};
 
 /// The replay's table: one row per model, then what happened to the
@@ -34,6 +35,7 @@ pub fn replay_table(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -
             Err(e) => t += &format!("{:<16} cannot replay here: {e}\n", kind.name()),
         }
     }
+    t += &spread_lines(results);
     if let Some((_, Ok(r))) = results.iter().find(|(_, r)| r.is_ok()) {
         t += &events_summary(&r.events);
         for (kind, r) in results {
@@ -42,7 +44,7 @@ pub fn replay_table(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -
             }
         }
     }
-    t.push_str("ns/alloc and ns/free time the allocator call alone (unserialised TSC reads around it, a few ns of their own included); Mevents/s and ns/event: the replay loop over events parsed beforehand; end to end: Mevents/s over the model's whole wall time (the first model: reading and parsing the trace once, overlapped with building the model; then the timed pass, the counting pass and --exact). Model calls come from the second, counting pass over the same events. refilled/drained: blocks the replay's per-CPU refills took from the zone and its drains gave back (in brackets the trace's percpu_refill and mm_page_pcpu_drain events, which count the same); frag: fragmentation_index at pageblock_order in thousandths (-1000: a block is free); cons: free + held == managed.\n");
+    t.push_str("ns/alloc and ns/free time the allocator call alone (unserialised TSC reads around it, a few ns of their own included); Mevents/s and ns/event: the replay loop over events parsed beforehand; end to end: Mevents/s over the model's whole wall time (the first model: reading and parsing the trace once, overlapped with building the model; then the first timed pass, the counting pass and --exact; the further passes, each on an allocator built afresh, are measurement and stay out). Mevents/s, ns/event, ns/alloc and ns/free are medians over the timed passes. Model calls come from the second, counting pass over the same events. refilled/drained: blocks the replay's per-CPU refills took from the zone and its drains gave back (in brackets the trace's percpu_refill and mm_page_pcpu_drain events, which count the same); frag: fragmentation_index at pageblock_order in thousandths (-1000: a block is free); cons: free + held == managed.\n");
     t
 }
 
@@ -72,6 +74,62 @@ fn model_line(r: &ReplayResult) -> String {
         r.allocator.fragmentation_index,
         if r.allocator.conserved { "ok" } else { "LOST" },
     )
+}
+
+/// Each model's ns per event against the fastest model's, from the
+/// interleaved passes (paired per pass): the replay's every comparison.
+pub fn replay_comparisons(
+    results: &[(ModelKind, Result<ReplayResult, AllocError>)],
+) -> Vec<Comparison> {
+    let ok: Vec<&ReplayResult> = results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect();
+    let Some(fastest) = ok
+        .iter()
+        .min_by(|a, b| a.ns_per_event.total_cmp(&b.ns_per_event))
+    else {
+        return Vec::new();
+    };
+    ok.iter()
+        .filter(|r| r.model != fastest.model)
+        .filter_map(|r| {
+            Comparison::of(
+                format!("{} / {}: ns per event", r.model, fastest.model),
+                &r.per_event(),
+                &fastest.per_event(),
+            )
+        })
+        .collect()
+}
+
+/// The passes' spread per model and the comparisons, or why there are
+/// none (one pass).
+fn spread_lines(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -> String {
+    let ok: Vec<&ReplayResult> = results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect();
+    let Some(first) = ok.first() else {
+        return String::new();
+    };
+    let passes = first.passes.len();
+    if passes < 2 {
+        return "\none timed pass per model: no spread, so no model is ranked (--trials N for more)\n".into();
+    }
+    let mut t =
+        format!("\nns/event over {passes} interleaved passes per model, median [95 % interval]:");
+    for r in &ok {
+        match Interval::of_median(&r.per_event().ns_per_op.trials) {
+            Ok(i) => t += &format!(" {} {:.1} [{:.1}, {:.1}];", r.model, i.median, i.lo, i.hi),
+            Err(e) => t += &format!(" {}: {e};", r.model),
+        }
+    }
+    t += "\n";
+    for c in replay_comparisons(results) {
+        t += &format!("  {} {}\n", c.what, ratio_text(&c.interval));
+    }
+    t
 }
 
 /// What happened to the trace's events (the same for every model).
@@ -127,7 +185,8 @@ fn model_notes(kind: ModelKind, r: &ReplayResult) -> String {
 }
 
 /// The replay's rows in the one JSON shape: one per model, `variant`
-/// `replay`, the measurement per event (one trial), every count beside.
+/// `replay`, the measurement per event (one trial per timed pass), every
+/// count beside.
 pub fn replay_rows(
     results: &[(ModelKind, Result<ReplayResult, AllocError>)],
     options: ReplayOptions,
@@ -137,11 +196,11 @@ pub fn replay_rows(
         .iter()
         .filter_map(|(_, r)| r.as_ref().ok())
         .map(|r| {
-            let one = |x: f64| Stat::of(vec![x]);
+            let ns: Vec<f64> = r.passes.iter().map(|p| p.ns_per_event).collect();
             let measurement = Measurement {
-                ns_per_op: one(r.ns_per_event),
-                cycles_per_op: one(r.ns_per_event / ns_per_cycle),
-                interleaved_with: None,
+                cycles_per_op: Stat::of(ns.iter().map(|n| n / ns_per_cycle).collect()),
+                ns_per_op: Stat::of(ns),
+                interleaved_with: Some(r.interleaved_with),
             };
             let mut row = JsonRow::new(
                 "replay",
