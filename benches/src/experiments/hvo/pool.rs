@@ -137,18 +137,23 @@ fn grow_shrink<M: BuddyModel>(
     };
     for trial in 0..=plan.trials {
         for (i, (_, pool, resident)) in pools.iter_mut().enumerate() {
-            let (got, grow_t, grow_c) = timed(&mut || hugetlb_grow(alloc, pool, folios));
-            // Read between the timed steps: smaps is slow to read.
-            *resident = alloc.model().memmap_bytes().resident;
-            let (freed, shrink_t, shrink_c) = timed(&mut || hugetlb_shrink(alloc, pool, folios));
-            let (got, freed) = (got?, freed?);
+            // One grow and shrink of the pool, repeated until the trial
+            // has lasted `--min-time` (at least once).
+            let mut t = Rounds::default();
+            while t.rounds == 0 || t.grow_t + t.shrink_t < plan.min_time {
+                let (got, grow_t, grow_c) = timed(&mut || hugetlb_grow(alloc, pool, folios));
+                // Read between the timed steps: smaps is slow to read.
+                *resident = alloc.model().memmap_bytes().resident;
+                let (freed, shrink_t, shrink_c) =
+                    timed(&mut || hugetlb_shrink(alloc, pool, folios));
+                t.add(got?, grow_t, freed?, shrink_t, grow_c, shrink_c);
+            }
             if trial > 0 {
                 let s = &mut samples[i];
-                s.grow.push(per(grow_t, got));
-                s.shrink.push(per(shrink_t, freed));
-                let (n, cpu) = (grow_c.0 + shrink_c.0, grow_c.1 + shrink_c.1);
-                if n >= MIN_TOUCHES {
-                    s.touch.push(cpu as f64 / n as f64);
+                s.grow.push(per(t.grow_t, t.grown));
+                s.shrink.push(per(t.shrink_t, t.freed));
+                if t.touches >= MIN_TOUCHES {
+                    s.touch.push(t.touch_ns as f64 / t.touches as f64);
                 }
             }
         }
@@ -167,6 +172,39 @@ fn grow_shrink<M: BuddyModel>(
             resident_bytes: *resident,
         })
         .collect())
+}
+
+/// One trial's grow and shrink rounds of one pool, summed.
+#[derive(Default)]
+struct Rounds {
+    rounds: u64,
+    grown: u64,
+    grow_t: Duration,
+    freed: u64,
+    shrink_t: Duration,
+    /// The toucher's touches and CPU ns during the timed steps.
+    touches: u64,
+    touch_ns: u64,
+}
+
+impl Rounds {
+    fn add(
+        &mut self,
+        grown: u64,
+        grow_t: Duration,
+        freed: u64,
+        shrink_t: Duration,
+        grow_c: (u64, u64),
+        shrink_c: (u64, u64),
+    ) {
+        self.rounds += 1;
+        self.grown += grown;
+        self.grow_t += grow_t;
+        self.freed += freed;
+        self.shrink_t += shrink_t;
+        self.touches += grow_c.0 + shrink_c.0;
+        self.touch_ns += grow_c.1 + shrink_c.1;
+    }
 }
 
 /// Nanoseconds of `t` per one of `n` (at least one).
