@@ -274,6 +274,17 @@ fn every_experiment_runs_in_quick_mode() {
                     }
                     assert_eq!(r["seed"]["cpus"], 8);
                     assert!(r["model_error_at_measured_cpus"].is_number(), "{r}");
+                    // The projection's interval, from one projection per
+                    // trial (3 quick trials), holds its median.
+                    let i = &r["per_page_speedup_projected_8cpus_interval"];
+                    assert_eq!(i["trials"], 3, "{r}");
+                    let (lo, m, hi) = (
+                        positive(&i["lo"], "lo"),
+                        positive(&i["median"], "median"),
+                        positive(&i["hi"], "hi"),
+                    );
+                    assert!(lo <= m && m <= hi, "{i}");
+                    assert!(r["ratio_to_seed_interval"]["median"].is_number(), "{r}");
                 }
                 // 2.6.23's pcp: high = 6 x batch (31 and 186 on a zone of
                 // 128 MiB and up; this layout's zone is smaller).

@@ -103,6 +103,10 @@ pub struct LockRun {
     pub small_ns: Vec<f64>,
     /// The model at this machine's CPUs (validation) and the projections.
     pub model: Vec<(usize, SimResult)>,
+    /// The same per trial: trial *i*'s projection runs on the calibration
+    /// of the *i*-th chunk of its jobs and the handoff of trial *i*, so the
+    /// projections carry the spread of what they are made from.
+    pub model_trials: Vec<Vec<(usize, SimResult)>>,
 }
 
 /// What the lock experiment measured.
@@ -120,9 +124,15 @@ pub struct LockResults {
     pub pages: u64,
     /// Per policy: the calibration.
     pub calibration: Vec<(LockPolicy, Calibration)>,
+    /// Per policy: the calibration of each chunk of its jobs (one chunk
+    /// per trial; the two policies' jobs ran in turn, so chunk *i* of
+    /// each pairs).
+    pub calibration_trials: Vec<(LockPolicy, Vec<Calibration>)>,
     /// Per lock kind: what a zone-lock acquisition costs more when two
     /// CPUs take it in turn than when one takes it alone, ns.
     pub handoff: Vec<(ZoneLockKind, f64)>,
+    /// The same per trial (the one- and two-CPU trials ran in turn).
+    pub handoff_trials: Vec<(ZoneLockKind, Vec<f64>)>,
     /// Every configuration.
     pub runs: Vec<LockRun>,
 }
@@ -154,7 +164,7 @@ impl Visitor {
         &self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Vec<(LockPolicy, Calibration)>, AllocError> {
+    ) -> Result<Vec<(LockPolicy, Calibration, Vec<Calibration>)>, AllocError> {
         let policies = [LockPolicy::PerBatch, LockPolicy::PerPage];
         let mut allocs = Vec::new();
         for policy in policies {
@@ -178,16 +188,24 @@ impl Visitor {
             }
             probes.push(probe);
         }
-        let jobs = self.plan.iters(400, 16);
+        let jobs = self.plan.iters(400, 16) as usize;
         for _ in 0..jobs {
             for probe in &mut probes {
                 probe.job(self.pages, true)?;
             }
         }
+        let chunks = self.plan.trials.clamp(1, jobs);
         Ok(policies
             .into_iter()
             .zip(&probes)
-            .map(|(policy, probe)| (policy, probe.calibration(jobs, self.pages)))
+            .map(|(policy, probe)| {
+                let per_chunk = (0..chunks)
+                    .map(|i| {
+                        probe.calibration(i * jobs / chunks..(i + 1) * jobs / chunks, self.pages)
+                    })
+                    .collect();
+                (policy, probe.calibration(0..jobs, self.pages), per_chunk)
+            })
             .collect())
     }
 }
@@ -207,6 +225,21 @@ struct Probe<'a, M: BuddyModel> {
     small_alloc: u64,
     small_free: u64,
     total: u64,
+    /// Where each kept job's records end: `marks[j]` is the state after
+    /// `j` kept jobs (`marks[0]` is empty).
+    marks: Vec<Mark>,
+}
+
+/// The lengths of a [`Probe`]'s records and its sums after some jobs.
+#[derive(Clone, Copy, Default)]
+struct Mark {
+    plain_alloc: usize,
+    refill: usize,
+    plain_free: usize,
+    drain: usize,
+    small_alloc: u64,
+    small_free: u64,
+    total: u64,
 }
 
 impl<'a, M: BuddyModel> Probe<'a, M> {
@@ -223,6 +256,7 @@ impl<'a, M: BuddyModel> Probe<'a, M> {
             small_alloc: 0,
             small_free: 0,
             total: 0,
+            marks: vec![Mark::default()],
         })
     }
 
@@ -286,23 +320,38 @@ impl<'a, M: BuddyModel> Probe<'a, M> {
             self.small_alloc += small_alloc;
             self.small_free += small_free;
             self.total += total;
+            self.marks.push(Mark {
+                plain_alloc: self.plain_alloc.len(),
+                refill: self.refill.len(),
+                plain_free: self.plain_free.len(),
+                drain: self.drain.len(),
+                small_alloc: self.small_alloc,
+                small_free: self.small_free,
+                total: self.total,
+            });
         }
         Ok(())
     }
 
-    /// The model's parameters from `jobs` kept jobs of `pages` pages.
-    fn calibration(&self, jobs: u64, pages: u64) -> Calibration {
+    /// The model's parameters from the kept jobs `jobs` (indices in the
+    /// order they ran), each of `pages` pages.
+    fn calibration(&self, jobs: std::ops::Range<usize>, pages: u64) -> Calibration {
         let ns = 1e9 / tsc_hz() as f64;
+        let (a, b) = (self.marks[jobs.start], self.marks[jobs.end]);
         let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
-        let refill_ns = (mean(&self.refill) - mean(&self.plain_alloc)).max(0.0) * ns;
-        let drain_ns = (mean(&self.drain) - mean(&self.plain_free)).max(0.0) * ns;
-        let jobs_f = jobs.max(1) as f64;
-        let small_alloc_ns = self.small_alloc as f64 / jobs_f * ns;
-        let small_free_ns = self.small_free as f64 / jobs_f * ns;
-        let refills = self.refill.len() as f64 / jobs_f;
-        let drains = self.drain.len() as f64 / jobs_f;
+        let refill = &self.refill[a.refill..b.refill];
+        let drain = &self.drain[a.drain..b.drain];
+        let plain_alloc = mean(&self.plain_alloc[a.plain_alloc..b.plain_alloc]);
+        let plain_free = mean(&self.plain_free[a.plain_free..b.plain_free]);
+        let refill_ns = (mean(refill) - plain_alloc).max(0.0) * ns;
+        let drain_ns = (mean(drain) - plain_free).max(0.0) * ns;
+        let jobs_f = jobs.len().max(1) as f64;
+        let small_alloc_ns = (b.small_alloc - a.small_alloc) as f64 / jobs_f * ns;
+        let small_free_ns = (b.small_free - a.small_free) as f64 / jobs_f * ns;
+        let refills = refill.len() as f64 / jobs_f;
+        let drains = drain.len() as f64 / jobs_f;
         let holds = refills * refill_ns + drains * drain_ns + small_alloc_ns + small_free_ns;
-        let compute_ns = (self.total as f64 * ns / jobs_f - holds) / pages as f64;
+        let compute_ns = ((b.total - a.total) as f64 * ns / jobs_f - holds) / pages as f64;
         let zone = self
             .alloc
             .zones()
@@ -390,7 +439,7 @@ impl Visitor {
         &self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<Vec<(ZoneLockKind, f64)>, AllocError> {
+    ) -> Result<Vec<(ZoneLockKind, f64, Vec<f64>)>, AllocError> {
         let node = layout.first_node();
         let mut handoff = Vec::new();
         for kind in ZoneLockKind::ALL {
@@ -407,7 +456,9 @@ impl Visitor {
             // covers both CPUs' acquisitions.
             let alone = m[0].ns_per_op.median / 2.0;
             let shared = m[1].ns_per_op.median / 2.0;
-            handoff.push((kind, (shared - alone).max(0.0)));
+            let per_trial = m[0].ns_per_op.trials.iter().zip(&m[1].ns_per_op.trials);
+            let trials = per_trial.map(|(a, s)| ((s - a) / 2.0).max(0.0)).collect();
+            handoff.push((kind, (shared - alone).max(0.0), trials));
         }
         Ok(handoff)
     }
@@ -480,20 +531,30 @@ impl ModelVisitor for Visitor {
             .map(|((&config, per_page), small)| {
                 let mut small_ns = small.into_inner().unwrap_or_else(|e| e.into_inner());
                 small_ns.sort_by(f64::total_cmp);
-                let cal = calibration
+                let (_, cal, chunks) = calibration
                     .iter()
-                    .find(|(p, _)| *p == config.policy)
-                    .map(|(_, c)| *c)
+                    .find(|(p, ..)| *p == config.policy)
                     .expect("both policies calibrated");
-                let handoff_ns = handoff
+                let (handoff_ns, handoff_trials) = handoff
                     .iter()
-                    .find(|(k, _)| *k == config.kind)
-                    .map_or(0.0, |(_, h)| *h);
+                    .find(|(k, ..)| *k == config.kind)
+                    .map_or((0.0, &[][..]), |(_, h, t)| (*h, &t[..]));
+                // Chunk i with trial i's handoff (the median where a trial
+                // is missing).
+                let model_trials = chunks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let h = handoff_trials.get(i).copied().unwrap_or(handoff_ns);
+                        self.projections(config, c, h)
+                    })
+                    .collect();
                 LockRun {
                     config,
                     per_page,
                     small_ns,
-                    model: self.projections(config, &cal, handoff_ns),
+                    model: self.projections(config, cal, handoff_ns),
+                    model_trials,
                 }
             })
             .collect();
@@ -503,8 +564,10 @@ impl ModelVisitor for Visitor {
             pinned: pinned.load(std::sync::atomic::Ordering::Relaxed),
             jobs,
             pages,
-            calibration,
-            handoff,
+            calibration: calibration.iter().map(|(p, c, _)| (*p, *c)).collect(),
+            calibration_trials: calibration.into_iter().map(|(p, _, t)| (p, t)).collect(),
+            handoff: handoff.iter().map(|(k, h, _)| (*k, *h)).collect(),
+            handoff_trials: handoff.into_iter().map(|(k, _, t)| (k, t)).collect(),
             runs,
         })
     }

@@ -79,6 +79,29 @@ impl LockResults {
         Some(at(LockPolicy::PerBatch)? / at(LockPolicy::PerPage)?)
     }
 
+    /// [`LockResults::speedup_modelled`] with its interval: the median of
+    /// the per-trial projections' ratios (trial *i* of both policies made
+    /// from chunk *i* of their calibration jobs, which ran in turn, and
+    /// trial *i*'s handoff), with its distribution-free interval.
+    pub fn speedup_modelled_interval(&self, kind: ZoneLockKind, cpus: usize) -> Option<Interval> {
+        let trials = |policy| {
+            self.run(LockConfig { policy, kind })
+                .map(|r| &r.model_trials)
+        };
+        let (b, p) = (trials(LockPolicy::PerBatch)?, trials(LockPolicy::PerPage)?);
+        let at = |t: &[(usize, SimResult)]| {
+            t.iter()
+                .find(|(c, _)| *c == cpus)
+                .map(|(_, m)| m.completion_ns)
+        };
+        let ratios: Vec<f64> = b
+            .iter()
+            .zip(p)
+            .filter_map(|(b, p)| Some(at(b)? / at(p)?))
+            .collect();
+        Interval::of_median(&ratios).ok()
+    }
+
     /// The JSON rows.
     pub fn rows(&self, model: crate::models::ModelKind) -> Vec<LockRow> {
         self.runs.iter().map(|r| self.row(r, model)).collect()
@@ -95,6 +118,7 @@ impl LockResults {
             pages: self.pages,
         };
         let projected = self.speedup_modelled(r.config.kind, SEED_CPUS);
+        let projected_interval = self.speedup_modelled_interval(r.config.kind, SEED_CPUS);
         let extra = LockExtra {
             completion_ms: self.completion_ms(r),
             small_p50_ns: percentile(&r.small_ns, 0.5),
@@ -120,7 +144,9 @@ impl LockResults {
                 workload: "kernel build",
             }),
             per_page_speedup_projected_8cpus: projected,
+            per_page_speedup_projected_8cpus_interval: projected_interval,
             ratio_to_seed: projected.map(|s| s / SEED_SPEEDUP),
+            ratio_to_seed_interval: projected_interval.map(|i| i.scaled(1.0 / SEED_SPEEDUP)),
             per_page_speedup_measured: self.speedup_measured(r.config.kind),
             per_page_speedup_measured_interval: self.speedup_interval(r.config.kind),
         };
@@ -209,12 +235,12 @@ impl LockResults {
     fn projection_table(&self) -> String {
         let mut t = format!(
             "\nPROJECTION (discrete-event model, docs/experiments.md): per-batch / per-page completion, and the order-1 requests' mean wait; \
-             measured: median [95 % interval] of the interleaved trials (~: within noise); the model's columns come from the calibration's medians and carry no interval\n\
+             measured: median [95 % interval] of the interleaved trials (~: within noise); model: median [95 % interval] of one projection per trial, each from its own chunk of the calibration's jobs and that trial's handoff\n\
              {:<8} {:>22}",
             "lock", "measured"
         );
         for cpus in std::iter::once(self.threads).chain(PROJECTED_CPUS) {
-            t += &format!(" {:>14}", format!("model {cpus} CPUs"));
+            t += &format!(" {:>22}", format!("model {cpus} CPUs"));
         }
         t += "\n";
         for kind in ZoneLockKind::ALL {
@@ -225,10 +251,10 @@ impl LockResults {
                     .map_or("n/a".into(), |i| ratio_cell(&i))
             );
             for cpus in std::iter::once(self.threads).chain(PROJECTED_CPUS) {
-                t += &format!(
-                    " {:>13.3}x",
-                    self.speedup_modelled(kind, cpus).unwrap_or(f64::NAN)
-                );
+                let cell_text = self
+                    .speedup_modelled_interval(kind, cpus)
+                    .map_or("n/a".into(), |i| ratio_cell(&i));
+                t += &format!(" {cell_text:>22}");
             }
             t += "\n";
         }
@@ -317,9 +343,15 @@ pub struct LockExtra {
     /// Per-batch over per-page completion, modelled at 8 CPUs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_page_speedup_projected_8cpus: Option<f64>,
+    /// The same over the per-trial projections, `{median, lo, hi, ...}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_page_speedup_projected_8cpus_interval: Option<Interval>,
     /// That over the seed's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_seed: Option<f64>,
+    /// The same from the per-trial projections.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_seed_interval: Option<Interval>,
     /// Per-batch over per-page completion, measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_page_speedup_measured: Option<f64>,
@@ -377,15 +409,23 @@ impl Experiment for Lock {
     }
 
     fn comparisons(_: &Ctx, results: &LockResults) -> Vec<Comparison> {
-        ZoneLockKind::ALL
-            .into_iter()
-            .filter_map(|kind| {
-                let what = format!("per-batch / per-page: {} lock", kind.name());
-                Some(Comparison::from_interval(
-                    what,
-                    results.speedup_interval(kind)?,
-                ))
-            })
-            .collect()
+        let measured = ZoneLockKind::ALL.into_iter().filter_map(|kind| {
+            let what = format!("per-batch / per-page: {} lock", kind.name());
+            Some(Comparison::from_interval(
+                what,
+                results.speedup_interval(kind)?,
+            ))
+        });
+        let projected = ZoneLockKind::ALL.into_iter().filter_map(|kind| {
+            let what = format!(
+                "per-batch / per-page: {} lock, modelled at {SEED_CPUS} CPUs",
+                kind.name()
+            );
+            Some(Comparison::from_interval(
+                what,
+                results.speedup_modelled_interval(kind, SEED_CPUS)?,
+            ))
+        });
+        measured.chain(projected).collect()
     }
 }
