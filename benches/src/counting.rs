@@ -95,8 +95,11 @@ impl<M: MemoryModel> Counted<M> {
     #[inline]
     fn count(&self, op: ModelOp, pfn: u64) {
         let i = op as usize;
-        self.tally.counts[i].fetch_add(1, Relaxed);
-        if let Ok(mut s) = self.tally.samples.lock()
+        // Only the first `SAMPLES` calls since the last reset can still
+        // find room for a sample: the lock is not taken for the rest.
+        let before = self.tally.counts[i].fetch_add(1, Relaxed);
+        if before < SAMPLES as u64
+            && let Ok(mut s) = self.tally.samples.lock()
             && s[i].len() < SAMPLES
         {
             s[i].push(pfn);

@@ -2,8 +2,10 @@
 //! that feeds every event to an allocator (a per-CPU handle per trace
 //! CPU, the trace's pfns mapped to the replay's own blocks).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use buddy::{AllocError, Allocator, BuddyModel, Era, PerCpu, RequestError, Variant};
 use serde::Serialize;
@@ -284,9 +286,9 @@ struct State<'a, M: BuddyModel, V: Variant> {
     node: NodeId,
     cpus: Vec<Option<PerCpu<'a, M, V>>>,
     /// Trace pfn → the replay's block.
-    held: HashMap<u64, (Pfn, Order)>,
+    held: FxHashMap<u64, (Pfn, Order)>,
     /// Trace pfns freed by `mm_page_free` and not yet batched.
-    freed: HashSet<u64>,
+    freed: FxHashSet<u64>,
     /// `--verify`: the replay's blocks, start → end.
     blocks: BTreeMap<u64, u64>,
     verify: bool,
@@ -453,8 +455,8 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
         layout,
         node: layout.first_node(),
         cpus: Vec::new(),
-        held: HashMap::new(),
-        freed: HashSet::new(),
+        held: FxHashMap::default(),
+        freed: FxHashSet::default(),
         blocks: BTreeMap::new(),
         verify: options.verify,
         verify_failures: 0,

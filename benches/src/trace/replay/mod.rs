@@ -52,9 +52,10 @@ use crate::trace::format::Header;
 pub use crate::trace::format::OpenTrace;
 
 /// Replays a trace read once into memory through one model type, as a
-/// [`ModelVisitor`]: the model is built first (while another thread may
-/// still be reading the trace), then a timed pass over it, then a
-/// counting pass over [`Counted`] for the memory-model calls.
+/// [`ModelVisitor`]: the model and its counting twin are built first
+/// (while another thread may still be reading the trace), then a timed
+/// pass over the model, then a counting pass over [`Counted`] for the
+/// memory-model calls.
 pub struct Replay<'a> {
     /// The trace, once read (waited for after the model is built).
     pub trace: &'a OnceLock<Result<ReadTrace, TraceError>>,
@@ -76,6 +77,13 @@ impl ModelVisitor for Replay<'_> {
     ) -> Result<Self::Output, AllocError> {
         let alloc_options = allocator_options(self.options);
         let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
+        // Both allocators are built before the trace is waited for, so
+        // that both constructions overlap the reading.
+        let counted = Allocator::<_, Kernel>::new(
+            Counted::new(M::build(layout, options)?),
+            layout,
+            alloc_options,
+        )?;
         let trace = match self.trace.wait() {
             Ok(t) => t,
             Err(e) => return Ok(Err(e.clone())),
@@ -85,11 +93,6 @@ impl ModelVisitor for Replay<'_> {
             Err(e) => return Ok(Err(e)),
         };
         drop(alloc);
-        let counted = Allocator::<_, Kernel>::new(
-            Counted::new(M::build(layout, options)?),
-            layout,
-            alloc_options,
-        )?;
         // Count the replay's calls only, not the allocator's construction.
         counted.model().reset();
         let pass = match run(&counted, layout, trace, self.options, &|_| {}) {
