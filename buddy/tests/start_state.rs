@@ -5,7 +5,7 @@
 use buddy::testing::{Reference, check_conservation, ram_allocator};
 use buddy::views::{FREECOUNT_CAP, PageTypeInfo};
 use buddy::{Allocator, Era, Gfp, Kernel, StartStateError, ZoneId};
-use sparsemem::{MIGRATE_TYPES, Migratetype, NodeId, Order, SparseExtreme};
+use sparsemem::{MIGRATE_TYPES, MemoryModel, Migratetype, NodeId, Order, SparseExtreme};
 
 fn allocator(era: Era) -> Allocator<SparseExtreme, Kernel> {
     ram_allocator(4 << 30, (4 << 30) + (64 << 20), era)
@@ -181,4 +181,49 @@ fn the_host_pagetypeinfo_starts_a_checked_allocator() {
         alloc.free_pages(pfn, order).unwrap();
     }
     assert_eq!(buddy::testing::snapshot(&alloc), fresh);
+}
+
+/// A target's HighAtomic pageblocks are the zone's reserve: counted in
+/// `nr_reserved_highatomic`, their free pages in `nr_free_highatomic`,
+/// passed over by a request without the reserve's rights, and given back
+/// under pressure like pageblocks the allocator reserved itself.
+#[test]
+fn a_targets_highatomic_pageblocks_are_the_zones_reserve() {
+    let mut alloc = allocator(Era::V6_18);
+    let mut free = FRAGMENTED.to_vec();
+    free.extend([
+        (Migratetype::HighAtomic, 6, 3),
+        (Migratetype::HighAtomic, 2, 5),
+    ]);
+    let want = target(&alloc, [4, 24, 2, 2, 0], &free);
+    let allocated = alloc.set_start_state(&want, 3).unwrap();
+    assert_eq!(alloc.pagetypeinfo(), want);
+    let zone = &alloc.zones()[0];
+    assert_eq!(zone.nr_reserved_highatomic(), 2 * 512);
+    assert_eq!(zone.nr_free_highatomic(), 3 * 64 + 5 * 4);
+    let mut reference = Reference::default();
+    for &(pfn, order) in &allocated {
+        reference.blocks.insert(pfn.get(), order);
+    }
+    // GFP_KERNEL to the end: the watermark hides the reserve's 212 free
+    // pages until the request, failing, gives back each reserved
+    // pageblock that holds a free block (the last one forced) and takes
+    // their pages too; a reserved pageblock with nothing free stays.
+    while let Ok(pfn) = alloc.alloc_pages(Order::ZERO, Gfp::KERNEL, NodeId::ZERO, None) {
+        let mt = alloc.model().get_pfnblock_migratetype(pfn);
+        assert_ne!(mt, Migratetype::HighAtomic, "{pfn}");
+        reference.blocks.insert(pfn.get(), Order::ZERO);
+    }
+    let zone = &alloc.zones()[0];
+    let left = alloc.pagetypeinfo().zones[0].blocks[Migratetype::HighAtomic.index()];
+    assert!(
+        left < 2,
+        "at least the pageblock of the first free block went back"
+    );
+    assert_eq!(
+        (zone.nr_reserved_highatomic(), zone.nr_free_highatomic()),
+        (left * 512, 0)
+    );
+    assert_eq!(zone.nr_free_pages(), zone.watermarks().min);
+    check_conservation(&alloc, 0, &reference).unwrap();
 }
