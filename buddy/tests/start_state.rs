@@ -227,3 +227,56 @@ fn a_targets_highatomic_pageblocks_are_the_zones_reserve() {
     assert_eq!(zone.nr_free_pages(), zone.watermarks().min);
     check_conservation(&alloc, 0, &reference).unwrap();
 }
+
+/// A count the kernel capped (`>100000`) is worked out from a buddyinfo
+/// of the same moment: 1 GiB at 4 GiB (512 pageblocks) with 110,000 free
+/// Movable pages, every other page of 430 pageblocks.
+#[test]
+fn a_capped_count_is_worked_out_from_buddyinfo() {
+    let mut alloc = ram_allocator(4 << 30, 5 << 30, Era::V6_18);
+    let mut want = target(
+        &alloc,
+        [2, 510, 0, 0, 0],
+        &[
+            (Migratetype::Movable, 0, 110_000),
+            (Migratetype::Unmovable, 0, 7),
+        ],
+    );
+    let mut buddy = alloc.buddyinfo();
+    buddy.zones[0].nr_free.fill(0);
+    buddy.zones[0].nr_free[0] = 110_007;
+    // pagetypeinfo as the kernel prints it: the Movable count capped.
+    want.zones[0].free[Migratetype::Movable.index()][0] = FREECOUNT_CAP;
+
+    let no_buddyinfo = alloc.set_start_state(&want, 1).unwrap_err();
+    assert!(
+        matches!(no_buddyinfo, StartStateError::Capped { order: 0, .. }),
+        "{no_buddyinfo}"
+    );
+    let mut stale = buddy.clone();
+    stale.zones[0].nr_free[0] = 99_999 + 7;
+    assert!(matches!(
+        alloc.set_start_state_with(&want, Some(&stale), 1),
+        Err(StartStateError::Capped { order: 0, .. })
+    ));
+    let mut two = want.clone();
+    two.zones[0].free[Migratetype::Unmovable.index()][0] = FREECOUNT_CAP;
+    assert!(matches!(
+        alloc.set_start_state_with(&two, Some(&buddy), 1),
+        Err(StartStateError::Capped { order: 0, .. })
+    ));
+    assert_eq!(alloc.free_pages_total(), 1 << 18, "refusals change nothing");
+
+    let allocated = alloc.set_start_state_with(&want, Some(&buddy), 1).unwrap();
+    assert_eq!(
+        alloc.buddyinfo(),
+        buddy,
+        "110,000 + 7 free pages, none merged"
+    );
+    assert_eq!(alloc.pagetypeinfo(), want, "printed capped again");
+    let mut reference = Reference::default();
+    for &(pfn, order) in &allocated {
+        reference.blocks.insert(pfn.get(), order);
+    }
+    check_conservation(&alloc, 0, &reference).unwrap();
+}
