@@ -77,7 +77,11 @@ pub struct Zone<V, P = Page> {
     /// `nr_reserved_highatomic`: pages of the pageblocks reserved, written
     /// under the zone lock by `zone::highatomic`, read without it
     /// (`READ_ONCE`), so `Relaxed`.
-    pub(crate) nr_reserved_highatomic: AtomicU64,
+    pub(crate) nr_reserved_highatomic: Arc<AtomicU64>,
+    /// The counter the watermark hides from a request without the
+    /// reserve's rights, chosen once by the era: `nr_reserved_highatomic`
+    /// before 6.13, `nr_free_highatomic` after (one load on the path).
+    highatomic_unusable: Arc<AtomicU64>,
     /// The era's rules for the reserve.
     pub(crate) highatomic: HighatomicRules,
     /// `stat_threshold` (`calculate_normal_threshold`).
@@ -108,6 +112,11 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
         path: Path,
     ) -> Zone<V, P> {
         let area = FreeArea::new(id.get(), [start, end], max_order, path);
+        let reserved = Arc::default();
+        let unusable = match path.highatomic {
+            HighatomicRules::HighAtomic => Arc::clone(&area.free_highatomic),
+            _ => Arc::clone(&reserved),
+        };
         Zone {
             kind,
             node,
@@ -116,7 +125,8 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
             end,
             managed: 0,
             free_highatomic: Arc::clone(&area.free_highatomic),
-            nr_reserved_highatomic: AtomicU64::new(0),
+            nr_reserved_highatomic: reserved,
+            highatomic_unusable: unusable,
             highatomic: path.highatomic,
             free_area: SpinLock::with_kind(area, path.zone_lock),
             batch: 1,
@@ -250,7 +260,7 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
     ) -> bool {
         let mut free = self.nr_free_pages_state() as i64;
         if !flags.reserves {
-            free -= (self.highatomic_unusable() as i64).min(free);
+            free -= (self.highatomic_unusable.load(Ordering::Relaxed) as i64).min(free);
         }
         let reserve = self.lowmem_reserve[highest as usize] as i64;
         let mark = mark as i64;
@@ -266,16 +276,6 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
             min -= min / 4;
         }
         free - ((1i64 << order.get()) - 1) > min + reserve
-    }
-
-    /// The reserve's pages a request without its rights may not count:
-    /// `nr_reserved_highatomic` before 6.13, `nr_free_highatomic` after.
-    #[inline(always)]
-    fn highatomic_unusable(&self) -> u64 {
-        match self.highatomic {
-            HighatomicRules::HighAtomic => self.free_highatomic.load(Ordering::Relaxed),
-            _ => self.nr_reserved_highatomic.load(Ordering::Relaxed),
-        }
     }
 
     /// `nr_reserved_highatomic`: the pages of the pageblocks reserved for
