@@ -49,6 +49,10 @@ impl Drop for Scratch {
     }
 }
 
+fn fixture_zoneinfo(name: &str) -> String {
+    fixture(name, "zoneinfo")
+}
+
 fn fixture(name: &str, file: &str) -> String {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../buddy/tests/data/zoneinfo")
@@ -200,4 +204,78 @@ fn bad_input_is_one_line_and_exit_2() {
         "2 ratios",
     );
     fails_with(&[&base[..], &["--sysctls", "elsewhere"]].concat(), "host");
+}
+
+/// `--sysctls snapshot:FILE` sizes the zones from the snapshot's machine.
+/// The shipped snapshot with its `watermark_scale_factor` set to 50
+/// stands for the machine of the `host-6.18-2cpu-wsf50` zoneinfo (the
+/// same host, that sysctl changed): every computed field comes out
+/// exactly, where the defaults miss the watermarks. On the snapshot's own
+/// zoneinfo the watermarks differ by a page or so, each named as deferred
+/// init's (the host's lazy init grew `managed` after its kernel last
+/// sized the zones).
+#[test]
+fn a_snapshots_sysctls_size_the_zones_as_its_machine() {
+    let s = Scratch::new("snapshot-sysctls");
+    let layout = s.path("small.toml");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshot-host.json");
+    let mut snapshot = pfnlab::snapshot::Snapshot::load(std::path::Path::new(fixture)).unwrap();
+    snapshot.sysctls.watermark_scale_factor = Some("50".into());
+    let wsf50 = s.path("wsf50.json");
+    snapshot.save(std::path::Path::new(&wsf50)).unwrap();
+    let zoneinfo = fixture_zoneinfo("host-6.18-2cpu-wsf50");
+    let compare = |layout: &str, zoneinfo: &str, sysctls: &[&str]| {
+        let base = ["zoneinfo", "--layout", layout, "--managed-from", zoneinfo];
+        let out = stdout(&pfnlab(
+            &[&base[..], sysctls, &["--compare", zoneinfo]].concat(),
+        ));
+        out.lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let computed = |d: &String| !(d.ends_with("(live state)") || d.contains("(the layout's RAM"));
+    let lines = compare(
+        &layout,
+        &zoneinfo,
+        &["--sysctls", &format!("snapshot:{wsf50}")],
+    );
+    assert!(lines.last().unwrap().ends_with("fields differ"));
+    assert!(!lines[..lines.len() - 1].iter().any(computed), "{lines:?}");
+    let defaults = compare(&layout, &zoneinfo, &["--cpus", "2"]);
+    assert!(
+        defaults.iter().any(|d| d.contains(" low: ")),
+        "{defaults:?}"
+    );
+
+    let own = s.path("zoneinfo");
+    std::fs::write(&own, snapshot.proc.zoneinfo.as_deref().unwrap()).unwrap();
+    let spec = format!("snapshot:{fixture}");
+    let lines = compare(&spec, &own, &["--sysctls", &spec]);
+    for d in lines[..lines.len() - 1].iter().filter(|d| computed(d)) {
+        assert!(d.contains("(deferred init)"), "{d}");
+        let n: Vec<f64> = d
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        let [ours, theirs] = n[n.len() - 2..] else {
+            unreachable!("a difference names two values: {d}")
+        };
+        assert!(
+            (ours - theirs).abs() <= theirs / 1000.0,
+            "within 0.1 %: {d}"
+        );
+    }
+
+    let mut cut = snapshot.clone();
+    cut.sysctls.watermark_scale_factor = None;
+    let other = s.path("other.json");
+    cut.save(std::path::Path::new(&other)).unwrap();
+    fails_with(
+        &[
+            "zoneinfo",
+            "--layout",
+            &layout,
+            "--sysctls",
+            &format!("snapshot:{other}"),
+        ],
+        "vm.watermark_scale_factor: not read",
+    );
 }

@@ -256,9 +256,12 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// `__alloc_pages_slowpath` without kswapd, reclaim or compaction: one
     /// more zonelist walk with `gfp_to_alloc_flags` (the min watermark,
     /// less for `__GFP_HIGH` and non-blocking requests, none for
-    /// `__GFP_MEMALLOC`). A request that fails it is
-    /// [`RequestError::NoMemory`]. `take` takes a block from a zone that
-    /// passed.
+    /// `__GFP_MEMALLOC`), with the `MIGRATE_HIGHATOMIC` reserve's rules
+    /// (`zone::highatomic`): a request that may reclaim and fails the walk
+    /// gives back a reserved pageblock and walks again, as long as one is
+    /// given back. A request that fails is [`RequestError::NoMemory`].
+    /// `take` takes a block from a zone that passed, through the per-CPU
+    /// list first when `pcp_first` (the order is one the lists hold).
     #[cold]
     #[inline(never)]
     pub(crate) fn alloc_pages_slowpath(
@@ -266,27 +269,83 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         order: Order,
         ac: &AllocContext,
         node: &Node,
+        pcp_first: bool,
         mut allowed: impl FnMut(&Zone<V, M::Page>) -> bool,
         mut take: impl FnMut(ZoneId) -> Option<Pfn>,
     ) -> Result<Pfn, RequestError> {
-        if self.path.watermarks {
-            let flags = AllocFlags::slow(ac.gfp);
+        if !self.path.watermarks {
+            return Err(RequestError::NoMemory { order });
+        }
+        let flags = AllocFlags::slow(ac.gfp, order, self.path.highatomic);
+        let mut force = false;
+        loop {
             for &zid in node.zonelist(ac.gfp) {
                 let zone = &self.zones[zid.index()];
-                if self.zone_usable(
-                    zone,
-                    order,
-                    ac,
-                    flags,
-                    allowed(zone),
-                    self.path.pcp_high_tuning,
-                ) && let Some(pfn) = take(zid)
-                {
+                let usable = allowed(zone);
+                if !self.zone_usable(zone, order, ac, flags, usable, self.path.pcp_high_tuning) {
+                    continue;
+                }
+                let highatomic = |alloc: &Self| {
+                    alloc.rmqueue_buddy(zid, order, sparsemem::Migratetype::HighAtomic, ac.gfp)
+                };
+                let got = if flags.highatomic && !pcp_first {
+                    highatomic(self).or_else(|| take(zid))
+                } else {
+                    take(zid).or_else(|| {
+                        (flags.highatomic || flags.highatomic_fallback)
+                            .then(|| highatomic(self))
+                            .flatten()
+                    })
+                };
+                if let Some(pfn) = got {
+                    if flags.highatomic {
+                        zone.reserve_highatomic_pageblock(&self.model, pfn, order);
+                    }
                     return Ok(pfn);
                 }
             }
+            if !self.unreserve_highatomic_pageblock(order, ac, node, &mut force) {
+                return Err(RequestError::NoMemory { order });
+            }
         }
-        Err(RequestError::NoMemory { order })
+    }
+
+    /// `unreserve_highatomic_pageblock` where a failed slow-path walk of a
+    /// request that may reclaim would reclaim and retry: one reserved
+    /// pageblock of the zonelist goes back to the request's migratetype,
+    /// keeping each zone's last one (`__alloc_pages_direct_reclaim`) until
+    /// none other is left; then, for a request that would retry
+    /// (`should_reclaim_retry`: not `__GFP_NORETRY`, not a costly order
+    /// without `__GFP_RETRY_MAYFAIL`), the last ones too (`force`, set
+    /// here once). Returns whether one was given back.
+    fn unreserve_highatomic_pageblock(
+        &self,
+        order: Order,
+        ac: &AllocContext,
+        node: &Node,
+        force: &mut bool,
+    ) -> bool {
+        if !ac.gfp.contains(Gfp::DIRECT_RECLAIM) {
+            return false;
+        }
+        let retries = !ac.gfp.contains(Gfp::NORETRY)
+            && (order.get() <= crate::types::PAGE_ALLOC_COSTLY_ORDER
+                || ac.gfp.contains(Gfp::RETRY_MAYFAIL));
+        loop {
+            let zones = node.zonelist(ac.gfp).iter().map(|z| &self.zones[z.index()]);
+            if zones
+                .filter(|zone| zone.kind <= ac.highest_zone)
+                .any(|zone| {
+                    zone.unreserve_highatomic_pageblock(&self.model, ac.migratetype, *force)
+                })
+            {
+                return true;
+            }
+            if *force || !retries {
+                return false;
+            }
+            *force = true;
+        }
     }
 
     /// `__alloc_pages` on the zone path (no per-CPU list): walks the
@@ -368,7 +427,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 return Ok(pfn);
             }
         }
-        self.alloc_pages_slowpath(order, &ac, node, allowed, |zid| {
+        self.alloc_pages_slowpath(order, &ac, node, false, allowed, |zid| {
             self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
         })
     }

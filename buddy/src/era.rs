@@ -284,6 +284,8 @@ pub(crate) struct Path {
     pub(crate) numa_stat_diffs: bool,
     /// The zone lock's kind ([`Options::zone_lock`](crate::Options::zone_lock)).
     pub(crate) zone_lock: crate::ZoneLockKind,
+    /// The `MIGRATE_HIGHATOMIC` reserve's rules (`zone::highatomic`).
+    pub(crate) highatomic: crate::types::HighatomicRules,
 }
 
 impl Path {
@@ -300,6 +302,13 @@ impl Path {
             entry: era.models_entry() && m.entry,
             numa_stat_diffs: era <= Era::V5_13,
             zone_lock: crate::ZoneLockKind::Unfair,
+            highatomic: match era {
+                _ if !(era.has_migratetypes() && m.pageblock && m.watermarks) => {
+                    crate::types::HighatomicRules::None
+                }
+                Era::V5_13 => crate::types::HighatomicRules::Harder,
+                _ => crate::types::HighatomicRules::HighAtomic,
+            },
         }
     }
 }

@@ -19,9 +19,9 @@ use std::fmt;
 use std::ops::BitOr;
 use std::str::FromStr;
 
-use sparsemem::Migratetype;
+use sparsemem::{Migratetype, Order};
 
-use crate::types::{MAX_NR_ZONES, ZoneType};
+use crate::types::{HighatomicRules, MAX_NR_ZONES, ZoneType};
 
 /// A GFP mask; see the module documentation.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -393,6 +393,15 @@ pub(crate) struct AllocFlags {
     pub(crate) min_reserve: bool,
     /// `ALLOC_NON_BLOCK` (no direct reclaim): `min` less a quarter.
     pub(crate) non_block: bool,
+    /// May count the `MIGRATE_HIGHATOMIC` reserve as free in the watermark
+    /// check (`ALLOC_RESERVES` from 6.3, `ALLOC_HARDER|ALLOC_OOM` before).
+    pub(crate) reserves: bool,
+    /// `ALLOC_HIGHATOMIC` (before 6.3: `ALLOC_HARDER` at order > 0): takes
+    /// from the reserve first, and reserves a pageblock on success.
+    pub(crate) highatomic: bool,
+    /// 6.3 on: a non-blocking request whose own lists failed may take from
+    /// the reserve (`rmqueue_buddy`'s `ALLOC_OOM|ALLOC_NON_BLOCK` retry).
+    pub(crate) highatomic_fallback: bool,
 }
 
 /// Which watermark an allocation tests (`ALLOC_WMARK_MIN/LOW/HIGH`).
@@ -408,6 +417,9 @@ impl AllocFlags {
         wmark: Some(Wmark::Low),
         min_reserve: false,
         non_block: false,
+        reserves: false,
+        highatomic: false,
+        highatomic_fallback: false,
     };
 
     /// No watermark at all (`ALLOC_NO_WATERMARKS`).
@@ -415,18 +427,41 @@ impl AllocFlags {
         wmark: None,
         min_reserve: false,
         non_block: false,
+        reserves: false,
+        highatomic: false,
+        highatomic_fallback: false,
     };
 
     /// `gfp_to_alloc_flags` for the slow path: the `min` watermark, the
     /// reserves `__GFP_HIGH` and non-blocking requests may use, and no
     /// watermark at all for `__GFP_MEMALLOC` (`gfp_pfmemalloc_allowed`)
-    /// unless `__GFP_NOMEMALLOC`.
-    pub(crate) fn slow(gfp: Gfp) -> AllocFlags {
+    /// unless `__GFP_NOMEMALLOC`; and, for an `order` request under
+    /// `rules`, the `MIGRATE_HIGHATOMIC` reserve's flags.
+    ///
+    /// The reserve is for the `GFP_ATOMIC` shape: `__GFP_HIGH` without
+    /// `__GFP_DIRECT_RECLAIM` or `__GFP_NOMEMALLOC`, at order > 0 — 6.3's
+    /// `ALLOC_HIGHATOMIC`, and before it `ALLOC_HARDER` from
+    /// `__GFP_ATOMIC`, a bit that only `GFP_ATOMIC` carried and that
+    /// pfnlab's 6.18 masks do not have, so its shape stands for it. The
+    /// watermark lets `ALLOC_RESERVES` (6.3: non-blocking or `__GFP_HIGH`)
+    /// count the reserve, and before 6.3 only `ALLOC_HARDER`.
+    pub(crate) fn slow(gfp: Gfp, order: Order, rules: HighatomicRules) -> AllocFlags {
         let no_wmarks = gfp.contains(Gfp::MEMALLOC) && !gfp.contains(Gfp::NOMEMALLOC);
+        let min_reserve = gfp.contains(Gfp::HIGH);
+        let non_block = !gfp.contains(Gfp::DIRECT_RECLAIM) && !gfp.contains(Gfp::NOMEMALLOC);
+        let atomic = min_reserve && non_block;
+        let (reserves, highatomic_fallback) = match rules {
+            HighatomicRules::None => (false, false),
+            HighatomicRules::Harder => (atomic, false),
+            HighatomicRules::HighAtomic => (min_reserve || non_block, non_block),
+        };
         AllocFlags {
             wmark: if no_wmarks { None } else { Some(Wmark::Min) },
-            min_reserve: gfp.contains(Gfp::HIGH),
-            non_block: !gfp.contains(Gfp::DIRECT_RECLAIM) && !gfp.contains(Gfp::NOMEMALLOC),
+            min_reserve,
+            non_block,
+            reserves,
+            highatomic: rules != HighatomicRules::None && atomic && order > Order::ZERO,
+            highatomic_fallback,
         }
     }
 }
@@ -541,12 +576,46 @@ mod tests {
 
     #[test]
     fn alloc_flags_follow_gfp_to_alloc_flags() {
-        assert_eq!(AllocFlags::slow(Gfp::KERNEL).wmark, Some(Wmark::Min));
-        assert!(!AllocFlags::slow(Gfp::KERNEL).non_block);
-        let atomic = AllocFlags::slow(Gfp::ATOMIC);
+        let slow =
+            |gfp, order| AllocFlags::slow(gfp, Order::new(order), HighatomicRules::HighAtomic);
+        assert_eq!(slow(Gfp::KERNEL, 0).wmark, Some(Wmark::Min));
+        assert!(!slow(Gfp::KERNEL, 0).non_block);
+        let atomic = slow(Gfp::ATOMIC, 0);
         assert!(atomic.min_reserve && atomic.non_block);
-        assert_eq!(AllocFlags::slow(Gfp::KERNEL | Gfp::MEMALLOC).wmark, None);
-        let refused = AllocFlags::slow(Gfp::KERNEL | Gfp::MEMALLOC | Gfp::NOMEMALLOC);
+        assert_eq!(slow(Gfp::KERNEL | Gfp::MEMALLOC, 0).wmark, None);
+        let refused = slow(Gfp::KERNEL | Gfp::MEMALLOC | Gfp::NOMEMALLOC, 0);
         assert_eq!(refused.wmark, Some(Wmark::Min));
+    }
+
+    /// Only a high-order `GFP_ATOMIC`-shaped request gets the reserve; 6.3
+    /// lets every non-blocking or `__GFP_HIGH` request count it in the
+    /// watermark and fall back to it, 5.13 only `ALLOC_HARDER`.
+    #[test]
+    fn the_highatomic_flags_follow_each_era() {
+        use HighatomicRules::{Harder, HighAtomic};
+        let f = |gfp, order, rules| AllocFlags::slow(gfp, Order::new(order), rules);
+        for rules in [Harder, HighAtomic] {
+            assert!(f(Gfp::ATOMIC, 2, rules).highatomic, "{rules:?}");
+            assert!(!f(Gfp::ATOMIC, 0, rules).highatomic, "order 0: {rules:?}");
+            assert!(
+                !f(Gfp::KERNEL, 2, rules).highatomic,
+                "may reclaim: {rules:?}"
+            );
+            assert!(
+                !f(Gfp::NOWAIT, 2, rules).highatomic,
+                "no __GFP_HIGH: {rules:?}"
+            );
+            assert!(!f(Gfp::ATOMIC | Gfp::NOMEMALLOC, 2, rules).highatomic);
+            assert!(!f(Gfp::KERNEL, 2, rules).reserves);
+            assert!(f(Gfp::ATOMIC, 0, rules).reserves);
+        }
+        assert!(
+            f(Gfp::NOWAIT, 0, HighAtomic).reserves
+                && f(Gfp::NOWAIT, 0, HighAtomic).highatomic_fallback
+        );
+        assert!(
+            !f(Gfp::NOWAIT, 0, Harder).reserves && !f(Gfp::NOWAIT, 0, Harder).highatomic_fallback
+        );
+        assert!(!f(Gfp::ATOMIC, 2, HighatomicRules::None).highatomic);
     }
 }

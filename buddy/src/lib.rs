@@ -13,9 +13,8 @@
 //! What the kernel does and pfnlab does not model: reclaim, compaction's
 //! migration (its scanners run in `compact_zone`, moving nothing) and
 //! kswapd (below its watermark an ordinary request fails with
-//! [`RequestError::NoMemory`]); the HIGHATOMIC reserve
-//! (`reserve_highatomic_pageblock`: the migratetype and its free lists
-//! exist, but no pageblock is ever reserved); `ZONE_RECLAIM_ACTIVE` and
+//! [`RequestError::NoMemory`]; where direct reclaim would run, only its
+//! giving back of the HIGHATOMIC reserve is modelled); `ZONE_RECLAIM_ACTIVE` and
 //! the NUMA expiry of remote per-CPU lists in 6.7's tuning of `pcp->high`
 //! (the rest of it is modelled); and the per-call work that does not touch the memory model (`local_lock` with
 //! interrupts disabled, memory-cgroup charging, memory-policy lookups, the
@@ -61,7 +60,9 @@
 //!    `first_deferred_pfn` and the poison past it);
 //! 4. `zone`: `zone::free_area` (the buddy algorithm), then
 //!    `zone::fallback` and `zone` itself (the zone, its memory, the claim
-//!    of a free), `zone::rebuild` (free lists rebuilt to a plan);
+//!    of a free), `zone::highatomic` (the `MIGRATE_HIGHATOMIC` reserve:
+//!    `reserve_highatomic_pageblock`, `unreserve_highatomic_pageblock`),
+//!    `zone::rebuild` (free lists rebuilt to a plan);
 //! 5. `alloc` (the allocator and its zone path), `walk`
 //!    (`pageblock_pfn_to_page`, `zone->contiguous`, over a zone); the
 //!    zone path's miss calls `deferred`'s grow
@@ -151,7 +152,8 @@ pub use node::{Node, NodeMask};
 pub use pcp::{MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD, PerCpu};
 pub use start_state::StartStateError;
 pub use types::{
-    BuddyModel, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, NumaEvents, ZoneId, ZoneStats, ZoneType,
+    BuddyModel, HighatomicRules, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, NumaEvents, ZoneId, ZoneStats,
+    ZoneType,
 };
 pub use variant::{
     Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant, VariantName,

@@ -33,9 +33,17 @@
 //! allocator untouched. The per-CPU lists start empty (the kernel's
 //! `count`s are memory it holds off the free lists: allocated here).
 //!
+//! A count the kernel capped (`>100000`: `pagetypeinfo_showfree_print`
+//! stops counting at 100,000) is worked out from a buddyinfo read at the
+//! same moment, when one is given
+//! ([`Allocator::set_start_state_with`]): the order's `nr_free` less the
+//! other migratetypes' counts, which must come to at least 100,000.
+//! Where it cannot be (no buddyinfo, two migratetypes capped at one
+//! order, or a buddyinfo of another moment), the target is refused.
+//!
 //! What it leaves out: which pfns were free (not exported, so the
-//! placement is one of many with these counts), capped counts
-//! (`>100000`, refused), and eras without migratetypes (refused).
+//! placement is one of many with these counts), and eras without
+//! migratetypes (refused).
 
 use std::fmt;
 
@@ -44,7 +52,7 @@ use sparsemem::{Migratetype, Order, PageLayout, Pfn};
 use crate::alloc::Allocator;
 use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
-use crate::views::{FREECOUNT_CAP, PageTypeInfo, ZoneTypes};
+use crate::views::{BuddyInfo, FREECOUNT_CAP, PageTypeInfo, ZoneTypes};
 
 /// Why a start state could not be set; the allocator is unchanged.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,12 +86,16 @@ pub enum StartStateError {
         /// What differs.
         what: String,
     },
-    /// A count the kernel capped (`>100000`).
+    /// A count the kernel capped (`>100000`) that cannot be worked out.
     Capped {
         /// Its node.
         node: u32,
         /// Its name.
         zone: String,
+        /// The order.
+        order: usize,
+        /// Why it cannot be.
+        why: &'static str,
     },
     /// Blocks of an order that found no place.
     CannotFit {
@@ -122,9 +134,14 @@ impl fmt::Display for StartStateError {
             StartStateError::Shape { node, zone, what } => {
                 write!(f, "node {node} zone {zone}: {what}")
             }
-            StartStateError::Capped { node, zone } => write!(
+            StartStateError::Capped {
+                node,
+                zone,
+                order,
+                why,
+            } => write!(
                 f,
-                "node {node} zone {zone}: a free count the kernel capped (>{FREECOUNT_CAP})"
+                "node {node} zone {zone} order {order}: a free count the kernel capped (>{FREECOUNT_CAP}) and {why}"
             ),
             StartStateError::CannotFit {
                 node,
@@ -217,12 +234,26 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// Rebuilds a fresh allocator's free lists to the state `target`
     /// counts (see the module doc), placing the blocks from `seed`;
     /// returns the allocated blocks (`(head, order)`, each ready for a
-    /// free). On error nothing has changed.
+    /// free). On error nothing has changed. A capped count is refused:
+    /// [`Allocator::set_start_state_with`] works it out from a buddyinfo.
     pub fn set_start_state(
         &mut self,
         target: &PageTypeInfo,
         seed: u64,
     ) -> Result<Vec<(Pfn, Order)>, StartStateError> {
+        self.set_start_state_with(target, None, seed)
+    }
+
+    /// [`Allocator::set_start_state`] with `buddyinfo`, read at the same
+    /// moment as `target`, to work out the counts the kernel capped (see
+    /// the module doc).
+    pub fn set_start_state_with(
+        &mut self,
+        target: &PageTypeInfo,
+        buddyinfo: Option<&BuddyInfo>,
+        seed: u64,
+    ) -> Result<Vec<(Pfn, Order)>, StartStateError> {
+        let target = &uncap(target, buddyinfo)?;
         let fresh = self.pagetypeinfo();
         if self.zones.iter().any(|z| z.nr_free_pages() != z.managed) {
             return Err(StartStateError::NotFresh);
@@ -287,12 +318,6 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 m.free[0].len()
             )));
         }
-        if t.free.iter().flatten().any(|&n| n >= FREECOUNT_CAP) {
-            return Err(StartStateError::Capped {
-                node: t.node,
-                zone: t.zone.clone(),
-            });
-        }
         let zone = self
             .zones
             .iter()
@@ -314,6 +339,52 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         }
         Err(last.expect("at least one attempt"))
     }
+}
+
+/// `target` with every capped count worked out from `buddyinfo`: the
+/// order's `nr_free` less the other migratetypes' counts.
+fn uncap(
+    target: &PageTypeInfo,
+    buddyinfo: Option<&BuddyInfo>,
+) -> Result<PageTypeInfo, StartStateError> {
+    let mut out = target.clone();
+    for t in &mut out.zones {
+        for order in 0..t.free[0].len() {
+            let capped: Vec<usize> = (0..t.free.len())
+                .filter(|&mt| t.free[mt][order] >= FREECOUNT_CAP)
+                .collect();
+            let refuse = |why| StartStateError::Capped {
+                node: t.node,
+                zone: t.zone.clone(),
+                order,
+                why,
+            };
+            let &[mt] = capped.as_slice() else {
+                if capped.is_empty() {
+                    continue;
+                }
+                return Err(refuse("so is another migratetype's at that order"));
+            };
+            let nr_free = buddyinfo
+                .ok_or_else(|| refuse("no buddyinfo to work it out from"))?
+                .zones
+                .iter()
+                .find(|b| (b.node, &b.zone) == (t.node, &t.zone))
+                .and_then(|b| b.nr_free.get(order).copied())
+                .ok_or_else(|| refuse("the buddyinfo has no such zone and order"))?;
+            let others: u64 = (0..t.free.len())
+                .filter(|&m| m != mt)
+                .map(|m| t.free[m][order])
+                .sum();
+            t.free[mt][order] = nr_free
+                .checked_sub(others)
+                .filter(|&n| n >= FREECOUNT_CAP)
+                .ok_or_else(|| {
+                    refuse("the buddyinfo's count leaves it under the cap (another moment)")
+                })?;
+        }
+    }
+    Ok(out)
 }
 
 fn same(a: &ZoneTypes, b: &ZoneTypes) -> bool {

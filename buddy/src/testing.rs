@@ -38,6 +38,16 @@ fn check_migratetype_lists<M: BuddyModel, V: Variant>(
             }
         }
     }
+    let highatomic: u64 = Order::up_to(area.max_order())
+        .map(|o| area.block_pfns_of(model, o, Migratetype::HighAtomic).len() as u64 * o.nr_pages())
+        .sum();
+    if highatomic != zone.nr_free_highatomic() {
+        return Err(format!(
+            "zone {}: nr_free_highatomic {} but the HighAtomic lists hold {highatomic} pages",
+            zone.id,
+            zone.nr_free_highatomic()
+        ));
+    }
     Ok(())
 }
 

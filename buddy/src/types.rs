@@ -22,6 +22,11 @@ impl<M: MemoryModel<Page: BuddyPage> + ?Sized> BuddyModel for M {}
 /// length of a zone's `lowmem_reserve[]`.
 pub const MAX_NR_ZONES: usize = ZoneType::ALL.len();
 
+/// `PAGE_ALLOC_COSTLY_ORDER` (include/linux/mmzone.h): the highest order
+/// the allocator tries hard for (its retries) and, in 6.x, of the
+/// low-order per-CPU lists.
+pub const PAGE_ALLOC_COSTLY_ORDER: u8 = 3;
+
 /// Zone types, lowest first (`enum zone_type`).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
 pub enum ZoneType {
@@ -183,3 +188,24 @@ pub const MAX_ZONES: usize = 255;
 /// (the kernel bounds a request by the caller's array or list, not by a
 /// constant), so a bulk request can never ask for an unbounded batch.
 pub const MAX_BULK: usize = 4096;
+
+/// Which kernel's rules the `MIGRATE_HIGHATOMIC` reserve follows
+/// (`reserve_highatomic_pageblock`, Linux 4.4 on), resolved from the era.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum HighatomicRules {
+    /// No reserve: an era before it (or pfnlab's pageblock mechanism off).
+    None,
+    /// Linux 4.4–6.2 (pfnlab's 5.13): `ALLOC_HARDER` (`GFP_ATOMIC`) takes
+    /// from the reserve at order > 0 and reserves a pageblock on success,
+    /// up to 1 % of the zone plus one pageblock; the watermark hides
+    /// `nr_reserved_highatomic` from every request without `ALLOC_HARDER`
+    /// or `ALLOC_OOM`.
+    Harder,
+    /// Linux 6.13 on (pfnlab's 6.18): `ALLOC_HIGHATOMIC` (non-blocking,
+    /// `__GFP_HIGH`, order > 0) as above, the limit 1 % of the zone
+    /// rounded up to a pageblock and none for a zone under 100
+    /// pageblocks; a non-blocking request whose own lists failed may take
+    /// from the reserve; the watermark hides only the reserve's *free*
+    /// pages (`nr_free_highatomic`) from requests without `ALLOC_RESERVES`.
+    HighAtomic,
+}

@@ -5,7 +5,7 @@
 use buddy::testing::{Reference, check_conservation, ram_allocator};
 use buddy::views::{FREECOUNT_CAP, PageTypeInfo};
 use buddy::{Allocator, Era, Gfp, Kernel, StartStateError, ZoneId};
-use sparsemem::{MIGRATE_TYPES, Migratetype, NodeId, Order, SparseExtreme};
+use sparsemem::{MIGRATE_TYPES, MemoryModel, Migratetype, NodeId, Order, SparseExtreme};
 
 fn allocator(era: Era) -> Allocator<SparseExtreme, Kernel> {
     ram_allocator(4 << 30, (4 << 30) + (64 << 20), era)
@@ -181,4 +181,102 @@ fn the_host_pagetypeinfo_starts_a_checked_allocator() {
         alloc.free_pages(pfn, order).unwrap();
     }
     assert_eq!(buddy::testing::snapshot(&alloc), fresh);
+}
+
+/// A target's HighAtomic pageblocks are the zone's reserve: counted in
+/// `nr_reserved_highatomic`, their free pages in `nr_free_highatomic`,
+/// passed over by a request without the reserve's rights, and given back
+/// under pressure like pageblocks the allocator reserved itself.
+#[test]
+fn a_targets_highatomic_pageblocks_are_the_zones_reserve() {
+    let mut alloc = allocator(Era::V6_18);
+    let mut free = FRAGMENTED.to_vec();
+    free.extend([
+        (Migratetype::HighAtomic, 6, 3),
+        (Migratetype::HighAtomic, 2, 5),
+    ]);
+    let want = target(&alloc, [4, 24, 2, 2, 0], &free);
+    let allocated = alloc.set_start_state(&want, 3).unwrap();
+    assert_eq!(alloc.pagetypeinfo(), want);
+    let zone = &alloc.zones()[0];
+    assert_eq!(zone.nr_reserved_highatomic(), 2 * 512);
+    assert_eq!(zone.nr_free_highatomic(), 3 * 64 + 5 * 4);
+    let mut reference = Reference::default();
+    for &(pfn, order) in &allocated {
+        reference.blocks.insert(pfn.get(), order);
+    }
+    // GFP_KERNEL to the end: the watermark hides the reserve's 212 free
+    // pages until the request, failing, gives back each reserved
+    // pageblock that holds a free block (the last one forced) and takes
+    // their pages too; a reserved pageblock with nothing free stays.
+    while let Ok(pfn) = alloc.alloc_pages(Order::ZERO, Gfp::KERNEL, NodeId::ZERO, None) {
+        let mt = alloc.model().get_pfnblock_migratetype(pfn);
+        assert_ne!(mt, Migratetype::HighAtomic, "{pfn}");
+        reference.blocks.insert(pfn.get(), Order::ZERO);
+    }
+    let zone = &alloc.zones()[0];
+    let left = alloc.pagetypeinfo().zones[0].blocks[Migratetype::HighAtomic.index()];
+    assert!(
+        left < 2,
+        "at least the pageblock of the first free block went back"
+    );
+    assert_eq!(
+        (zone.nr_reserved_highatomic(), zone.nr_free_highatomic()),
+        (left * 512, 0)
+    );
+    assert_eq!(zone.nr_free_pages(), zone.watermarks().min);
+    check_conservation(&alloc, 0, &reference).unwrap();
+}
+
+/// A count the kernel capped (`>100000`) is worked out from a buddyinfo
+/// of the same moment: 1 GiB at 4 GiB (512 pageblocks) with 110,000 free
+/// Movable pages, every other page of 430 pageblocks.
+#[test]
+fn a_capped_count_is_worked_out_from_buddyinfo() {
+    let mut alloc = ram_allocator(4 << 30, 5 << 30, Era::V6_18);
+    let mut want = target(
+        &alloc,
+        [2, 510, 0, 0, 0],
+        &[
+            (Migratetype::Movable, 0, 110_000),
+            (Migratetype::Unmovable, 0, 7),
+        ],
+    );
+    let mut buddy = alloc.buddyinfo();
+    buddy.zones[0].nr_free.fill(0);
+    buddy.zones[0].nr_free[0] = 110_007;
+    // pagetypeinfo as the kernel prints it: the Movable count capped.
+    want.zones[0].free[Migratetype::Movable.index()][0] = FREECOUNT_CAP;
+
+    let no_buddyinfo = alloc.set_start_state(&want, 1).unwrap_err();
+    assert!(
+        matches!(no_buddyinfo, StartStateError::Capped { order: 0, .. }),
+        "{no_buddyinfo}"
+    );
+    let mut stale = buddy.clone();
+    stale.zones[0].nr_free[0] = 99_999 + 7;
+    assert!(matches!(
+        alloc.set_start_state_with(&want, Some(&stale), 1),
+        Err(StartStateError::Capped { order: 0, .. })
+    ));
+    let mut two = want.clone();
+    two.zones[0].free[Migratetype::Unmovable.index()][0] = FREECOUNT_CAP;
+    assert!(matches!(
+        alloc.set_start_state_with(&two, Some(&buddy), 1),
+        Err(StartStateError::Capped { order: 0, .. })
+    ));
+    assert_eq!(alloc.free_pages_total(), 1 << 18, "refusals change nothing");
+
+    let allocated = alloc.set_start_state_with(&want, Some(&buddy), 1).unwrap();
+    assert_eq!(
+        alloc.buddyinfo(),
+        buddy,
+        "110,000 + 7 free pages, none merged"
+    );
+    assert_eq!(alloc.pagetypeinfo(), want, "printed capped again");
+    let mut reference = Reference::default();
+    for &(pfn, order) in &allocated {
+        reference.blocks.insert(pfn.get(), order);
+    }
+    check_conservation(&alloc, 0, &reference).unwrap();
 }

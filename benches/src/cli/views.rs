@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use buddy::views::{SizingInputs, Zoneinfo, compare, kernel_zone_sizes, parse_zoneinfo};
 use buddy::{Allocator, Era, Kernel, NR_KERNEL_ZONES, Options, Sysctls};
 use pfnlab::layout_spec::LayoutSpec;
-use pfnlab::snapshot::Snapshot;
+use pfnlab::snapshot::{Snapshot, SysctlText};
 use sparsemem::SparseExtreme;
 
 use super::{CliError, load_layout, parse_layout};
@@ -44,9 +44,10 @@ pub struct ModelArgs {
     #[arg(long)]
     thp: Option<bool>,
     /// `host`: take the four sysctls, THP and the CPU count from this
-    /// machine; the options above override them.
-    #[arg(long, value_parser = parse_host)]
-    sysctls: Option<Host>,
+    /// machine; `snapshot:FILE`: from the machine a snapshot was taken
+    /// on. The options above override them.
+    #[arg(long, value_parser = parse_sysctls)]
+    sysctls: Option<SysctlSource>,
     /// Deferred struct page init (Linux 4.2 on): show the zones as boot
     /// leaves them, before the deferred pages are initialised and freed.
     #[arg(long)]
@@ -86,9 +87,14 @@ pub struct ZoneinfoArgs {
 #[derive(Clone, Copy)]
 pub struct Ratio([u64; NR_KERNEL_ZONES]);
 
-/// `--sysctls host`.
-#[derive(Clone, Copy)]
-pub struct Host;
+/// Where `--sysctls` reads from.
+#[derive(Clone)]
+pub enum SysctlSource {
+    /// This machine's `/proc/sys/vm` and THP mode.
+    Host,
+    /// A snapshot's saved sysctls and CPU count.
+    Snapshot(PathBuf),
+}
 
 fn parse_ratio(text: &str) -> Result<Ratio, String> {
     let v: Vec<u64> = text
@@ -101,42 +107,87 @@ fn parse_ratio(text: &str) -> Result<Ratio, String> {
         .map_err(|_| format!("{n} ratios, not one per zone type ({NR_KERNEL_ZONES})"))
 }
 
-fn parse_host(text: &str) -> Result<Host, String> {
-    match text {
-        "host" => Ok(Host),
-        _ => Err(format!("`{text}`: the only source is `host`")),
+fn parse_sysctls(text: &str) -> Result<SysctlSource, String> {
+    match (text, text.strip_prefix("snapshot:")) {
+        ("host", _) => Ok(SysctlSource::Host),
+        (_, Some(file)) => Ok(SysctlSource::Snapshot(PathBuf::from(file))),
+        _ => Err(format!(
+            "`{text}`: the sources are `host` and `snapshot:FILE`"
+        )),
     }
+}
+
+/// The four sysctls' texts, THP's mode and the CPU count, as one machine
+/// gave them: [`SysctlText`] is the snapshot's form of each.
+fn machine_sysctls(source: &SysctlSource) -> Result<(SysctlText, Option<u32>), CliError> {
+    let vm = "/proc/sys/vm";
+    match source {
+        SysctlSource::Host => {
+            let read = |path: &str| read(Path::new(path)).map(Some);
+            let text = SysctlText {
+                min_free_kbytes: read(&format!("{vm}/min_free_kbytes"))?,
+                watermark_scale_factor: read(&format!("{vm}/watermark_scale_factor"))?,
+                lowmem_reserve_ratio: read(&format!("{vm}/lowmem_reserve_ratio"))?,
+                percpu_pagelist_high_fraction: read(&format!(
+                    "{vm}/percpu_pagelist_high_fraction"
+                ))?,
+                transparent_hugepage: read("/sys/kernel/mm/transparent_hugepage/enabled")?,
+            };
+            Ok((text, None))
+        }
+        SysctlSource::Snapshot(path) => {
+            let snapshot = Snapshot::load(path)?;
+            Ok((snapshot.sysctls, snapshot.cpus))
+        }
+    }
+}
+
+/// A sysctl's text as a number, or why not (`what` names it).
+fn number<T: std::str::FromStr>(text: Option<&str>, what: &str) -> Result<T, CliError> {
+    let text = text.ok_or_else(|| CliError(format!("{what}: not read on that machine")))?;
+    text.trim()
+        .parse()
+        .map_err(|_| CliError(format!("{what}: `{}` is not a number", text.trim())))
 }
 
 fn read(path: &Path) -> Result<String, CliError> {
     std::fs::read_to_string(path).map_err(|e| CliError(format!("{}: {e}", path.display())))
 }
 
-fn read_number<T: std::str::FromStr>(path: &str) -> Result<T, CliError> {
-    let text = read(Path::new(path))?;
-    text.trim()
-        .parse()
-        .map_err(|_| CliError(format!("{path}: `{}` is not a number", text.trim())))
-}
-
-/// The sysctls, THP and CPU count: the host's with `--sysctls host`,
-/// else the defaults, each overridden by its own option.
+/// The sysctls, THP and CPU count: the machine's with `--sysctls`
+/// (this one's, or a snapshot's), else the defaults, each overridden by
+/// its own option.
 fn inputs(args: &ModelArgs, era: Era) -> Result<(Sysctls, u32, u32), CliError> {
-    let vm = "/proc/sys/vm";
     let mut sysctls = Sysctls {
         thp: era >= Era::V5_13,
         ..Sysctls::default()
     };
     let mut fraction = 0;
     let mut cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    if args.sysctls.is_some() {
-        sysctls.min_free_kbytes = Some(read_number(&format!("{vm}/min_free_kbytes"))?);
-        sysctls.watermark_scale_factor = read_number(&format!("{vm}/watermark_scale_factor"))?;
-        let ratio = read(Path::new(&format!("{vm}/lowmem_reserve_ratio")))?;
-        sysctls.lowmem_reserve_ratio = parse_ratio(&ratio).map_err(CliError)?.0;
-        fraction = read_number(&format!("{vm}/percpu_pagelist_high_fraction"))?;
-        let thp = read(Path::new("/sys/kernel/mm/transparent_hugepage/enabled"))?;
+    if let Some(source) = &args.sysctls {
+        let (text, machine_cpus) = machine_sysctls(source)?;
+        sysctls.min_free_kbytes = Some(number(
+            text.min_free_kbytes.as_deref(),
+            "vm.min_free_kbytes",
+        )?);
+        sysctls.watermark_scale_factor = number(
+            text.watermark_scale_factor.as_deref(),
+            "vm.watermark_scale_factor",
+        )?;
+        let ratio = text
+            .lowmem_reserve_ratio
+            .as_deref()
+            .ok_or_else(|| CliError("vm.lowmem_reserve_ratio: not read on that machine".into()))?;
+        sysctls.lowmem_reserve_ratio = parse_ratio(ratio).map_err(CliError)?.0;
+        fraction = number(
+            text.percpu_pagelist_high_fraction.as_deref(),
+            "vm.percpu_pagelist_high_fraction",
+        )?;
+        let thp = text.transparent_hugepage.as_deref().ok_or_else(|| {
+            CliError("transparent_hugepage/enabled: not read on that machine".into())
+        })?;
         sysctls.thp = !thp.contains("[never]");
+        cpus = machine_cpus.unwrap_or(cpus);
     }
     sysctls.min_free_kbytes = args.min_free_kbytes.or(sysctls.min_free_kbytes);
     if let Some(f) = args.watermark_scale_factor {

@@ -321,16 +321,19 @@ impl Snapshot {
     }
 
     /// Rebuilds a fresh allocator's free lists to the snapshot's
-    /// pagetypeinfo ([`Allocator::set_start_state`], placed from `seed`);
-    /// returns the allocated blocks. On error the allocator is unchanged.
+    /// pagetypeinfo ([`Allocator::set_start_state_with`], placed from
+    /// `seed`), a count the kernel capped worked out from the snapshot's
+    /// buddyinfo (read in one pair with it); returns the allocated blocks.
+    /// On error the allocator is unchanged.
     pub fn start_state<M: BuddyModel, V: Variant>(
         &self,
         alloc: &mut Allocator<M, V>,
         seed: u64,
     ) -> Result<Vec<(Pfn, Order)>, SnapshotError> {
         let types = self.pagetypeinfo()?.ok_or(SnapshotError::NoPagetypeinfo)?;
+        let buddy = self.buddyinfo()?;
         alloc
-            .set_start_state(&types, seed)
+            .set_start_state_with(&types, buddy.as_ref(), seed)
             .map_err(SnapshotError::StartState)
     }
 

@@ -56,9 +56,7 @@ use crate::node::{Node, NodeMask};
 use crate::types::{BuddyModel, NumaEvents, ZoneId, ZoneStats};
 use crate::variant::Variant;
 
-/// `PAGE_ALLOC_COSTLY_ORDER`: the highest order of the low-order per-CPU
-/// lists (6.x).
-pub const PAGE_ALLOC_COSTLY_ORDER: u8 = 3;
+pub use crate::types::PAGE_ALLOC_COSTLY_ORDER;
 
 /// `CONFIG_PCP_BATCH_SCALE_MAX` (default 5, Linux 6.7 on): the most a
 /// refill or a drain scales `batch` by, as a shift.
@@ -508,6 +506,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             order,
             &ac,
             self.node,
+            self.pcp_allowed_order(order),
             |zone| cpuset.as_ref().is_none_or(|m| m.test(zone.node)),
             |zid| {
                 let pfn = self.rmqueue_any(zid, ac, order)?;

@@ -15,7 +15,10 @@
 //!   (`move_freepages_block`) and it changes migratetype;
 //! - otherwise the block is used where it is, its pageblock unchanged.
 //!
-//! Simplifications, said: no `MIGRATE_HIGHATOMIC` reserve, no
+//! The `MIGRATE_HIGHATOMIC` reserve is never a fallback: only the
+//! requests with its rights take from it (`zone::highatomic`).
+//!
+//! Simplifications, said: no
 //! "alike pages" count of in-use movable pages, and the 6.x
 //! `find_smallest` retry for Movable requests is not modelled.
 //!
@@ -82,11 +85,8 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
                 self.stats.fallbacks += 1;
                 if current >= pageblock_order {
                     // Claim the whole block.
-                    // SAFETY: `head` is on lists[current][fallback].
-                    unsafe { self.del(head, current, fallback) };
-                    change_pageblock_range(model, pfn, current, mt);
-                    // SAFETY: unlinked just above; its pageblocks are now `mt`.
-                    unsafe { self.add(head, current, mt, false) };
+                    // SAFETY: `head` is on lists[current][fallback], at `pfn`.
+                    unsafe { self.retype_free_block(model, head, pfn, current, [fallback, mt]) };
                     return self.rmqueue_smallest(model, order, mt);
                 }
                 let can_steal = order.index() >= pageblock_order / 2
@@ -113,20 +113,76 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         to: Migratetype,
     ) -> bool {
         let size = model.geometry().pageblock_nr_pages();
+        match self.pageblock_free_blocks(model, pfn) {
+            Some((heads, free_pages)) if free_pages * 2 >= size => {
+                self.move_free_blocks(model, pfn, heads, from, to);
+                self.stats.steals += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The free block `(pfn, order)` of a pageblock or more, first on the
+    /// `from` lists, moves to the `to` lists and every pageblock it covers
+    /// becomes `to` (`move_to_free_list` + `change_pageblock_range`).
+    ///
+    /// # Safety
+    /// `head` is `pfn`'s descriptor, on `lists[order][from]`.
+    pub(crate) unsafe fn retype_free_block<M: BuddyModel<Page = P>>(
+        &mut self,
+        model: &M,
+        head: *const P,
+        pfn: Pfn,
+        order: usize,
+        [from, to]: [Migratetype; 2],
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe { self.del(head, order, from) };
+        change_pageblock_range(model, pfn, order, to);
+        // SAFETY: unlinked just above; its pageblocks are now `to`.
+        unsafe { self.add(head, order, to, false) };
+    }
+
+    /// `move_freepages_block`: the free blocks of `pfn`'s pageblock move
+    /// from the `from` lists to the `to` lists and the pageblock becomes
+    /// `to`; `None`, with nothing changed, when another zone shares the
+    /// pageblock (`prep_move_freepages_block`'s span test). Returns the
+    /// free pages moved.
+    pub(crate) fn move_freepages_block<M: BuddyModel<Page = P>>(
+        &mut self,
+        model: &M,
+        pfn: Pfn,
+        from: Migratetype,
+        to: Migratetype,
+    ) -> Option<u64> {
+        let (heads, free_pages) = self.pageblock_free_blocks(model, pfn)?;
+        self.move_free_blocks(model, pfn, heads, from, to);
+        Some(free_pages)
+    }
+
+    /// The free block heads of this zone in `pfn`'s pageblock, with their
+    /// orders, and their free pages; `None` when a managed page of another
+    /// zone lies in it. One memmap read per block or per pfn between.
+    fn pageblock_free_blocks<M: BuddyModel<Page = P>>(
+        &self,
+        model: &M,
+        pfn: Pfn,
+    ) -> Option<(Vec<(*const P, usize)>, u64)> {
+        let size = model.geometry().pageblock_nr_pages();
         let start = pfn.get() & !(size - 1);
         let mut heads = Vec::new();
         let mut free_pages = 0;
         let mut p = start;
         while p < start + size {
             match model.pfn_to_page(Pfn::new(p)) {
-                // A pageblock that another zone shares is never claimed (the
-                // kernel's `zone_spans_pfn` test in `move_freepages_block`):
-                // that zone's free blocks would be left on lists of the old
-                // migratetype.
+                // A pageblock that another zone shares is never moved (the
+                // kernel's `zone_spans_pfn` test): that zone's free blocks
+                // would be left on lists of the old migratetype.
                 Some(page)
                     if !page.test(PageFlag::Reserved) && page.zone_id() != self.zone_id() =>
                 {
-                    return false;
+                    return None;
                 }
                 Some(page) if page.test(PageFlag::Buddy) && page.zone_id() == self.zone_id() => {
                     let order = page.private() as usize;
@@ -138,9 +194,20 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
                 _ => p += 1,
             }
         }
-        if free_pages * 2 < size {
-            return false;
-        }
+        Some((heads, free_pages))
+    }
+
+    /// Moves `heads` (free blocks of `pfn`'s pageblock, found by
+    /// [`FreeArea::pageblock_free_blocks`] under this lock hold) from the
+    /// `from` lists to the `to` lists; the pageblock becomes `to`.
+    fn move_free_blocks<M: BuddyModel<Page = P>>(
+        &mut self,
+        model: &M,
+        pfn: Pfn,
+        heads: Vec<(*const P, usize)>,
+        from: Migratetype,
+        to: Migratetype,
+    ) {
         for (page, order) in heads {
             // SAFETY: a free block head of this zone inside a pageblock of
             // migratetype `from`, so on lists[order][from] (invariant).
@@ -149,8 +216,7 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
                 self.add(page, order, to, false);
             }
         }
-        model.set_pfnblock_migratetype(Pfn::new(start), to);
-        self.stats.steals += 1;
-        true
+        let size = model.geometry().pageblock_nr_pages();
+        model.set_pfnblock_migratetype(Pfn::new(pfn.get() & !(size - 1)), to);
     }
 }

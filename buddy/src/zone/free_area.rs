@@ -22,6 +22,8 @@
 //! valid.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sparsemem::{
     BuddyPage, MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, Order, Page, PageFlag, Pfn,
@@ -70,6 +72,13 @@ pub(crate) fn change_pageblock_range<M: BuddyModel>(
     }
 }
 
+/// `migratetype_is_mergeable`: a type whose free blocks may merge with
+/// another type's across pageblocks (those with per-CPU lists).
+#[inline(always)]
+pub(crate) fn mergeable(mt: Migratetype) -> bool {
+    mt.index() < sparsemem::MIGRATE_PCPTYPES
+}
+
 /// `free_area[]` of one zone, behind the zone lock: a list per order and
 /// migratetype (`free_list[MIGRATE_TYPES]`).
 ///
@@ -81,6 +90,7 @@ pub(crate) fn change_pageblock_range<M: BuddyModel>(
 ///   pageblock the block covers (the model's pageblock flags), as Linux
 ///   6.x keeps it; without, every block is on the `Movable` list;
 /// - the lists of order `o` hold `nr_free[o]` blocks;
+/// - `free_highatomic` counts the pages on the `HighAtomic` lists;
 /// - with the bitmap variant, bit `(pfn - bitmap_base) >> (o + 1)` of
 ///   `bitmap[o]` is set iff exactly one block of the pair at order `o` is
 ///   free;
@@ -101,6 +111,10 @@ pub struct FreeArea<V, P = Page> {
     zone_id: u8,
     /// `MAX_PAGE_ORDER` of the geometry: lists above it stay empty.
     max_order: usize,
+    /// `nr_free_highatomic`: pages on the `HighAtomic` lists, written
+    /// under the zone lock and read without it by the zone's watermark
+    /// check (`READ_ONCE`), so `Relaxed`; shared with the [`Zone`](super::Zone).
+    pub(crate) free_highatomic: Arc<AtomicU64>,
     _variant: PhantomData<V>,
 }
 
@@ -117,6 +131,7 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
             bitmap_base: start.get() & !(max_order.nr_pages() - 1),
             zone_id,
             max_order: max_order.index(),
+            free_highatomic: Arc::default(),
             _variant: PhantomData,
         };
         area.resize(start, end);
@@ -204,6 +219,21 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         }
     }
 
+    /// `account_freepages` for the reserve: `nr_free_highatomic` follows
+    /// every block that joins or leaves a `HighAtomic` list.
+    #[inline(always)]
+    fn account_highatomic(&self, mt: Migratetype, order: usize, joins: bool) {
+        if mt == Migratetype::HighAtomic {
+            if joins {
+                self.free_highatomic
+                    .fetch_add(1 << order, Ordering::Relaxed);
+            } else {
+                self.free_highatomic
+                    .fetch_sub(1 << order, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// `__test_and_change_bit` on the pair bit of `pfn` at `order`: returns
     /// the old value.
     #[inline(always)]
@@ -237,6 +267,7 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
             pr.set_private(order as u64);
             V::set(pr, PageFlag::Buddy);
         }
+        self.account_highatomic(mt, order, true);
         // SAFETY: as above; the list's contract is the same.
         unsafe {
             if to_tail {
@@ -255,6 +286,7 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
     pub(crate) unsafe fn del(&mut self, page: *const P, order: usize, mt: Migratetype) {
         // SAFETY: the caller's contract.
         unsafe { self.lists[order][mt.index()].unlink(page) };
+        self.account_highatomic(mt, order, false);
         // SAFETY: listed pages are live, and the unlinked page is this
         // zone's under the lock.
         unsafe { V::clear(&*page, PageFlag::Buddy) };
@@ -363,6 +395,12 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
             } else {
                 mt
             };
+            // 6.x keeps a reserved (or isolated) pageblock from merging
+            // with another type's (`migratetype_is_mergeable`), so the
+            // reserve's pageblocks stay counted.
+            if buddy_mt != mt && !(mergeable(mt) && mergeable(buddy_mt)) {
+                break;
+            }
             // SAFETY: page_is_buddy (or the pair bit) says the buddy heads a
             // free block of this order, so it is on lists[order][buddy_mt].
             unsafe { self.del(buddy, order, buddy_mt) };
@@ -438,6 +476,7 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
             let Some(page) = self.lists[current][mt.index()].pop_front() else {
                 continue;
             };
+            self.account_highatomic(mt, current, false);
             // SAFETY: listed pages are live descriptors of `model`'s memmap.
             let pr = unsafe { &*page };
             // SAFETY: just unlinked under the zone lock: this zone owns it.

@@ -24,9 +24,11 @@
 
 mod fallback;
 mod free_area;
+mod highatomic;
 mod rebuild;
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use sparsemem::{BuddyPage, NR_PAGE_ORDERS, NodeId, Order, Page, PageFlag, PageLayout, Pfn};
 
@@ -35,7 +37,7 @@ use crate::error::RangeError;
 use crate::gfp::{AllocFlags, Wmark};
 use crate::list::{OwnedBlock, page_offset};
 use crate::lock::SpinLock;
-use crate::types::{BuddyModel, MAX_NR_ZONES, ZoneId, ZoneStats, ZoneType};
+use crate::types::{BuddyModel, HighatomicRules, MAX_NR_ZONES, ZoneId, ZoneStats, ZoneType};
 use crate::variant::Variant;
 use crate::watermark::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, zone_highsize};
 
@@ -69,6 +71,19 @@ pub struct Zone<V, P = Page> {
     /// `stat_threshold` (`__mod_zone_page_state`), so it lags the free
     /// lists by at most that much per handle.
     pub(crate) vm_free: AtomicI64,
+    /// `nr_free_highatomic`: the free pages of the `MIGRATE_HIGHATOMIC`
+    /// reserve (the free area's counter, read here without the lock).
+    pub(crate) free_highatomic: Arc<AtomicU64>,
+    /// `nr_reserved_highatomic`: pages of the pageblocks reserved, written
+    /// under the zone lock by `zone::highatomic`, read without it
+    /// (`READ_ONCE`), so `Relaxed`.
+    pub(crate) nr_reserved_highatomic: Arc<AtomicU64>,
+    /// The counter the watermark hides from a request without the
+    /// reserve's rights, chosen once by the era: `nr_reserved_highatomic`
+    /// before 6.13, `nr_free_highatomic` after (one load on the path).
+    highatomic_unusable: Arc<AtomicU64>,
+    /// The era's rules for the reserve.
+    pub(crate) highatomic: HighatomicRules,
     /// `stat_threshold` (`calculate_normal_threshold`).
     pub(crate) stat_threshold: i64,
     /// `zone->contiguous`, kept by `walk::set_zone_contiguous`.
@@ -96,6 +111,12 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
         max_order: Order,
         path: Path,
     ) -> Zone<V, P> {
+        let area = FreeArea::new(id.get(), [start, end], max_order, path);
+        let reserved = Arc::default();
+        let unusable = match path.highatomic {
+            HighatomicRules::HighAtomic => Arc::clone(&area.free_highatomic),
+            _ => Arc::clone(&reserved),
+        };
         Zone {
             kind,
             node,
@@ -103,10 +124,11 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
             start,
             end,
             managed: 0,
-            free_area: SpinLock::with_kind(
-                FreeArea::new(id.get(), [start, end], max_order, path),
-                path.zone_lock,
-            ),
+            free_highatomic: Arc::clone(&area.free_highatomic),
+            nr_reserved_highatomic: reserved,
+            highatomic_unusable: unusable,
+            highatomic: path.highatomic,
+            free_area: SpinLock::with_kind(area, path.zone_lock),
             batch: 1,
             high: PCP_HIGH_BATCHES,
             high_max: PCP_HIGH_BATCHES,
@@ -223,7 +245,9 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
     /// `zone_watermark_fast` / `__zone_watermark_ok` for a request of
     /// `order` whose highest zone is `highest`, against `mark` pages: the
     /// zone must keep more than `mark` (less the reserves the flags may
-    /// use) plus its `lowmem_reserve` free after the allocation. The
+    /// use) plus its `lowmem_reserve` free after the allocation, not
+    /// counting the `MIGRATE_HIGHATOMIC` reserve unless the flags may use
+    /// it (`__zone_watermark_unusable_free`). The
     /// kernel then also looks for a free block of the order on the lists;
     /// pfnlab leaves that to `__rmqueue`, which answers it under the lock.
     #[inline(always)]
@@ -234,7 +258,10 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
         highest: ZoneType,
         flags: AllocFlags,
     ) -> bool {
-        let free = self.nr_free_pages_state() as i64;
+        let mut free = self.nr_free_pages_state() as i64;
+        if !flags.reserves {
+            free -= (self.highatomic_unusable.load(Ordering::Relaxed) as i64).min(free);
+        }
         let reserve = self.lowmem_reserve[highest as usize] as i64;
         let mark = mark as i64;
         // The order-0 fast check.
@@ -249,6 +276,17 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
             min -= min / 4;
         }
         free - ((1i64 << order.get()) - 1) > min + reserve
+    }
+
+    /// `nr_reserved_highatomic`: the pages of the pageblocks reserved for
+    /// high-order atomic requests.
+    pub fn nr_reserved_highatomic(&self) -> u64 {
+        self.nr_reserved_highatomic.load(Ordering::Relaxed)
+    }
+
+    /// `nr_free_highatomic`: the reserve's free pages.
+    pub fn nr_free_highatomic(&self) -> u64 {
+        self.free_highatomic.load(Ordering::Relaxed)
     }
 
     /// `zone_watermark_ok(z, order, mark, classzone_idx, 0)`: whether the

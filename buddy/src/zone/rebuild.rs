@@ -2,7 +2,8 @@
 //! snapshot asks for, [`crate::start_state`]): every free block is taken
 //! off, the pageblocks get their planned migratetypes, the planned free
 //! blocks go back through `__free_one_page`, and the rest of each taken
-//! block is handed out as allocated blocks.
+//! block is handed out as allocated blocks. The planned `HighAtomic`
+//! pageblocks become the zone's `nr_reserved_highatomic`.
 //!
 //! # Safety
 //! As `take_range`: the pages written are those of blocks just taken off
@@ -21,7 +22,9 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
     /// exactly the blocks of `free` free (sorted by pfn, each inside one of
     /// today's free blocks, no two buddies), and the rest of today's free
     /// memory allocated, returned as `(head, order)` blocks (aligned, at
-    /// most `MAX_PAGE_ORDER`), ready for a free. `NR_FREE_PAGES` is the
+    /// most `MAX_PAGE_ORDER`), ready for a free; `migratetypes` covers
+    /// every pageblock of the zone, and its `HighAtomic` ones are the
+    /// reserve from now on. `NR_FREE_PAGES` is the
     /// caller's to adjust, as the allocator keeps it only in some eras.
     pub(crate) fn rebuild_free_lists<M: BuddyModel<Page = P>>(
         &mut self,
@@ -43,6 +46,17 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
         for &(pfn, mt) in migratetypes {
             model.set_pfnblock_migratetype(pfn, mt);
         }
+        // The plan's `HighAtomic` pageblocks are the zone's reserve: counted
+        // as `reserve_highatomic_pageblock` would have counted them, so the
+        // watermark hides them and pressure can give them back.
+        let reserved = migratetypes
+            .iter()
+            .filter(|&&(_, mt)| mt == Migratetype::HighAtomic)
+            .count() as u64;
+        self.nr_reserved_highatomic.store(
+            reserved * model.geometry().pageblock_nr_pages(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let mut allocated = Vec::new();
         let mut next = free.iter().peekable();
         for block in taken {
