@@ -225,11 +225,54 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         self.model
             .hot_add_memmap_on_memory(start, nr_pages, vmemmap_pages)
             .map_err(altmap_refused)?;
+        self.memmap_on_frames(start, nr_pages, vmemmap_pages)?;
         for b in blocks {
             self.offline.insert(b, node);
             self.altmaps.insert(b, vmemmap_pages);
         }
         Ok(vmemmap_pages)
+    }
+
+    /// With real frames, maps each block's memmap onto the block's first
+    /// `vmemmap_pages` frames (shared as a file), so the memmap is stored
+    /// in the hot-added memory as the altmap puts it; nothing without
+    /// frames. On error the whole add is removed from the model again.
+    fn memmap_on_frames(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        vmemmap_pages: u64,
+    ) -> Result<(), MemHotplugError> {
+        let Some(frames) = self.frames.as_mut() else {
+            return Ok(());
+        };
+        let per = self.model.geometry().memory_block_pages();
+        for first in (start.get()..start.get() + nr_pages).step_by(per as usize) {
+            let first = Pfn::new(first);
+            let mapped = frames.host_memmap(&mut self.model, first, per, vmemmap_pages);
+            if let Err(e) = mapped {
+                // The model's removal unmaps the memmaps already on frames;
+                // then those frames are private again.
+                self.model.hot_remove(start, nr_pages)?;
+                for b in (start.get()..first.get()).step_by(per as usize) {
+                    frames.unshare(Pfn::new(b), vmemmap_pages)?;
+                }
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// After a hot-remove, gives the shared frames of its memmap_on_memory
+    /// blocks back (private anonymous frames again).
+    fn unshare_frames(&mut self, start: Pfn, nr_pages: u64) -> Result<(), MemHotplugError> {
+        let hosted = self.self_hosted_pfns(start, start + nr_pages);
+        if let Some(frames) = self.frames.as_mut() {
+            for (s, e) in hosted {
+                frames.unshare(s, e.get() - s.get())?;
+            }
+        }
+        Ok(())
     }
 
     /// The layout's `hotplug` ranges marked `memmap_on_memory`, added at
@@ -249,6 +292,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             self.model
                 .hot_add_memmap_on_memory(first, nr_pages, vmemmap_pages)
                 .map_err(altmap_refused)?;
+            self.memmap_on_frames(first, nr_pages, vmemmap_pages)?;
             for b in first.get() / per..end.get() / per {
                 self.altmaps.insert(b, vmemmap_pages);
             }
@@ -499,6 +543,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             });
         }
         self.model.hot_remove(start, nr_pages)?;
+        self.unshare_frames(start, nr_pages)?;
         for b in blocks {
             self.offline.remove(&b);
             self.altmaps.remove(&b);
