@@ -389,7 +389,10 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 nr_pages,
             });
         }
-        self.model.set_online(start, nr_pages, true)?;
+        if let Err(e) = self.model.set_online(start, nr_pages, true) {
+            self.remove_pfn_range_from_zone(zid, old_span);
+            return Err(e.into());
+        }
         if let Err(e) = self.online_pages_range(zid, [start, end]) {
             self.model.set_online(start, nr_pages, false)?;
             self.remove_pfn_range_from_zone(zid, old_span);

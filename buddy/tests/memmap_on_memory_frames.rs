@@ -239,3 +239,27 @@ fn hvo_refuses_a_folio_whose_memmap_is_self_hosted() {
     assert_eq!(frames_mapped_in(lo, hi), Vec::<String>::new());
     assert!(!alloc.model().pfn_valid(start));
 }
+
+#[test]
+fn a_layout_files_memmap_on_memory_range_is_on_its_frames_from_boot() {
+    let toml = "[[range]]\nstart = 0\nend = 0x40000000\nkind = \"ram\"\n\
+        [[range]]\nstart = 0x40000000\nend = 0x50000000\nkind = \"hotplug\"\n\
+        memmap_on_memory = true\n";
+    let layout = Layout::from_toml(toml).unwrap();
+    let options = Options {
+        frames: true,
+        ..Options::for_era(Era::V6_18)
+    };
+    let model = VmemmapTable::new(&layout).unwrap();
+    let mut alloc = Allocator::<_, Kernel>::new(model, &layout, options).unwrap();
+    let start = hot_start();
+    assert_eq!(alloc.model().memmap_on_frames(), vec![start, start + BLOCK]);
+    alloc
+        .online_pages(start, 2 * BLOCK, OnlineType::Online)
+        .unwrap();
+    let pfn = start + BLOCK + 777;
+    assert_eq!(
+        bytes(descriptor(&alloc, pfn)),
+        bytes(descriptor_in_frames(&alloc, pfn))
+    );
+}
