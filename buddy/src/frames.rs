@@ -223,9 +223,9 @@ impl Frames {
     }
 
     /// memmap_on_memory on real frames: shares the first `vmemmap_pages`
-    /// frames of the memory block at `first` (`block_pages`, just
-    /// hot-added with its memmap on the memory) and has `model` map the
-    /// block's memmap onto them. On error the frames are private again.
+    /// frames of the memory block at `first` (`block_pages`, absent) and
+    /// has `model` hot-add the block with its memmap on them. On error the
+    /// frames are private again and the block absent.
     pub(crate) fn host_memmap<M: MemoryModel>(
         &mut self,
         model: &mut M,
@@ -245,7 +245,8 @@ impl Frames {
         // them out, so only the memmap writes them, and they hold its
         // whole memmap (checked above); (2) a frame's offset in the span
         // is whole pages, host pages included (`PAGE_SHIFT` ≥ the host's).
-        let mapped = unsafe { model.map_memmap_on_frames(first, block_pages, on) };
+        let mapped =
+            unsafe { model.hot_add_memmap_on_frames(first, block_pages, vmemmap_pages, on) };
         if let Err(e) = mapped {
             self.unshare(first, vmemmap_pages)?;
             return Err(FramesError::Memmap(e));

@@ -225,10 +225,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         {
             return Err(FramesError::OutsideFrames { start, nr_pages }.into());
         }
-        self.model
-            .hot_add_memmap_on_memory(start, nr_pages, vmemmap_pages)
-            .map_err(altmap_refused)?;
-        self.memmap_on_frames(start, nr_pages, vmemmap_pages)?;
+        self.add_with_altmaps(start, nr_pages, vmemmap_pages)?;
         for b in blocks {
             self.offline.insert(b, node);
             self.altmaps.insert(b, vmemmap_pages);
@@ -236,31 +233,44 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         Ok(vmemmap_pages)
     }
 
-    /// With real frames, maps each block's memmap onto the block's first
-    /// `vmemmap_pages` frames (shared as a file), so the memmap is stored
-    /// in the hot-added memory as the altmap puts it; nothing without
-    /// frames. On error the whole add is removed from the model again.
-    fn memmap_on_frames(
+    /// The model's add of whole blocks, each with its memmap on its first
+    /// `vmemmap_pages` pfns: with real frames, block by block onto those
+    /// frames (shared as a file), so the memmap is stored in the hot-added
+    /// memory as the altmap puts it; without, the model's altmap add. On
+    /// error nothing of the range is added.
+    fn add_with_altmaps(
         &mut self,
         start: Pfn,
         nr_pages: u64,
         vmemmap_pages: u64,
     ) -> Result<(), MemHotplugError> {
         let Some(frames) = self.frames.as_mut() else {
-            return Ok(());
+            return self
+                .model
+                .hot_add_memmap_on_memory(start, nr_pages, vmemmap_pages)
+                .map_err(altmap_refused);
         };
         let per = self.model.geometry().memory_block_pages();
         for first in (start.get()..start.get() + nr_pages).step_by(per as usize) {
             let first = Pfn::new(first);
-            let mapped = frames.host_memmap(&mut self.model, first, per, vmemmap_pages);
-            if let Err(e) = mapped {
-                // The model's removal unmaps the memmaps already on frames;
-                // then those frames are private again.
-                self.model.hot_remove(start, nr_pages)?;
+            if let Err(e) = frames.host_memmap(&mut self.model, first, per, vmemmap_pages) {
+                // The blocks added so far go again, their frames private.
+                let done = first.get() - start.get();
+                if done > 0 {
+                    self.model.hot_remove(start, done)?;
+                }
                 for b in (start.get()..first.get()).step_by(per as usize) {
                     frames.unshare(Pfn::new(b), vmemmap_pages)?;
                 }
-                return Err(e.into());
+                // The model's refusals of the add itself read as without
+                // frames; what only frames need stays a frames error.
+                return Err(match e {
+                    FramesError::Memmap(
+                        e @ (HotplugError::Unsupported(_) | HotplugError::Memmap(_)),
+                    ) => FramesError::Memmap(e).into(),
+                    FramesError::Memmap(e) => altmap_refused(e),
+                    e => e.into(),
+                });
             }
         }
         Ok(())
@@ -292,10 +302,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             let vmemmap_pages =
                 memmap_on_memory_pages(&g, self.options.era, MemmapOnMemory::On, nr_pages)?;
             self.model.hot_remove(first, nr_pages)?;
-            self.model
-                .hot_add_memmap_on_memory(first, nr_pages, vmemmap_pages)
-                .map_err(altmap_refused)?;
-            self.memmap_on_frames(first, nr_pages, vmemmap_pages)?;
+            self.add_with_altmaps(first, nr_pages, vmemmap_pages)?;
             for b in first.get() / per..end.get() / per {
                 self.altmaps.insert(b, vmemmap_pages);
             }

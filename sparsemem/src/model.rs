@@ -285,14 +285,15 @@ pub unsafe trait MemoryModel: Send + Sync {
         Err(HotplugError::NeedsVmemmap { model: self.name() })
     }
 
-    /// Maps the memmap of the memory block at `start` (`nr_pages`, one
-    /// block added by [`MemoryModel::hot_add_memmap_on_memory`]) onto
-    /// `frames`, the file pages that are the block's own first frames, so
-    /// the block's `struct page`s are stored in the block's memory (the
-    /// altmap's pages, seen once as frames and once as memmap), and
-    /// initialises them again there. Hot-removing the block unmaps them.
-    /// Only VMEMMAP models with `PROT_NONE` holes can; the others answer
-    /// [`HotplugError::NeedsVmemmap`] or [`HotplugError::Unsupported`].
+    /// Hot-adds one memory block at `start` (`nr_pages`) as
+    /// [`MemoryModel::hot_add_memmap_on_memory`] does, with its memmap
+    /// mapped onto `frames`, the file pages that are the block's own first
+    /// frames, so the block's `struct page`s are populated and stored in
+    /// the block's memory (the altmap's pages, seen once as frames and once
+    /// as memmap), as `vmemmap_populate(…, altmap)` takes them. Hot-removing
+    /// the block unmaps them. Only VMEMMAP models with `PROT_NONE` holes
+    /// can; the others answer [`HotplugError::NeedsVmemmap`] or
+    /// [`HotplugError::Unsupported`].
     ///
     /// # Safety
     /// - `frames.fd`'s bytes `[frames.offset, frames.offset + nr_pages *
@@ -301,13 +302,14 @@ pub unsafe trait MemoryModel: Send + Sync {
     ///   model's descriptors (they are the block's self-hosted pfns, which
     ///   no allocator hands out);
     /// - `frames.offset` is host-page aligned.
-    unsafe fn map_memmap_on_frames(
+    unsafe fn hot_add_memmap_on_frames(
         &mut self,
         start: Pfn,
         nr_pages: u64,
+        vmemmap_pages: u64,
         frames: MemmapFrames<'_>,
     ) -> Result<(), HotplugError> {
-        let _ = (start, nr_pages, frames);
+        let _ = (start, nr_pages, vmemmap_pages, frames);
         Err(HotplugError::NeedsVmemmap { model: self.name() })
     }
 

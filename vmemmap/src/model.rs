@@ -554,14 +554,15 @@ unsafe impl<D: Detector, P: PageLayout> MemoryModel for Vmemmap<D, P> {
         self.hot_add(start, nr_pages)
     }
 
-    unsafe fn map_memmap_on_frames(
+    unsafe fn hot_add_memmap_on_frames(
         &mut self,
         start: Pfn,
         nr_pages: u64,
+        vmemmap_pages: u64,
         frames: MemmapFrames<'_>,
     ) -> Result<(), HotplugError> {
-        // SAFETY: the trait's contract is `map_on_frames`'s.
-        unsafe { self.map_on_frames(start, nr_pages, frames) }
+        // SAFETY: the trait's contract is `add_on_frames`'s.
+        unsafe { self.add_on_frames(start, nr_pages, vmemmap_pages, frames) }
     }
 
     fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {

@@ -9,55 +9,61 @@
 //! of memory at two addresses, once as the frames at the block's pfns and
 //! once as the descriptors. Hot-removing the block puts the reservation's
 //! own hole back, so no page of the frames stays mapped in the memmap.
+//! The frames are mapped before the block is populated, so its memmap is
+//! written once, into them, as the kernel's altmap pages are.
 
-use sparsemem::{Granule, HotplugError, MemmapFrames, MemoryModel, PageLayout, Pfn};
+use sparsemem::table::{HotplugOp, MemoryKind};
+use sparsemem::{HotplugError, MemmapFrames, MemoryModel, PageLayout, Pfn};
 
 use super::{Detector, Vmemmap};
+use crate::reserve::HoleStyle;
 
 impl<D: Detector, P: PageLayout> Vmemmap<D, P> {
-    /// [`MemoryModel::map_memmap_on_frames`] for this model.
+    /// [`MemoryModel::hot_add_memmap_on_frames`] for this model: the
+    /// block's memmap span (a hole: the block is absent) is mapped from
+    /// the frames first, so populating and initialising the block's
+    /// descriptors writes them into the frames.
     ///
     /// # Safety
     /// As the trait method's.
-    pub(super) unsafe fn map_on_frames(
+    pub(super) unsafe fn add_on_frames(
         &mut self,
         start: Pfn,
         nr_pages: u64,
+        vmemmap_pages: u64,
         frames: MemmapFrames<'_>,
     ) -> Result<(), HotplugError> {
         let g = *self.geometry();
-        g.check_aligned_range(start, nr_pages, Granule::MemoryBlock)?;
-        if nr_pages != g.memory_block_pages() || !self.table.pfn_valid(start) {
+        self.table
+            .plan(start, nr_pages, HotplugOp::Add, MemoryKind::Memory)?;
+        if D::HOLES != HoleStyle::Inaccessible {
             return Err(HotplugError::Unsupported(
-                "a memmap is mapped on the frames of one present memory block",
+                "a memmap on frames needs PROT_NONE holes (no userfaultfd on shmem)",
+            ));
+        }
+        if nr_pages != g.memory_block_pages() {
+            return Err(HotplugError::Unsupported(
+                "a memmap is mapped on the frames of one memory block",
             ));
         }
         let (offset, len) = self.memmap_span(start.get(), nr_pages);
-        self.reservation
-            .depopulate(offset, len)
-            .map_err(HotplugError::Memmap)?;
-        // SAFETY: (1) `&mut self` excludes any live reference into the
-        // block's memmap; (2) the caller gives the file's range to the
-        // model and promises its offset is page aligned (the trait's
+        // SAFETY: (1) the block is absent (planned above), so its memmap
+        // span is a hole no reference points into, and `&mut self`
+        // excludes any other use; (2) the caller gives the file's range to
+        // the model and promises its offset is page aligned (the trait's
         // contract), and a block's memmap span is whole host pages.
-        let mapped = unsafe {
+        unsafe {
             self.reservation
                 .map_foreign(offset, len, frames.fd, frames.offset)
-        };
-        if let Err(e) = mapped {
-            // Back to the memmap the block had, so the model stays whole.
-            self.populate_pfns(start.get(), nr_pages)
+        }
+        .map_err(HotplugError::Memmap)?;
+        if let Err(e) = self.hot_add_memmap_on_memory(start, nr_pages, vmemmap_pages) {
+            self.reservation
+                .restore(offset, len)
                 .map_err(HotplugError::Memmap)?;
-            return Err(HotplugError::Memmap(e));
+            return Err(e);
         }
         self.on_frames.insert(start.get(), nr_pages);
-        let shift = g.pfn_section_shift();
-        for pfn in start.get()..start.get() + nr_pages {
-            // SAFETY: (1) the descriptor lies in the range just mapped;
-            // (2) the model owns it and `&mut self` excludes any allocator
-            // use, so initialising it is the owner's write.
-            unsafe { (*self.base.add(pfn as usize)).init_reserved(pfn >> shift) };
-        }
         Ok(())
     }
 
