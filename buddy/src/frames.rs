@@ -12,10 +12,10 @@
 //! the host would swap or kill the process, as it would any program.
 //!
 //! A memmap_on_memory block's first frames hold its memmap
-//! ([`Frames::share`]): they are remapped `MAP_SHARED` from one sparse
+//! (`Frames::share`): they are remapped `MAP_SHARED` from one sparse
 //! memfd (offset = the frames' offset in the span), so the vmemmap model
 //! can map the same file pages as the block's `struct page`s; removing the
-//! block puts private anonymous frames back ([`Frames::unshare`]) and
+//! block puts private anonymous frames back (`Frames::unshare`) and
 //! gives the file's pages up. Every other frame stays anonymous memory.
 //!
 //! # Safety

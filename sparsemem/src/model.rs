@@ -27,7 +27,7 @@ pub struct MemmapBytes {
 }
 
 /// A memory block's own frames as a file, for its memmap to be mapped onto
-/// ([`MemoryModel::map_memmap_on_frames`]): the frame of the block's first
+/// ([`MemoryModel::hot_add_memmap_on_frames`]): the frame of the block's first
 /// pfn is at byte `offset` of `fd`.
 #[derive(Clone, Copy, Debug)]
 pub struct MemmapFrames<'a> {

@@ -114,7 +114,7 @@ pub struct Vmemmap<D: Detector, P: PageLayout = Page64> {
     pub(crate) reservation: Reservation,
     pub(crate) hvo: HvoState,
     /// memmap_on_memory blocks whose memmap is mapped on their own frames
-    /// ([`MemoryModel::map_memmap_on_frames`]): first pfn → pages.
+    /// ([`MemoryModel::hot_add_memmap_on_frames`]): first pfn → pages.
     on_frames: BTreeMap<u64, u64>,
 }
 
