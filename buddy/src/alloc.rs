@@ -113,6 +113,8 @@ pub struct Allocator<M: BuddyModel, V> {
     pub(crate) altmaps: std::collections::BTreeMap<u64, u64>,
     /// Deferred struct page init's state and its static key.
     pub(crate) deferred: crate::memmap_init::Deferred,
+    /// The memory hotplug notifier chain online and offline call.
+    pub(crate) memory_chain: crate::memory_notify::MemoryNotifierChain,
     pub(crate) _variant: PhantomData<V>,
 }
 

@@ -228,6 +228,16 @@ pub enum MemHotplugError {
     Frames(FramesError),
     /// A memmap_on_memory request the gate refused, with its rule.
     MemmapOnMemory(MemmapOnMemoryError),
+    /// A memory notifier answered `NOTIFY_BAD` to `MEM_GOING_ONLINE` or
+    /// `MEM_GOING_OFFLINE`: the step was cancelled and undone.
+    NotifierRefused {
+        /// The event refused.
+        action: crate::memory_notify::MemoryAction,
+        /// First pfn of the range.
+        start: Pfn,
+        /// Pages in the range.
+        nr_pages: u64,
+    },
     /// A hotplug step while deferred struct page init is pending: the
     /// kernel runs `page_alloc_init_late` before the initcalls that can
     /// hot-add memory, so it never meets one.
@@ -364,6 +374,18 @@ impl fmt::Display for MemHotplugError {
             MemHotplugError::Range(e) => write!(f, "{e}"),
             MemHotplugError::Frames(e) => write!(f, "{e}"),
             MemHotplugError::MemmapOnMemory(e) => write!(f, "{e}"),
+            MemHotplugError::NotifierRefused {
+                action,
+                start,
+                nr_pages,
+            } => write!(
+                f,
+                "a memory notifier refused {} for pfns {start}+{nr_pages}: cancelled, nothing changed",
+                match action {
+                    crate::memory_notify::MemoryAction::GoingOffline => "MEM_GOING_OFFLINE",
+                    _ => "MEM_GOING_ONLINE",
+                }
+            ),
             MemHotplugError::DeferredInitPending => f.write_str(
                 "memory hotplug waits for deferred struct page init: the kernel runs \
                  page_alloc_init_late before the initcalls that hot-add memory",

@@ -32,6 +32,9 @@ use crate::error::{MemHotplugError, RangeError};
 use crate::frames::FramesError;
 use crate::memmap_init::{MemmapInitForm, MemmapInitZone, memmap_init};
 use crate::memmap_on_memory::{MemmapOnMemory, MemmapOnMemoryError, memmap_on_memory_pages};
+use crate::memory_notify::{
+    MemoryAction, MemoryNotifierFn, MemoryNotify, NotifierId, NotifyResult,
+};
 use crate::types::{BuddyModel, MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
 use crate::zone::{FpiFlags, Zone, check_blocks};
@@ -222,14 +225,67 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         {
             return Err(FramesError::OutsideFrames { start, nr_pages }.into());
         }
-        self.model
-            .hot_add_memmap_on_memory(start, nr_pages, vmemmap_pages)
-            .map_err(altmap_refused)?;
+        self.add_with_altmaps(start, nr_pages, vmemmap_pages)?;
         for b in blocks {
             self.offline.insert(b, node);
             self.altmaps.insert(b, vmemmap_pages);
         }
         Ok(vmemmap_pages)
+    }
+
+    /// The model's add of whole blocks, each with its memmap on its first
+    /// `vmemmap_pages` pfns: with real frames, block by block onto those
+    /// frames (shared as a file), so the memmap is stored in the hot-added
+    /// memory as the altmap puts it; without, the model's altmap add. On
+    /// error nothing of the range is added.
+    fn add_with_altmaps(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        vmemmap_pages: u64,
+    ) -> Result<(), MemHotplugError> {
+        let Some(frames) = self.frames.as_mut() else {
+            return self
+                .model
+                .hot_add_memmap_on_memory(start, nr_pages, vmemmap_pages)
+                .map_err(altmap_refused);
+        };
+        let per = self.model.geometry().memory_block_pages();
+        for first in (start.get()..start.get() + nr_pages).step_by(per as usize) {
+            let first = Pfn::new(first);
+            if let Err(e) = frames.host_memmap(&mut self.model, first, per, vmemmap_pages) {
+                // The blocks added so far go again, their frames private.
+                let done = first.get() - start.get();
+                if done > 0 {
+                    self.model.hot_remove(start, done)?;
+                }
+                for b in (start.get()..first.get()).step_by(per as usize) {
+                    frames.unshare(Pfn::new(b), vmemmap_pages)?;
+                }
+                // The model's refusals of the add itself read as without
+                // frames; what only frames need stays a frames error.
+                return Err(match e {
+                    FramesError::Memmap(
+                        e @ (HotplugError::Unsupported(_) | HotplugError::Memmap(_)),
+                    ) => FramesError::Memmap(e).into(),
+                    FramesError::Memmap(e) => altmap_refused(e),
+                    e => e.into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// After a hot-remove, gives the shared frames of its memmap_on_memory
+    /// blocks back (private anonymous frames again).
+    fn unshare_frames(&mut self, start: Pfn, nr_pages: u64) -> Result<(), MemHotplugError> {
+        let hosted = self.self_hosted_pfns(start, start + nr_pages);
+        if let Some(frames) = self.frames.as_mut() {
+            for (s, e) in hosted {
+                frames.unshare(s, e.get() - s.get())?;
+            }
+        }
+        Ok(())
     }
 
     /// The layout's `hotplug` ranges marked `memmap_on_memory`, added at
@@ -246,9 +302,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             let vmemmap_pages =
                 memmap_on_memory_pages(&g, self.options.era, MemmapOnMemory::On, nr_pages)?;
             self.model.hot_remove(first, nr_pages)?;
-            self.model
-                .hot_add_memmap_on_memory(first, nr_pages, vmemmap_pages)
-                .map_err(altmap_refused)?;
+            self.add_with_altmaps(first, nr_pages, vmemmap_pages)?;
             for b in first.get() / per..end.get() / per {
                 self.altmaps.insert(b, vmemmap_pages);
             }
@@ -287,7 +341,11 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// added for, creating or growing it; initialises their memmap for the
     /// zone and frees them to the tail of its free lists. Returns the zone.
     /// Every block must be offline and of one node; nothing changes on
-    /// error.
+    /// error. As the kernel's, it tells the memory notifier chain
+    /// ([`Allocator::register_memory_notifier`]) `MEM_GOING_ONLINE` once
+    /// the zone spans the range, and `MEM_ONLINE` at the end; a refusal
+    /// of the first sends `MEM_CANCEL_ONLINE` and takes the range out of
+    /// the zone again ([`MemHotplugError::NotifierRefused`]).
     pub fn online_pages(
         &mut self,
         start: Pfn,
@@ -320,8 +378,58 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             }
         }
         check_blocks::<M, V>(&self.model, start, end)?;
-        let zid = match self.zone_for_pfn_range(online_type, node, [start, end]) {
-            Ok(index) => index,
+        let (zid, old_span) = self.zone_to_online(online_type, node, [start, end])?;
+        let arg = MemoryNotify {
+            start_pfn: start,
+            nr_pages,
+            node,
+        };
+        self.move_pfn_range_to_zone(zid, [start, end]);
+        if self.memory_chain.notify(MemoryAction::GoingOnline, &arg) == NotifyResult::Bad {
+            // `failed_addition`: the chain hears the cancel, the range
+            // leaves the zone; nothing else was done yet.
+            self.memory_chain.notify(MemoryAction::CancelOnline, &arg);
+            self.remove_pfn_range_from_zone(zid, old_span);
+            return Err(MemHotplugError::NotifierRefused {
+                action: MemoryAction::GoingOnline,
+                start,
+                nr_pages,
+            });
+        }
+        if let Err(e) = self.model.set_online(start, nr_pages, true) {
+            self.remove_pfn_range_from_zone(zid, old_span);
+            return Err(e.into());
+        }
+        if let Err(e) = self.online_pages_range(zid, [start, end]) {
+            self.model.set_online(start, nr_pages, false)?;
+            self.remove_pfn_range_from_zone(zid, old_span);
+            return Err(e.into());
+        }
+        let zone = &mut self.zones[zid];
+        crate::walk::set_zone_contiguous(&self.model, zone, Some([start, end]));
+        let id = zone.id;
+        for b in blocks {
+            self.offline.remove(&b);
+        }
+        self.setup_watermarks_and_pcp();
+        self.memory_chain.notify(MemoryAction::Online, &arg);
+        Ok(id)
+    }
+
+    /// The zone `[start, end)` of `node` is onlined into, created if the
+    /// node has none of that type, with its span before (`None`: created
+    /// here).
+    fn zone_to_online(
+        &mut self,
+        online_type: OnlineType,
+        node: NodeId,
+        [start, end]: [Pfn; 2],
+    ) -> Result<(usize, Option<[Pfn; 2]>), MemHotplugError> {
+        match self.zone_for_pfn_range(online_type, node, [start, end]) {
+            Ok(index) => Ok((
+                index,
+                Some([self.zones[index].start, self.zones[index].end]),
+            )),
             Err(kind) => {
                 if self.zones.len() >= MAX_ZONES {
                     return Err(MemHotplugError::TooManyZones);
@@ -337,34 +445,17 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                     self.path,
                 ));
                 self.rebuild_nodes();
-                id.index()
+                Ok((id.index(), None))
             }
-        };
-        self.model.set_online(start, nr_pages, true)?;
-        if let Err(e) = self.move_to_zone(zid, [start, end]) {
-            self.model.set_online(start, nr_pages, false)?;
-            return Err(e.into());
         }
-        let zone = &mut self.zones[zid];
-        crate::walk::set_zone_contiguous(&self.model, zone, Some([start, end]));
-        let id = zone.id;
-        for b in blocks {
-            self.offline.remove(&b);
-        }
-        self.setup_watermarks_and_pcp();
-        Ok(id)
     }
 
-    /// `move_pfn_range_to_zone` + `online_pages_range` for whole blocks
-    /// `[start, end)` onlined into zone `zid`: the span grows over them,
-    /// the self-hosted pfns join the zone reserved
-    /// (`mhp_init_memmap_on_memory`, `memmap_init_range`) and the rest is
-    /// freed to the tail of the lists.
-    fn move_to_zone(&mut self, zid: usize, [start, end]: [Pfn; 2]) -> Result<(), RangeError> {
-        let (hosted, pieces) = (
-            self.self_hosted_pfns(start, end),
-            self.buddy_pieces(start, end),
-        );
+    /// `move_pfn_range_to_zone` for whole blocks `[start, end)` onlined
+    /// into zone `zid`: the span grows over them and the self-hosted pfns
+    /// join the zone reserved (`mhp_init_memmap_on_memory`,
+    /// `memmap_init_range`).
+    fn move_pfn_range_to_zone(&mut self, zid: usize, [start, end]: [Pfn; 2]) {
+        let hosted = self.self_hosted_pfns(start, end);
         let zone = &mut self.zones[zid];
         zone.grow(start, end);
         for &(s, e) in &hosted {
@@ -381,16 +472,64 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 MemmapInitForm::MemblockRanges,
             );
         }
+    }
+
+    /// `remove_pfn_range_from_zone` after a failed online: the zone's span
+    /// as it was before (`old_span`), or the zone gone if the online
+    /// created it. The self-hosted descriptors keep the zone link
+    /// `move_pfn_range_to_zone` wrote (the kernel poisons them), which
+    /// nothing reads while the block is offline.
+    fn remove_pfn_range_from_zone(&mut self, zid: usize, old_span: Option<[Pfn; 2]>) {
+        match old_span {
+            Some([s, e]) => {
+                let zone = &mut self.zones[zid];
+                zone.start = s;
+                zone.end = e;
+            }
+            None => {
+                debug_assert_eq!(zid + 1, self.zones.len(), "the zone just created");
+                self.zones.pop();
+                self.rebuild_nodes();
+            }
+        }
+    }
+
+    /// `online_pages_range`: frees `[start, end)` but its self-hosted pfns
+    /// to the tail of zone `zid`'s lists.
+    fn online_pages_range(&mut self, zid: usize, [start, end]: [Pfn; 2]) -> Result<(), RangeError> {
+        let pieces = self.buddy_pieces(start, end);
+        let zone = &mut self.zones[zid];
         for &(s, e) in &pieces {
             zone.give_range(&self.model, [s, e], FpiFlags::TO_TAIL)?;
         }
         Ok(())
     }
 
+    /// `register_memory_notifier` (`hotplug_memory_notifier(callback,
+    /// priority)`): `callback` hears every online and offline from now
+    /// on, higher priorities first; answering [`NotifyResult::Bad`] to
+    /// [`MemoryAction::GoingOnline`] or [`MemoryAction::GoingOffline`]
+    /// makes the step fail with [`MemHotplugError::NotifierRefused`],
+    /// undone.
+    pub fn register_memory_notifier(
+        &mut self,
+        priority: i32,
+        callback: MemoryNotifierFn,
+    ) -> NotifierId {
+        self.memory_chain.register(priority, callback)
+    }
+
+    /// `unregister_memory_notifier`: whether `id` was registered.
+    pub fn unregister_memory_notifier(&mut self, id: NotifierId) -> bool {
+        self.memory_chain.unregister(id)
+    }
+
     /// `offline_pages`: offlines whole memory blocks `[start, start +
     /// nr_pages)` of one zone; every page must be managed (a block with
     /// holes is refused, as the kernel does) and free (no migration here:
-    /// pages in use make it refuse with their count).
+    /// pages in use make it refuse with their count). The notifier chain
+    /// hears `MEM_GOING_OFFLINE` first, and `MEM_CANCEL_OFFLINE` when a
+    /// callback or the pages in use refuse, else `MEM_OFFLINE`.
     pub fn offline_pages(&mut self, start: Pfn, nr_pages: u64) -> Result<(), MemHotplugError> {
         self.check_not_deferred()?;
         let blocks = self.blocks(start, nr_pages)?;
@@ -415,8 +554,25 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         for (&(s, e), free) in pieces.iter().zip(&mut free_blocks) {
             in_use += self.free_blocks_of(zid, [s, e], free)?;
         }
-        if in_use > 0 {
-            return Err(MemHotplugError::InUse { nr_pages: in_use });
+        let arg = MemoryNotify {
+            start_pfn: start,
+            nr_pages,
+            node: self.zones[zid.index()].node,
+        };
+        // `MEM_GOING_OFFLINE` before the migration (here: the pages in use
+        // refuse); either failure cancels (`failed_removal_isolated`).
+        let refused = self.memory_chain.notify(MemoryAction::GoingOffline, &arg);
+        if refused == NotifyResult::Bad || in_use > 0 {
+            self.memory_chain.notify(MemoryAction::CancelOffline, &arg);
+            return Err(if in_use > 0 {
+                MemHotplugError::InUse { nr_pages: in_use }
+            } else {
+                MemHotplugError::NotifierRefused {
+                    action: MemoryAction::GoingOffline,
+                    start,
+                    nr_pages,
+                }
+            });
         }
         self.model.set_online(start, nr_pages, false)?;
         let hosted = self.self_hosted_pfns(start, end);
@@ -433,6 +589,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         let node = zone.node;
         self.offline.extend(blocks.map(|b| (b, node)));
         self.setup_watermarks_and_pcp();
+        self.memory_chain.notify(MemoryAction::Offline, &arg);
         Ok(())
     }
 
@@ -499,6 +656,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             });
         }
         self.model.hot_remove(start, nr_pages)?;
+        self.unshare_frames(start, nr_pages)?;
         for b in blocks {
             self.offline.remove(&b);
             self.altmaps.remove(&b);

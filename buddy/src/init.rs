@@ -209,6 +209,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             offline: Default::default(),
             altmaps: Default::default(),
             deferred: Deferred::new(Vec::new()),
+            memory_chain: Default::default(),
             _variant: PhantomData,
         };
         let max_order = layout.geometry().max_order();

@@ -52,7 +52,8 @@
 //!    lock), `variant` (the compile-time variants), `list` (the intrusive
 //!    lists and the owned-block token): nothing of the crate;
 //! 2. `era` (each kernel's mechanisms), `gfp` (GFP masks), `watermark`
-//!    (the kernel's formulas), `frames` (real frames), then
+//!    (the kernel's formulas), `frames` (real frames),
+//!    `memory_notify` (the memory hotplug notifier chain), then
 //!    `memmap_on_memory` (its gate, by era);
 //! 3. `error` (one enum per domain, and their join), `node` (nodes,
 //!    zonelists, node masks), `memmap_init` (the boot memmap walk's
@@ -114,6 +115,7 @@ mod lock;
 #[allow(unsafe_code)]
 mod memmap_init;
 mod memmap_on_memory;
+mod memory_notify;
 mod node;
 mod pcp;
 mod start_state;
@@ -148,6 +150,7 @@ pub use hugetlb::{HugetlbCounts, HugetlbError, HugetlbPool, HvoMode};
 pub use lock::ZoneLockKind;
 pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
 pub use memmap_on_memory::{MemmapOnMemory, MemmapOnMemoryError, memmap_on_memory_pages, pmd_size};
+pub use memory_notify::{MemoryAction, MemoryNotifierFn, MemoryNotify, NotifierId, NotifyResult};
 pub use node::{Node, NodeMask};
 pub use pcp::{MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD, PerCpu};
 pub use start_state::StartStateError;

@@ -60,6 +60,10 @@ pub enum HvoError {
     AlreadyOptimized(Pfn),
     /// The folio is not optimised.
     NotOptimized(Pfn),
+    /// The folio's memmap is on its memory block's own frames
+    /// (memmap_on_memory): the kernel leaves such a folio unoptimised
+    /// (`PageVmemmapSelfHosted`), pfnlab refuses.
+    SelfHosted(Pfn),
     /// A mapping, hole punch or write failed.
     Map(io::Error),
 }
@@ -94,6 +98,10 @@ impl fmt::Display for HvoError {
                 write!(f, "the folio at pfn {pfn:?} is already optimised")
             }
             HvoError::NotOptimized(pfn) => write!(f, "the folio at pfn {pfn:?} is not optimised"),
+            HvoError::SelfHosted(pfn) => write!(
+                f,
+                "the folio at pfn {pfn:?} has its memmap on its own memory block's frames (memmap_on_memory): the kernel does not optimise it"
+            ),
             HvoError::Map(e) => write!(f, "remapping the vmemmap failed: {e}"),
         }
     }

@@ -26,6 +26,17 @@ pub struct MemmapBytes {
     pub huge: u64,
 }
 
+/// A memory block's own frames as a file, for its memmap to be mapped onto
+/// ([`MemoryModel::hot_add_memmap_on_frames`]): the frame of the block's first
+/// pfn is at byte `offset` of `fd`.
+#[derive(Clone, Copy, Debug)]
+pub struct MemmapFrames<'a> {
+    /// The file behind the frames (a memfd).
+    pub fd: std::os::fd::BorrowedFd<'a>,
+    /// Byte offset of the block's first frame in the file.
+    pub offset: u64,
+}
+
 /// Which `for_each_valid_pfn` the kernel builds for a memory model
 /// (include/linux/mmzone.h).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -271,6 +282,34 @@ pub unsafe trait MemoryModel: Send + Sync {
         vmemmap_pages: u64,
     ) -> Result<(), HotplugError> {
         let _ = (start, nr_pages, vmemmap_pages);
+        Err(HotplugError::NeedsVmemmap { model: self.name() })
+    }
+
+    /// Hot-adds one memory block at `start` (`nr_pages`) as
+    /// [`MemoryModel::hot_add_memmap_on_memory`] does, with its memmap
+    /// mapped onto `frames`, the file pages that are the block's own first
+    /// frames, so the block's `struct page`s are populated and stored in
+    /// the block's memory (the altmap's pages, seen once as frames and once
+    /// as memmap), as `vmemmap_populate(…, altmap)` takes them. Hot-removing
+    /// the block unmaps them. Only VMEMMAP models with `PROT_NONE` holes
+    /// can; the others answer [`HotplugError::NeedsVmemmap`] or
+    /// [`HotplugError::Unsupported`].
+    ///
+    /// # Safety
+    /// - `frames.fd`'s bytes `[frames.offset, frames.offset + nr_pages *
+    ///   size_of::<Self::Page>())` are given to the model until the block
+    ///   is hot-removed: nothing writes them meanwhile except through the
+    ///   model's descriptors (they are the block's self-hosted pfns, which
+    ///   no allocator hands out);
+    /// - `frames.offset` is host-page aligned.
+    unsafe fn hot_add_memmap_on_frames(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        vmemmap_pages: u64,
+        frames: MemmapFrames<'_>,
+    ) -> Result<(), HotplugError> {
+        let _ = (start, nr_pages, vmemmap_pages, frames);
         Err(HotplugError::NeedsVmemmap { model: self.name() })
     }
 

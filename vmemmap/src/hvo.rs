@@ -406,6 +406,9 @@ unsafe impl<D: Detector> HugetlbVmemmap for Vmemmap<D> {
         batched: bool,
     ) -> Result<(), HvoError> {
         let spans = self.spans(heads, order)?;
+        if let Some(&h) = heads.iter().find(|&&h| self.memmap_on_frames_of(h)) {
+            return Err(HvoError::SelfHosted(h));
+        }
         let mut inner = self.hvo.lock();
         for &h in heads {
             if inner.folios.contains_key(&h.get()) {

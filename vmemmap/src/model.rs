@@ -20,17 +20,21 @@
 //! and reports "valid" only when the load succeeds *and* the mask is set. A
 //! userfaultfd zero page reads as all-zero, so it is "invalid" the same way.
 
+use std::collections::BTreeMap;
 use std::io;
 
 use sparsemem::table::{Extreme, HotplugOp, MemoryKind, SectionChange, SectionTable};
 use sparsemem::{
-    BuildError, Geometry, HotplugError, Layout, MemmapBytes, MemoryModel, Migratetype, NodeId,
-    Page64, PageLayout, Pfn, PfnWalker, RangeKind, SectionNr, first_valid_pfn_per_pfn,
+    BuildError, Geometry, HotplugError, Layout, MemmapBytes, MemmapFrames, MemoryModel,
+    Migratetype, NodeId, Page64, PageLayout, Pfn, PfnWalker, RangeKind, SectionNr,
+    first_valid_pfn_per_pfn,
 };
 
 use sparsemem::hvo::{HugetlbVmemmap, HvoError};
 
 use crate::hvo_state::HvoState;
+
+mod on_frames;
 use crate::reserve::{Backing, HoleStyle, Reservation, thp_available};
 
 /// Options for building a vmemmap model.
@@ -109,6 +113,9 @@ pub struct Vmemmap<D: Detector, P: PageLayout = Page64> {
     detector: D,
     pub(crate) reservation: Reservation,
     pub(crate) hvo: HvoState,
+    /// memmap_on_memory blocks whose memmap is mapped on their own frames
+    /// ([`MemoryModel::hot_add_memmap_on_frames`]): first pfn → pages.
+    on_frames: BTreeMap<u64, u64>,
 }
 
 // SAFETY: `base` points into `reservation`, owned by this value; descriptors
@@ -180,6 +187,7 @@ impl<D: Detector, P: PageLayout> Vmemmap<D, P> {
             detector,
             reservation,
             hvo: HvoState::default(),
+            on_frames: BTreeMap::new(),
         };
         for (&nr, sp) in &plan {
             let first = g.section_nr_to_pfn(nr).get();
@@ -546,11 +554,23 @@ unsafe impl<D: Detector, P: PageLayout> MemoryModel for Vmemmap<D, P> {
         self.hot_add(start, nr_pages)
     }
 
+    unsafe fn hot_add_memmap_on_frames(
+        &mut self,
+        start: Pfn,
+        nr_pages: u64,
+        vmemmap_pages: u64,
+        frames: MemmapFrames<'_>,
+    ) -> Result<(), HotplugError> {
+        // SAFETY: the trait's contract is `add_on_frames`'s.
+        unsafe { self.add_on_frames(start, nr_pages, vmemmap_pages, frames) }
+    }
+
     fn hot_remove(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
         let changes = self
             .table
             .plan(start, nr_pages, HotplugOp::Remove, MemoryKind::Memory)?;
-        self.remove(&changes)
+        self.remove(&changes)?;
+        self.unmap_frames(start.get(), start.get() + nr_pages)
     }
 
     fn add_device(&mut self, start: Pfn, nr_pages: u64, node: NodeId) -> Result<(), HotplugError> {

@@ -27,13 +27,15 @@
 //! # Safety
 //! This module calls `mmap`, `mprotect`, `madvise` and `munmap` (nix's
 //! `sys::mman`) on the
-//! reservation it owns. It hands out the base address; callers may only
+//! reservation it owns, and maps a foreign file (a block's frames) over
+//! part of it under [`Reservation::map_foreign`]'s contract. It hands out the base address; callers may only
 //! form references to descriptors in populated ranges (or, with
 //! `HoleStyle::Missing`, in ranges a userfaultfd resolves).
 
 use std::ffi::c_void;
 use std::io;
 use std::num::NonZeroUsize;
+use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 
 use nix::sys::mman::{self, MapFlags, MmapAdvise, ProtFlags};
@@ -258,6 +260,88 @@ impl Reservation {
             unsafe { mman::mprotect(addr, len, ProtFlags::PROT_NONE) }?;
         }
         Ok(())
+    }
+
+    /// Maps `[offset, offset + len)` shared from `fd` at `fd_offset`,
+    /// read-write and populated, replacing the reservation's own pages
+    /// there: a memmap_on_memory block's memmap on the block's frames.
+    /// [`Reservation::restore`] undoes it.
+    ///
+    /// # Safety
+    /// - no reference into the range is alive (its bytes become the
+    ///   file's);
+    /// - `fd_offset` is host-page aligned and the file is at least
+    ///   `fd_offset + len` bytes long.
+    pub unsafe fn map_foreign(
+        &self,
+        offset: usize,
+        len: usize,
+        fd: BorrowedFd<'_>,
+        fd_offset: u64,
+    ) -> io::Result<()> {
+        self.check(offset, len)?;
+        if self.style != HoleStyle::Inaccessible {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a memmap on foreign frames needs PROT_NONE holes (no userfaultfd on shmem)",
+            ));
+        }
+        let off = libc::off_t::try_from(fd_offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset overflows"))?;
+        let nonzero = NonZeroUsize::new(len)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty range"))?;
+        // SAFETY: (1) the range lies within our reservation (checked) and
+        // the caller holds no reference into it; (2) MAP_FIXED replaces
+        // only that range; (3) the caller promises the file covers it.
+        let got = unsafe {
+            mman::mmap(
+                Some(self.range_start(offset).addr()),
+                nonzero,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED
+                    | MapFlags::MAP_FIXED
+                    | MapFlags::MAP_NORESERVE
+                    | MapFlags::MAP_POPULATE,
+                fd,
+                off,
+            )
+        }?;
+        debug_assert_eq!(got, self.range_start(offset));
+        Ok(())
+    }
+
+    /// Puts the reservation's own hole back over `[offset, offset + len)`
+    /// (after [`Reservation::map_foreign`]): `PROT_NONE`, from the
+    /// reservation's memfd or fresh anonymous memory, so no page of the
+    /// foreign file stays mapped there.
+    ///
+    /// The caller guarantees no reference into the range is alive.
+    pub fn restore(&self, offset: usize, len: usize) -> io::Result<()> {
+        self.check(offset, len)?;
+        let addr = self.range_start(offset);
+        match &self.memfd {
+            // SAFETY: (1) the range lies within our reservation (checked)
+            // and holds no live reference; (2) offsets in the file equal
+            // offsets in the reservation, and both are page aligned.
+            Some(memfd) => unsafe {
+                memfd.map_fixed(addr.as_ptr().cast(), len, offset as u64, Prot::None)
+            },
+            None => {
+                let nonzero = NonZeroUsize::new(len)
+                    .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty range"))?;
+                // SAFETY: as above; a private anonymous PROT_NONE mapping
+                // over our own range is what `new` made there.
+                unsafe {
+                    mman::mmap_anonymous(
+                        Some(addr.addr()),
+                        nonzero,
+                        ProtFlags::PROT_NONE,
+                        MapFlags::MAP_PRIVATE | MapFlags::MAP_FIXED | MapFlags::MAP_NORESERVE,
+                    )
+                }?;
+                Ok(())
+            }
+        }
     }
 
     /// Resident bytes and bytes in transparent huge pages. Anonymous:

@@ -207,11 +207,8 @@ fn measure_hot_add<M: Buildable>(
     let per = g.memory_block_pages();
     let nr = per * blocks_per_add(base.era);
     let (room, starts) = with_hotplug_room(layout, nr * g.page_size())?;
-    let mut alloc = build_allocator::<M, Kernel>(&room, options, base)?;
-    alloc
-        .hot_remove(starts[0], 2 * nr)
-        .map_err(AllocError::from)?;
     let node = layout.first_node();
+    let (mut alloc, on_frames) = build_for_hot_add::<M>(&room, options, base, starts, nr)?;
     let mut ns = [Vec::new(), Vec::new()];
     for trial in 0..=plan.trials.max(1) {
         for (i, place) in MemmapIn::ALL.into_iter().enumerate() {
@@ -236,6 +233,7 @@ fn measure_hot_add<M: Buildable>(
     let reads = measure_reads(&alloc, starts, nr, plan);
     let set = next_set();
     Ok(HotAddResults {
+        memmap_on_frames: on_frames,
         blocks: blocks_per_add(base.era),
         block_pages: per,
         add: MemmapIn::ALL
@@ -247,6 +245,41 @@ fn measure_hot_add<M: Buildable>(
         free_by_order: by_order,
         reads,
     })
+}
+
+/// The allocator for the hot-add part, its room (`2 * nr` pages from
+/// `starts[0]`) removed: with real frames, so a block's memmap really
+/// lives in its own first frames, where the model can map it there
+/// (`true`); else without (the userfaultfd detectors, whose holes are not
+/// `PROT_NONE`), and the in-block memmap is only the allocator's record.
+fn build_for_hot_add<M: Buildable>(
+    room: &Layout,
+    options: VmemmapOptions,
+    base: Options,
+    starts: [Pfn; 2],
+    nr: u64,
+) -> Result<(Allocator<M, Kernel>, bool), HotAddRefused> {
+    let framed = Options {
+        frames: true,
+        ..base
+    };
+    let node = room.first_node();
+    let per = room.geometry().memory_block_pages();
+    let mut alloc = build_allocator::<M, Kernel>(room, options, framed)?;
+    alloc.hot_remove(starts[0], 2 * nr)?;
+    match alloc.hot_add_memmap_on_memory(starts[0], per, node, MemmapOnMemory::On) {
+        Ok(_) => {
+            alloc.hot_remove(starts[0], per)?;
+            Ok((alloc, true))
+        }
+        Err(MemHotplugError::Frames(_)) => {
+            drop(alloc);
+            let mut alloc = build_allocator::<M, Kernel>(room, options, base)?;
+            alloc.hot_remove(starts[0], 2 * nr)?;
+            Ok((alloc, false))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// One hot-add of `nr` pages at `start`, its memmap where `place` says;

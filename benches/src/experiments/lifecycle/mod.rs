@@ -24,12 +24,16 @@
 //! - `add_memory` + `online_pages` per block, its memmap in the block
 //!   (`MHP_MEMMAP_ON_MEMORY`) against in boot memory;
 //! - the pfns each block loses, and its free blocks by order;
-//! - random-pfn `pfn_to_page` + flags reads over each range. pfnlab's
-//!   vmemmap maps every memmap page from the host's memory wherever the
-//!   allocator's altmap says it lives, so both reads reach the same kind
-//!   of memory: the pair shows the lookup is unchanged, not the far-memory
-//!   (CXL) locality price the kernel pays, which a user-space model
-//!   cannot show.
+//! - random-pfn `pfn_to_page` + flags reads over each range. The run
+//!   uses real frames here: a block added with its memmap on the memory
+//!   has that memmap mapped on its own first frames (pages of a memfd,
+//!   shared with the frames), the other's memmap is the vmemmap
+//!   reservation's own memory. Both are this host's DRAM, so the pair
+//!   shows what the placement changes in user space (page size of the
+//!   mapping, shmem against anonymous memory), not the far-memory (CXL)
+//!   locality price the kernel pays. The userfaultfd detectors cannot map
+//!   a memmap on frames; there both memmaps are the reservation's and the
+//!   rows say so (`memmap_on_frames: false`).
 
 mod measure;
 
@@ -181,6 +185,10 @@ pub struct GrowResults {
 /// memmap_on_memory against a memmap in boot memory.
 #[derive(Clone, Debug)]
 pub struct HotAddResults {
+    /// Whether the in-block memmap was mapped on the block's own real
+    /// frames (`false`: the model cannot, and both memmaps are the
+    /// vmemmap reservation's memory).
+    pub memmap_on_frames: bool,
     /// Memory blocks per add.
     pub blocks: u64,
     /// Pages per block.
@@ -264,6 +272,10 @@ pub struct LifecycleExtra {
     /// The first block's free blocks, by order 0..=MAX_PAGE_ORDER.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub free_blocks_by_order: Option<Vec<u64>>,
+    /// memmap_on_memory rows: whether the in-block memmap lived on the
+    /// block's own real frames.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memmap_on_frames: Option<bool>,
 }
 
 /// A row of the report.
@@ -446,6 +458,7 @@ fn hot_add_rows(ctx: &Ctx, h: &HotAddResults) -> Vec<LifecycleRow> {
         let extra = LifecycleExtra {
             pages_lost_per_block: Some(h.lost_per_block[i]),
             free_blocks_by_order: Some(h.free_by_order[i].clone()),
+            memmap_on_frames: Some(h.memmap_on_frames),
             ..ratio_extra(m, &h.add[1].1)
         };
         rows.push(Row::new(
@@ -461,7 +474,10 @@ fn hot_add_rows(ctx: &Ctx, h: &HotAddResults) -> Vec<LifecycleRow> {
             memmap_in: Some(*place),
             ..LifecycleParams::default()
         };
-        let extra = ratio_extra(m, &h.reads[1].1);
+        let extra = LifecycleExtra {
+            memmap_on_frames: Some(h.memmap_on_frames),
+            ..ratio_extra(m, &h.reads[1].1)
+        };
         rows.push(Row::new(
             LifecycleVariant::PfnToPageFlags,
             ctx.model,
@@ -587,7 +603,12 @@ fn render_hot_add(ctx: &Ctx, h: &HotAddResults) -> String {
             t += &format!("  {what}: the block / boot memory {}\n", ratio_cell(&i));
         }
     }
-    t += "  (both memmaps are the host's memory here: the read pair shows the lookup unchanged, \
-          not a far-memory price)\n";
+    t += if h.memmap_on_frames {
+        "  (the block's memmap is mapped on its own first frames, a memfd's pages; boot memory's \
+         is the vmemmap reservation's: both are this host's DRAM, so no far-memory price shows)\n"
+    } else {
+        "  (this model cannot map a memmap on frames: both memmaps are the reservation's memory, \
+         so the read pair shows the lookup unchanged, not where the memmap lives)\n"
+    };
     t
 }
