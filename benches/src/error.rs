@@ -31,6 +31,11 @@ pub enum RunError {
     Fixup(io::Error),
     /// A peer allocator could not be set up.
     Peer(PeerError),
+    /// `--start-state` given to an experiment that does not take one.
+    StartStateRefused {
+        /// The experiment.
+        experiment: &'static str,
+    },
     /// The hugetlb pool (or its HVO) refused a step.
     Hugetlb {
         /// The model.
@@ -45,6 +50,10 @@ impl fmt::Display for RunError {
         match self {
             RunError::Model { model, source } => write!(f, "{model}: {source}"),
             RunError::Layout(e) => e.fmt(f),
+            RunError::StartStateRefused { experiment } => write!(
+                f,
+                "bench {experiment} takes no --start-state: its workloads need the allocator as boot leaves it (the default comparison, bench bulk and replay take one)"
+            ),
             RunError::Json(e) => e.fmt(f),
             RunError::NotPositive { row } => {
                 write!(f, "{row}: a measurement is not a positive number")
@@ -62,7 +71,7 @@ impl std::error::Error for RunError {
             RunError::Model { source, .. } => Some(source),
             RunError::Layout(e) => Some(e),
             RunError::Json(e) => Some(e),
-            RunError::NotPositive { .. } => None,
+            RunError::NotPositive { .. } | RunError::StartStateRefused { .. } => None,
             RunError::Fixup(e) => Some(e),
             RunError::Peer(e) => Some(e),
             RunError::Hugetlb { source, .. } => Some(source),

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use crate::error::{JsonError, JsonErrorKind, RunError};
 use crate::machine::Machine;
 use crate::models::ModelKind;
+use crate::snapshot::StartStateRecord;
 use crate::spread::{Comparison, Interval, TrialRecord};
 use crate::timing::Measurement;
 
@@ -192,6 +193,10 @@ pub struct Report<R = JsonRow> {
     /// Every ratio the run states, with its interval and verdict.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub comparisons: Vec<Comparison>,
+    /// The snapshot whose free lists every allocator of the run started
+    /// from, and the seed that placed them (`None`: a fresh boot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_state: Option<StartStateRecord>,
     /// The results.
     pub results: Vec<R>,
 }

@@ -137,3 +137,110 @@ fn bad_snapshots_are_one_line_and_exit_2() {
     let err = refused(&pfnlab(&["buddyinfo", "--start-state", "my.json"]));
     assert!(err.contains("snapshot:FILE"), "{err}");
 }
+
+/// A report's `start_state`, read back.
+fn start_state_of(json: &Path) -> serde_json::Value {
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    report["start_state"].clone()
+}
+
+#[test]
+fn the_default_comparison_bulk_and_replay_start_from_a_snapshot() {
+    let dir = std::env::temp_dir().join(format!("pfnlab-start-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let start = format!("snapshot:{}", host_fixture());
+    let json = dir.join("r.json");
+    let j = json.to_str().unwrap();
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gzip-dd.trace.zst");
+    for (args, what) in [
+        (
+            vec![
+                "--start-state",
+                &start,
+                "--seed",
+                "3",
+                "--quick",
+                "--json",
+                j,
+            ],
+            "compare",
+        ),
+        (
+            vec![
+                "bench",
+                "bulk",
+                "--quick",
+                "--start-state",
+                &start,
+                "--seed",
+                "3",
+                "--json",
+                j,
+            ],
+            "bulk",
+        ),
+        (
+            vec![
+                "replay",
+                trace,
+                "--model",
+                "flat",
+                "--trials",
+                "1",
+                "--start-state",
+                &start,
+                "--seed",
+                "3",
+                "--json",
+                j,
+            ],
+            "replay",
+        ),
+    ] {
+        let out = stdout(&pfnlab(&args));
+        // The header says it, the layout is the snapshot's, and the
+        // report records the snapshot and the seed.
+        assert!(out.contains("start state: snapshot:"), "{what}: {out}");
+        let s = start_state_of(&json);
+        assert_eq!(s["seed"], 3, "{what}: {s}");
+        assert!(
+            s["snapshot"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("snapshot-host.json")),
+            "{what}: {s}"
+        );
+        if what == "replay" {
+            // The snapshot's machine had little free: the replay started
+            // with the rest allocated, and conserved it.
+            let report: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            assert_eq!(
+                report["results"][0]["allocator"]["conserved"], true,
+                "{report}"
+            );
+        }
+    }
+    // An experiment whose workload needs boot's free lists refuses it,
+    // and so does the default comparison's option before a command.
+    let msg = refused(&pfnlab(&[
+        "bench",
+        "peers",
+        "--quick",
+        "--start-state",
+        &start,
+    ]));
+    assert!(msg.contains("bench peers takes no --start-state"), "{msg}");
+    let msg = refused(&pfnlab(&["--start-state", &start, "layout"]));
+    assert!(msg.contains("--start-state before a command"), "{msg}");
+    // A snapshot that is not there: one line, nothing run.
+    let msg = refused(&pfnlab(&[
+        "bench",
+        "bulk",
+        "--quick",
+        "--start-state",
+        "snapshot:/nonexistent.json",
+    ]));
+    assert!(msg.contains("/nonexistent.json"), "{msg}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -17,14 +17,16 @@
 
 use std::fmt;
 
-use sparsemem::{BuildError, Geometry, HotplugError, NodeId, Order, OrderTooLarge, Pfn};
+use sparsemem::{
+    BuildError, Geometry, HotplugError, Migratetype, NodeId, Order, OrderTooLarge, Pfn,
+};
 
 use crate::era::NotInEra;
 
 use crate::frames::FramesError;
 use crate::gfp::GfpError;
 use crate::memmap_on_memory::MemmapOnMemoryError;
-use crate::types::{MAX_BULK, MAX_ZONES, ZoneId};
+use crate::types::{FREECOUNT_CAP, MAX_BULK, MAX_ZONES, ZoneId};
 use crate::watermark::MIN_PERCPU_PAGELIST_HIGH_FRACTION;
 
 /// Why an allocation request was refused.
@@ -244,6 +246,112 @@ pub enum MemHotplugError {
     DeferredInitPending,
 }
 
+/// Why a start state could not be set; the allocator is unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartStateError {
+    /// An era without migratetypes (before 2.6.24).
+    NoMigratetypes,
+    /// Pages are allocated or on per-CPU lists: only a fresh allocator.
+    NotFresh,
+    /// Another `pageblock_order`.
+    PageblockOrder {
+        /// The target's.
+        target: u32,
+        /// The model's.
+        model: u32,
+    },
+    /// A zone one side has and the other does not.
+    Zones {
+        /// Its node.
+        node: u32,
+        /// Its name.
+        zone: String,
+        /// Which side lacks it.
+        missing_in: &'static str,
+    },
+    /// A zone with another number of pageblocks, or of orders.
+    Shape {
+        /// Its node.
+        node: u32,
+        /// Its name.
+        zone: String,
+        /// What differs.
+        what: String,
+    },
+    /// A count the kernel capped (`>100000`) that cannot be worked out.
+    Capped {
+        /// Its node.
+        node: u32,
+        /// Its name.
+        zone: String,
+        /// The order.
+        order: usize,
+        /// Why it cannot be.
+        why: &'static str,
+    },
+    /// Blocks of an order that found no place.
+    CannotFit {
+        /// Its node.
+        node: u32,
+        /// Its name.
+        zone: String,
+        /// The migratetype.
+        mt: Migratetype,
+        /// The order.
+        order: Order,
+        /// How many found a place of how many.
+        placed: u64,
+        /// Of how many.
+        wanted: u64,
+    },
+}
+
+impl fmt::Display for StartStateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartStateError::NoMigratetypes => {
+                f.write_str("this era has no migratetypes (2.6.24 on): no start state")
+            }
+            StartStateError::NotFresh => {
+                f.write_str("a start state needs a fresh allocator (nothing allocated)")
+            }
+            StartStateError::PageblockOrder { target, model } => {
+                write!(f, "pageblock order {target}, but the model's is {model}")
+            }
+            StartStateError::Zones {
+                node,
+                zone,
+                missing_in,
+            } => write!(f, "node {node} zone {zone} is missing in the {missing_in}"),
+            StartStateError::Shape { node, zone, what } => {
+                write!(f, "node {node} zone {zone}: {what}")
+            }
+            StartStateError::Capped {
+                node,
+                zone,
+                order,
+                why,
+            } => write!(
+                f,
+                "node {node} zone {zone} order {order}: a free count the kernel capped (>{FREECOUNT_CAP}) and {why}"
+            ),
+            StartStateError::CannotFit {
+                node,
+                zone,
+                mt,
+                order,
+                placed,
+                wanted,
+            } => write!(
+                f,
+                "node {node} zone {zone}: only {placed} of {wanted} free {mt} blocks of order {order} fit the layout"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StartStateError {}
+
 /// Any of the allocator's errors, for a caller that needs one type; its
 /// message and `source()` are the inner error's.
 #[derive(Debug)]
@@ -256,6 +364,8 @@ pub enum AllocError {
     Init(InitError),
     /// A hotplug step refused.
     Hotplug(MemHotplugError),
+    /// A start state refused (the allocator unchanged).
+    StartState(StartStateError),
 }
 
 impl fmt::Display for RequestError {
@@ -401,6 +511,7 @@ impl fmt::Display for AllocError {
             AllocError::Free(e) => write!(f, "{e}"),
             AllocError::Init(e) => write!(f, "{e}"),
             AllocError::Hotplug(e) => write!(f, "{e}"),
+            AllocError::StartState(e) => write!(f, "{e}"),
         }
     }
 }
@@ -458,6 +569,7 @@ impl std::error::Error for AllocError {
             AllocError::Free(e) => e,
             AllocError::Init(e) => e,
             AllocError::Hotplug(e) => e,
+            AllocError::StartState(e) => e,
         })
     }
 }
@@ -489,6 +601,7 @@ wrap! {
     FreeError => AllocError::Free,
     InitError => AllocError::Init,
     MemHotplugError => AllocError::Hotplug,
+    StartStateError => AllocError::StartState,
 }
 
 /// Errors of the lower layers a joined caller meets directly: building

@@ -45,120 +45,13 @@
 //! placement is one of many with these counts), and eras without
 //! migratetypes (refused).
 
-use std::fmt;
-
 use sparsemem::{Migratetype, Order, PageLayout, Pfn};
 
 use crate::alloc::Allocator;
+pub use crate::error::StartStateError;
 use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 use crate::views::{BuddyInfo, FREECOUNT_CAP, PageTypeInfo, ZoneTypes};
-
-/// Why a start state could not be set; the allocator is unchanged.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StartStateError {
-    /// An era without migratetypes (before 2.6.24).
-    NoMigratetypes,
-    /// Pages are allocated or on per-CPU lists: only a fresh allocator.
-    NotFresh,
-    /// Another `pageblock_order`.
-    PageblockOrder {
-        /// The target's.
-        target: u32,
-        /// The model's.
-        model: u32,
-    },
-    /// A zone one side has and the other does not.
-    Zones {
-        /// Its node.
-        node: u32,
-        /// Its name.
-        zone: String,
-        /// Which side lacks it.
-        missing_in: &'static str,
-    },
-    /// A zone with another number of pageblocks, or of orders.
-    Shape {
-        /// Its node.
-        node: u32,
-        /// Its name.
-        zone: String,
-        /// What differs.
-        what: String,
-    },
-    /// A count the kernel capped (`>100000`) that cannot be worked out.
-    Capped {
-        /// Its node.
-        node: u32,
-        /// Its name.
-        zone: String,
-        /// The order.
-        order: usize,
-        /// Why it cannot be.
-        why: &'static str,
-    },
-    /// Blocks of an order that found no place.
-    CannotFit {
-        /// Its node.
-        node: u32,
-        /// Its name.
-        zone: String,
-        /// The migratetype.
-        mt: Migratetype,
-        /// The order.
-        order: Order,
-        /// How many found a place of how many.
-        placed: u64,
-        /// Of how many.
-        wanted: u64,
-    },
-}
-
-impl fmt::Display for StartStateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StartStateError::NoMigratetypes => {
-                f.write_str("this era has no migratetypes (2.6.24 on): no start state")
-            }
-            StartStateError::NotFresh => {
-                f.write_str("a start state needs a fresh allocator (nothing allocated)")
-            }
-            StartStateError::PageblockOrder { target, model } => {
-                write!(f, "pageblock order {target}, but the model's is {model}")
-            }
-            StartStateError::Zones {
-                node,
-                zone,
-                missing_in,
-            } => write!(f, "node {node} zone {zone} is missing in the {missing_in}"),
-            StartStateError::Shape { node, zone, what } => {
-                write!(f, "node {node} zone {zone}: {what}")
-            }
-            StartStateError::Capped {
-                node,
-                zone,
-                order,
-                why,
-            } => write!(
-                f,
-                "node {node} zone {zone} order {order}: a free count the kernel capped (>{FREECOUNT_CAP}) and {why}"
-            ),
-            StartStateError::CannotFit {
-                node,
-                zone,
-                mt,
-                order,
-                placed,
-                wanted,
-            } => write!(
-                f,
-                "node {node} zone {zone}: only {placed} of {wanted} free {mt} blocks of order {order} fit the layout"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for StartStateError {}
 
 /// Shuffles tried per zone before a target is refused: a shuffle can
 /// give a migratetype the pageblocks a hole or the zone's edge cuts

@@ -209,3 +209,6 @@ pub enum HighatomicRules {
     /// pages (`nr_free_highatomic`) from requests without `ALLOC_RESERVES`.
     HighAtomic,
 }
+
+/// `pagetypeinfo_showfree_print` stops counting a free list here.
+pub const FREECOUNT_CAP: u64 = 100_000;

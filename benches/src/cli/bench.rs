@@ -12,7 +12,7 @@ use pfnlab::experiments::{
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
 
-use super::{CliError, TrialArgs, fallback_notice, parse_layout, plan};
+use super::{CliError, StartArgs, TrialArgs, fallback_notice, parse_layout, plan};
 
 /// The options every experiment takes.
 #[derive(Clone, Debug, clap::Args)]
@@ -33,6 +33,8 @@ pub struct Common {
     quick: bool,
     #[command(flatten)]
     trials: TrialArgs,
+    #[command(flatten)]
+    start: StartArgs,
 }
 
 /// [`Common`] and `--model`, for the experiments that take a model.
@@ -268,6 +270,7 @@ fn setup_of(WithModel { common, model }: WithModel, outer: &Option<LayoutSpec>) 
         era: common.era,
         plan: plan(common.quick, common.trials),
         json: common.json,
+        start_state: common.start.spec(),
     }
 }
 

@@ -50,6 +50,31 @@ pub struct Cli {
     era: Option<buddy::Era>,
     #[command(flatten)]
     trials: TrialArgs,
+    #[command(flatten)]
+    start: StartArgs,
+}
+
+/// `--start-state snapshot:FILE` and `--seed`, on the commands whose
+/// allocators can start from a machine's free lists.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct StartArgs {
+    /// `snapshot:FILE`: every allocator the run builds starts from the
+    /// snapshot's free blocks per zone, order and migratetype, the rest
+    /// allocated (docs/snapshots.md); the layout is the snapshot's unless
+    /// --layout names another.
+    #[arg(long = "start-state", value_parser = views::parse_start_state)]
+    start_state: Option<PathBuf>,
+    /// Where the start state's free blocks go (the same seed, the same
+    /// pfns).
+    #[arg(long = "seed", default_value_t = 0)]
+    start_seed: u64,
+}
+
+impl StartArgs {
+    /// The snapshot and the seed, if a start state was asked for.
+    fn spec(&self) -> Option<(PathBuf, u64)> {
+        self.start_state.clone().map(|p| (p, self.start_seed))
+    }
 }
 
 /// How many trials, how long, and up to how many when an interval is too
@@ -121,6 +146,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             (cli.json.is_some(), "--json"),
             (cli.era.is_some(), "--era"),
             (cli.trials.given(), "--trials, --min-time or --max-trials"),
+            (cli.start.start_state.is_some(), "--start-state"),
         ];
         if let Some((_, flag)) = given.into_iter().find(|(on, _)| *on) {
             return Err(CliError(format!(
@@ -135,6 +161,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             era: cli.era,
             plan: plan(cli.quick, cli.trials),
             json: cli.json,
+            start_state: cli.start.spec(),
         }),
         Some(Command::Layout(args)) => commands::layout(args, outer),
         Some(Command::Query(args)) => commands::query_command(args, outer),

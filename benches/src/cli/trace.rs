@@ -8,10 +8,11 @@ use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::machine::Machine;
 use pfnlab::models::ModelKind;
 use pfnlab::report::{JsonOut, Report};
+use pfnlab::snapshot::StartState;
 use pfnlab::trace::format::{TraceReader, convert};
 use pfnlab::trace::record::{RecordOptions, record_to};
 use pfnlab::trace::replay::{
-    ReplayOptions, replay_comparisons, replay_layout, replay_models, replay_rows, replay_table,
+    ReplayOptions, replay_comparisons, replay_layout, replay_models_from, replay_rows, replay_table,
 };
 
 use super::{CliError, load_layout, loaded, parse_layout};
@@ -91,6 +92,8 @@ pub struct ReplayArgs {
     /// Three timed passes per model instead of five.
     #[arg(long)]
     quick: bool,
+    #[command(flatten)]
+    start: super::StartArgs,
 }
 
 /// Runs `pfnlab trace ...`.
@@ -150,7 +153,18 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     let out = args.json.as_deref().map(JsonOut::create).transpose()?;
     let first =
         TraceReader::open(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
-    let spec = args.layout.or(outer);
+    // The snapshot is read and checked before anything is built; its
+    // layout is the replay's unless one was named.
+    let start = args
+        .start
+        .spec()
+        .map(|(path, seed)| StartState::load(&path, seed))
+        .transpose()?;
+    let spec = args.layout.or(outer).or_else(|| {
+        args.start
+            .spec()
+            .map(|(path, _)| LayoutSpec::Snapshot(path))
+    });
     let layout = loaded(replay_layout(spec.as_ref(), first.header())?);
     drop(first);
     let kinds = if args.model.is_empty() {
@@ -165,6 +179,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
         skip_bad: args.skip_bad,
         exact: args.exact,
         trials: usize::from(args.trials.unwrap_or(if args.quick { 3 } else { 5 })),
+        start_state_pages: 0,
     };
     let machine = Machine::describe();
     println!(
@@ -180,12 +195,29 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
         ProgressBar::hidden()
     };
     let open = || TraceReader::open(file);
-    let results = replay_models(&open, &layout, &kinds, options, &|kind, n| {
-        bar.set_message(format!("{}: {n} events", kind.name()));
-        bar.tick();
-    })
+    if let Some(s) = &start {
+        println!(
+            "start state: {} (every allocator starts from its free lists)\n",
+            s.label()
+        );
+    }
+    let results = replay_models_from(
+        &open,
+        &layout,
+        &kinds,
+        options,
+        start.as_ref(),
+        &|kind, n| {
+            bar.set_message(format!("{}: {n} events", kind.name()));
+            bar.tick();
+        },
+    )
     .map_err(|e| CliError(format!("{}: {e}", file.display())))?;
     bar.finish_and_clear();
+    // A start state that does not fit the layout fits no model: one line.
+    if let Some((_, Err(e @ buddy::AllocError::StartState(_)))) = results.first() {
+        return Err(CliError(format!("--start-state: {e}")));
+    }
     print!("{}", replay_table(&results));
     if let Some(out) = out {
         out.write(&Report {
@@ -194,6 +226,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
             layout: layout.source().into(),
             trials: None,
             comparisons: replay_comparisons(&results),
+            start_state: start.as_ref().map(|s| s.record().clone()),
             results: replay_rows(&results, options),
         })?;
     }

@@ -13,6 +13,7 @@ use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
+use crate::snapshot::StartState;
 use crate::spread::{Comparison, Interval, Verdict};
 use crate::timing::{Measurement, Plan};
 use crate::workloads::{bulk_arrays, bulk_lists, pcp_pairs};
@@ -207,6 +208,7 @@ fn row(
 struct Visitor {
     plan: Plan,
     alloc_options: Options,
+    start_state: Option<StartState>,
 }
 
 impl ModelVisitor for Visitor {
@@ -217,7 +219,10 @@ impl ModelVisitor for Visitor {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<BulkResults, AllocError> {
-        let alloc = build_allocator::<M, Kernel>(layout, options, self.alloc_options)?;
+        let mut alloc = build_allocator::<M, Kernel>(layout, options, self.alloc_options)?;
+        if let Some(start) = &self.start_state {
+            start.apply(&mut alloc)?;
+        }
         let mut cpu = alloc.cpu_on(layout.first_node())?;
         let plan = self.plan;
         let pairs = plan.iters(2_000_000, 20_000);
@@ -261,11 +266,13 @@ impl Experiment for Bulk {
     type Params = ();
     type Results = BulkResults;
     type Row = BulkRow;
+    const TAKES_START_STATE: bool = true;
 
     fn measure(ctx: &Ctx, _: &()) -> Result<BulkResults, RunError> {
         ctx.visit(Visitor {
             plan: ctx.plan,
             alloc_options: ctx.options(),
+            start_state: ctx.start_state.clone(),
         })
     }
 

@@ -20,6 +20,7 @@ use super::{Ctx, Experiment, ExperimentId, Progress, cell};
 use crate::error::RunError;
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model_options};
 use crate::report::{NoParams, Row};
+use crate::snapshot::StartState;
 use crate::spread::{Comparison, rank_sentence, ratio_text};
 use crate::timing::{Measurement, Plan};
 use crate::units::{fmt_ns, human_bytes};
@@ -55,6 +56,7 @@ struct CompareVisitor<'a> {
     kind: ModelKind,
     progress: &'a dyn Progress,
     alloc_options: Options,
+    start_state: Option<&'a StartState>,
 }
 
 fn alloc_pairs<M: Buildable, V: Variant>(
@@ -62,13 +64,17 @@ fn alloc_pairs<M: Buildable, V: Variant>(
     options: VmemmapOptions,
     plan: Plan,
     alloc_options: Options,
+    start_state: Option<&StartState>,
 ) -> Result<Option<Measurement>, AllocError> {
     let model = M::build(layout, options)?;
-    let alloc = match Allocator::<M, V>::new(model, layout, alloc_options) {
+    let mut alloc = match Allocator::<M, V>::new(model, layout, alloc_options) {
         Ok(a) => a,
         Err(InitError::Range(RangeError::HolesInBlock { .. })) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
+    if let Some(start) = start_state {
+        start.apply(&mut alloc)?;
+    }
     let node = layout.first_node();
     let n = plan.iters(200_000, 2_000);
     Ok(Some(plan.measure(|| {
@@ -112,14 +118,15 @@ impl ModelVisitor for CompareVisitor<'_> {
         let memmap = model.memmap_bytes();
         drop(model);
         self.progress.stage(format!("{name}: allocator"));
-        let alloc_off = alloc_pairs::<M, Kernel>(layout, options, plan, self.alloc_options)?;
+        let start = self.start_state;
+        let alloc_off = alloc_pairs::<M, Kernel>(layout, options, plan, self.alloc_options, start)?;
         let alloc_on = if self
             .alloc_options
             .era
             .check_variant::<KernelHoleCheck>()
             .is_ok()
         {
-            alloc_pairs::<M, KernelHoleCheck>(layout, options, plan, self.alloc_options)?
+            alloc_pairs::<M, KernelHoleCheck>(layout, options, plan, self.alloc_options, start)?
         } else {
             None
         };
@@ -168,6 +175,7 @@ fn measure_models(
     plan: Plan,
     alloc_options: Options,
     progress: &dyn Progress,
+    start_state: Option<&StartState>,
 ) -> (Vec<ModelResult>, Vec<(ModelKind, String)>) {
     let mut done = Vec::new();
     let mut refused = Vec::new();
@@ -177,6 +185,7 @@ fn measure_models(
             kind,
             progress,
             alloc_options,
+            start_state,
         };
         match with_model_options(kind, layout, VmemmapOptions::default(), visitor) {
             Ok(r) => done.push(r),
@@ -429,9 +438,12 @@ impl Experiment for Compare {
     type Params = ();
     type Results = CompareResults;
     type Row = OrFixup<CompareRow>;
+    const TAKES_START_STATE: bool = true;
 
     fn measure(ctx: &Ctx, _: &()) -> Result<CompareResults, RunError> {
-        let (models, refused) = measure_models(&ctx.layout, ctx.plan, ctx.options(), ctx.progress);
+        let start = ctx.start_state.as_ref();
+        let (models, refused) =
+            measure_models(&ctx.layout, ctx.plan, ctx.options(), ctx.progress, start);
         ctx.progress.stage("kernel fault fixup".into());
         let fixup = measure_kernel_fixup(ctx.plan)?;
         Ok(CompareResults {

@@ -57,10 +57,11 @@ use serde::Serialize;
 use sparsemem::{Layout, LayoutError};
 
 use crate::error::RunError;
-use crate::layout_spec::LayoutSpec;
+use crate::layout_spec::{LayoutSpec, LoadError};
 use crate::machine::Machine;
 use crate::models::{ModelKind, ModelVisitor, with_model_options};
 use crate::report::{JsonOut, Measured, Report, check_positive};
+use crate::snapshot::StartState;
 use crate::spread::{Comparison, Extension, TrialRecord};
 use crate::timing::Plan;
 
@@ -72,6 +73,10 @@ pub trait Experiment {
     type Params;
     /// What [`Experiment::measure`] returns.
     type Results;
+    /// Whether its allocators can start from a snapshot's free lists
+    /// (`--start-state`); an experiment whose workload needs the boot
+    /// state (whole free max-order blocks, a known pfn range) refuses it.
+    const TAKES_START_STATE: bool = false;
     /// One row of the JSON report.
     type Row: Serialize + Measured;
 
@@ -304,6 +309,10 @@ pub struct Setup {
     pub plan: Plan,
     /// `--json`: where to write the report.
     pub json: Option<PathBuf>,
+    /// `--start-state snapshot:FILE` and `--seed`: every allocator the run
+    /// builds starts from the snapshot's free lists (experiments that
+    /// take one: [`Experiment::TAKES_START_STATE`]).
+    pub start_state: Option<(PathBuf, u64)>,
 }
 
 /// Progress of a long run, for the caller to show (or not).
@@ -337,6 +346,8 @@ pub struct Ctx<'a> {
     pub era: buddy::Era,
     /// Where long runs report their steps.
     pub progress: &'a dyn Progress,
+    /// The start state every allocator of the run is given, if any.
+    pub start_state: Option<StartState>,
 }
 
 impl Ctx<'_> {
@@ -390,12 +401,25 @@ impl<'a, E: Experiment> Prepared<'a, E> {
     /// Prepares `E` as `setup` asks, reporting progress to `progress`.
     pub fn new(setup: &Setup, progress: &'a dyn Progress) -> Result<Self, RunError> {
         let id = E::ID;
+        if setup.start_state.is_some() && !E::TAKES_START_STATE {
+            return Err(RunError::StartStateRefused {
+                experiment: id.name(),
+            });
+        }
         let out = setup.json.as_deref().map(JsonOut::create).transpose()?;
-        let loaded = setup
-            .layout
-            .clone()
-            .unwrap_or_else(|| id.default_layout())
-            .load()?;
+        let start_state = setup
+            .start_state
+            .as_ref()
+            .map(|(path, seed)| StartState::load(path, *seed))
+            .transpose()
+            .map_err(|e| RunError::Layout(LoadError::Snapshot(e)))?;
+        // A start state's own layout unless another was asked for.
+        let spec = match (&setup.layout, &setup.start_state) {
+            (Some(spec), _) => spec.clone(),
+            (None, Some((path, _))) => LayoutSpec::Snapshot(path.clone()),
+            (None, None) => id.default_layout(),
+        };
+        let loaded = spec.load()?;
         let ctx = Ctx {
             plan: setup.plan,
             layout: loaded.layout,
@@ -405,6 +429,7 @@ impl<'a, E: Experiment> Prepared<'a, E> {
             machine: Machine::describe(),
             era: setup.era.unwrap_or(id.default_era()),
             progress,
+            start_state,
         };
         Ok(Prepared {
             ctx,
@@ -421,7 +446,15 @@ impl<'a, E: Experiment> Prepared<'a, E> {
 
     /// The lines that open the run: what runs, on what machine.
     pub fn header(&self) -> String {
-        E::header(&self.ctx)
+        let header = E::header(&self.ctx);
+        match &self.ctx.start_state {
+            Some(s) => format!(
+                "{}start state: {} (every allocator starts from its free lists)\n\n",
+                header.trim_end_matches('\n').to_owned() + "\n",
+                s.label()
+            ),
+            None => header,
+        }
     }
 
     /// Measures (again with more trials while a comparison is too wide),
@@ -459,6 +492,7 @@ impl<'a, E: Experiment> Prepared<'a, E> {
                 layout: E::layout_label(ctx, &results),
                 trials: Some(record),
                 comparisons,
+                start_state: ctx.start_state.as_ref().map(|s| s.record().clone()),
                 results: rows,
             })?;
         }

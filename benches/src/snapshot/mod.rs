@@ -23,6 +23,7 @@
 //! out of order), so that nothing is built from a half-read file.
 
 mod read;
+mod start;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ use sparsemem::{Layout, LayoutError};
 use sparsemem::{Order, Pfn};
 
 pub use read::parse_cpulist;
+pub use start::{StartState, StartStateRecord};
 
 /// The `format` field of every snapshot.
 pub const SNAPSHOT_FORMAT: &str = "pfnlab-snapshot";

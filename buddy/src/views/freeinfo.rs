@@ -16,8 +16,7 @@ use crate::alloc::Allocator;
 use crate::types::BuddyModel;
 use crate::variant::Variant;
 
-/// `pagetypeinfo_showfree_print` stops counting a free list here.
-pub const FREECOUNT_CAP: u64 = 100_000;
+pub use crate::types::FREECOUNT_CAP;
 
 /// One populated zone's free blocks per order.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -35,6 +35,9 @@ pub struct ReplayOptions {
     /// models' passes are interleaved (pass *i* of every model before
     /// pass *i + 1* of any), so their ratios pair. 0 counts as 1.
     pub trials: usize,
+    /// Pages the allocator holds before the first event (a start state's
+    /// allocated rest), for the conservation check.
+    pub start_state_pages: u64,
 }
 
 /// Counts of what the replay did with the trace's events.
@@ -97,7 +100,10 @@ pub struct AllocatorCounts {
     pub fragmentation_index: i64,
     /// Pages the replay still holds at the end.
     pub held_pages: u64,
-    /// free + held == managed at the end.
+    /// Pages a start state left allocated before the replay began
+    /// (`--start-state`; 0 from boot).
+    pub start_state_pages: u64,
+    /// free + held (+ the start state's) == managed at the end.
     pub conserved: bool,
 }
 
@@ -496,7 +502,7 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
         alloc_ns: alloc_cycles as f64 * ns_per_cycle,
         free_ns: free_cycles as f64 * ns_per_cycle,
         events,
-        allocator: allocator_counts(alloc, held_pages),
+        allocator: allocator_counts(alloc, held_pages, options.start_state_pages),
         verify_failures,
         first_verify_failure,
     })
@@ -507,6 +513,7 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
 fn allocator_counts<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     held_pages: u64,
+    start_state_pages: u64,
 ) -> AllocatorCounts {
     let stats = alloc.stats_total();
     let max_order = alloc.model().geometry().max_order();
@@ -516,7 +523,8 @@ fn allocator_counts<M: BuddyModel, V: Variant>(
             free_blocks[o] += n;
         }
     }
-    let conserved = alloc.free_pages_total() + held_pages == alloc.managed_pages_total();
+    let conserved =
+        alloc.free_pages_total() + held_pages + start_state_pages == alloc.managed_pages_total();
     AllocatorCounts {
         merges: stats.merges,
         splits: stats.splits,
@@ -531,6 +539,7 @@ fn allocator_counts<M: BuddyModel, V: Variant>(
         ),
         free_blocks,
         held_pages,
+        start_state_pages,
         conserved,
     }
 }

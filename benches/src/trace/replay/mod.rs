@@ -46,6 +46,7 @@ use vmemmap::VmemmapOptions;
 use crate::counting::{Counted, ModelOp};
 use crate::layout_spec::{LayoutSpec, LoadError, Loaded};
 use crate::models::{Buildable, ModelKind, ModelVisitor, with_model};
+use crate::snapshot::StartState;
 use crate::timing::next_set;
 use crate::trace::TraceError;
 use crate::trace::format::Header;
@@ -65,6 +66,8 @@ pub struct Replay<'a> {
     pub progress: &'a dyn Fn(u64),
     /// When this model's turn began, for its end-to-end time.
     pub started: Instant,
+    /// The free lists every allocator starts from, if not boot's.
+    pub start: Option<&'a StartState>,
 }
 
 impl ModelVisitor for Replay<'_> {
@@ -76,26 +79,32 @@ impl ModelVisitor for Replay<'_> {
         options: VmemmapOptions,
     ) -> Result<Self::Output, AllocError> {
         let alloc_options = allocator_options(self.options);
-        let alloc = Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
+        let mut alloc =
+            Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
         // Both allocators are built before the trace is waited for, so
         // that both constructions overlap the reading.
-        let counted = Allocator::<_, Kernel>::new(
+        let mut counted = Allocator::<_, Kernel>::new(
             Counted::new(M::build(layout, options)?),
             layout,
             alloc_options,
         )?;
+        let mut options_run = self.options;
+        if let Some(start) = self.start {
+            options_run.start_state_pages = start.apply(&mut alloc)?;
+            start.apply(&mut counted)?;
+        }
         let trace = match self.trace.wait() {
             Ok(t) => t,
             Err(e) => return Ok(Err(e.clone())),
         };
-        let timed = match run(&alloc, layout, trace, self.options, self.progress) {
+        let timed = match run(&alloc, layout, trace, options_run, self.progress) {
             Ok(t) => t,
             Err(e) => return Ok(Err(e)),
         };
         drop(alloc);
         // Count the replay's calls only, not the allocator's construction.
         counted.model().reset();
-        let pass = match run(&counted, layout, trace, self.options, &|_| {}) {
+        let pass = match run(&counted, layout, trace, options_run, &|_| {}) {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
@@ -145,6 +154,7 @@ impl ModelVisitor for Replay<'_> {
 struct Retime<'a> {
     trace: &'a ReadTrace,
     options: ReplayOptions,
+    start: Option<&'a StartState>,
 }
 
 impl ModelVisitor for Retime<'_> {
@@ -155,12 +165,16 @@ impl ModelVisitor for Retime<'_> {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<Self::Output, AllocError> {
-        let alloc = Allocator::<M, Kernel>::new(
+        let mut alloc = Allocator::<M, Kernel>::new(
             M::build(layout, options)?,
             layout,
             allocator_options(self.options),
         )?;
-        Ok(run(&alloc, layout, self.trace, self.options, &|_| {}).map(|p| PassTimes::of(&p)))
+        let mut options_run = self.options;
+        if let Some(start) = self.start {
+            options_run.start_state_pages = start.apply(&mut alloc)?;
+        }
+        Ok(run(&alloc, layout, self.trace, options_run, &|_| {}).map(|p| PassTimes::of(&p)))
     }
 }
 
@@ -215,6 +229,19 @@ pub fn replay_models(
     options: ReplayOptions,
     progress: &dyn Fn(ModelKind, u64),
 ) -> Result<ModelResults, TraceError> {
+    replay_models_from(open, layout, kinds, options, None, progress)
+}
+
+/// [`replay_models`] with every allocator started from `start`'s free
+/// lists (a snapshot's) rather than boot's.
+pub fn replay_models_from(
+    open: OpenTrace<'_>,
+    layout: &Layout,
+    kinds: &[ModelKind],
+    options: ReplayOptions,
+    start: Option<&StartState>,
+    progress: &dyn Fn(ModelKind, u64),
+) -> Result<ModelResults, TraceError> {
     let trace = OnceLock::new();
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -232,6 +259,7 @@ pub fn replay_models(
                 options,
                 progress: &|n| progress(kind, n),
                 started,
+                start,
             };
             match with_model(kind, layout, visitor) {
                 Ok(Ok(result)) => out.push((kind, Ok(result))),
@@ -241,7 +269,7 @@ pub fn replay_models(
             started = Instant::now();
         }
         if let Some(Ok(trace)) = trace.get() {
-            more_passes(&mut out, trace, layout, options)?;
+            more_passes(&mut out, trace, layout, options, start)?;
         }
         Ok(out)
     })
@@ -255,11 +283,17 @@ fn more_passes(
     trace: &ReadTrace,
     layout: &Layout,
     options: ReplayOptions,
+    start: Option<&StartState>,
 ) -> Result<(), TraceError> {
     for _ in 1..options.trials.max(1) {
         for (kind, result) in out.iter_mut() {
             let Ok(r) = result else { continue };
-            match with_model(*kind, layout, Retime { trace, options }) {
+            let retime = Retime {
+                trace,
+                options,
+                start,
+            };
+            match with_model(*kind, layout, retime) {
                 Ok(Ok(times)) => r.add_pass(times),
                 Ok(Err(e)) => return Err(e),
                 Err(e) => *result = Err(e),
