@@ -238,8 +238,8 @@ pub fn free_all_and_check<M: BuddyModel, V: Variant>(
 }
 
 /// Runs the generic check `$f::<P, T…>(args…)` (returning `Result<_, String>`)
-/// at every `struct page` layout the allocator runs at (64 and 32 bytes:
-/// the [`BuddyPage`] layouts), largest first, and stops at the first error,
+/// at every `struct page` layout the allocator runs at (64, 32 and 16
+/// bytes: the [`BuddyPage`] layouts), largest first, and stops at the first error,
 /// which names the size. sparsemem's `for_each_page_layout!` for the
 /// allocator.
 #[macro_export]
@@ -248,6 +248,7 @@ macro_rules! for_each_buddy_layout {
         let mut result: Result<(), String> = Ok(());
         $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page64, [$($($t),+)?], $($arg),*);
         $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page32, [$($($t),+)?], $($arg),*);
+        $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page16, [$($($t),+)?], $($arg),*);
         result
     }};
     (@one $result:ident, $f:ident, $p:ty, [$($t:ty),*], $($arg:expr),*) => {
