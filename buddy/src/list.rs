@@ -202,6 +202,13 @@ impl<P: BuddyPage, const COUNTED: bool> PageList<P, COUNTED> {
         }
     }
 
+    /// Unlinks every page (an allocator being dropped gives the `struct
+    /// buddy`s of its listed pages back to their cache, which outlives
+    /// it).
+    pub(crate) fn release(&mut self) {
+        while self.pop_front().is_some() {}
+    }
+
     /// The listed pointers, head first (for checks and reports; O(len)).
     pub fn iter(&self) -> impl Iterator<Item = *const P> + '_ {
         let mut at = self.head;
