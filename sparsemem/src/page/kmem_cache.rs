@@ -27,6 +27,7 @@
 //! stay valid forever; [`KmemCache::free`]'s caller promises the object
 //! came from this cache and is no longer reachable from any page.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 /// Bytes of one slab: one 4 KiB page.
@@ -59,11 +60,13 @@ struct Slab<T> {
 
 /// The cache's state behind its lock.
 ///
-/// Invariants: every pointer on `free` is an object of a slab in `slabs`
-/// whose `live` bit is clear; every other object's bit is set; `active`
-/// is the number of set bits.
+/// Invariants: `slabs` is keyed by each slab's base address (so finding an
+/// object's slab is a lookup, as `virt_to_slab` is in the kernel); every
+/// pointer on `free` is an object of a slab in `slabs` whose `live` bit is
+/// clear; every other object's bit is set; `active` is the number of set
+/// bits.
 struct Slabs<T> {
-    slabs: Vec<Slab<T>>,
+    slabs: BTreeMap<usize, Slab<T>>,
     free: Vec<*mut T>,
     active: u64,
 }
@@ -91,7 +94,7 @@ impl<T: Default + Sync> KmemCache<T> {
         assert!((SLAB_BYTES as usize) / std::mem::size_of::<T>() <= 128);
         KmemCache {
             inner: Mutex::new(Slabs {
-                slabs: Vec::new(),
+                slabs: BTreeMap::new(),
                 free: Vec::new(),
                 active: 0,
             }),
@@ -119,12 +122,12 @@ impl<T: Default + Sync> KmemCache<T> {
                     .rev()
                     .map(|i| unsafe { base.add(i) }),
             );
-            s.slabs.push(Slab { base, live: 0 });
+            s.slabs.insert(base.addr(), Slab { base, live: 0 });
         }
         let obj = s.free.pop().expect("a slab was just added");
-        let (slab, i) = Self::find(&s.slabs, obj).expect("free objects are the cache's");
-        debug_assert_eq!(s.slabs[slab].live >> i & 1, 0, "a free object is not live");
-        s.slabs[slab].live |= 1 << i;
+        let (slab, i) = Self::find(&mut s.slabs, obj).expect("free objects are the cache's");
+        debug_assert_eq!(slab.live >> i & 1, 0, "a free object is not live");
+        slab.live |= 1 << i;
         s.active += 1;
         obj
     }
@@ -141,9 +144,9 @@ impl<T: Default + Sync> KmemCache<T> {
         // promise but this cache does (it makes a stale read obvious).
         unsafe { obj.write(T::default()) };
         let mut s = self.lock();
-        let (slab, i) = Self::find(&s.slabs, obj).expect("freed object is the cache's");
-        assert_eq!(s.slabs[slab].live >> i & 1, 1, "double kmem_cache_free");
-        s.slabs[slab].live &= !(1 << i);
+        let (slab, i) = Self::find(&mut s.slabs, obj).expect("freed object is the cache's");
+        assert_eq!(slab.live >> i & 1, 1, "double kmem_cache_free");
+        slab.live &= !(1 << i);
         s.active -= 1;
         s.free.push(obj);
     }
@@ -151,9 +154,8 @@ impl<T: Default + Sync> KmemCache<T> {
     /// Whether `obj` is an allocated object of this cache (the structure
     /// checker's question).
     pub fn is_live(&self, obj: *const T) -> bool {
-        let s = self.lock();
-        Self::find(&s.slabs, obj.cast_mut())
-            .is_some_and(|(slab, i)| s.slabs[slab].live >> i & 1 == 1)
+        let mut s = self.lock();
+        Self::find(&mut s.slabs, obj.cast_mut()).is_some_and(|(slab, i)| slab.live >> i & 1 == 1)
     }
 
     /// The cache's counts now.
@@ -166,14 +168,13 @@ impl<T: Default + Sync> KmemCache<T> {
         }
     }
 
-    /// The slab and index of `obj`, if it is an object of one of `slabs`.
-    fn find(slabs: &[Slab<T>], obj: *mut T) -> Option<(usize, usize)> {
+    /// The slab and index of `obj`, if it is an object of one of `slabs`:
+    /// the slab with the highest base at or below it.
+    fn find(slabs: &mut BTreeMap<usize, Slab<T>>, obj: *mut T) -> Option<(&mut Slab<T>, usize)> {
         let size = std::mem::size_of::<T>();
-        slabs.iter().enumerate().find_map(|(n, slab)| {
-            let off = obj.addr().wrapping_sub(slab.base.addr());
-            (off < Self::OBJS_PER_SLAB * size && off.is_multiple_of(size))
-                .then_some((n, off / size))
-        })
+        let (_, slab) = slabs.range_mut(..=obj.addr()).next_back()?;
+        let off = obj.addr() - slab.base.addr();
+        (off < Self::OBJS_PER_SLAB * size && off.is_multiple_of(size)).then_some((slab, off / size))
     }
 }
 
