@@ -118,6 +118,22 @@ pub struct Allocator<M: BuddyModel, V> {
     pub(crate) _variant: PhantomData<V>,
 }
 
+/// Where listed pages hold a `struct buddy` (16 bytes), the free lists give
+/// them back to the global cache before the memmap goes: the kernel never
+/// tears a zone down, but pfnlab's allocators come and go while the cache
+/// stays. Nothing at 64 and 32 bytes (a constant test).
+impl<M: BuddyModel, V> Drop for Allocator<M, V> {
+    fn drop(&mut self) {
+        if <M::Page as sparsemem::BuddyPage>::LINKS_IN_PAGE {
+            return;
+        }
+        for zone in &mut self.zones {
+            let area = zone.free_area.get_mut();
+            area.lists.iter_mut().flatten().for_each(|l| l.release());
+        }
+    }
+}
+
 impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// The memory model, to read: the allocator owns every page's list
     /// links, order, count and zone, and safe code cannot write them.

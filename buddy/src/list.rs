@@ -86,9 +86,11 @@ impl<P: BuddyPage, const COUNTED: bool> PageList<P, COUNTED> {
     pub unsafe fn push_front(&mut self, page: *const P) {
         let p = page.cast_mut();
         // SAFETY: (1) the caller's contract makes `page` live and its links
-        // the list owner's to write; (2) `head`, when set, is on this list,
-        // so live and owned the same way.
+        // the list owner's to write (attaching its `struct buddy` first,
+        // where the layout keeps the links there); (2) `head`, when set, is
+        // on this list, so live and owned the same way.
         unsafe {
+            (*page).list_attach();
             (*page).set_lru_prev(std::ptr::null_mut());
             (*page).set_lru_next(self.head);
             if self.head.is_null() {
@@ -112,6 +114,7 @@ impl<P: BuddyPage, const COUNTED: bool> PageList<P, COUNTED> {
         let p = page.cast_mut();
         // SAFETY: as in `push_front`, with `tail` for `head`.
         unsafe {
+            (*page).list_attach();
             (*page).set_lru_next(std::ptr::null_mut());
             (*page).set_lru_prev(self.tail);
             if self.tail.is_null() {
@@ -147,6 +150,7 @@ impl<P: BuddyPage, const COUNTED: bool> PageList<P, COUNTED> {
                 (*next).set_lru_prev(std::ptr::null_mut());
             }
             (*head).set_lru_next(std::ptr::null_mut());
+            (*head).list_detach();
         }
         if COUNTED {
             self.len -= 1;
@@ -191,10 +195,18 @@ impl<P: BuddyPage, const COUNTED: bool> PageList<P, COUNTED> {
             }
             pr.set_lru_next(std::ptr::null_mut());
             pr.set_lru_prev(std::ptr::null_mut());
+            pr.list_detach();
         }
         if COUNTED {
             self.len -= 1;
         }
+    }
+
+    /// Unlinks every page (an allocator being dropped gives the `struct
+    /// buddy`s of its listed pages back to their cache, which outlives
+    /// it).
+    pub(crate) fn release(&mut self) {
+        while self.pop_front().is_some() {}
     }
 
     /// The listed pointers, head first (for checks and reports; O(len)).
@@ -584,12 +596,13 @@ pub unsafe fn page_offset<P>(page: *const P, offset: i64) -> *const P {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sparsemem::{Page32, Page64};
+    use sparsemem::{Page16, Page32, Page64};
 
     #[test]
     fn push_pop_unlink() {
         push_pop_unlink_at::<Page64>();
         push_pop_unlink_at::<Page32>();
+        push_pop_unlink_at::<Page16>();
     }
 
     fn push_pop_unlink_at<P: BuddyPage>() {
@@ -678,5 +691,7 @@ mod tests {
         check::<Page64, false>(steps);
         check::<Page32, true>(steps);
         check::<Page32, false>(steps);
+        check::<Page16, true>(steps);
+        check::<Page16, false>(steps);
     }
 }

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::types::BuddyModel;
 use crate::{Allocator, Gfp, PerCpu, Variant};
-use sparsemem::{BuddyPage, Layout, Migratetype, NR_PAGE_ORDERS, Order, PageFlag, PageLayout, Pfn};
+use sparsemem::{
+    BuddyPage, Layout, ListState, Migratetype, NR_PAGE_ORDERS, Order, PageFlag, PageLayout, Pfn,
+};
 
 /// With migratetypes, every free block sits on the list of its pageblocks'
 /// migratetype (each pageblock it covers), as Linux 6.x keeps it.
@@ -170,6 +172,21 @@ pub fn check_structure<M: BuddyModel, V: Variant>(
                     "zone {zid}: list entry {pfn}/{order} is not a free head of that order: {head:?}"
                 ));
             }
+            let desc = head.map(BuddyPage::list_state);
+            if !matches!(
+                desc,
+                Some(
+                    ListState::InPage
+                        | ListState::Descriptor {
+                            live: true,
+                            names_page: true
+                        }
+                )
+            ) {
+                return Err(format!(
+                    "zone {zid}: free block {pfn}/{order} has no live struct buddy of its own: {desc:?}"
+                ));
+            }
             if let Some((&a, &o)) = reference.blocks.range(..end).next_back()
                 && a + o.nr_pages() > pfn.get()
             {
@@ -206,8 +223,105 @@ pub fn check_structure<M: BuddyModel, V: Variant>(
     Ok(())
 }
 
+/// The pages of `alloc`'s zones that hold a `struct buddy`, where the
+/// layout keeps a listed page's links in one (16 bytes), with an error for
+/// the first that holds one the cache does not know or that names another
+/// page; 0 where the page holds its own links.
+pub fn descriptor_holders<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+) -> Result<u64, String> {
+    if <M::Page as BuddyPage>::LINKS_IN_PAGE {
+        return Ok(0);
+    }
+    let mut holders = 0;
+    for zone in alloc.zones() {
+        let zid = zone.id.get();
+        for pfn in zone.start_pfn().get()..zone.end_pfn().get() {
+            let Some(page) = alloc.model().pfn_to_page(Pfn::new(pfn)) else {
+                continue;
+            };
+            match page.list_state() {
+                ListState::Descriptor { live, names_page } if page.zone_id() == zid => {
+                    if !(live && names_page) {
+                        return Err(format!(
+                            "zone {zid}: pfn {pfn:#x} holds a struct buddy that is \
+                             {}: {page:?}",
+                            if live {
+                                "another page's"
+                            } else {
+                                "not allocated"
+                            }
+                        ));
+                    }
+                    holders += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(holders)
+}
+
+/// Where listed pages keep their links in a `struct buddy` (16 bytes): no
+/// page of an allocated block of `reference` holds one (none leaked onto
+/// an allocated page). Cheap: only the allocated pages are read.
+fn check_allocated_hold_no_descriptor<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    reference: &Reference,
+) -> Result<(), String> {
+    if <M::Page as BuddyPage>::LINKS_IN_PAGE {
+        return Ok(());
+    }
+    for (&head, &order) in &reference.blocks {
+        for pfn in head..head + order.nr_pages() {
+            let page = alloc.model().pfn_to_page(Pfn::new(pfn));
+            if let Some(p) = page.filter(|p| matches!(p.list_state(), ListState::Descriptor { .. }))
+            {
+                return Err(format!(
+                    "descriptors: allocated pfn {pfn:#x} (of {head:#x}/{order}) holds a struct buddy: {p:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// With every page freed and no per-CPU list holding any (the end of a
+/// run), where listed pages keep their links in a `struct buddy` (16
+/// bytes): the pages holding one are exactly the free blocks' heads (none
+/// leaked, none missing; a walk of every zone page), and the slab cache
+/// counts at least their objects and holds at least their memory.
+pub fn check_descriptors_all_free<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+) -> Result<(), String> {
+    let holders = descriptor_holders(alloc)?;
+    let Some(cache) = <M::Page as BuddyPage>::buddy_cache_info() else {
+        return Ok(());
+    };
+    let blocks: u64 = alloc
+        .zones()
+        .iter()
+        .map(|z| z.nr_free().iter().sum::<u64>())
+        .sum();
+    if holders != blocks {
+        return Err(format!(
+            "descriptors: {holders} pages hold a struct buddy, but {blocks} free blocks are listed"
+        ));
+    }
+    // The cache is shared by every allocator of this size (other tests
+    // run beside this one), so its counts bound ours from above.
+    if cache.active_objs < holders || cache.bytes() < cache.active_objs * cache.objsize {
+        return Err(format!(
+            "descriptors: {holders} held but the cache counts {cache:?}"
+        ));
+    }
+    Ok(())
+}
+
 /// Conservation (free + on pcp lists + allocated == managed) and the free
-/// lists' structure ([`check_structure`]).
+/// lists' structure ([`check_structure`]); where listed pages keep their
+/// links in a `struct buddy` (16 bytes), also that no allocated page of
+/// `reference` holds one.
 pub fn check_conservation<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     pcp_pages: u64,
@@ -222,6 +336,7 @@ pub fn check_conservation<M: BuddyModel, V: Variant>(
             reference.pages()
         ));
     }
+    check_allocated_hold_no_descriptor(alloc, reference)?;
     Ok(())
 }
 
@@ -244,12 +359,13 @@ pub fn free_all_and_check<M: BuddyModel, V: Variant>(
             "not fully coalesced:\n  initial {initial:?}\n  now     {now:?}"
         ));
     }
-    check_conservation(alloc, 0, reference)
+    check_conservation(alloc, 0, reference)?;
+    check_descriptors_all_free(alloc)
 }
 
 /// Runs the generic check `$f::<P, T…>(args…)` (returning `Result<_, String>`)
-/// at every `struct page` layout the allocator runs at (64 and 32 bytes:
-/// the [`BuddyPage`] layouts), largest first, and stops at the first error,
+/// at every `struct page` layout the allocator runs at (64, 32 and 16
+/// bytes: the [`BuddyPage`] layouts), largest first, and stops at the first error,
 /// which names the size. sparsemem's `for_each_page_layout!` for the
 /// allocator.
 #[macro_export]
@@ -258,6 +374,7 @@ macro_rules! for_each_buddy_layout {
         let mut result: Result<(), String> = Ok(());
         $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page64, [$($($t),+)?], $($arg),*);
         $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page32, [$($($t),+)?], $($arg),*);
+        $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page16, [$($($t),+)?], $($arg),*);
         result
     }};
     (@one $result:ident, $f:ident, $p:ty, [$($t:ty),*], $($arg:expr),*) => {

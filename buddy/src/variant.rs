@@ -188,7 +188,7 @@ impl Variant for Up {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sparsemem::{Page32, Page64};
+    use sparsemem::{Page16, Page32, Page64};
 
     /// Every form of the flag operations changes its one bit and nothing
     /// else; the names say which form a variant uses.
@@ -197,6 +197,7 @@ mod tests {
         fn check<V: Variant>(name: &str) {
             at::<V, Page64>(name);
             at::<V, Page32>(name);
+            at::<V, Page16>(name);
         }
         fn at<V: Variant, P: BuddyPage>(name: &str) {
             assert_eq!(V::name(), name);

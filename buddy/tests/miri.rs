@@ -10,8 +10,8 @@ use buddy::{
 };
 use sparsemem::table::Extreme;
 use sparsemem::{
-    Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Page32, Pfn, RangeKind, Sparse,
-    SparseExtreme,
+    Flat, Geometry, Layout, MemRange, MemoryModel, NodeId, Order, Page16, Page32, Pfn, RangeKind,
+    Sparse, SparseExtreme,
 };
 
 fn layout() -> Layout {
@@ -104,6 +104,19 @@ fn allocator_at_32_bytes() {
     let extreme = Sparse::<Extreme, Page32>::build(&layout).unwrap();
     exercise::<_, KernelHoleCheck>(extreme, &layout, Era::V5_13);
     let flat = Flat::<Page32>::build(&layout).unwrap();
+    exercise::<_, buddy::Config<true, true, true>>(flat, &layout, Era::V2_6_9);
+}
+
+/// The 16-byte `struct page`: a listed page's links and order are in a
+/// `struct buddy` from the slab cache, reached through the memdesc word's
+/// tagged pointer, so Miri checks the cache's objects, their provenance
+/// through the tag, and their reuse after free.
+#[test]
+fn allocator_at_16_bytes() {
+    let layout = layout();
+    let extreme = Sparse::<Extreme, Page16>::build(&layout).unwrap();
+    exercise::<_, KernelHoleCheck>(extreme, &layout, Era::V5_13);
+    let flat = Flat::<Page16>::build(&layout).unwrap();
     exercise::<_, buddy::Config<true, true, true>>(flat, &layout, Era::V2_6_9);
 }
 

@@ -6,8 +6,8 @@ use buddy::testing::{Reference, check_structure};
 use buddy::{Allocator, Era, FreeError, Gfp, Kernel, Options};
 use sparsemem::table::Extreme;
 use sparsemem::{
-    BuddyPage, MemoryModel, NodeId, Order, Page32, PageFlag, Pfn, Sparse, SparseExtreme,
-    TAIL_MAPPING, UserFlag,
+    BuddyPage, MemdescType, MemoryModel, NodeId, Order, Page16, Page32, PageFlag, Pfn, Sparse,
+    SparseExtreme, TAIL_MAPPING, UserFlag,
 };
 
 /// 64 MiB of DMA32 RAM.
@@ -59,6 +59,24 @@ fn compound_pages_are_prepared_and_unwound() {
 /// `private`; freeing unwinds both, and a locked head is refused.
 #[test]
 fn compound_pages_at_32_bytes() {
+    // A tail's memdesc half names its head, bit 0 set.
+    compound_pages_at::<Page32>(|tail, head| {
+        tail.memdesc() & !1 == std::ptr::from_ref(head).addr()
+    });
+}
+
+/// At 16 bytes a tail's memdesc word is type `Tail`, the head's address
+/// and the tail's `private` above it; the head is a bare `Misc` page.
+#[test]
+fn compound_pages_at_16_bytes() {
+    compound_pages_at::<Page16>(|tail, head| {
+        tail.memdesc_type() == MemdescType::Tail
+            && head.memdesc_type() == MemdescType::Misc
+            && tail.memdesc() & 0xffff_ffff_fff0 == std::ptr::from_ref(head).addr() as u64
+    });
+}
+
+fn compound_pages_at<P: BuddyPage>(tail_names_head: impl Fn(&P, &P) -> bool) {
     let layout = sparsemem::Layout::new(
         sparsemem::Geometry::X86_64,
         vec![sparsemem::MemRange::new(
@@ -70,7 +88,7 @@ fn compound_pages_at_32_bytes() {
         "dma32",
     )
     .unwrap();
-    let model = Sparse::<Extreme, Page32>::build(&layout).unwrap();
+    let model = Sparse::<Extreme, P>::build(&layout).unwrap();
     let alloc = Allocator::<_, Kernel>::new(model, &layout, Options::for_era(Era::V6_18)).unwrap();
     let model = alloc.model();
     let order = Order::new(4);
@@ -83,7 +101,7 @@ fn compound_pages_at_32_bytes() {
     for i in 1..16 {
         let tail = model.pfn_to_page(Pfn::new(p.get() + i)).unwrap();
         assert_eq!(tail.compound_head(), Some(head as *const _), "tail {i}");
-        assert_eq!(tail.memdesc() & !1, std::ptr::from_ref(head).addr());
+        assert!(tail_names_head(tail, head), "tail {i}: {tail:?}");
         assert_eq!(tail.private(), if i == 1 { 4 } else { 0 }, "folio order");
     }
     head.set_user(UserFlag::Locked);

@@ -8,7 +8,7 @@ use buddy::{
     Allocator, Bitmap, BuddyModel, Gfp, Kernel, LockPolicy, NoBitmapAtomic, Options, Variant,
 };
 use sparsemem::table::Classic;
-use sparsemem::{Layout, NodeId, Order, Page32, Pfn, Sparse, SparseClassic};
+use sparsemem::{Layout, NodeId, Order, Page16, Page32, Pfn, Sparse, SparseClassic};
 use vmemmap::{Probe, Vmemmap, VmemmapOptions, VmemmapProbe};
 
 fn stress<M: BuddyModel, V: Variant>(model: M, layout: &Layout, policy: LockPolicy) {
@@ -115,4 +115,16 @@ fn stress_at_32_bytes() {
     stress::<_, Kernel>(classic, &layout, LockPolicy::PerBatch);
     let probe = Vmemmap::<Probe, Page32>::build(&layout, VmemmapOptions::default()).unwrap();
     stress::<_, NoBitmapAtomic>(probe, &layout, LockPolicy::PerPage);
+}
+
+/// The same stress at 16 bytes, where every page going on a free or
+/// per-CPU list takes a `struct buddy` from the shared cache (its lock
+/// crossed by both threads) and gives it back as it leaves.
+#[test]
+fn stress_at_16_bytes() {
+    let layout = layout_512m();
+    let classic = Sparse::<Classic, Page16>::build(&layout).unwrap();
+    stress::<_, Kernel>(classic, &layout, LockPolicy::PerPage);
+    let probe = Vmemmap::<Probe, Page16>::build(&layout, VmemmapOptions::default()).unwrap();
+    stress::<_, Bitmap>(probe, &layout, LockPolicy::PerBatch);
 }

@@ -108,8 +108,9 @@ pub use geometry::{
 pub use layout::{Layout, LayoutError, MemRange, RangeKind};
 pub use model::{MemmapBytes, MemmapFrames, MemoryModel, PfnWalker, first_valid_pfn_per_pfn};
 pub use page::{
-    BuddyPage, MemdescType, PAGE_STRUCT_SIZE, Page, Page8, Page16, Page32, Page64, PageFlag,
-    PageLayout, PageSize, PageSizeError, TAIL_MAPPING, UserFlag, ZONE_DEVICE_ID,
+    BuddyPage, ListState, MemdescType, PAGE_STRUCT_SIZE, Page, Page8, Page16, Page32, Page64,
+    PageFlag, PageLayout, PageSize, PageSizeError, SLAB_BYTES, SlabInfo, TAIL_MAPPING, UserFlag,
+    ZONE_DEVICE_ID,
 };
 pub use pageblock::{MIGRATE_PCPTYPES, MIGRATE_TYPES, Migratetype};
 pub use sparse::{Sparse, SparseClassic, SparseExtreme};

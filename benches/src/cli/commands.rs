@@ -178,8 +178,9 @@ struct ModelMemmapJson {
     huge: Option<u64>,
     /// Section tables.
     tables: Option<u64>,
-    /// Separately allocated descriptors (memdescs): none without an
-    /// allocator, at every size.
+    /// Separately allocated descriptors (memdescs): the `struct buddy`
+    /// cache at boot, all present memory free in `MAX_PAGE_ORDER` blocks
+    /// (a floor; 0 where the page holds its own links).
     descriptors: Option<u64>,
     /// Why the model could not be built.
     error: Option<String>,
@@ -207,7 +208,9 @@ pub fn layout_json(layout: &Layout, size: PageSize) -> String {
                 resident: Some(b.resident),
                 huge: Some(b.huge),
                 tables: Some(b.tables),
-                descriptors: Some(0),
+                descriptors: Some(pfnlab::experiments::memdesc::alloc::boot_descriptor_bytes(
+                    layout, size,
+                )),
                 error: None,
             },
             Err(e) => ModelMemmapJson {
@@ -420,7 +423,12 @@ mod tests {
         let flat = |v: &serde_json::Value, field: &str| v["models"][0][field].as_u64().unwrap();
         assert_eq!(big["models"][0]["model"], "flat");
         assert_eq!(flat(&big, "reserved"), 8 * flat(&small, "reserved"));
-        assert_eq!(flat(&small, "descriptors"), 0);
+        assert_eq!(flat(&small, "descriptors"), 0, "8 B: no allocator yet");
+        assert_eq!(flat(&big, "descriptors"), 0, "64 B: links in the page");
+        // 31 GiB present in 4 MiB blocks, a 32-byte struct buddy each,
+        // in whole 4 KiB slabs.
+        let sixteen = flat(&at(PageSize::B16), "descriptors");
+        assert_eq!(sixteen, (31 * 256 * 32u64).div_ceil(4096) * 4096);
         for size in PageSize::ALL {
             assert_eq!(parse_page_size(&size.to_string()), Ok(size));
         }

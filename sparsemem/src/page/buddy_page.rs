@@ -8,13 +8,34 @@
 //! [layout contract](PageLayout#safety); they live here because only this
 //! module's layouts can reach their private fields.
 //!
-//! The 16- and 8-byte layouts do not implement it: their pages have no
-//! room for links or an order, which must move to a separately allocated
-//! buddy descriptor (see `docs/memdesc.md`).
+//! The 16-byte layout implements it too, with the links and the order of a
+//! listed page moved to a `struct buddy` from a slab cache: the list code
+//! calls [`BuddyPage::list_attach`] before linking a page and
+//! [`BuddyPage::list_detach`] after unlinking it, which are empty (and
+//! compile to nothing) where the page holds its own links. The 8-byte
+//! layout does not implement it (see `docs/memdesc.md`).
 
 use std::sync::atomic::AtomicU64;
 
+use super::kmem_cache::SlabInfo;
 use super::{PageFlag, PageLayout, UserFlag};
+
+/// Where a page's list state lives, as the structure checker sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListState {
+    /// In the page itself (64 and 32 bytes): nothing to check.
+    InPage,
+    /// The layout keeps it in a descriptor, and this page holds none (it
+    /// is on no list).
+    Detached,
+    /// The page's memdesc word points to a `struct buddy`.
+    Descriptor {
+        /// The slab cache says the object is allocated.
+        live: bool,
+        /// The descriptor names this page as its owner.
+        names_page: bool,
+    },
+}
 
 /// A layout whose pages carry the buddy allocator's state in place: the
 /// flags, the free-list links (`buddy_list` / `pcp_list` / `lru`), the
@@ -174,6 +195,41 @@ pub unsafe trait BuddyPage: PageLayout + std::fmt::Debug {
 
     /// `PagePoisoned`: the flags word is all ones.
     fn is_poisoned(&self) -> bool;
+
+    /// Whether the page holds its own links and order (no descriptor).
+    const LINKS_IN_PAGE: bool = true;
+
+    /// The page is about to go on a free, per-CPU or chain list: where the
+    /// links do not fit in the page, `kmem_cache_alloc` of its `struct
+    /// buddy`, which takes over `private`. Nothing at 64 and 32 bytes.
+    ///
+    /// # Safety
+    /// The [layout contract](PageLayout#safety): the caller owns the page,
+    /// which is on no list.
+    #[inline(always)]
+    unsafe fn list_attach(&self) {}
+
+    /// The page has just been unlinked from its list: `private` back into
+    /// the page and `kmem_cache_free` of its `struct buddy`. Nothing at 64
+    /// and 32 bytes.
+    ///
+    /// # Safety
+    /// The [layout contract](PageLayout#safety): the caller owns the page,
+    /// which was attached and is on no list now.
+    #[inline(always)]
+    unsafe fn list_detach(&self) {}
+
+    /// Where the page's list state is (for the structure checker).
+    #[inline(always)]
+    fn list_state(&self) -> ListState {
+        ListState::InPage
+    }
+
+    /// The counts of the layout's `struct buddy` cache, `None` where there
+    /// is none. The cache is global (one per layout), as a `kmem_cache` is.
+    fn buddy_cache_info() -> Option<SlabInfo> {
+        None
+    }
 }
 
 /// `or` of `mask` into `word` as a uniprocessor kernel's `set_bit` compiles

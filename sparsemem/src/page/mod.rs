@@ -62,6 +62,7 @@
 //! ```
 
 mod buddy_page;
+mod kmem_cache;
 mod p16;
 mod p32;
 mod p64;
@@ -69,7 +70,8 @@ mod p8;
 #[cfg(test)]
 mod tests;
 
-pub use buddy_page::BuddyPage;
+pub use buddy_page::{BuddyPage, ListState};
+pub use kmem_cache::{SLAB_BYTES, SlabInfo};
 pub use p8::{MemdescType, Page8};
 pub use p16::Page16;
 pub use p32::Page32;

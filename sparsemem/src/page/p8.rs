@@ -20,7 +20,7 @@ use super::{PageLayout, ZONE_DEVICE_ID, packed, sealed};
 
 /// Bits of the memdesc type, in the low bits of the word.
 pub const MEMDESC_TYPE_BITS: u32 = 4;
-const TYPE_MASK: u64 = (1 << MEMDESC_TYPE_BITS) - 1;
+pub(super) const TYPE_MASK: u64 = (1 << MEMDESC_TYPE_BITS) - 1;
 
 /// What an 8-byte page's memdesc word says the page is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +34,36 @@ pub enum MemdescType {
     /// A device page (ZONE_DEVICE): packed as `Reserved`, zone
     /// [`ZONE_DEVICE_ID`].
     Device = 2,
+    /// The plan's "Misc" (pfnlab's reading): a bare page the buddy handed
+    /// out with no folio, whose count and `private` fit in the word (at 16
+    /// bytes; see `p16`).
+    Misc = 3,
+    /// The plan's "Free": a free or listed page, pointing to its `struct
+    /// buddy` (links and order).
+    Buddy = 5,
+    /// pfnlab's stand-in for a folio pointer: a compound page's tail,
+    /// pointing to its head page (there is no folio to point to), with
+    /// `private` in the bits above the address.
+    Tail = 6,
+    /// `page_init_poison`'s 0xff: not a type, never dereferenced.
+    Poisoned = 15,
+}
+
+impl MemdescType {
+    /// The type in the low bits of a memdesc word.
+    #[inline(always)]
+    pub(super) fn of(word: u64) -> MemdescType {
+        match word & TYPE_MASK {
+            0 => MemdescType::None,
+            1 => MemdescType::Reserved,
+            2 => MemdescType::Device,
+            3 => MemdescType::Misc,
+            5 => MemdescType::Buddy,
+            6 => MemdescType::Tail,
+            15 => MemdescType::Poisoned,
+            t => unreachable!("memdesc type {t} is never written"),
+        }
+    }
 }
 
 /// The 8-byte `struct page`. See the module documentation.
@@ -66,12 +96,7 @@ impl Page8 {
     /// The memdesc type.
     #[inline(always)]
     pub fn memdesc_type(&self) -> MemdescType {
-        match self.memdesc() & TYPE_MASK {
-            0 => MemdescType::None,
-            1 => MemdescType::Reserved,
-            2 => MemdescType::Device,
-            t => unreachable!("memdesc type {t} is never written"),
-        }
+        MemdescType::of(self.memdesc())
     }
 }
 

@@ -89,6 +89,7 @@ fn buddy_page_contract<P: BuddyPage>() {
         p.init_reserved(0x1234);
         p.set_zone_node(3, 513);
         p.set_private(7);
+        p.list_attach();
         p.set_lru_next(q_ptr);
         p.set_lru_prev(std::ptr::null_mut());
         p.set_nonatomic(PageFlag::Buddy);
@@ -97,11 +98,28 @@ fn buddy_page_contract<P: BuddyPage>() {
     assert_eq!((p.lru_next(), p.lru_prev()), (q_ptr, std::ptr::null_mut()));
     assert_eq!((p.private(), p.zone_id(), p.node_id()), (7, 3, 513));
     assert!(p.test(PageFlag::Buddy) && p.test(PageFlag::Pcp) && p.test(PageFlag::Reserved));
+    assert!(matches!(
+        p.list_state(),
+        ListState::InPage
+            | ListState::Descriptor {
+                live: true,
+                names_page: true
+            }
+    ));
     // SAFETY: as above.
     unsafe {
+        p.set_lru_next(std::ptr::null_mut());
+        p.list_detach();
         p.clear_unlocked(PageFlag::Pcp);
         p.set_refcount(1);
     }
+    assert_eq!(p.private(), 7, "the order comes back from the descriptor");
+    let unlisted = if P::LINKS_IN_PAGE {
+        ListState::InPage
+    } else {
+        ListState::Detached
+    };
+    assert_eq!(p.list_state(), unlisted);
     assert!(!p.test(PageFlag::Pcp));
     // SAFETY: as above.
     assert!(!unsafe { p.ref_freeze(2) } && unsafe { p.ref_freeze(1) });
@@ -121,8 +139,12 @@ fn buddy_page_contract<P: BuddyPage>() {
         "kept"
     );
     // SAFETY: as above; `q` is on no list.
-    unsafe { q.prep_compound_tail(p) };
+    unsafe {
+        q.set_private(5);
+        q.prep_compound_tail(p);
+    }
     assert_eq!(q.compound_head(), Some(std::ptr::from_ref(p)));
+    assert_eq!(q.private(), 5, "a tail keeps private beside its head");
     assert_eq!(q.compound_tail_bad_reason(p), None);
     assert!(q.compound_tail_bad_reason(q).is_some());
     // SAFETY: as above.
@@ -137,4 +159,37 @@ fn buddy_page_contract<P: BuddyPage>() {
 fn buddy_pages_hold_the_allocators_state() {
     buddy_page_contract::<Page64>();
     buddy_page_contract::<Page32>();
+    buddy_page_contract::<Page16>();
+}
+
+/// At 16 bytes a listed page's links and order are its `struct buddy`'s:
+/// attaching takes one object from the cache and points the memdesc word
+/// at it; detaching gives it back; a listed page has no count, so a free
+/// of it cannot claim it.
+#[test]
+fn page16_lists_through_a_struct_buddy() {
+    let pages: Vec<Page16> = (0..2).map(|_| Page16::default()).collect();
+    let p = &pages[0];
+    // SAFETY: local descriptors no one else sees; this test owns them.
+    unsafe {
+        p.init_reserved(9);
+        p.set_refcount(0);
+        p.set_private(3);
+        p.list_attach();
+    }
+    assert_eq!(p.memdesc_type(), MemdescType::Buddy);
+    let ListState::Descriptor { live, names_page } = p.list_state() else {
+        panic!("no descriptor: {p:?}");
+    };
+    assert!(live && names_page);
+    assert_eq!((p.private(), p.refcount()), (3, 0));
+    // SAFETY: as above.
+    assert!(!unsafe { p.ref_freeze(0) }, "a listed page has no count");
+    let info = <Page16 as BuddyPage>::buddy_cache_info().expect("a cache at 16 bytes");
+    assert!(info.active_objs >= 1 && info.objsize == 32 && info.bytes() >= SLAB_BYTES);
+    // SAFETY: as above; the links are null.
+    unsafe { p.list_detach() };
+    assert_eq!(p.memdesc_type(), MemdescType::Misc);
+    assert_eq!((p.private(), p.refcount(), p.section()), (3, 0, 9));
+    assert!(<Page64 as BuddyPage>::buddy_cache_info().is_none());
 }

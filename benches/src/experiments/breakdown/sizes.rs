@@ -250,7 +250,7 @@ impl Experiment for BreakdownAt {
                 }
             };
             t += &format!(
-                "\n{kind}\nallocator at {} B: not built yet (no pair to time, no share; the allocator runs at 64 and 32 B)\n{:<29} {:>12} {:>12} {:>22}   {:>12} {:>12} {:>22}\n",
+                "\n{kind}\nallocator at {} B: not built yet (no pair to time, no share; this run replays the 64 B path's model calls only)\n{:<29} {:>12} {:>12} {:>22}   {:>12} {:>12} {:>22}\n",
                 r.size,
                 "step",
                 "pcp @64",
