@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::types::BuddyModel;
+use crate::types::{BuddyModel, ZoneId};
 use crate::{Allocator, Gfp, PerCpu, Variant};
 use sparsemem::{
     BuddyPage, Layout, ListState, Migratetype, NR_PAGE_ORDERS, Order, PageFlag, PageLayout, Pfn,
@@ -161,32 +161,7 @@ pub fn check_structure<M: BuddyModel, V: Variant>(
                     "zone {zid}: free block {pfn}/{order} leaves the zone"
                 ));
             }
-            let head = alloc.model().pfn_to_page(pfn);
-            let marked = head.is_some_and(|p| {
-                p.test(PageFlag::Buddy)
-                    && p.private() == u64::from(order.get())
-                    && p.zone_id() == zid.get()
-            });
-            if !marked {
-                return Err(format!(
-                    "zone {zid}: list entry {pfn}/{order} is not a free head of that order: {head:?}"
-                ));
-            }
-            let desc = head.map(BuddyPage::list_state);
-            if !matches!(
-                desc,
-                Some(
-                    ListState::InPage
-                        | ListState::Descriptor {
-                            live: true,
-                            names_page: true
-                        }
-                )
-            ) {
-                return Err(format!(
-                    "zone {zid}: free block {pfn}/{order} has no live struct buddy of its own: {desc:?}"
-                ));
-            }
+            check_free_head(alloc, zid, pfn, order)?;
             if let Some((&a, &o)) = reference.blocks.range(..end).next_back()
                 && a + o.nr_pages() > pfn.get()
             {
@@ -219,6 +194,37 @@ pub fn check_structure<M: BuddyModel, V: Variant>(
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// The head of free block `pfn`/`order` in zone `zid`: marked
+/// `PageBuddy` with its order and zone, and its links where the layout
+/// keeps them (in the page, or in a live `struct buddy` naming it).
+fn check_free_head<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    zid: ZoneId,
+    pfn: Pfn,
+    order: Order,
+) -> Result<(), String> {
+    let head = alloc.model().pfn_to_page(pfn);
+    let marked = head.is_some_and(|p| {
+        p.test(PageFlag::Buddy) && p.private() == u64::from(order.get()) && p.zone_id() == zid.get()
+    });
+    if !marked {
+        return Err(format!(
+            "zone {zid}: list entry {pfn}/{order} is not a free head of that order: {head:?}"
+        ));
+    }
+    let desc = head.map(BuddyPage::list_state);
+    let own = ListState::Descriptor {
+        live: true,
+        names_page: true,
+    };
+    if !matches!(desc, Some(d) if d == ListState::InPage || d == own) {
+        return Err(format!(
+            "zone {zid}: free block {pfn}/{order} has no live struct buddy of its own: {desc:?}"
+        ));
     }
     Ok(())
 }

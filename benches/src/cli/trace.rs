@@ -147,32 +147,9 @@ fn record(out: &Path, seconds: f64, command: Vec<String>) -> Result<(), CliError
     }
 }
 
-/// Runs `pfnlab replay`; `outer` is a `--layout` given before the command.
-pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliError> {
-    let file = &args.file;
-    let out = args.json.as_deref().map(JsonOut::create).transpose()?;
-    let first =
-        TraceReader::open(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
-    // The snapshot is read and checked before anything is built; its
-    // layout is the replay's unless one was named.
-    let start = args
-        .start
-        .spec()
-        .map(|(path, seed)| StartState::load(&path, seed))
-        .transpose()?;
-    let spec = args.layout.or(outer).or_else(|| {
-        args.start
-            .spec()
-            .map(|(path, _)| LayoutSpec::Snapshot(path))
-    });
-    let layout = loaded(replay_layout(spec.as_ref(), first.header())?);
-    drop(first);
-    let kinds = if args.model.is_empty() {
-        ModelKind::ALL.to_vec()
-    } else {
-        args.model
-    };
-    let options = ReplayOptions {
+/// The replay's options from its arguments.
+fn replay_options(args: &ReplayArgs) -> ReplayOptions {
+    ReplayOptions {
         era: args.era.unwrap_or_default(),
         deferred_init: args.deferred_init,
         verify: args.verify,
@@ -180,7 +157,44 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
         exact: args.exact,
         trials: usize::from(args.trials.unwrap_or(if args.quick { 3 } else { 5 })),
         start_state_pages: 0,
+    }
+}
+
+/// The replay's start state, read and checked before anything is built,
+/// and its layout: `--layout`, else the one before the command, else the
+/// start state's snapshot's (else the recording's or the host's).
+fn start_and_layout(
+    args: &ReplayArgs,
+    outer: Option<LayoutSpec>,
+) -> Result<(Option<StartState>, Option<LayoutSpec>), CliError> {
+    let spec = args.start.spec();
+    let start = spec
+        .as_ref()
+        .map(|(path, seed)| StartState::load(path, *seed))
+        .transpose()?;
+    let layout = args
+        .layout
+        .clone()
+        .or(outer)
+        .or_else(|| spec.map(|(path, _)| LayoutSpec::Snapshot(path)));
+    Ok((start, layout))
+}
+
+/// Runs `pfnlab replay`; `outer` is a `--layout` given before the command.
+pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliError> {
+    let file = &args.file;
+    let out = args.json.as_deref().map(JsonOut::create).transpose()?;
+    let first =
+        TraceReader::open(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
+    let (start, spec) = start_and_layout(&args, outer)?;
+    let layout = loaded(replay_layout(spec.as_ref(), first.header())?);
+    drop(first);
+    let kinds = if args.model.is_empty() {
+        ModelKind::ALL.to_vec()
+    } else {
+        args.model.clone()
     };
+    let options = replay_options(&args);
     let machine = Machine::describe();
     println!(
         "pfnlab replay {} | era {} | layout {}",
@@ -196,10 +210,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     };
     let open = || TraceReader::open(file);
     if let Some(s) = &start {
-        println!(
-            "start state: {} (every allocator starts from its free lists)\n",
-            s.label()
-        );
+        println!("start state: {}\n", s.label());
     }
     let results = replay_models_from(
         &open,

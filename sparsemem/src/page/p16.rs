@@ -70,7 +70,7 @@ static BUDDY_CACHE: KmemCache<Buddy16> = KmemCache::new();
 ///   per cache line;
 /// - an all-zero `Page16` is a hole;
 /// - `memdesc` is one of the words the module documentation lists; a
-///   `Buddy` word points to a live [`Buddy16`] naming this page.
+///   `Buddy` word points to a live `Buddy16` naming this page.
 ///
 /// # Safety
 /// Every `unsafe fn` that writes a descriptor has the [layout
