@@ -44,6 +44,17 @@ fn allocator<D: Detector>() -> Allocator<Vmemmap<D>, Kernel> {
     alloc
 }
 
+/// Hot-adds one block at `start` with its memmap in the block, and
+/// onlines it.
+fn add_and_online<M: BuddyModel>(alloc: &mut Allocator<M, Kernel>, start: Pfn) {
+    alloc
+        .hot_add_memmap_on_memory(start, BLOCK, NodeId::ZERO, MemmapOnMemory::On)
+        .unwrap();
+    alloc
+        .online_pages(start, BLOCK, OnlineType::Online)
+        .unwrap();
+}
+
 /// Where `pfn`'s descriptor is stored among the frames of its block, if
 /// the block's memmap is on its frames: block start + offset / page size.
 fn descriptor_in_frames<M: BuddyModel>(alloc: &Allocator<M, Kernel>, pfn: Pfn) -> *const u8 {
@@ -141,12 +152,7 @@ fn the_memmap_lives_in_the_blocks_own_frames() {
 fn removal_leaves_no_memmap_on_the_frames() {
     let mut alloc = allocator::<vmemmap::Probe>();
     let start = hot_start();
-    alloc
-        .hot_add_memmap_on_memory(start, BLOCK, NodeId::ZERO, MemmapOnMemory::On)
-        .unwrap();
-    alloc
-        .online_pages(start, BLOCK, OnlineType::Online)
-        .unwrap();
+    add_and_online(&mut alloc, start);
     let base = alloc.model().vmemmap_base() as u64;
     let (lo, hi) = (
         base + start.get() * DESC,
@@ -210,12 +216,7 @@ fn hvo_refuses_a_folio_whose_memmap_is_self_hosted() {
     let mut alloc = Allocator::<_, Kernel>::new(model, &layout, options).unwrap();
     let start = hot_start();
     alloc.hot_remove(start, 8 * BLOCK).unwrap();
-    alloc
-        .hot_add_memmap_on_memory(start, BLOCK, NodeId::ZERO, MemmapOnMemory::On)
-        .unwrap();
-    alloc
-        .online_pages(start, BLOCK, OnlineType::Online)
-        .unwrap();
+    add_and_online(&mut alloc, start);
     let (head, order) = (start + 512, 9);
     let hvo = alloc.model().hugetlb_vmemmap().unwrap();
     // SAFETY: refused before any remap (the check under test), so no
