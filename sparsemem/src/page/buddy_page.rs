@@ -283,3 +283,59 @@ pub(super) unsafe fn and_unlocked(word: &AtomicU64, mask: u64) {
         word.store(word.load(Relaxed) & mask, Relaxed);
     }
 }
+
+/// The flag-word methods of [`BuddyPage`] for a layout whose page flags sit
+/// in an `AtomicU64` field of the page (32 and 16 bytes), written once:
+/// `PageX`, the atomic `SetPageX`/`ClearPageX` (`lock or`/`lock and`), the
+/// non-atomic `__SetPageX` forms (load + store), the uniprocessor
+/// `set_bit`, and the user flags. Expanded inside the layout's `unsafe impl
+/// BuddyPage`, whose safety argument covers the field.
+macro_rules! flags_word_ops {
+    ($field:ident) => {
+        #[inline(always)]
+        fn test(&self, flag: PageFlag) -> bool {
+            self.$field.load(Relaxed) & flag.mask() != 0
+        }
+        #[inline(always)]
+        fn flags(&self) -> u64 {
+            self.$field.load(Relaxed)
+        }
+        #[inline(always)]
+        unsafe fn set(&self, flag: PageFlag) {
+            self.$field.fetch_or(flag.mask(), Relaxed);
+        }
+        #[inline(always)]
+        unsafe fn clear(&self, flag: PageFlag) {
+            self.$field.fetch_and(!flag.mask(), Relaxed);
+        }
+        #[inline(always)]
+        unsafe fn set_nonatomic(&self, flag: PageFlag) {
+            let v = self.$field.load(Relaxed);
+            self.$field.store(v | flag.mask(), Relaxed);
+        }
+        #[inline(always)]
+        unsafe fn clear_nonatomic(&self, flag: PageFlag) {
+            let v = self.$field.load(Relaxed);
+            self.$field.store(v & !flag.mask(), Relaxed);
+        }
+        #[inline(always)]
+        unsafe fn set_unlocked(&self, flag: PageFlag) {
+            // SAFETY: the caller excludes other writers of the flags word.
+            unsafe { buddy_page::or_unlocked(&self.$field, flag.mask()) }
+        }
+        #[inline(always)]
+        unsafe fn clear_unlocked(&self, flag: PageFlag) {
+            // SAFETY: as for `set_unlocked`.
+            unsafe { buddy_page::and_unlocked(&self.$field, !flag.mask()) }
+        }
+        #[inline(always)]
+        fn set_user(&self, flag: UserFlag) {
+            self.$field.fetch_or(PageFlag::from(flag).mask(), Relaxed);
+        }
+        #[inline(always)]
+        fn clear_user(&self, flag: UserFlag) {
+            self.$field.fetch_and(!PageFlag::from(flag).mask(), Relaxed);
+        }
+    };
+}
+pub(super) use flags_word_ops;

@@ -168,50 +168,8 @@ const PAGE_FLAGS_MASK: u64 = (1 << FLAG_BITS) - 1;
 // (3) `set_zone_node` rewrites only the packed zone and node bits, and no
 // writer below clears `Present` or the section bits.
 unsafe impl BuddyPage for Page32 {
-    #[inline(always)]
-    fn test(&self, flag: PageFlag) -> bool {
-        Page32::test(self, flag)
-    }
-    #[inline(always)]
-    fn flags(&self) -> u64 {
-        Page32::flags(self)
-    }
-    #[inline(always)]
-    unsafe fn set(&self, flag: PageFlag) {
-        self.flags.fetch_or(flag.mask(), Relaxed);
-    }
-    #[inline(always)]
-    unsafe fn clear(&self, flag: PageFlag) {
-        self.flags.fetch_and(!flag.mask(), Relaxed);
-    }
-    #[inline(always)]
-    unsafe fn set_nonatomic(&self, flag: PageFlag) {
-        let v = self.flags.load(Relaxed);
-        self.flags.store(v | flag.mask(), Relaxed);
-    }
-    #[inline(always)]
-    unsafe fn clear_nonatomic(&self, flag: PageFlag) {
-        let v = self.flags.load(Relaxed);
-        self.flags.store(v & !flag.mask(), Relaxed);
-    }
-    #[inline(always)]
-    unsafe fn set_unlocked(&self, flag: PageFlag) {
-        // SAFETY: the caller excludes other writers of the flags word.
-        unsafe { buddy_page::or_unlocked(&self.flags, flag.mask()) }
-    }
-    #[inline(always)]
-    unsafe fn clear_unlocked(&self, flag: PageFlag) {
-        // SAFETY: as for `set_unlocked`.
-        unsafe { buddy_page::and_unlocked(&self.flags, !flag.mask()) }
-    }
-    #[inline(always)]
-    fn set_user(&self, flag: UserFlag) {
-        self.flags.fetch_or(PageFlag::from(flag).mask(), Relaxed);
-    }
-    #[inline(always)]
-    fn clear_user(&self, flag: UserFlag) {
-        self.flags.fetch_and(!PageFlag::from(flag).mask(), Relaxed);
-    }
+    buddy_page::flags_word_ops!(flags);
+
     #[inline(always)]
     fn private(&self) -> u64 {
         Page32::private(self)
