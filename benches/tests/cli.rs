@@ -316,6 +316,14 @@ fn every_experiment_runs_in_quick_mode() {
                         .all(|r| r["ratio_vs_pfnlab_interval"]["lo"].is_number()),
                     "every ratio to pfnlab has its interval"
                 );
+                // Every contender's trials of a workload are interleaved,
+                // so each ratio to pfnlab is a paired one.
+                assert!(
+                    rows.iter()
+                        .filter(|r| r["variant"] != "pfnlab")
+                        .all(|r| r["ratio_vs_pfnlab_interval"]["method"] == "paired"),
+                    "every ratio to pfnlab pairs its trials"
+                );
                 let workloads: std::collections::BTreeSet<&str> = rows
                     .iter()
                     .map(|r| r["params"]["workload"].as_str().unwrap())

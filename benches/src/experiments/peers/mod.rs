@@ -17,6 +17,7 @@ use sparsemem::{Layout, MemRange, RangeKind};
 use vmemmap::VmemmapOptions;
 
 pub mod floor;
+mod runners;
 // The peer crates: frame-alloc's pool mapping and unsafe free, and
 // bitmap-allocator's zeroed tree.
 #[cfg(feature = "peers")]
@@ -24,6 +25,7 @@ pub mod floor;
 pub mod crates;
 
 use floor::FloorBuddy;
+use runners::{Ours, Peer, Runner};
 
 use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::{PeerError, RunError};
@@ -31,10 +33,7 @@ use crate::models::{Buildable, ModelKind, ModelVisitor, build_allocator};
 use crate::report::{Row, Subject};
 use crate::spread::{Comparison, Interval, rank_sentence, ratio_text};
 use crate::timing::{Measurement, Plan};
-use crate::workloads::{
-    Frames, SharedFrames, bursts, frame_bursts, frame_pairs, pcp_bursts_threads, pcp_pairs,
-    shared_bursts, zone_pairs,
-};
+use crate::workloads::{Frames, SharedFrames};
 
 /// A workload every contender runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -183,46 +182,40 @@ pub struct PeersResults {
 struct Visitor {
     plan: Plan,
     alloc_options: Options,
+    /// The floor and the peer crates, built before the model.
+    others: Vec<Box<dyn Runner>>,
 }
 
 impl ModelVisitor for Visitor {
-    type Output = ([Measurement; 4], (f64, f64));
+    type Output = (Vec<PeerWorkload>, (f64, f64));
 
     fn visit<M: Buildable>(
-        self,
+        mut self,
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<Self::Output, AllocError> {
-        let plan = self.plan;
         let alloc = build_allocator::<M, Kernel>(layout, options, self.alloc_options)?;
-        let node = layout.first_node();
-        let n = plan.iters(2_000_000, 20_000);
+        let mut ours = Ours::new(&alloc, layout.first_node())?;
         let before = alloc.stats_total();
-        let mut pairs = 0;
-        let split = plan.measure(|| {
-            std::hint::black_box(zone_pairs(&alloc, node, n / 10));
-            pairs += n / 10;
-            n / 10
-        });
+        let measured = {
+            let mut runners: Vec<&mut dyn Runner> = vec![&mut ours];
+            runners.extend(self.others.iter_mut().map(|r| &mut **r as &mut dyn Runner));
+            runners::measure_all(self.plan, &mut runners)
+        };
+        // Only the split-merge workload reaches the zone's free lists: the
+        // others run on the per-CPU lists, and a refill or drain splits or
+        // merges at most once per batch, which the counts below include.
         let after = alloc.stats_total();
-        let per_pair = |a: u64, b: u64| (a - b) as f64 / pairs.max(1) as f64;
+        let per_pair = |a: u64, b: u64| (a - b) as f64 / ours.split_pairs.max(1) as f64;
         let splits_merges = (
             per_pair(after.splits, before.splits),
             per_pair(after.merges, before.merges),
         );
-        let mut cpu = alloc.cpu_on(node)?;
-        let hot = plan.measure(|| {
-            std::hint::black_box(pcp_pairs(&mut cpu, n));
-            n
-        });
-        let mut held = Vec::with_capacity(128);
-        let burst = plan.measure(|| {
-            std::hint::black_box(bursts(&mut cpu, n / 128, 128, &mut held));
-            n / 128 * 128
-        });
-        drop(cpu);
-        let two = plan.measure(|| pcp_bursts_threads(&alloc, node, THREADS, n / 128, 128));
-        Ok(([hot, split, burst, two], splits_merges))
+        let workloads = measured
+            .into_iter()
+            .map(|(workload, results)| PeerWorkload { workload, results })
+            .collect();
+        Ok((workloads, splits_merges))
     }
 }
 
@@ -252,120 +245,67 @@ pub fn whole_blocks(layout: &Layout) -> Result<Layout, PeerError> {
     })
 }
 
-/// The single-thread workloads on one peer: hot pair with one frame pinned
-/// (so its buddy is the only free order-0 frame), split-merge pairs on a
-/// fresh allocator, bursts.
-fn peer_workloads<F: Frames>(plan: Plan, mut make: impl FnMut() -> F) -> [Measurement; 3] {
-    let n = plan.iters(2_000_000, 20_000);
-    let mut frames = make();
-    let _pinned = frames.alloc_frame();
-    let hot = plan.measure(|| {
-        std::hint::black_box(frame_pairs(&mut frames, n));
-        n
-    });
-    let mut fresh = make();
-    let split = plan.measure(|| {
-        std::hint::black_box(frame_pairs(&mut fresh, n / 10));
-        n / 10
-    });
-    let mut held = Vec::with_capacity(128);
-    let burst = plan.measure(|| {
-        std::hint::black_box(frame_bursts(&mut fresh, n / 128, 128, &mut held));
-        n / 128 * 128
-    });
-    [hot, split, burst]
-}
-
-/// The two-thread burst on a shared peer: per page of both threads.
-fn two_threads<F: SharedFrames>(plan: Plan, frames: &F) -> Measurement {
-    let rounds = plan.iters(2_000_000, 20_000) / 128;
-    plan.measure(|| shared_bursts(frames, THREADS, rounds, 128))
-}
-
-/// All four workloads on a peer that one thread drives through `&mut`:
-/// behind a `Mutex` for two threads.
-fn locked_peer<F: Frames + Send>(plan: Plan, mut make: impl FnMut() -> F) -> [Measurement; 4] {
-    let [hot, split, burst] = peer_workloads(plan, &mut make);
-    let two = two_threads(plan, &std::sync::Mutex::new(make()));
-    [hot, split, burst, two]
+/// A peer or the floor as a runner: three instances of it (the hot pair's,
+/// a fresh one for split-merge and bursts, and one the two threads share).
+fn runner<F, S>(
+    who: Contender,
+    mut make: impl FnMut() -> Result<F, PeerError>,
+    shared: impl FnOnce(F) -> S,
+) -> Result<Box<dyn Runner>, PeerError>
+where
+    F: Frames + 'static,
+    S: SharedFrames + 'static,
+{
+    Ok(Box::new(Peer::new(who, make()?, make()?, shared(make()?))))
 }
 
 /// The peer crates built in, on the same blocks.
 #[cfg(feature = "peers")]
-fn peer_columns(
-    plan: Plan,
-    blocks: &Layout,
-) -> Result<Vec<(Contender, [Measurement; 4])>, RunError> {
+fn peer_runners(blocks: &Layout) -> Result<Vec<Box<dyn Runner>>, PeerError> {
     use crates::{SegmentTree, SummaryBuddy, frame_allocator};
-    let summary = {
-        let [hot, split, burst] = peer_workloads(plan, || {
-            SummaryBuddy::new(blocks).expect("built once before")
-        });
-        [
-            hot,
-            split,
-            burst,
-            two_threads(plan, &SummaryBuddy::new(blocks)?),
-        ]
-    };
-    SegmentTree::new(blocks)?;
+    use std::sync::Mutex;
     Ok(vec![
-        (
+        runner(
             Contender::BuddySystemAllocator,
-            locked_peer(plan, || frame_allocator(blocks)),
-        ),
-        (Contender::FrameAlloc, summary),
-        (
+            || Ok(frame_allocator(blocks)),
+            Mutex::new,
+        )?,
+        // Lock-free: the threads share it as it is.
+        runner(Contender::FrameAlloc, || SummaryBuddy::new(blocks), |f| f)?,
+        runner(
             Contender::BitmapAllocator,
-            locked_peer(plan, || {
-                SegmentTree::new(blocks).expect("built once before")
-            }),
-        ),
+            || SegmentTree::new(blocks),
+            Mutex::new,
+        )?,
     ])
 }
 
 /// No peer crate in this build.
 #[cfg(not(feature = "peers"))]
-fn peer_columns(_: Plan, _: &Layout) -> Result<Vec<(Contender, [Measurement; 4])>, RunError> {
+fn peer_runners(_: &Layout) -> Result<Vec<Box<dyn Runner>>, PeerError> {
     Ok(Vec::new())
 }
 
 /// Measures pfnlab (over `ctx`'s model), the floor and every peer built in.
 pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, RunError> {
+    let blocks = whole_blocks(&ctx.layout)?;
+    let mut others = vec![runner(
+        Contender::Floor,
+        || FloorBuddy::new(&blocks),
+        std::sync::Mutex::new,
+    )?];
+    others.extend(peer_runners(&blocks)?);
     // The peers keep free lists and nothing else, so pfnlab runs its
     // bookkeeping only: no pageblock lookups, watermarks or page checks
     // (`bench breakdown` adds them back one at a time).
-    let (ours, splits_merges_per_pair) = ctx.visit(Visitor {
+    let (workloads, splits_merges_per_pair) = ctx.visit(Visitor {
         plan: ctx.plan,
         alloc_options: buddy::Options {
             mechanisms: buddy::Mechanisms::BOOKKEEPING,
             ..ctx.options()
         },
+        others,
     })?;
-    let blocks = whole_blocks(&ctx.layout)?;
-    FloorBuddy::new(&blocks)?;
-    let floor = locked_peer(ctx.plan, || {
-        FloorBuddy::new(&blocks).expect("built once before")
-    });
-    let columns: Vec<(Contender, [Measurement; 4])> =
-        [(Contender::Pfnlab, ours), (Contender::Floor, floor)]
-            .into_iter()
-            .chain(peer_columns(ctx.plan, &blocks)?)
-            .collect();
-    let mut workloads: Vec<PeerWorkload> = Workload::ALL
-        .into_iter()
-        .map(|workload| PeerWorkload {
-            workload,
-            results: Vec::new(),
-        })
-        .collect();
-    for (c, per_workload) in columns {
-        for (w, m) in workloads.iter_mut().zip(per_workload) {
-            if c.does(w.workload) {
-                w.results.push((c, m));
-            }
-        }
-    }
     Ok(PeersResults {
         workloads,
         splits_merges_per_pair,
@@ -461,7 +401,7 @@ pub fn render(results: &PeersResults) -> String {
         table += "\n";
     }
     table += &format!(
-        "\nmedian ns per page ({}); {THREADS} threads: wall time per page of both threads; pfnlab/floor: median ratio [95 % interval], trials not interleaved.\n\
+        "\nmedian ns per page ({}); {THREADS} threads: wall time per page of both threads; pfnlab/floor: median of the per-trial ratios [95 % interval], every contender's trials of a workload interleaved.\n\
          pfnlab's split-merge pair did {:.1} splits and {:.1} merges on average (its zone statistics).\n",
         crate::timing::COUNTER_UNIT,
         results.splits_merges_per_pair.0,
