@@ -19,6 +19,9 @@ use sparsemem::{
 };
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
+mod common;
+use common::two_zone_layout;
+
 /// The allocator of the fixed-layout tests (no holes, 6.18's variant).
 type Alloc<M> = Allocator<M, Kernel>;
 
@@ -243,18 +246,6 @@ fn deferred_6_18(layout: &Layout) -> Alloc<SparseExtreme> {
         deferred(Era::V6_18),
     )
     .unwrap()
-}
-
-fn two_zone_layout() -> Layout {
-    Layout::new(
-        Geometry::X86_64,
-        vec![
-            MemRange::new(1 << 20, 3 << 30, RangeKind::Ram, 0),
-            MemRange::new(4 << 30, 6 << 30, RangeKind::Ram, 0),
-        ],
-        "two zones",
-    )
-    .expect("a valid layout")
 }
 
 #[test]

@@ -11,22 +11,11 @@
 #![cfg(feature = "uffd")]
 
 use buddy::{Allocator, BuddyModel, Era, Kernel, Options};
-use sparsemem::{BuddyPage, BuildError, Geometry, Layout, MemRange, MemoryModel, Pfn, RangeKind};
+use sparsemem::{BuddyPage, BuildError, Layout, MemoryModel, Pfn};
 use vmemmap::{VmemmapUffd, VmemmapUffdSigbus};
 
-/// 3 GiB of RAM from 1 MiB, a hole, and 2 GiB from 4 GiB (DMA, DMA32 and
-/// Normal, which defers).
-fn layout() -> Layout {
-    Layout::new(
-        Geometry::X86_64,
-        vec![
-            MemRange::new(1 << 20, 3 << 30, RangeKind::Ram, 0),
-            MemRange::new(4 << 30, 6 << 30, RangeKind::Ram, 0),
-        ],
-        "two zones",
-    )
-    .unwrap()
-}
+mod common;
+use common::two_zone_layout;
 
 /// A pfn in the hole between 3 and 4 GiB: no memmap.
 fn hole() -> Pfn {
@@ -70,7 +59,7 @@ fn answers_valid_with_poison<M: BuddyModel>(alloc: &Allocator<M, Kernel>, first:
 
 #[test]
 fn the_zero_page_detector_never_fires_in_the_window() {
-    let layout = layout();
+    let layout = two_zone_layout();
     let Some(model) = built(VmemmapUffd::new(&layout)) else {
         return;
     };
@@ -94,7 +83,7 @@ fn the_zero_page_detector_never_fires_in_the_window() {
 
 #[test]
 fn the_sigbus_detector_never_fires_in_the_window() {
-    let layout = layout();
+    let layout = two_zone_layout();
     let Some(model) = built(VmemmapUffdSigbus::new(&layout)) else {
         return;
     };
