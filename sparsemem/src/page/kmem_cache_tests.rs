@@ -122,7 +122,9 @@ fn one_thread_reuses_its_cpu_slab_without_the_lock() {
 #[test]
 fn a_remote_free_goes_to_its_slab_and_comes_back_by_refill() {
     let cache = leaked_cache();
-    let objs: Vec<usize> = (0..128).map(|_| cache.alloc().addr()).collect();
+    let objs: Vec<usize> = (0..128)
+        .map(|_| cache.alloc().expose_provenance())
+        .collect();
     assert_eq!(cache.info().slow.alloc_slowpath, 1, "one slab's worth");
     let (first_half, second_half) = objs.split_at(64);
     std::thread::scope(|s| {
