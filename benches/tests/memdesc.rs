@@ -161,11 +161,11 @@ fn memdesc_quick_has_every_size_and_model_with_intervals() {
     );
 }
 
-#[test]
-fn breakdown_below_64_bytes_prices_the_model_calls_and_runs_no_allocator() {
-    let s = Scratch::new("breakdown");
-    let layout = s.file("small.toml", SMALL);
-    let json = s.path("breakdown.json");
+/// `bench breakdown --page-size N` on one model in quick mode: stdout and
+/// the rows.
+fn breakdown_at(s: &Scratch, layout: &str, size: u64) -> (String, Vec<Value>) {
+    let json = s.path(&format!("breakdown-{size}.json"));
+    let size = size.to_string();
     let args = [
         "bench",
         "breakdown",
@@ -173,25 +173,81 @@ fn breakdown_below_64_bytes_prices_the_model_calls_and_runs_no_allocator() {
         "--model",
         "vmemmap-table",
         "--page-size",
-        "16",
+        &size,
         "--layout",
-        &layout,
+        layout,
         "--json",
         &json,
     ];
     let (stdout, report) = run_json(&args, &json);
-    assert!(
-        stdout.contains("allocator at 16 B: not built yet"),
-        "{stdout}"
-    );
-    let rows = report["results"].as_array().unwrap();
-    // Six steps on two paths (the sixth the era's per-call entry).
-    assert_eq!(rows.len(), 12);
-    for r in rows {
-        assert_eq!(r["params"]["page_size"], 16);
+    (stdout, report["results"].as_array().unwrap().clone())
+}
+
+/// Six steps on two paths: the model-calls rows every size has.
+fn assert_model_call_rows(rows: &[Value], size: u64) {
+    let calls: Vec<&Value> = rows
+        .iter()
+        .filter(|r| !r["variant"].as_str().unwrap().ends_with("-pair"))
+        .collect();
+    assert_eq!(calls.len(), 12, "{size} B");
+    for r in calls {
+        assert_eq!(r["params"]["page_size"], size);
         assert!(r["model_ns_per_pair_at_64"].as_f64().unwrap() > 0.0, "{r}");
         interval_ok(&r["ratio_to_64_interval"], "model time / 64 B");
     }
+}
+
+#[test]
+fn breakdown_below_64_bytes_times_the_pair_where_the_allocator_runs() {
+    let s = Scratch::new("breakdown");
+    let layout = s.file("small.toml", SMALL);
+    for size in [32, 16] {
+        let (stdout, rows) = breakdown_at(&s, &layout, size);
+        assert!(!stdout.contains("does not run there"), "{stdout}");
+        assert_model_call_rows(&rows, size);
+        let pairs: Vec<&Value> = rows
+            .iter()
+            .filter(|r| r["variant"].as_str().unwrap().ends_with("-pair"))
+            .collect();
+        assert_eq!(pairs.len(), 12, "a pair row per step and path at {size} B");
+        for r in pairs {
+            assert_eq!(r["params"]["page_size"], size);
+            interval_ok(&r["ns_per_op_interval"], "pair at N");
+            assert!(r["pair_ns_per_op_at_64"].as_f64().unwrap() > 0.0, "{r}");
+            interval_ok(&r["pair_ratio_to_64_interval"], "pair N / 64 B");
+            assert_eq!(r["pair_ratio_to_64_interval"]["method"], "paired", "{r}");
+            for share in ["model_share", "model_share_at_64"] {
+                let v = r[share].as_f64().unwrap();
+                assert!(v > 0.0 && v <= 1.0, "{share}: {r}");
+            }
+        }
+    }
+}
+
+#[test]
+fn breakdown_at_a_size_the_allocator_does_not_run_says_so_and_has_no_pair() {
+    let s = Scratch::new("breakdown-8");
+    let layout = s.file("small.toml", SMALL);
+    let (stdout, rows) = breakdown_at(&s, &layout, 8);
+    let refusals: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("does not run there"))
+        .collect();
+    // Where the allocator runs at 8 bytes (another size moved to
+    // `allocator_at!`'s first list), 8 bytes has pairs like 16.
+    let pairs = rows
+        .iter()
+        .filter(|r| r["variant"].as_str().unwrap().ends_with("-pair"))
+        .count();
+    match refusals.as_slice() {
+        [line] => {
+            assert!(line.starts_with("allocator at 8 B"), "{line}");
+            assert_eq!(pairs, 0, "no pair row where the allocator does not run");
+        }
+        [] => assert_eq!(pairs, 12, "{stdout}"),
+        _ => panic!("one line per model: {stdout}"),
+    }
+    assert_model_call_rows(&rows, 8);
 }
 
 fn assert_refused(args: &[&str], needle: &str) {

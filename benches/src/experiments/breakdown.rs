@@ -20,8 +20,10 @@
 //! path's cache behaviour; counting leaves the path as it is.
 //!
 //! At another `struct page` size (`--page-size`), [`sizes`] prices the
-//! same counted calls on the model built at that size.
+//! same counted calls on the model built at that size, and [`pairs`] times
+//! the allocator's own pair there beside 64 bytes where it runs.
 
+pub mod pairs;
 pub mod sizes;
 
 use buddy::{AllocError, Allocator, Gfp, Kernel, Mechanisms, Options};

@@ -1,23 +1,35 @@
-//! `bench breakdown --page-size N` below 64 bytes: the memory model's part
-//! of the hot path at another `struct page` size.
+//! `bench breakdown --page-size N` below 64 bytes: the hot path at another
+//! `struct page` size, beside 64 bytes.
 //!
-//! The allocator runs at 64 bytes only today (`buddy::BuddyModel` pins
-//! `Page64`), so at 32, 16 and 8 bytes no pair can be timed and no share
-//! computed: the run says so in one line per model. What can be measured
-//! at every size is the model's side — the same calls at the same pfns:
-//! each step's path runs once over a counting model at 64 bytes
-//! ([`Counted`](crate::counting::Counted)), and its sampled calls are
-//! replayed on the model built at 64 bytes and at `N` bytes alike, both
-//! monomorphised. A row is the model time per pair at `N` bytes, its ratio
-//! to 64 bytes beside it (the two replays run apart: unpaired). The
-//! allocator's own accesses at `N` bytes (at 16 and 8 bytes its links and
-//! order move into a descriptor) are not in it.
+//! Two measurements per model:
+//! - where the allocator runs at `N` (the `allocator_at!` list of
+//!   `memdesc::alloc`: 32 and 16 bytes today), every step's full order-0
+//!   pair on both paths at `N` and at 64 bytes, interleaved ([`pairs`]),
+//!   with the paired per-trial ratio and its interval; where it does not,
+//!   one line says so and no pair row is made;
+//! - at every size, the memory model's side: each step's path runs once
+//!   over a counting model at 64 bytes ([`Counted`](crate::counting::Counted)),
+//!   and its sampled calls are replayed on the model built at 64 bytes and
+//!   at `N` bytes alike, both monomorphised (the two replays run apart:
+//!   unpaired).
+//!
+//! The model's share at `N` is the replayed model time at `N` over the
+//! pair at `N`, as the 64-byte breakdown's share is at 64. The calls are
+//! the 64-byte path's: the allocator makes the same memory-model calls at
+//! every size (its descriptor accesses at 16 bytes go through the page's
+//! memdesc word, not through the model: one generic path, only the
+//! layout's `BuddyPage` accessors differ), so the counts carry over; what
+//! the replay cannot see is the allocator's own extra work at `N`, which
+//! is in the pair and not in the share.
+//!
+//! [`pairs`]: super::pairs
 
 use buddy::{AllocError, Options};
 use serde::Serialize;
 use sparsemem::{BuildError, Layout, PageSize};
 use vmemmap::VmemmapOptions;
 
+use super::pairs::{PairAt, StepPairs, measure_pairs};
 use super::{BreakdownVariant, OpsPerPair, PathKind, STEPS, Step, Which, model_cost};
 use crate::counting::ModelOps;
 use crate::error::RunError;
@@ -150,13 +162,24 @@ impl ModelVisitor for Visitor {
 /// `bench breakdown --page-size N` for `N` below 64.
 pub struct BreakdownAt;
 
+/// One model at the size: the replayed model calls, and the allocator's
+/// pairs where it runs.
+#[derive(Clone, Debug)]
+pub struct ModelAt {
+    /// Each step's model time at both sizes.
+    pub steps: Vec<SizedStep>,
+    /// Each step's pairs at both sizes; `None` where the allocator does
+    /// not run at the size.
+    pub pairs: Option<Vec<StepPairs>>,
+}
+
 /// Every model's steps at the size, or why it was not built.
 #[derive(Clone, Debug)]
 pub struct SizedResults {
     /// The size.
     pub size: PageSize,
     /// In report order.
-    pub models: Vec<(ModelKind, Result<Vec<SizedStep>, String>)>,
+    pub models: Vec<(ModelKind, Result<ModelAt, String>)>,
 }
 
 /// A row's parameters.
@@ -168,9 +191,71 @@ pub struct SizedParams {
     pub page_size: u64,
 }
 
-/// A row's extra fields.
+/// What a row times.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Timed {
+    /// The 64-byte path's model calls, replayed at the size.
+    ModelCalls,
+    /// The allocator's full pair at the size.
+    Pair,
+}
+
+/// A row's variant: the path, the step and what was timed
+/// (`pcp-bookkeeping` for the model calls, `pcp-bookkeeping-pair` for the
+/// pair).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SizedVariant {
+    /// The path and step.
+    pub of: BreakdownVariant,
+    /// What was timed.
+    pub timed: Timed,
+}
+
+impl std::fmt::Display for SizedVariant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.timed {
+            Timed::ModelCalls => write!(f, "{}", self.of),
+            Timed::Pair => write!(f, "{}-pair", self.of),
+        }
+    }
+}
+
+impl Serialize for SizedVariant {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A pair row's extra fields: the pair at 64 bytes, the paired ratio, and
+/// the model's share at both sizes.
 #[derive(Clone, Copy, Debug, Serialize)]
-pub struct SizedExtra {
+pub struct PairExtra {
+    /// The same step's pair at 64 bytes, median ns.
+    pub pair_ns_per_op_at_64: f64,
+    /// This row's pair over 64 bytes' (paired: one interleaved set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pair_ratio_to_64_interval: Option<Interval>,
+    /// The replayed model time per pair at the size.
+    pub model_ns_per_pair: f64,
+    /// That over this row's pair, 0 to 1 (capped: overlap is not seen).
+    pub model_share: f64,
+    /// The same share at 64 bytes.
+    pub model_share_at_64: f64,
+}
+
+/// A row's extra fields, by what it timed.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(untagged)]
+pub enum SizedExtra {
+    /// A model-calls row.
+    ModelCalls(ModelCallsExtra),
+    /// A pair row.
+    Pair(PairExtra),
+}
+
+/// A model-calls row's extra fields.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ModelCallsExtra {
     /// Calls per pair, counted at 64 bytes.
     pub model_ops_per_pair: OpsPerPair,
     /// The same calls' time per pair at 64 bytes.
@@ -180,11 +265,48 @@ pub struct SizedExtra {
     pub ratio_to_64_interval: Option<Interval>,
 }
 
-/// One row: the model time per pair at the run's size.
-pub type SizedRow = Row<BreakdownVariant, SizedParams, SizedExtra>;
+/// One row: the model time per pair, or the pair, at the run's size.
+pub type SizedRow = Row<SizedVariant, SizedParams, SizedExtra>;
 
 fn paths(s: &SizedStep) -> [(PathKind, &SizedPath); 2] {
     [(PathKind::Pcp, &s.pcp), (PathKind::Zone, &s.zone)]
+}
+
+fn pair_paths(p: &StepPairs) -> [(PathKind, &PairAt); 2] {
+    [(PathKind::Pcp, &p.pcp), (PathKind::Zone, &p.zone)]
+}
+
+/// `model` time over `pair`, 0 to 1 (as the 64-byte breakdown's share).
+fn share(model: &Measurement, pair: &Measurement) -> f64 {
+    (model.ns_per_op.median / pair.ns_per_op.median).clamp(0.0, 1.0)
+}
+
+/// A pair row's extra fields: the pair and its step's model time.
+fn pair_extra(pair: &PairAt, model: &SizedPath) -> PairExtra {
+    PairExtra {
+        pair_ns_per_op_at_64: pair.at_64.ns_per_op.median,
+        pair_ratio_to_64_interval: Interval::between(&pair.at_size, &pair.at_64).ok(),
+        model_ns_per_pair: model.at_size.ns_per_op.median,
+        model_share: share(&model.at_size, &pair.at_size),
+        model_share_at_64: share(&model.at_64, &pair.at_64),
+    }
+}
+
+/// One model at `size`: the replayed calls, then the pairs where the
+/// allocator runs.
+fn measure_model(ctx: &Ctx, kind: ModelKind, size: PageSize) -> Result<ModelAt, String> {
+    let visitor = Visitor {
+        kind,
+        size,
+        plan: ctx.plan,
+        era: ctx.era,
+    };
+    let steps = with_model_options(kind, &ctx.layout, VmemmapOptions::default(), visitor)
+        .map_err(|e| e.to_string())?;
+    let pairs = measure_pairs(kind, size, &ctx.layout, ctx.era, ctx.plan)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    Ok(ModelAt { steps, pairs })
 }
 
 impl Experiment for BreakdownAt {
@@ -197,16 +319,7 @@ impl Experiment for BreakdownAt {
         let models = ctx
             .models()
             .into_iter()
-            .map(|kind| {
-                let visitor = Visitor {
-                    kind,
-                    size: *size,
-                    plan: ctx.plan,
-                    era: ctx.era,
-                };
-                let r = with_model_options(kind, &ctx.layout, VmemmapOptions::default(), visitor);
-                (kind, r.map_err(|e| e.to_string()))
-            })
+            .map(|kind| (kind, measure_model(ctx, kind, *size)))
             .collect();
         Ok(SizedResults {
             size: *size,
@@ -215,21 +328,46 @@ impl Experiment for BreakdownAt {
     }
 
     fn rows(ctx: &Ctx, r: &SizedResults) -> Vec<SizedRow> {
+        let params = SizedParams {
+            era: ctx.era.name(),
+            page_size: r.size.bytes(),
+        };
         let mut rows = Vec::new();
-        for (kind, steps) in &r.models {
-            for s in steps.iter().flatten() {
+        for (kind, at) in &r.models {
+            let Ok(at) = at else { continue };
+            for s in &at.steps {
                 for (path, p) in paths(s) {
-                    let params = SizedParams {
-                        era: ctx.era.name(),
-                        page_size: r.size.bytes(),
-                    };
-                    let extra = SizedExtra {
+                    let extra = ModelCallsExtra {
                         model_ops_per_pair: OpsPerPair(p.ops_per_pair),
                         model_ns_per_pair_at_64: p.at_64.ns_per_op.median,
                         ratio_to_64_interval: Interval::between(&p.at_size, &p.at_64).ok(),
                     };
-                    let variant = BreakdownVariant { path, step: s.step };
-                    rows.push(Row::new(variant, *kind, params, p.at_size.clone(), extra));
+                    let variant = SizedVariant {
+                        of: BreakdownVariant { path, step: s.step },
+                        timed: Timed::ModelCalls,
+                    };
+                    let extra = SizedExtra::ModelCalls(extra);
+                    rows.push(Row::new(
+                        variant,
+                        *kind,
+                        params.clone(),
+                        p.at_size.clone(),
+                        extra,
+                    ));
+                }
+            }
+            for (pairs, s) in at.pairs.iter().flatten().zip(&at.steps) {
+                for ((path, pair), (_, model)) in pair_paths(pairs).into_iter().zip(paths(s)) {
+                    let variant = SizedVariant {
+                        of: BreakdownVariant {
+                            path,
+                            step: pairs.step,
+                        },
+                        timed: Timed::Pair,
+                    };
+                    let extra = SizedExtra::Pair(pair_extra(pair, model));
+                    let m = pair.at_size.clone();
+                    rows.push(Row::new(variant, *kind, params.clone(), m, extra));
                 }
             }
         }
@@ -238,50 +376,26 @@ impl Experiment for BreakdownAt {
 
     fn render(ctx: &Ctx, r: &SizedResults) -> String {
         let mut t = format!(
-            "Memory-model time per order-0 pair at {} B struct page, era {}: each step's calls counted on the 64 B path and replayed on the model at both sizes\n",
-            r.size, ctx.era
+            "Order-0 {} alloc+free pairs at {} B struct page beside 64 B, era {}: the allocator's pair where it runs at {} B (both sizes interleaved, paired), and each step's memory-model calls counted on the 64 B path and replayed on the model at both sizes\n",
+            super::GFP,
+            r.size,
+            ctx.era,
+            r.size
         );
-        for (kind, steps) in &r.models {
-            let steps = match steps {
-                Ok(s) => s,
-                Err(e) => {
-                    t += &format!("\n{kind}: not built: {e}\n");
-                    continue;
-                }
-            };
-            t += &format!(
-                "\n{kind}\nallocator at {} B: not built yet (no pair to time, no share; this run replays the 64 B path's model calls only)\n{:<29} {:>12} {:>12} {:>22}   {:>12} {:>12} {:>22}\n",
-                r.size,
-                "step",
-                "pcp @64",
-                "pcp @size",
-                "vs 64 B",
-                "zone @64",
-                "zone @size",
-                "vs 64 B"
-            );
-            for s in steps {
-                t += &format!("{:<29}", s.step.label());
-                for (_, p) in paths(s) {
-                    let ratio = Interval::between(&p.at_size, &p.at_64)
-                        .map_or("-".into(), |i| ratio_cell(&i));
-                    t += &format!(
-                        " {:>12} {:>12} {:>22}  ",
-                        fmt_ns(p.at_64.ns_per_op.median),
-                        fmt_ns(p.at_size.ns_per_op.median),
-                        ratio
-                    );
-                }
-                t += "\n";
+        for (kind, at) in &r.models {
+            match at {
+                Ok(at) => t += &model_text(*kind, r.size, at),
+                Err(e) => t += &format!("\n{kind}: not built: {e}\n"),
             }
         }
-        t + NOISE_MARK + "; the two sizes' replays run apart, so each ratio is unpaired.\n"
+        t
     }
 
     fn comparisons(_: &Ctx, r: &SizedResults) -> Vec<Comparison> {
         let mut out = Vec::new();
-        for (kind, steps) in &r.models {
-            for s in steps.iter().flatten() {
+        for (kind, at) in &r.models {
+            let Ok(at) = at else { continue };
+            for s in &at.steps {
                 for (path, p) in paths(s) {
                     let what = format!(
                         "{kind} {}: model time at {} B / 64 B",
@@ -291,7 +405,96 @@ impl Experiment for BreakdownAt {
                     out.extend(Comparison::of(what, &p.at_size, &p.at_64));
                 }
             }
+            for pairs in at.pairs.iter().flatten() {
+                for (path, p) in pair_paths(pairs) {
+                    let what = format!(
+                        "{kind} {}: pair at {} B / 64 B",
+                        BreakdownVariant {
+                            path,
+                            step: pairs.step
+                        },
+                        r.size
+                    );
+                    out.extend(Comparison::of(what, &p.at_size, &p.at_64));
+                }
+            }
         }
         out
     }
+}
+
+/// One model's tables: the pairs (or the line saying the allocator does
+/// not run), then the replayed model calls.
+fn model_text(kind: ModelKind, size: PageSize, at: &ModelAt) -> String {
+    let mut t = format!("\n{kind}\n");
+    match &at.pairs {
+        Some(pairs) => t += &pairs_table(size, pairs, &at.steps),
+        None => {
+            t += &format!(
+                "allocator at {size} B: does not run there yet (no pair to time, no share; the table below replays the 64 B path's model calls only)\n"
+            );
+        }
+    }
+    t + &calls_table(&at.steps)
+}
+
+/// The pairs at both sizes with the paired ratio and the model's share.
+fn pairs_table(size: PageSize, pairs: &[StepPairs], steps: &[SizedStep]) -> String {
+    let mut t = format!(
+        "{:<29} {:>12} {:>12} {:>22} {:>13}   {:>12} {:>12} {:>22} {:>13}\n",
+        "pair",
+        "pcp @64",
+        format!("pcp @{size}"),
+        format!("{size} B / 64 B"),
+        "share 64/N",
+        "zone @64",
+        format!("zone @{size}"),
+        format!("{size} B / 64 B"),
+        "share 64/N"
+    );
+    for (p, s) in pairs.iter().zip(steps) {
+        t += &format!("{:<29}", p.step.label());
+        for ((_, pair), (_, model)) in pair_paths(p).into_iter().zip(paths(s)) {
+            let ratio = Interval::between(&pair.at_size, &pair.at_64)
+                .map_or("-".into(), |i| ratio_cell(&i));
+            let e = pair_extra(pair, model);
+            let shares = format!(
+                "{:.0}%/{:.0}%",
+                100.0 * e.model_share_at_64,
+                100.0 * e.model_share
+            );
+            t += &format!(
+                " {:>12} {:>12} {:>22} {:>13}  ",
+                fmt_ns(e.pair_ns_per_op_at_64),
+                fmt_ns(pair.at_size.ns_per_op.median),
+                ratio,
+                shares
+            );
+        }
+        t += "\n";
+    }
+    t + NOISE_MARK + "; both sizes' pairs are interleaved, so each ratio is paired.\n"
+}
+
+/// Each step's model calls replayed at both sizes.
+fn calls_table(steps: &[SizedStep]) -> String {
+    let mut t = format!(
+        "{:<29} {:>12} {:>12} {:>22}   {:>12} {:>12} {:>22}\n",
+        "model calls", "pcp @64", "pcp @size", "vs 64 B", "zone @64", "zone @size", "vs 64 B"
+    );
+    for s in steps {
+        t += &format!("{:<29}", s.step.label());
+        for (_, p) in paths(s) {
+            let ratio =
+                Interval::between(&p.at_size, &p.at_64).map_or("-".into(), |i| ratio_cell(&i));
+            t += &format!(
+                " {:>12} {:>12} {:>22}  ",
+                fmt_ns(p.at_64.ns_per_op.median),
+                fmt_ns(p.at_size.ns_per_op.median),
+                ratio
+            );
+        }
+        t += "\n";
+    }
+    t + NOISE_MARK + "; the two sizes' replays run apart, so each ratio is unpaired.\n"
 }

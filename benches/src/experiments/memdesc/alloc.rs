@@ -13,7 +13,7 @@
 
 use std::path::PathBuf;
 
-use buddy::{AllocError, Allocator, BuddyModel, Kernel, Options};
+use buddy::{AllocError, Allocator, BuddyModel, Gfp, Kernel, Options};
 use sparsemem::{Layout, Page8, Page16, Page32, Page64, PageLayout, Pfn};
 use vmemmap::VmemmapOptions;
 
@@ -21,7 +21,7 @@ use super::build::BuildAt;
 use crate::trace::TraceError;
 use crate::trace::format::TraceReader;
 use crate::trace::replay::{ReplayOptions, replay_through};
-use crate::workloads::{bulk_arrays, pcp_pairs, zone_pairs};
+use crate::workloads::{bulk_arrays, pcp_pairs, pcp_pairs_gfp, zone_pairs, zone_pairs_gfp};
 
 /// Pages per bulk request: the 2021 series' largest array.
 pub const BULK_PAGES: usize = 128;
@@ -103,11 +103,22 @@ pub enum AllocWork {
     Bulk,
 }
 
+/// Where an order-0 pair of `bench breakdown --page-size` runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PairPath {
+    /// Through a per-CPU list (a fresh handle, warmed by one pair).
+    Pcp,
+    /// On the zone path: a split and the merges back.
+    Zone,
+}
+
 /// One size's allocator: what a trial of each row calls.
 pub trait SizedAllocator {
     /// `n` operations of `work` (pairs, or bulk requests); returns a fold
     /// of the pfns for `black_box`.
     fn run(&self, work: AllocWork, n: u64) -> u64;
+    /// `n` order-0 pairs of `gfp` on `path`; returns a fold of the pfns.
+    fn pairs(&self, path: PairPath, n: u64, gfp: Gfp) -> u64;
     /// Replays the shipped recording through a fresh allocator of the same
     /// type; returns ns per event of the replay loop.
     fn replay(&self) -> Result<f64, TraceError>;
@@ -154,6 +165,18 @@ impl<M: BuddyModel + BuildAt> SizedAllocator for Rig<M> {
                 let mut slots: Vec<Option<Pfn>> = vec![None; BULK_PAGES];
                 bulk_arrays(&mut cpu, 1, &mut slots);
                 bulk_arrays(&mut cpu, n, &mut slots)
+            }
+        }
+    }
+
+    fn pairs(&self, path: PairPath, n: u64, gfp: Gfp) -> u64 {
+        let node = self.alloc.nodes()[0].id;
+        match path {
+            PairPath::Zone => zone_pairs_gfp(&self.alloc, node, n, gfp),
+            PairPath::Pcp => {
+                let mut cpu = self.alloc.cpu_on(node).expect("a node with memory");
+                pcp_pairs_gfp(&mut cpu, 1, gfp);
+                pcp_pairs_gfp(&mut cpu, n, gfp)
             }
         }
     }
