@@ -41,6 +41,7 @@ use std::ptr::NonNull;
 use nix::sys::mman::{self, MapFlags, MmapAdvise, ProtFlags};
 
 use crate::backing::{Memfd, Prot};
+pub use sparsemem::memmap::{Smaps, thp_available};
 
 /// How holes in the reservation behave.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -358,55 +359,9 @@ impl Reservation {
 
     /// The reservation's `/proc/self/smaps` totals.
     pub fn smaps(&self) -> io::Result<Smaps> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps")?;
         let lo = self.base.as_ptr() as u64;
-        let hi = lo + self.len as u64;
-        let mut totals = Smaps::default();
-        let mut inside = false;
-        for line in smaps.lines() {
-            if let Some((range, _)) = line.split_once(' ')
-                && let Some((a, b)) = range.split_once('-')
-                && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
-            {
-                inside = a < hi && b > lo;
-                continue;
-            }
-            if !inside {
-                continue;
-            }
-            let kib = |rest: &str| {
-                rest.trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .unwrap_or(0)
-                    * 1024
-            };
-            if let Some(rest) = line.strip_prefix("Rss:") {
-                totals.rss += kib(rest);
-            } else if let Some(rest) = line.strip_prefix("Pss:") {
-                totals.pss += kib(rest);
-            } else if let Some(rest) = line
-                .strip_prefix("AnonHugePages:")
-                .or_else(|| line.strip_prefix("ShmemPmdMapped:"))
-            {
-                totals.huge += kib(rest);
-            }
-        }
-        Ok(totals)
+        sparsemem::memmap::smaps_totals(&[(lo, lo + self.len as u64)])
     }
-}
-
-/// Totals of `/proc/self/smaps` over a reservation, in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Smaps {
-    /// `Rss`: mapped resident pages, a page mapped at k addresses k times.
-    pub rss: u64,
-    /// `Pss`: each page divided by its map count, so an aliased page counts
-    /// once when all its mappings are in the range.
-    pub pss: u64,
-    /// `AnonHugePages` + `ShmemPmdMapped`: bytes mapped by PMDs.
-    pub huge: u64,
 }
 
 impl Drop for Reservation {
@@ -416,11 +371,4 @@ impl Drop for Reservation {
         // A failure leaves a mapping behind, which drop cannot report.
         let _ = unsafe { mman::munmap(self.mapped_base, self.mapped_len) };
     }
-}
-
-/// Whether the kernel lets a process ask for THP (`always` or `madvise`).
-pub fn thp_available() -> bool {
-    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .map(|s| !s.contains("[never]"))
-        .unwrap_or(false)
 }
