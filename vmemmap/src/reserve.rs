@@ -12,8 +12,10 @@
 //!   are simply never written, so a userfaultfd registered on them sees the
 //!   first touch.
 //!
-//! With THP requested, populated ranges get `MADV_HUGEPAGE`, as the kernel
-//! maps vmemmap with 2 MiB PMDs where it can. Residency and huge-page use
+//! With THP requested, ranges the model populates in whole PMDs get
+//! `MADV_HUGEPAGE`, as the kernel maps vmemmap with 2 MiB PMDs where it
+//! can, and others `MADV_NOHUGEPAGE` (the model decides, see its
+//! `populate` module). Residency and huge-page use
 //! are read from `/proc/self/smaps` for the reservation's address range.
 //!
 //! Two backings: private anonymous memory (the default), or a sparse memfd
@@ -205,8 +207,10 @@ impl Reservation {
         }
     }
 
-    /// Makes `[offset, offset + len)` writable memory (`vmemmap_populate`).
-    pub fn populate(&self, offset: usize, len: usize) -> io::Result<()> {
+    /// Makes `[offset, offset + len)` writable memory (`vmemmap_populate`),
+    /// in transparent huge pages when `huge` and THP was requested
+    /// (`MADV_HUGEPAGE`), else in 4 KiB pages (`MADV_NOHUGEPAGE`).
+    pub fn populate(&self, offset: usize, len: usize, huge: bool) -> io::Result<()> {
         self.check(offset, len)?;
         let addr = self.range_start(offset);
         if self.style == HoleStyle::Inaccessible {
@@ -214,7 +218,7 @@ impl Reservation {
             // our own reservation accessible invalidates nothing.
             unsafe { mman::mprotect(addr, len, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE) }?;
         }
-        let advice = if self.thp {
+        let advice = if self.thp && huge {
             MmapAdvise::MADV_HUGEPAGE
         } else {
             MmapAdvise::MADV_NOHUGEPAGE
