@@ -68,7 +68,6 @@ pub struct MemmapBlock<P: PageLayout = Page64> {
     offset: usize,
     len: usize,
     nr_pages: usize,
-    direct_map: DirectMap,
 }
 
 // SAFETY: the block owns its mapping; `base` points into it and is only
@@ -119,13 +118,7 @@ impl<P: PageLayout> MemmapBlock<P> {
             offset,
             len,
             nr_pages: nr_pages as usize,
-            direct_map,
         })
-    }
-
-    /// How the block is mapped.
-    pub fn direct_map(&self) -> DirectMap {
-        self.direct_map
     }
 
     /// The descriptors.

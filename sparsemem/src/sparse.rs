@@ -13,9 +13,11 @@
 //!
 //! Each section's memmap is an anonymous `memmap2` mapping of
 //! `PAGES_PER_SECTION` descriptors, as the kernel allocates a whole
-//! section's memmap for non-VMEMMAP SPARSEMEM, and every descriptor of a
-//! present section is initialised (holes in boot memory as reserved
-//! pages).
+//! section's memmap for non-VMEMMAP SPARSEMEM, in huge pages like the
+//! kernel's direct map unless built with [`DirectMap::BasePages`] (a
+//! memmap smaller than 2 MiB, below 64-byte pages, fits no huge page), and
+//! every descriptor of a present section is initialised (holes in boot
+//! memory as reserved pages).
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
