@@ -97,16 +97,19 @@ pub trait Detector: Sized + Send + Sync + 'static {
 /// Every detector exists at every size: the probe's one-byte load tests
 /// the layout's [`PageLayout::PRESENT_BYTE_MASK`] (the flags word's
 /// `Present` bit, or at 8 bytes the memdesc type), and the memmap is
-/// populated in host pages of descriptors at the layout's stride, so a
+/// populated at the layout's stride: a subsection's in host pages, so a
 /// 2 MiB subsection's memmap is 32 KiB at 64 bytes and one 4 KiB page at
-/// 8 bytes ([`Vmemmap::subsection_memmap_bytes`]).
+/// 8 bytes ([`Vmemmap::subsection_memmap_bytes`]), and with THP a
+/// section's in the whole 2 MiB PMDs around it (the `populate` module).
 ///
 /// Invariants:
 /// - `base` is the reservation's base: the descriptor of pfn `p` is at
 ///   `base + p` for every `p < max_pfn`;
 /// - a descriptor is initialised (PRESENT) exactly when its pfn is valid
 ///   by the section table; every populated host page contains only such
-///   descriptors and zeroed ones.
+///   descriptors and zeroed ones;
+/// - every offset in `huge_pmds` is a PMD of the reservation populated
+///   whole.
 pub struct Vmemmap<D: Detector, P: PageLayout = Page64> {
     table: SectionTable<Extreme, true>,
     base: *const P,

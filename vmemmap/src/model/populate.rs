@@ -63,6 +63,10 @@ impl<D: Detector, P: PageLayout> Vmemmap<D, P> {
                     self.huge_pmds.insert(pmd);
                 }
             }
+            // Part of a PMD populated whole before may have been mapped
+            // over since (a memmap on frames, restored as a hole): the span
+            // itself is made accessible again either way.
+            self.reservation.populate(offset, len, true)?;
         } else {
             let in_huge_pmd = self.huge_pmds.contains(&(offset / PMD_SIZE * PMD_SIZE));
             self.detector
