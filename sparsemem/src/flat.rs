@@ -20,7 +20,7 @@
 use crate::error::{BuildError, HOTPLUG_MODELS, HotplugError, NO_HOTPLUG, VMEMMAP_MODELS};
 use crate::geometry::Geometry;
 use crate::layout::{Layout, RangeKind};
-use crate::memmap::{MemmapBlock, check_memmap_budget};
+use crate::memmap::{DirectMap, MemmapBlock, check_memmap_budget};
 use crate::model::{MemmapBytes, MemoryModel, PfnWalker};
 use crate::page::{Page64, PageLayout};
 use crate::pageblock::{Migratetype, NR_PAGEBLOCK_BITS, get_bits, set_bits};
@@ -55,6 +55,12 @@ impl Flat {
 impl<P: PageLayout> Flat<P> {
     /// As [`Flat::new`], with `struct page` layout `P`.
     pub fn build(layout: &Layout) -> Result<Flat<P>, BuildError> {
+        Flat::build_mapped(layout, DirectMap::HugePages)
+    }
+
+    /// As [`Flat::build`], with the `mem_map` mapped as `direct_map` says
+    /// (the kernel's `mem_map` is memblock memory in the direct map).
+    pub fn build_mapped(layout: &Layout, direct_map: DirectMap) -> Result<Flat<P>, BuildError> {
         let geometry = *layout.geometry();
         for (kind, why, models) in [
             (
@@ -87,7 +93,7 @@ impl<P: PageLayout> Flat<P> {
             .min(geometry.max_pfn().get());
         let nr_pages = end - first;
         check_memmap_budget(nr_pages.saturating_mul(P::SIZE))?;
-        let mem_map = MemmapBlock::<P>::new(nr_pages)?;
+        let mem_map = MemmapBlock::<P>::with_direct_map(nr_pages, direct_map)?;
         let shift = geometry.pfn_section_shift();
         for (i, page) in mem_map.pages().iter().enumerate() {
             // SAFETY: a fresh mem_map owned by the model under construction.
@@ -208,7 +214,7 @@ unsafe impl<P: PageLayout> MemoryModel for Flat<P> {
             reserved: self.mem_map.reserved_bytes(),
             resident: self.mem_map.resident_bytes(),
             tables: std::mem::size_of_val(&*self.pageblock_flags) as u64,
-            huge: 0,
+            huge: self.mem_map.huge_bytes(),
         }
     }
 

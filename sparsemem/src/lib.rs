@@ -106,6 +106,7 @@ pub use geometry::{
     SectionChunk, ZoneLimits,
 };
 pub use layout::{Layout, LayoutError, MemRange, RangeKind};
+pub use memmap::DirectMap;
 pub use model::{MemmapBytes, MemmapFrames, MemoryModel, PfnWalker, first_valid_pfn_per_pfn};
 pub use page::{
     BuddyPage, ListState, MemdescType, PAGE_STRUCT_SIZE, Page, Page8, Page16, Page32, Page64,

@@ -21,8 +21,8 @@ pub struct MemmapBytes {
     pub resident: u64,
     /// Bytes of section tables (root array, section entries, usage maps).
     pub tables: u64,
-    /// Resident memmap bytes in transparent huge pages (`AnonHugePages`),
-    /// measured for the vmemmap reservation; 0 where THP is not requested.
+    /// Resident memmap bytes in transparent huge pages (`AnonHugePages` of
+    /// the memmap's own mappings); 0 where THP is not requested or given.
     pub huge: u64,
 }
 

@@ -13,9 +13,11 @@
 //!
 //! Each section's memmap is an anonymous `memmap2` mapping of
 //! `PAGES_PER_SECTION` descriptors, as the kernel allocates a whole
-//! section's memmap for non-VMEMMAP SPARSEMEM, and every descriptor of a
-//! present section is initialised (holes in boot memory as reserved
-//! pages).
+//! section's memmap for non-VMEMMAP SPARSEMEM, in huge pages like the
+//! kernel's direct map unless built with [`DirectMap::BasePages`] (a
+//! memmap smaller than 2 MiB, below 64-byte pages, fits no huge page), and
+//! every descriptor of a present section is initialised (holes in boot
+//! memory as reserved pages).
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -23,7 +25,7 @@ use std::marker::PhantomData;
 use crate::error::{BuildError, HotplugError, VMEMMAP_MODELS};
 use crate::geometry::Geometry;
 use crate::layout::{Layout, RangeKind};
-use crate::memmap::{MemmapBlock, check_memmap_budget};
+use crate::memmap::{DirectMap, MemmapBlock, check_memmap_budget, smaps_totals};
 use crate::model::{MemmapBytes, MemoryModel, PfnWalker};
 use crate::page::{Page64, PageLayout};
 use crate::pageblock::Migratetype;
@@ -44,6 +46,8 @@ use crate::types::{Pfn, SectionNr};
 pub struct Sparse<R: SectionRoot, P: PageLayout = Page64> {
     table: SectionTable<R, false>,
     memmaps: BTreeMap<SectionNr, MemmapBlock<P>>,
+    /// How every section memmap is mapped, boot's and hot-added ones.
+    direct_map: DirectMap,
     _root: PhantomData<R>,
 }
 
@@ -53,8 +57,12 @@ pub type SparseClassic = Sparse<Classic>;
 pub type SparseExtreme = Sparse<Extreme>;
 
 /// A fresh memmap for section `nr`, every descriptor initialised.
-fn section_memmap<P: PageLayout>(g: &Geometry, nr: SectionNr) -> std::io::Result<MemmapBlock<P>> {
-    let block = MemmapBlock::<P>::new(g.pages_per_section())?;
+fn section_memmap<P: PageLayout>(
+    g: &Geometry,
+    nr: SectionNr,
+    direct_map: DirectMap,
+) -> std::io::Result<MemmapBlock<P>> {
+    let block = MemmapBlock::<P>::with_direct_map(g.pages_per_section(), direct_map)?;
     for page in block.pages() {
         // SAFETY: a fresh block owned by the model, not yet installed, so no
         // allocator sees it.
@@ -75,6 +83,13 @@ impl<R: SectionRoot> Sparse<R> {
 impl<R: SectionRoot, P: PageLayout> Sparse<R, P> {
     /// As [`Sparse::new`], with `struct page` layout `P`.
     pub fn build(layout: &Layout) -> Result<Self, BuildError> {
+        Sparse::build_mapped(layout, DirectMap::HugePages)
+    }
+
+    /// As [`Sparse::build`], with every section memmap mapped as
+    /// `direct_map` says (the kernel's come from memblock, in the direct
+    /// map).
+    pub fn build_mapped(layout: &Layout, direct_map: DirectMap) -> Result<Self, BuildError> {
         let g = *layout.geometry();
         if let Some((r, _, _)) = layout.ranges_of(RangeKind::Device).next() {
             return Err(BuildError::CannotHold {
@@ -92,13 +107,14 @@ impl<R: SectionRoot, P: PageLayout> Sparse<R, P> {
         check_memmap_budget(plan.len() as u64 * g.pages_per_section() * P::SIZE)?;
         let mut memmaps = BTreeMap::new();
         for (&nr, sp) in &plan {
-            let block = section_memmap::<P>(&g, nr)?;
+            let block = section_memmap::<P>(&g, nr, direct_map)?;
             table.install(nr, block.as_ptr(), sp);
             memmaps.insert(nr, block);
         }
         Ok(Sparse {
             table,
             memmaps,
+            direct_map,
             _root: PhantomData,
         })
     }
@@ -203,6 +219,8 @@ unsafe impl<R: SectionRoot, P: PageLayout> MemoryModel for Sparse<R, P> {
             b.reserved += block.reserved_bytes();
             b.resident += block.resident_bytes();
         }
+        let ranges: Vec<(u64, u64)> = self.memmaps.values().map(|m| m.address_range()).collect();
+        b.huge = smaps_totals(&ranges).map_or(0, |t| t.huge);
         b
     }
 
@@ -218,7 +236,7 @@ unsafe impl<R: SectionRoot, P: PageLayout> MemoryModel for Sparse<R, P> {
             debug_assert!(c.whole_section, "memory blocks are whole sections");
             fresh.insert(
                 c.nr,
-                section_memmap::<P>(&g, c.nr).map_err(HotplugError::Memmap)?,
+                section_memmap::<P>(&g, c.nr, self.direct_map).map_err(HotplugError::Memmap)?,
             );
         }
         self.table

@@ -35,6 +35,7 @@ use sparsemem::hvo::{HugetlbVmemmap, HvoError};
 use crate::hvo_state::HvoState;
 
 mod on_frames;
+mod populate;
 use crate::reserve::{Backing, HoleStyle, Reservation, thp_available};
 
 /// Options for building a vmemmap model.
@@ -96,16 +97,19 @@ pub trait Detector: Sized + Send + Sync + 'static {
 /// Every detector exists at every size: the probe's one-byte load tests
 /// the layout's [`PageLayout::PRESENT_BYTE_MASK`] (the flags word's
 /// `Present` bit, or at 8 bytes the memdesc type), and the memmap is
-/// populated in host pages of descriptors at the layout's stride, so a
+/// populated at the layout's stride: a subsection's in host pages, so a
 /// 2 MiB subsection's memmap is 32 KiB at 64 bytes and one 4 KiB page at
-/// 8 bytes ([`Vmemmap::subsection_memmap_bytes`]).
+/// 8 bytes ([`Vmemmap::subsection_memmap_bytes`]), and with THP a
+/// section's in the whole 2 MiB PMDs around it (the `populate` module).
 ///
 /// Invariants:
 /// - `base` is the reservation's base: the descriptor of pfn `p` is at
 ///   `base + p` for every `p < max_pfn`;
 /// - a descriptor is initialised (PRESENT) exactly when its pfn is valid
 ///   by the section table; every populated host page contains only such
-///   descriptors and zeroed ones.
+///   descriptors and zeroed ones;
+/// - every offset in `huge_pmds` is a PMD of the reservation populated
+///   whole.
 pub struct Vmemmap<D: Detector, P: PageLayout = Page64> {
     table: SectionTable<Extreme, true>,
     base: *const P,
@@ -116,6 +120,9 @@ pub struct Vmemmap<D: Detector, P: PageLayout = Page64> {
     /// memmap_on_memory blocks whose memmap is mapped on their own frames
     /// ([`MemoryModel::hot_add_memmap_on_frames`]): first pfn → pages.
     on_frames: BTreeMap<u64, u64>,
+    /// Byte offsets of the memmap PMDs populated whole, in 2 MiB runs
+    /// (`vmemmap_populate_hugepages`; see `populate`).
+    huge_pmds: std::collections::BTreeSet<usize>,
 }
 
 // SAFETY: `base` points into `reservation`, owned by this value; descriptors
@@ -188,6 +195,7 @@ impl<D: Detector, P: PageLayout> Vmemmap<D, P> {
             reservation,
             hvo: HvoState::default(),
             on_frames: BTreeMap::new(),
+            huge_pmds: std::collections::BTreeSet::new(),
         };
         for (&nr, sp) in &plan {
             let first = g.section_nr_to_pfn(nr).get();
@@ -245,30 +253,6 @@ impl<D: Detector, P: PageLayout> Vmemmap<D, P> {
         (self.reservation.thp_requested(), huge)
     }
 
-    /// The host-page-aligned byte range of the memmap of `[first, first+nr)`.
-    fn memmap_span(&self, first: u64, nr: u64) -> (usize, usize) {
-        let page = sparsemem::memmap::host_page_size() as u64;
-        let start = first * P::SIZE / page * page;
-        let end = ((first + nr) * P::SIZE).div_ceil(page) * page;
-        (start as usize, (end - start) as usize)
-    }
-
-    /// Populates the memmap of `[first, first + nr)` and initialises it.
-    fn populate_pfns(&mut self, first: u64, nr: u64) -> io::Result<()> {
-        let (offset, len) = self.memmap_span(first, nr);
-        self.detector
-            .before_populate(self.reservation.base().wrapping_add(offset), len)?;
-        self.reservation.populate(offset, len)?;
-        let shift = self.table.geometry().pfn_section_shift();
-        for pfn in first..first + nr {
-            // SAFETY: (1) the descriptor lies in the range just populated;
-            // (2) the model owns it and `&mut self` excludes any allocator
-            // use, so initialising it is the owner's write.
-            unsafe { (*self.base.add(pfn as usize)).init_reserved(pfn >> shift) };
-        }
-        Ok(())
-    }
-
     /// Initialises populated descriptors `[first, first + nr)` as device
     /// memory of `node` (`memmap_init_zone_device`).
     fn init_device(&mut self, first: u64, nr: u64, node: NodeId) {
@@ -289,8 +273,16 @@ impl<D: Detector, P: PageLayout> Vmemmap<D, P> {
             new_subsections * g.pages_per_subsection() * P::SIZE,
         )
         .map_err(HotplugError::TooLarge)?;
+        let per_section = g.pages_per_section() / g.pages_per_subsection();
         for c in changes {
             let first = g.section_nr_to_pfn(c.nr).get();
+            // `section_activate` populates a whole section's memmap in one
+            // call (PMD-mapped), a partial one subsection by subsection.
+            if u64::from(c.bits.count()) == per_section {
+                self.populate_pfns(first, g.pages_per_section())
+                    .map_err(HotplugError::Memmap)?;
+                continue;
+            }
             for i in c.bits.iter() {
                 self.populate_pfns(
                     first + i * g.pages_per_subsection(),
@@ -378,40 +370,6 @@ impl<D: Detector, P: PageLayout> Vmemmap<D, P> {
                 })
                 .collect(),
         }
-    }
-
-    /// Retires the memmap of `ranges`, whose pfns the table no longer
-    /// holds valid. Two passes, because neighbouring subsections can share a
-    /// host page (2 KiB of memmap per subsection with 64 KiB pages): first
-    /// every descriptor becomes a hole, then each host page left holding no
-    /// valid pfn goes back to the kernel, once.
-    fn retire(&mut self, ranges: &[(u64, u64)]) -> io::Result<()> {
-        for &(first, nr) in ranges {
-            for pfn in first..first + nr {
-                // SAFETY: nothing has been depopulated yet in this call, and
-                // these pfns were valid (so populated) until the table commit
-                // just before; `&mut self` excludes any live `&P`, so
-                // the model retires descriptors it owns.
-                unsafe { (*self.base.add(pfn as usize)).clear_to_hole() };
-            }
-        }
-        let page = sparsemem::memmap::host_page_size();
-        let per_page = page as u64 / P::SIZE;
-        let mut dead = std::collections::BTreeSet::new();
-        for &(first, nr) in ranges {
-            let (offset, len) = self.memmap_span(first, nr);
-            for host in (offset..offset + len).step_by(page) {
-                if !self.any_valid(host as u64 / P::SIZE, per_page) {
-                    dead.insert(host);
-                }
-            }
-        }
-        for host in dead {
-            self.reservation.depopulate(host, page)?;
-            self.detector
-                .after_depopulate(self.reservation.base().wrapping_add(host), page)?;
-        }
-        Ok(())
     }
 }
 

@@ -12,8 +12,10 @@
 //!   are simply never written, so a userfaultfd registered on them sees the
 //!   first touch.
 //!
-//! With THP requested, populated ranges get `MADV_HUGEPAGE`, as the kernel
-//! maps vmemmap with 2 MiB PMDs where it can. Residency and huge-page use
+//! With THP requested, ranges the model populates in whole PMDs get
+//! `MADV_HUGEPAGE`, as the kernel maps vmemmap with 2 MiB PMDs where it
+//! can, and others `MADV_NOHUGEPAGE` (the model decides, see its
+//! `populate` module). Residency and huge-page use
 //! are read from `/proc/self/smaps` for the reservation's address range.
 //!
 //! Two backings: private anonymous memory (the default), or a sparse memfd
@@ -41,6 +43,7 @@ use std::ptr::NonNull;
 use nix::sys::mman::{self, MapFlags, MmapAdvise, ProtFlags};
 
 use crate::backing::{Memfd, Prot};
+pub use sparsemem::memmap::{Smaps, thp_available};
 
 /// How holes in the reservation behave.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -204,8 +207,10 @@ impl Reservation {
         }
     }
 
-    /// Makes `[offset, offset + len)` writable memory (`vmemmap_populate`).
-    pub fn populate(&self, offset: usize, len: usize) -> io::Result<()> {
+    /// Makes `[offset, offset + len)` writable memory (`vmemmap_populate`),
+    /// in transparent huge pages when `huge` and THP was requested
+    /// (`MADV_HUGEPAGE`), else in 4 KiB pages (`MADV_NOHUGEPAGE`).
+    pub fn populate(&self, offset: usize, len: usize, huge: bool) -> io::Result<()> {
         self.check(offset, len)?;
         let addr = self.range_start(offset);
         if self.style == HoleStyle::Inaccessible {
@@ -213,7 +218,7 @@ impl Reservation {
             // our own reservation accessible invalidates nothing.
             unsafe { mman::mprotect(addr, len, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE) }?;
         }
-        let advice = if self.thp {
+        let advice = if self.thp && huge {
             MmapAdvise::MADV_HUGEPAGE
         } else {
             MmapAdvise::MADV_NOHUGEPAGE
@@ -358,55 +363,9 @@ impl Reservation {
 
     /// The reservation's `/proc/self/smaps` totals.
     pub fn smaps(&self) -> io::Result<Smaps> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps")?;
         let lo = self.base.as_ptr() as u64;
-        let hi = lo + self.len as u64;
-        let mut totals = Smaps::default();
-        let mut inside = false;
-        for line in smaps.lines() {
-            if let Some((range, _)) = line.split_once(' ')
-                && let Some((a, b)) = range.split_once('-')
-                && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
-            {
-                inside = a < hi && b > lo;
-                continue;
-            }
-            if !inside {
-                continue;
-            }
-            let kib = |rest: &str| {
-                rest.trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .unwrap_or(0)
-                    * 1024
-            };
-            if let Some(rest) = line.strip_prefix("Rss:") {
-                totals.rss += kib(rest);
-            } else if let Some(rest) = line.strip_prefix("Pss:") {
-                totals.pss += kib(rest);
-            } else if let Some(rest) = line
-                .strip_prefix("AnonHugePages:")
-                .or_else(|| line.strip_prefix("ShmemPmdMapped:"))
-            {
-                totals.huge += kib(rest);
-            }
-        }
-        Ok(totals)
+        sparsemem::memmap::smaps_totals(&[(lo, lo + self.len as u64)])
     }
-}
-
-/// Totals of `/proc/self/smaps` over a reservation, in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Smaps {
-    /// `Rss`: mapped resident pages, a page mapped at k addresses k times.
-    pub rss: u64,
-    /// `Pss`: each page divided by its map count, so an aliased page counts
-    /// once when all its mappings are in the range.
-    pub pss: u64,
-    /// `AnonHugePages` + `ShmemPmdMapped`: bytes mapped by PMDs.
-    pub huge: u64,
 }
 
 impl Drop for Reservation {
@@ -416,11 +375,4 @@ impl Drop for Reservation {
         // A failure leaves a mapping behind, which drop cannot report.
         let _ = unsafe { mman::munmap(self.mapped_base, self.mapped_len) };
     }
-}
-
-/// Whether the kernel lets a process ask for THP (`always` or `madvise`).
-pub fn thp_available() -> bool {
-    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .map(|s| !s.contains("[never]"))
-        .unwrap_or(false)
 }

@@ -423,6 +423,12 @@ mod tests {
         let flat = |v: &serde_json::Value, field: &str| v["models"][0][field].as_u64().unwrap();
         assert_eq!(big["models"][0]["model"], "flat");
         assert_eq!(flat(&big, "reserved"), 8 * flat(&small, "reserved"));
+        // The flat memmap is in the direct map's huge pages where THP is
+        // available (whole PMDs, at most the resident bytes).
+        if sparsemem::memmap::thp_available() {
+            let huge = flat(&big, "huge");
+            assert!(huge > 0 && huge <= flat(&big, "resident"), "{huge}");
+        }
         assert_eq!(flat(&small, "descriptors"), 0, "8 B: no allocator yet");
         assert_eq!(flat(&big, "descriptors"), 0, "64 B: links in the page");
         // 31 GiB present in 4 MiB blocks, a 32-byte struct buddy each,

@@ -1,0 +1,97 @@
+//! Where the FLATMEM and SPARSEMEM memmaps live: in huge pages, as the
+//! kernel's direct map holds them, or in 4 KiB pages (`debug_pagealloc`).
+
+use sparsemem::memmap::thp_available;
+use sparsemem::table::Classic;
+use sparsemem::{
+    DirectMap, Flat, Geometry, Layout, MemRange, MemoryModel, Page8, Page64, Pfn, RangeKind,
+    Sparse, SparseClassic, SparseExtreme,
+};
+
+/// 1 GiB of boot memory at 0: a 16 MiB flat memmap, eight 2 MiB section
+/// memmaps.
+fn layout() -> Layout {
+    Layout::new(
+        Geometry::X86_64,
+        vec![MemRange::new(0, 1 << 30, RangeKind::Ram, 0)],
+        "one GiB",
+    )
+    .unwrap()
+}
+
+/// Skips (with the reason printed) unless THP is `always` or `madvise`.
+fn thp_or_skip() -> bool {
+    let ok = thp_available();
+    if !ok {
+        println!("skipped: /sys/kernel/mm/transparent_hugepage/enabled is [never]");
+    }
+    ok
+}
+
+/// Every 2 MiB of a touched memmap is THP-backed unless the kernel had no
+/// free huge page at that moment, so at least one is, and the huge bytes
+/// are whole PMDs within the resident ones.
+fn assert_mostly_huge(name: &str, b: sparsemem::MemmapBytes) {
+    println!(
+        "{name}: reserved {} resident {} in THP {}",
+        b.reserved, b.resident, b.huge
+    );
+    assert_eq!(
+        b.resident, b.reserved,
+        "{name}: every descriptor initialised"
+    );
+    assert!(b.huge > 0 && b.huge <= b.resident, "{name}: {b:?}");
+    assert_eq!(b.huge % (2 << 20), 0, "{name}: whole PMDs");
+}
+
+#[test]
+fn a_touched_flat_memmap_is_in_huge_pages_when_thp_is_available() {
+    if !thp_or_skip() {
+        return;
+    }
+    let flat = Flat::new(&layout()).unwrap();
+    assert_eq!(flat.memmap_bytes().reserved, 16 << 20);
+    assert_mostly_huge("flat", flat.memmap_bytes());
+}
+
+#[test]
+fn section_memmaps_of_two_mib_are_in_huge_pages_when_thp_is_available() {
+    if !thp_or_skip() {
+        return;
+    }
+    assert_mostly_huge(
+        "sparse",
+        SparseClassic::new(&layout()).unwrap().memmap_bytes(),
+    );
+    let mut extreme = SparseExtreme::new(&layout()).unwrap();
+    // A hot-added section's memmap is mapped as boot's.
+    extreme
+        .hot_add(Pfn::new((4u64 << 30) >> 12), 1 << 15)
+        .unwrap();
+    let b = extreme.memmap_bytes();
+    assert_eq!(b.reserved, 9 * (2 << 20));
+    assert_mostly_huge("sparse-extreme + one hot-added section", b);
+}
+
+#[test]
+fn base_pages_model_a_debug_pagealloc_direct_map() {
+    let flat = Flat::<Page64>::build_mapped(&layout(), DirectMap::BasePages).unwrap();
+    let b = flat.memmap_bytes();
+    assert_eq!((b.reserved, b.resident, b.huge), (16 << 20, 16 << 20, 0));
+    let sparse = SparseClassic::build_mapped(&layout(), DirectMap::BasePages).unwrap();
+    let b = sparse.memmap_bytes();
+    assert_eq!((b.resident, b.huge), (8 * (2 << 20), 0));
+}
+
+#[test]
+fn a_section_memmap_smaller_than_a_pmd_stays_in_base_pages() {
+    // At 8 bytes a section's memmap is 256 KiB: its own mapping, which no
+    // 2 MiB page fits (the kernel carves it from one node-wide
+    // sparse_buffer instead; see docs/memdesc.md).
+    let sparse = Sparse::<Classic, Page8>::build(&layout()).unwrap();
+    let b = sparse.memmap_bytes();
+    assert_eq!(
+        (b.reserved, b.resident, b.huge),
+        (8 * (256 << 10), 8 * (256 << 10), 0)
+    );
+}
