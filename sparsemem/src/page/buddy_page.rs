@@ -202,11 +202,6 @@ pub unsafe trait BuddyPage: PageLayout + std::fmt::Debug {
     /// Whether the page holds its own links and order (no descriptor).
     const LINKS_IN_PAGE: bool = true;
 
-    /// The largest `MAX_PAGE_ORDER` the layout can run: at 8 bytes a page
-    /// with no descriptor keeps its order in 4 bits, so 15; the limit of
-    /// every geometry elsewhere.
-    const MAX_ORDER: u8 = crate::MAX_PAGE_ORDER_LIMIT;
-
     /// The page is about to go on a free, per-CPU or chain list: where the
     /// links do not fit in the page, `kmem_cache_alloc` of its `struct
     /// buddy`, which takes over `private`. Nothing at 64 and 32 bytes.

@@ -6,11 +6,11 @@ use std::ptr::{null_mut, without_provenance_mut};
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::super::kmem_cache::SlabInfo;
-use super::super::{BuddyPage, ListState, PageFlag, PageLayout, UserFlag, packed};
+use super::super::{BuddyPage, ListState, PageFlag, PageLayout, UserFlag};
 use super::{
     BUDDY_CACHE, COUNT_BIT, FLAG_SHIFT, FLAGS_MASK, Form, HEADER_MASK, MISC_CACHE, MemdescType,
-    PACK_LOW, PACKED_PRIVATE_MAX, Page8, TAIL_ADDR_MASK, TAIL_PRIVATE_SHIFT, TYPE_MASK, USER_MASK,
-    View, fmask, packed_private, packed_word, tagged,
+    Page8, TAIL_ADDR_MASK, TAIL_PRIVATE_SHIFT, TYPE_MASK, USER_MASK, View, fmask, packed_private,
+    packed_word, tagged,
 };
 
 // SAFETY: (1) the links are the two `AtomicPtr`s of the page's `struct
@@ -27,7 +27,6 @@ use super::{
 // section.
 unsafe impl BuddyPage for Page8 {
     const LINKS_IN_PAGE: bool = false;
-    const MAX_ORDER: u8 = PACKED_PRIVATE_MAX as u8;
 
     #[inline(always)]
     fn test(&self, flag: PageFlag) -> bool {
@@ -147,7 +146,7 @@ unsafe impl BuddyPage for Page8 {
     }
     #[inline(always)]
     unsafe fn set_zone_node(&self, zone: u8, node: u16) {
-        let rewrite = |v: u64| packed::with_zone_node(PACK_LOW, v, zone, node);
+        let rewrite = |v: u64| super::pack8::with_zone_node(v, zone, node);
         match self.view() {
             View::Packed(word) => self
                 .memdesc

@@ -12,9 +12,11 @@
 //!   its upper bits today: the seven page flags but `PG_present` (which
 //!   the type says) in bits 4..11, a one-bit count in bit 11 (memmap
 //!   init's `init_page_count` of a reserved page, the pgmap's reference of
-//!   a device page), a 4-bit `private` in bits 12..16 (the order a block
-//!   head carries between its list and its holder), then zone (8 bits),
-//!   node (12) and section (28), as at 32 and 16 bytes;
+//!   a device page), a 5-bit `private` in bits 12..17 (the order a block
+//!   head carries between its list and its holder, up to
+//!   `MAX_PAGE_ORDER_LIMIT`), then zone (8 bits), node (12) and section
+//!   (27: one fewer than at 32 and 16 bytes, still more than
+//!   `MAX_SECTIONS_SHIFT`);
 //! - `Buddy` (5, the plan's "Free"): a free, per-CPU or chained page,
 //!   pointing to its `struct buddy` ([`Buddy8`]) from this size's
 //!   `struct buddy` cache: the links, the order, and the header every
@@ -61,13 +63,13 @@ const USER_MASK: u64 =
     (PageFlag::Locked.mask() | PageFlag::Referenced.mask() | PageFlag::Dirty.mask()) << FLAG_SHIFT;
 /// A packed word's one-bit count.
 const COUNT_BIT: u64 = 1 << 11;
-/// A packed word's `private`: bits 12..16.
+/// A packed word's `private`: bits 12..17.
 const PRIVATE_SHIFT: u32 = 12;
 /// The largest `private` a packed word holds.
-const PACKED_PRIVATE_MAX: u64 = 15;
+const PACKED_PRIVATE_MAX: u64 = 31;
 const PRIVATE_MASK: u64 = PACKED_PRIVATE_MAX << PRIVATE_SHIFT;
 /// Where the packed zone, node and section start.
-const PACK_LOW: u32 = 16;
+const PACK_LOW: u32 = 17;
 /// What a descriptor's header keeps of a packed word: the flags and the
 /// zone, node and section.
 const HEADER_MASK: u64 = !(TYPE_MASK | COUNT_BIT | PRIVATE_MASK);
@@ -76,9 +78,59 @@ const TAIL_PRIVATE_SHIFT: u32 = 48;
 /// The address bits of a `Tail` word.
 const TAIL_ADDR_MASK: usize = ((1 << TAIL_PRIVATE_SHIFT) - 1) & !(TYPE_MASK as usize);
 
-const _: () = assert!(PACK_LOW + 8 + 12 + packed::SECTIONS_WIDTH == 64);
+const _: () = assert!(PACK_LOW + ZONES_WIDTH + NODES_WIDTH + SECTIONS_WIDTH == 64);
 const _: () = assert!(FLAGS_MASK & (COUNT_BIT | PRIVATE_MASK | TYPE_MASK) == 0);
-const _: () = assert!(PACKED_PRIVATE_MAX >= crate::DEFAULT_MAX_PAGE_ORDER as u64);
+const _: () = assert!(PACKED_PRIVATE_MAX >= crate::MAX_PAGE_ORDER_LIMIT as u64);
+
+/// Bits of zone id, as `packed` has them.
+const ZONES_WIDTH: u32 = 8;
+/// Bits of node id, as `packed` has them.
+const NODES_WIDTH: u32 = 12;
+/// Bits of section number: one fewer than `packed`'s, still enough for
+/// `MAX_SECTIONS_SHIFT`, so that `private` holds every order.
+const SECTIONS_WIDTH: u32 = packed::SECTIONS_WIDTH - 1;
+
+const _: () = assert!(SECTIONS_WIDTH >= crate::MAX_SECTIONS_SHIFT);
+
+/// `page->flags`' upper bits as the kernel packs them, above the 8-byte
+/// word's low [`PACK_LOW`] bits (type, flags, count, `private`).
+mod pack8 {
+    use super::{NODES_WIDTH, PACK_LOW, SECTIONS_WIDTH, ZONES_WIDTH};
+
+    /// The packed placement of `section`, `zone`, `node`.
+    #[inline(always)]
+    pub(super) const fn pack(section: u64, zone: u8, node: u16) -> u64 {
+        debug_assert!(section >> SECTIONS_WIDTH == 0 && node >> NODES_WIDTH == 0);
+        ((zone as u64) << PACK_LOW)
+            | ((node as u64) << (PACK_LOW + ZONES_WIDTH))
+            | (section << (PACK_LOW + ZONES_WIDTH + NODES_WIDTH))
+    }
+
+    /// The zone id of a packed word.
+    #[inline(always)]
+    pub(super) const fn zone(word: u64) -> u8 {
+        (word >> PACK_LOW) as u8
+    }
+
+    /// The node id of a packed word.
+    #[inline(always)]
+    pub(super) const fn node(word: u64) -> u16 {
+        ((word >> (PACK_LOW + ZONES_WIDTH)) & ((1 << NODES_WIDTH) - 1)) as u16
+    }
+
+    /// The section number of a packed word.
+    #[inline(always)]
+    pub(super) const fn section(word: u64) -> u64 {
+        word >> (PACK_LOW + ZONES_WIDTH + NODES_WIDTH)
+    }
+
+    /// `word` with its zone and node replaced.
+    #[inline(always)]
+    pub(super) const fn with_zone_node(word: u64, zone: u8, node: u16) -> u64 {
+        let mask = ((1u64 << (ZONES_WIDTH + NODES_WIDTH)) - 1) << PACK_LOW;
+        (word & !mask) | pack(0, zone, node)
+    }
+}
 
 /// What an 8-byte page's memdesc word says the page is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,7 +284,7 @@ fn packed_private(word: u64) -> u64 {
 fn packed_word(header: u64, private: u64, counted: bool) -> *mut u8 {
     assert!(
         private <= PACKED_PRIVATE_MAX,
-        "a page with no descriptor holds private {private} in 4 bits"
+        "a page with no descriptor holds private {private} in 5 bits"
     );
     without_provenance_mut(
         ((header & HEADER_MASK)
@@ -455,13 +507,12 @@ unsafe impl PageLayout for Page8 {
     const FLAGS_WORD: bool = false;
 
     unsafe fn init_reserved(&self, section: u64) {
-        let header = packed::pack(PACK_LOW, section, 0, 0) | fmask(PageFlag::Reserved);
+        let header = pack8::pack(section, 0, 0) | fmask(PageFlag::Reserved);
         self.memdesc.store(packed_word(header, 0, false), Relaxed);
     }
 
     unsafe fn init_device(&self, section: u64, node: u16) {
-        let header =
-            packed::pack(PACK_LOW, section, ZONE_DEVICE_ID, node) | fmask(PageFlag::Reserved);
+        let header = pack8::pack(section, ZONE_DEVICE_ID, node) | fmask(PageFlag::Reserved);
         let word = packed_word(header, 0, true)
             .map_addr(|a| a & !(TYPE_MASK as usize) | MemdescType::Device as usize);
         self.memdesc.store(word, Relaxed);
@@ -478,17 +529,17 @@ unsafe impl PageLayout for Page8 {
 
     #[inline(always)]
     fn section(&self) -> u64 {
-        packed::section(PACK_LOW, self.header())
+        pack8::section(self.header())
     }
 
     #[inline(always)]
     fn zone_id(&self) -> u8 {
-        packed::zone(PACK_LOW, self.header())
+        pack8::zone(self.header())
     }
 
     #[inline(always)]
     fn node_id(&self) -> u16 {
-        packed::node(PACK_LOW, self.header())
+        pack8::node(self.header())
     }
 }
 
