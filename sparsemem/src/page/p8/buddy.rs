@@ -8,9 +8,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::super::kmem_cache::SlabInfo;
 use super::super::{BuddyPage, ListState, PageFlag, PageLayout, UserFlag};
 use super::{
-    BUDDY_CACHE, COUNT_BIT, FLAG_SHIFT, FLAGS_MASK, Form, HEADER_MASK, MISC_CACHE, MemdescType,
-    Page8, TAIL_ADDR_MASK, TAIL_PRIVATE_SHIFT, TYPE_MASK, USER_MASK, View, fmask, packed_private,
-    packed_word, tagged,
+    BUDDY_CACHE, Buddy8, COUNT_BIT, FLAG_SHIFT, FLAGS_MASK, Form, HEADER_MASK, MISC_CACHE,
+    MemdescType, Misc8, Page8, TAIL_ADDR_MASK, TAIL_PRIVATE_SHIFT, TYPE_MASK, USER_MASK, View,
+    desc_ptr, fmask, packed_private, packed_word, tagged,
 };
 
 // SAFETY: (1) the links are the two `AtomicPtr`s of the page's `struct
@@ -219,12 +219,12 @@ unsafe impl BuddyPage for Page8 {
         {
             return false;
         }
-        if let View::Misc(d) = self.view_of(word) {
+        if MemdescType::of(word.addr() as u64) == MemdescType::Misc {
             // The free path's side of the plan: the page's memdesc is freed
             // with its last reference.
             // SAFETY: the object was this page's, and the word the exchange
             // just wrote no longer points to it.
-            unsafe { MISC_CACHE.free(std::ptr::from_ref(d).cast_mut()) };
+            unsafe { MISC_CACHE.free(desc_ptr::<Misc8>(word)) };
         }
         true
     }
@@ -250,13 +250,14 @@ unsafe impl BuddyPage for Page8 {
             );
             a | MemdescType::Tail as usize | (private as usize) << TAIL_PRIVATE_SHIFT
         });
-        let own = self.misc_desc().map(std::ptr::from_ref);
+        let word = self.word();
+        let own = self.misc_desc().is_some().then(|| desc_ptr::<Misc8>(word));
         self.memdesc.store(tail, Relaxed);
         if let Some(d) = own {
             // A block head joining a gigantic folio: its own memdesc goes,
             // the folio's (the head's) stands for it.
             // SAFETY: the page's memdesc, which its word no longer names.
-            unsafe { MISC_CACHE.free(d.cast_mut()) };
+            unsafe { MISC_CACHE.free(d) };
         }
     }
     #[inline(always)]
@@ -310,6 +311,7 @@ unsafe impl BuddyPage for Page8 {
             .store(tagged(desc, MemdescType::Buddy), Relaxed);
     }
     unsafe fn list_detach(&self) {
+        let obj = desc_ptr::<Buddy8>(self.word());
         let desc = self
             .buddy_desc()
             .expect("detaching a page that is not attached");
@@ -318,7 +320,7 @@ unsafe impl BuddyPage for Page8 {
         self.memdesc.store(word, Relaxed);
         // SAFETY: the object was this page's, and the page's word no longer
         // points to it.
-        unsafe { BUDDY_CACHE.free(std::ptr::from_ref(desc).cast_mut()) };
+        unsafe { BUDDY_CACHE.free(obj) };
     }
     fn list_state(&self) -> ListState {
         match self.buddy_desc() {

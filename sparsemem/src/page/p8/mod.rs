@@ -294,6 +294,14 @@ fn packed_word(header: u64, private: u64, counted: bool) -> *mut u8 {
     )
 }
 
+/// The descriptor a `Buddy` or `Misc` word points to, as the raw pointer
+/// the cache handed out (its provenance, not a shared reference's, so the
+/// cache may write the whole object back on free).
+#[inline(always)]
+fn desc_ptr<T>(word: *mut u8) -> *mut T {
+    word.map_addr(|a| a & !(TYPE_MASK as usize)).cast()
+}
+
 /// A flag's bit in a packed word or a header.
 #[inline(always)]
 fn fmask(flag: PageFlag) -> u64 {
@@ -358,9 +366,7 @@ impl Page8 {
                     .cast::<Buddy8>()
             }),
             // SAFETY: as above, for `MISC_CACHE`.
-            MemdescType::Misc => View::Misc(unsafe {
-                &*word.map_addr(|a| a & !(TYPE_MASK as usize)).cast::<Misc8>()
-            }),
+            MemdescType::Misc => View::Misc(unsafe { &*desc_ptr::<Misc8>(word) }),
             // SAFETY: a `Tail` word points to its head page, a descriptor
             // of the same memmap, live while this one is.
             MemdescType::Tail => View::Tail(
@@ -471,11 +477,13 @@ impl Page8 {
     /// `d` is this page's memdesc (its word points to it) and the caller
     /// owns the page.
     unsafe fn release_misc(&self, d: &Misc8) {
+        let obj = desc_ptr::<Misc8>(self.word());
+        debug_assert!(std::ptr::eq(obj, d));
         let word = packed_word(d.header.load(Relaxed), d.private.load(Relaxed), false);
         self.memdesc.store(word, Relaxed);
         // SAFETY: the object was this page's, and the word no longer
         // points to it.
-        unsafe { MISC_CACHE.free(std::ptr::from_ref(d).cast_mut()) };
+        unsafe { MISC_CACHE.free(obj) };
     }
 
     /// The `struct buddy` of a `Buddy` word, else `None`.
