@@ -103,6 +103,14 @@ pub enum HugetlbError {
     NotFree(Pfn),
     /// The buddy refused a free (a bug in the pool if it happens).
     Free(FreeError),
+    /// A gigantic folio at a layout whose tails cannot keep their own
+    /// section (8 bytes: a tail's word is its head's address).
+    GiganticTails {
+        /// The order asked for.
+        order: u32,
+        /// Bytes of the layout's `struct page`.
+        page_size: u64,
+    },
 }
 
 impl std::fmt::Display for HugetlbError {
@@ -130,6 +138,11 @@ impl std::fmt::Display for HugetlbError {
             ),
             HugetlbError::NotFree(pfn) => write!(f, "{pfn:?} is not a free folio of the pool"),
             HugetlbError::Free(e) => write!(f, "the buddy refused a hugetlb free: {e}"),
+            HugetlbError::GiganticTails { order, page_size } => write!(
+                f,
+                "a gigantic folio of order {order} spans sections, and a {page_size}-byte struct \
+                 page's tail holds only its head's address, not its own section"
+            ),
         }
     }
 }
@@ -182,6 +195,14 @@ impl HugetlbPool {
         let orders = hugetlb_orders(alloc.model().geometry());
         if !orders.contains(&order) {
             return Err(HugetlbError::NoHstate { order, orders });
+        }
+        if order > u32::from(alloc.model().geometry().max_order().get())
+            && !<M::Page as sparsemem::PageLayout>::FLAGS_WORD
+        {
+            return Err(HugetlbError::GiganticTails {
+                order,
+                page_size: <M::Page as sparsemem::PageLayout>::SIZE,
+            });
         }
         if hvo.is_some() && alloc.options().era < Era::V6_18 {
             return Err(HugetlbError::NoHvoInEra(alloc.options().era));

@@ -21,8 +21,9 @@
 //! `page_owner`/KASAN hooks).
 //!
 //! [`Allocator`] is generic over the memory model ([`BuddyModel`]: a
-//! `MemoryModel` whose `struct page` is 64 or 32 bytes, the layouts that
-//! hold the buddy's links and order in the page) and
+//! `MemoryModel` whose `struct page` is a `BuddyPage`, any of the four
+//! sizes: 64 and 32 bytes hold the buddy's links and order in the page, 16
+//! and 8 bytes in separately allocated descriptors) and
 //! over a compile-time [`Variant`] (bitmap or no-bitmap buddy, atomic or
 //! non-atomic flag operations, hole check on or off), so each combination
 //! is its own monomorphised hot path.

@@ -226,6 +226,11 @@ fn check_free_head<M: BuddyModel, V: Variant>(
             "zone {zid}: free block {pfn}/{order} has no live struct buddy of its own: {desc:?}"
         ));
     }
+    if let Some(ListState::Descriptor { .. }) = head.map(BuddyPage::memdesc_state) {
+        return Err(format!(
+            "zone {zid}: free block {pfn}/{order} still holds an allocated page's memdesc: {head:?}"
+        ));
+    }
     Ok(())
 }
 
@@ -278,6 +283,11 @@ fn check_allocated_hold_no_descriptor<M: BuddyModel, V: Variant>(
     if <M::Page as BuddyPage>::LINKS_IN_PAGE {
         return Ok(());
     }
+    let memdescs = <M::Page as BuddyPage>::memdesc_cache_info().is_some();
+    let own = ListState::Descriptor {
+        live: true,
+        names_page: true,
+    };
     for (&head, &order) in &reference.blocks {
         for pfn in head..head + order.nr_pages() {
             let page = alloc.model().pfn_to_page(Pfn::new(pfn));
@@ -287,9 +297,32 @@ fn check_allocated_hold_no_descriptor<M: BuddyModel, V: Variant>(
                     "descriptors: allocated pfn {pfn:#x} (of {head:#x}/{order}) holds a struct buddy: {p:?}"
                 ));
             }
+            // At 8 bytes: exactly the head holds a memdesc, live and its own.
+            let state = page.map(BuddyPage::memdesc_state);
+            let holds = matches!(state, Some(ListState::Descriptor { .. }));
+            if memdescs && (holds != (pfn == head) || holds && state != Some(own)) {
+                return Err(format!(
+                    "memdescs: allocated pfn {pfn:#x} (of {head:#x}/{order}) holds {state:?}: {page:?}"
+                ));
+            }
         }
     }
     Ok(())
+}
+
+/// The pages of `alloc`'s zones that hold an allocated page's memdesc
+/// (8 bytes; 0 elsewhere): a walk of every zone page.
+pub fn memdesc_holders<M: BuddyModel, V: Variant>(alloc: &Allocator<M, V>) -> u64 {
+    if <M::Page as BuddyPage>::memdesc_cache_info().is_none() {
+        return 0;
+    }
+    alloc
+        .zones()
+        .iter()
+        .flat_map(|z| z.start_pfn().get()..z.end_pfn().get())
+        .filter_map(|pfn| alloc.model().pfn_to_page(Pfn::new(pfn)))
+        .filter(|p| matches!(p.memdesc_state(), ListState::Descriptor { .. }))
+        .count() as u64
 }
 
 /// With every page freed and no per-CPU list holding any (the end of a
@@ -301,6 +334,12 @@ pub fn check_descriptors_all_free<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
 ) -> Result<(), String> {
     let holders = descriptor_holders(alloc)?;
+    let leaked = memdesc_holders(alloc);
+    if leaked != 0 {
+        return Err(format!(
+            "memdescs: {leaked} pages still hold an allocated page's memdesc with everything freed"
+        ));
+    }
     let Some(cache) = <M::Page as BuddyPage>::buddy_cache_info() else {
         return Ok(());
     };
@@ -370,7 +409,7 @@ pub fn free_all_and_check<M: BuddyModel, V: Variant>(
 }
 
 /// Runs the generic check `$f::<P, T…>(args…)` (returning `Result<_, String>`)
-/// at every `struct page` layout the allocator runs at (64, 32 and 16
+/// at every `struct page` layout the allocator runs at (64, 32, 16 and 8
 /// bytes: the [`BuddyPage`] layouts), largest first, and stops at the first error,
 /// which names the size. sparsemem's `for_each_page_layout!` for the
 /// allocator.
@@ -381,6 +420,7 @@ macro_rules! for_each_buddy_layout {
         $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page64, [$($($t),+)?], $($arg),*);
         $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page32, [$($($t),+)?], $($arg),*);
         $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page16, [$($($t),+)?], $($arg),*);
+        $crate::for_each_buddy_layout!(@one result, $f, sparsemem::Page8, [$($($t),+)?], $($arg),*);
         result
     }};
     (@one $result:ident, $f:ident, $p:ty, [$($t:ty),*], $($arg:expr),*) => {

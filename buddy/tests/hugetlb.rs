@@ -294,3 +294,31 @@ fn folios_whose_memmap_is_self_hosted_are_left_plain() {
         check(&alloc, &[], &[&pool]);
     }
 }
+
+/// At 8 bytes a PMD folio (within one section) goes through the pool and
+/// back to the buddy whole; a gigantic one is refused by name, since its
+/// tails span sections and an 8-byte tail's word is only its head's
+/// address.
+#[test]
+fn at_8_bytes_pmd_folios_run_and_gigantic_ones_are_refused() {
+    let l = layout(GIB);
+    let model =
+        sparsemem::Sparse::<sparsemem::table::Extreme, sparsemem::Page8>::build(&l).unwrap();
+    let alloc = Allocator::<_, Kernel>::new(model, &l, Options::for_era(Era::V6_18)).unwrap();
+    assert!(matches!(
+        HugetlbPool::new(&alloc, PUD, NodeId::ZERO, None),
+        Err(HugetlbError::GiganticTails {
+            order: PUD,
+            page_size: 8
+        })
+    ));
+    let mut huge = HugetlbPool::new(&alloc, PMD, NodeId::ZERO, None).unwrap();
+    assert_eq!(huge.grow(&alloc, 3).unwrap(), 3);
+    let p = alloc
+        .alloc_pages(Order::ZERO, Gfp::KERNEL, NodeId::ZERO, None)
+        .unwrap();
+    check(&alloc, &[(p, Order::ZERO)], &[&huge]);
+    assert_eq!(huge.shrink(&alloc, 3).unwrap(), 3);
+    alloc.free_pages(p, Order::ZERO).unwrap();
+    check(&alloc, &[], &[&huge]);
+}

@@ -6,8 +6,8 @@ use buddy::testing::{Reference, check_structure};
 use buddy::{Allocator, Era, FreeError, Gfp, Kernel, Options};
 use sparsemem::table::Extreme;
 use sparsemem::{
-    BuddyPage, MemdescType, MemoryModel, NodeId, Order, Page16, Page32, PageFlag, Pfn, Sparse,
-    SparseExtreme, TAIL_MAPPING, UserFlag,
+    BuddyPage, MemdescType, MemoryModel, NodeId, Order, Page8, Page16, Page32, PageFlag, Pfn,
+    Sparse, SparseExtreme, TAIL_MAPPING, UserFlag,
 };
 
 /// 64 MiB of DMA32 RAM.
@@ -72,6 +72,19 @@ fn compound_pages_at_16_bytes() {
     compound_pages_at::<Page16>(|tail, head| {
         tail.memdesc_type() == MemdescType::Tail
             && head.memdesc_type() == MemdescType::Misc
+            && tail.memdesc() & 0xffff_ffff_fff0 == std::ptr::from_ref(head).addr() as u64
+    });
+}
+
+/// At 8 bytes a tail's word is the same `Tail`, and the head's word points
+/// to its memdesc (`Misc`), which holds the `PG_head` the tails read
+/// through it.
+#[test]
+fn compound_pages_at_8_bytes() {
+    compound_pages_at::<Page8>(|tail, head| {
+        tail.memdesc_type() == MemdescType::Tail
+            && head.memdesc_type() == MemdescType::Misc
+            && head.test(PageFlag::Head)
             && tail.memdesc() & 0xffff_ffff_fff0 == std::ptr::from_ref(head).addr() as u64
     });
 }

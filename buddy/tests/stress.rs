@@ -8,7 +8,7 @@ use buddy::{
     Allocator, Bitmap, BuddyModel, Gfp, Kernel, LockPolicy, NoBitmapAtomic, Options, Variant,
 };
 use sparsemem::table::Classic;
-use sparsemem::{Layout, NodeId, Order, Page16, Page32, Pfn, Sparse, SparseClassic};
+use sparsemem::{Layout, NodeId, Order, Page8, Page16, Page32, Pfn, Sparse, SparseClassic};
 use vmemmap::{Probe, Vmemmap, VmemmapOptions, VmemmapProbe};
 
 fn stress<M: BuddyModel, V: Variant>(model: M, layout: &Layout, policy: LockPolicy) {
@@ -126,5 +126,17 @@ fn stress_at_16_bytes() {
     let classic = Sparse::<Classic, Page16>::build(&layout).unwrap();
     stress::<_, Kernel>(classic, &layout, LockPolicy::PerPage);
     let probe = Vmemmap::<Probe, Page16>::build(&layout, VmemmapOptions::default()).unwrap();
+    stress::<_, Bitmap>(probe, &layout, LockPolicy::PerBatch);
+}
+
+/// The same stress at 8 bytes, where a listed page takes a `struct buddy`
+/// and an allocated page its memdesc, each from its own shared cache: both
+/// caches' locks are crossed by both threads on every pair.
+#[test]
+fn stress_at_8_bytes() {
+    let layout = layout_512m();
+    let classic = Sparse::<Classic, Page8>::build(&layout).unwrap();
+    stress::<_, Kernel>(classic, &layout, LockPolicy::PerPage);
+    let probe = Vmemmap::<Probe, Page8>::build(&layout, VmemmapOptions::default()).unwrap();
     stress::<_, Bitmap>(probe, &layout, LockPolicy::PerBatch);
 }

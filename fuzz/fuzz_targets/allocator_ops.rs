@@ -293,11 +293,11 @@ fuzz_target!(|input: Input| {
     let Some(layout) = input.layout.build() else {
         return;
     };
-    // The size is drawn too: every layout the allocator runs at (not 8
-    // bytes yet: `Page8` is no `BuddyPage`).
-    match input.page_size % 3 {
+    // The size is drawn too: every layout the allocator runs at.
+    match input.page_size % 4 {
         0 => run_at::<sparsemem::Page64>(&layout, &input),
         1 => run_at::<sparsemem::Page32>(&layout, &input),
-        _ => run_at::<sparsemem::Page16>(&layout, &input),
+        2 => run_at::<sparsemem::Page16>(&layout, &input),
+        _ => run_at::<sparsemem::Page8>(&layout, &input),
     }
 });

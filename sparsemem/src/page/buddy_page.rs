@@ -13,7 +13,10 @@
 //! calls [`BuddyPage::list_attach`] before linking a page and
 //! [`BuddyPage::list_detach`] after unlinking it, which are empty (and
 //! compile to nothing) where the page holds its own links. The 8-byte
-//! layout does not implement it (see `docs/memdesc.md`).
+//! layout implements it with a second descriptor besides: an allocated
+//! page's memdesc, which its count's first reference allocates and its
+//! last frees (see `p8` and `docs/memdesc.md`); the checker reads it
+//! through [`BuddyPage::memdesc_state`].
 
 use std::sync::atomic::AtomicU64;
 
@@ -228,6 +231,22 @@ pub unsafe trait BuddyPage: PageLayout + std::fmt::Debug {
     /// The counts of the layout's `struct buddy` cache, `None` where there
     /// is none. The cache is global (one per layout), as a `kmem_cache` is.
     fn buddy_cache_info() -> Option<SlabInfo> {
+        None
+    }
+
+    /// Where an allocated page's own memdesc is, for the structure checker:
+    /// [`ListState::InPage`] where the layout keeps the count and `private`
+    /// in the page (64, 32 and 16 bytes); at 8 bytes `Detached` for a page
+    /// with none, or the memdesc's state (the same shape as a `struct
+    /// buddy`'s).
+    #[inline(always)]
+    fn memdesc_state(&self) -> ListState {
+        ListState::InPage
+    }
+
+    /// The counts of the layout's cache of allocated pages' memdescs,
+    /// `None` where there is none (every size but 8 bytes).
+    fn memdesc_cache_info() -> Option<SlabInfo> {
         None
     }
 }

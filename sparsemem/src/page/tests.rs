@@ -140,6 +140,7 @@ fn buddy_page_contract<P: BuddyPage>() {
     );
     // SAFETY: as above; `q` is on no list.
     unsafe {
+        q.init_reserved(0x1234);
         q.set_private(5);
         q.prep_compound_tail(p);
     }
@@ -160,6 +161,7 @@ fn buddy_pages_hold_the_allocators_state() {
     buddy_page_contract::<Page64>();
     buddy_page_contract::<Page32>();
     buddy_page_contract::<Page16>();
+    buddy_page_contract::<Page8>();
 }
 
 /// At 16 bytes a listed page's links and order are its `struct buddy`'s:
@@ -192,4 +194,77 @@ fn page16_lists_through_a_struct_buddy() {
     assert_eq!(p.memdesc_type(), MemdescType::Misc);
     assert_eq!((p.private(), p.refcount(), p.section()), (3, 0, 9));
     assert!(<Page64 as BuddyPage>::buddy_cache_info().is_none());
+}
+
+/// At 8 bytes a page with no descriptor packs its flags, a one-bit count
+/// and a 4-bit `private` with its placement; a listed page's word points
+/// to a `struct buddy` holding the header; an allocated page's first
+/// reference gives it a memdesc and its last takes it away.
+#[test]
+fn page8_moves_its_state_between_word_and_descriptors() {
+    let p = Page8::default();
+    let misc = || <Page8 as BuddyPage>::memdesc_cache_info().expect("a memdesc cache at 8 bytes");
+    // SAFETY: a local descriptor no one else sees; this test owns it.
+    unsafe {
+        p.init_reserved(0x1ff_ffff);
+        p.set_zone_node(2, 1000);
+        p.set_refcount(1);
+    }
+    assert_eq!((p.memdesc_type(), p.refcount()), (MemdescType::Reserved, 1));
+    assert!(p.test(PageFlag::Reserved) && p.test(PageFlag::Present));
+    assert_eq!(
+        p.memdesc_state(),
+        ListState::Detached,
+        "memmap init's count is a bit"
+    );
+    // SAFETY: as above.
+    unsafe {
+        p.set_refcount(0);
+        p.clear(PageFlag::Reserved);
+        p.set_private(4);
+        p.set(PageFlag::Buddy);
+        p.list_attach();
+    }
+    assert_eq!(p.memdesc_type(), MemdescType::Buddy);
+    assert_eq!(
+        (p.private(), p.zone_id(), p.node_id(), p.section()),
+        (4, 2, 1000, 0x1ff_ffff)
+    );
+    assert!(p.test(PageFlag::Buddy) && !p.test(PageFlag::Reserved));
+    // SAFETY: as above; the links are null.
+    unsafe {
+        p.list_detach();
+        p.clear(PageFlag::Buddy);
+        p.set_private(4);
+        p.set_refcount(1);
+    }
+    assert_eq!(p.memdesc_type(), MemdescType::Misc, "handed out: a memdesc");
+    assert_eq!(
+        p.memdesc_state(),
+        ListState::Descriptor {
+            live: true,
+            names_page: true
+        }
+    );
+    assert!(misc().active_objs >= 1 && misc().objsize == 32);
+    p.set_user(UserFlag::Dirty);
+    assert!(p.test(PageFlag::Dirty) && p.flags() & PageFlag::Dirty.mask() != 0);
+    assert_eq!(
+        (p.private(), p.refcount(), p.zone_id(), p.section()),
+        (4, 1, 2, 0x1ff_ffff)
+    );
+    // SAFETY: as above.
+    unsafe {
+        assert!(!p.ref_freeze(2));
+        assert!(p.ref_freeze(1), "the last reference frees the memdesc");
+    }
+    assert_eq!(p.memdesc_type(), MemdescType::Reserved);
+    assert_eq!((p.private(), p.refcount(), p.node_id()), (4, 0, 1000));
+    assert!(p.test(PageFlag::Dirty), "the flags come back into the word");
+    assert_eq!(p.memdesc_state(), ListState::Detached);
+    assert_ne!(
+        p.memdesc() as u8 & Page8::PRESENT_BYTE_MASK,
+        0,
+        "the probe's byte"
+    );
 }

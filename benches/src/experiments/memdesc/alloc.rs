@@ -8,8 +8,10 @@
 //! Which sizes the allocator runs at is said in one place, the
 //! `allocator_at!` line below: `buddy::BuddyModel` asks for a
 //! `BuddyPage` layout (64 and 32 bytes hold the allocator's state in the
-//! page, 16 bytes in a `struct buddy` from a slab cache), so 8 bytes
-//! answers "not built yet" and gives no rows.
+//! page, 16 bytes a listed page's in a `struct buddy` from a slab cache,
+//! 8 bytes that and an allocated page's in a memdesc from a second one),
+//! and every size is one now; a size the allocator does not run at would
+//! answer "not built yet" and give no rows.
 
 use std::path::PathBuf;
 
@@ -69,26 +71,28 @@ macro_rules! allocator_at {
     };
 }
 
-allocator_at!(runs: Page64, Page32, Page16; not_yet: Page8);
+allocator_at!(runs: Page64, Page32, Page16, Page8; not_yet: );
 
 /// The `struct buddy` cache's bytes right after boot at `size`, counted,
 /// not measured: one object per `MAX_PAGE_ORDER` block of present memory
-/// (all of it free, in the largest blocks), in whole slabs; 0 where the
-/// page holds its own links (64 and 32 bytes) and at 8 bytes, where the
-/// allocator does not run yet. It is a floor: the cache's worst case,
+/// (all of it free, in the largest blocks), in whole slabs of as many
+/// objects as fit; 0 where the page holds its own links (64 and 32
+/// bytes). At 8 bytes the allocated pages' memdesc cache adds nothing at
+/// boot (nothing is allocated yet). It is a floor: the cache's worst case,
 /// every other page allocated so that no two free pages merge, is one
-/// object per two pages.
+/// object per two pages (and at 8 bytes one memdesc per allocated head).
 pub fn boot_descriptor_bytes(layout: &Layout, size: sparsemem::PageSize) -> u64 {
     use sparsemem::{BuddyPage, PageSize, SLAB_BYTES};
     let cache = match size {
         PageSize::B16 => <Page16 as BuddyPage>::buddy_cache_info(),
-        PageSize::B64 | PageSize::B32 | PageSize::B8 => None,
+        PageSize::B8 => <Page8 as BuddyPage>::buddy_cache_info(),
+        PageSize::B64 | PageSize::B32 => None,
     };
     cache.map_or(0, |c| {
         let blocks = layout
             .present_pages()
             .div_ceil(layout.geometry().max_order_nr_pages());
-        (blocks * c.objsize).div_ceil(SLAB_BYTES) * SLAB_BYTES
+        blocks.div_ceil(SLAB_BYTES / c.objsize) * SLAB_BYTES
     })
 }
 
