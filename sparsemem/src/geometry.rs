@@ -52,6 +52,8 @@ pub const MAX_SECTIONS_SHIFT: u32 = 25;
 
 // Every section number fits the bits a 32-, 16- or 8-byte page packs it in.
 const _: () = assert!(crate::page::packed::SECTIONS_WIDTH >= MAX_SECTIONS_SHIFT);
+// The 8-byte page packs one section bit fewer (`p8`), still enough.
+const _: () = assert!(crate::page::P8_SECTIONS_WIDTH >= MAX_SECTIONS_SHIFT);
 
 /// Most subsections a section may have: the subsection bitmap in a
 /// section's usage is sized for this (ia64: 1 GiB / 2 MiB = 512).

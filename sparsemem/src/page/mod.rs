@@ -72,6 +72,7 @@ mod tests;
 
 pub use buddy_page::{BuddyPage, ListState};
 pub use kmem_cache::{SLAB_BYTES, SlabInfo};
+pub(crate) use p8::SECTIONS_WIDTH as P8_SECTIONS_WIDTH;
 pub use p8::{MemdescType, Page8};
 pub use p16::Page16;
 pub use p32::Page32;

@@ -88,9 +88,7 @@ const ZONES_WIDTH: u32 = 8;
 const NODES_WIDTH: u32 = 12;
 /// Bits of section number: one fewer than `packed`'s, still enough for
 /// `MAX_SECTIONS_SHIFT`, so that `private` holds every order.
-const SECTIONS_WIDTH: u32 = packed::SECTIONS_WIDTH - 1;
-
-const _: () = assert!(SECTIONS_WIDTH >= crate::MAX_SECTIONS_SHIFT);
+pub(crate) const SECTIONS_WIDTH: u32 = packed::SECTIONS_WIDTH - 1;
 
 /// `page->flags`' upper bits as the kernel packs them, above the 8-byte
 /// word's low [`PACK_LOW`] bits (type, flags, count, `private`).
