@@ -3,7 +3,7 @@
 //!
 //! Two measurements per model:
 //! - where the allocator runs at `N` (the `allocator_at!` list of
-//!   `memdesc::alloc`: 32 and 16 bytes today), every step's full order-0
+//!   `memdesc::alloc`: 32, 16 and 8 bytes today), every step's full order-0
 //!   pair on both paths at `N` and at 64 bytes, interleaved ([`pairs`]),
 //!   with the paired per-trial ratio and its interval; where it does not,
 //!   one line says so and no pair row is made;
