@@ -235,8 +235,8 @@ static MISC_CACHE: KmemCache<Misc8> = KmemCache::new();
 /// - exactly 8 bytes and 8-byte aligned (pinned below): eight descriptors
 ///   per cache line;
 /// - an all-zero `Page8` is a hole ([`MemdescType::None`]);
-/// - a `Buddy` word points to a live [`Buddy8`] naming this page, a `Misc`
-///   word to a live [`Misc8`] naming it, a `Tail` word to a head page that
+/// - a `Buddy` word points to a live `Buddy8` naming this page, a `Misc`
+///   word to a live `Misc8` naming it, a `Tail` word to a head page that
 ///   is not a tail.
 ///
 /// # Safety
