@@ -358,3 +358,42 @@ macro_rules! flags_word_ops {
     };
 }
 pub(super) use flags_word_ops;
+
+/// The list-link methods of [`BuddyPage`] for a layout whose listed pages
+/// keep their links in a `struct buddy` reached through the memdesc word
+/// (16 and 8 bytes), written once: `lru_next`/`lru_prev` read the
+/// descriptor's links (null on a detached page), `set_lru_next` and
+/// `set_lru_prev` write them. Expanded inside the layout's `unsafe impl
+/// BuddyPage`; the layout has `buddy_desc(&self) -> Option<&Desc>` and the
+/// descriptor `next`/`prev` `AtomicPtr<Self>` fields.
+macro_rules! desc_links_ops {
+    () => {
+        #[inline(always)]
+        fn lru_next(&self) -> *mut Self {
+            self.buddy_desc()
+                .map_or(null_mut(), |d| d.next.load(Relaxed))
+        }
+        #[inline(always)]
+        fn lru_prev(&self) -> *mut Self {
+            self.buddy_desc()
+                .map_or(null_mut(), |d| d.prev.load(Relaxed))
+        }
+        #[inline(always)]
+        unsafe fn set_lru_next(&self, next: *mut Self) {
+            let desc = self.buddy_desc();
+            debug_assert!(desc.is_some() || next.is_null(), "linking a detached page");
+            if let Some(d) = desc {
+                d.next.store(next, Relaxed);
+            }
+        }
+        #[inline(always)]
+        unsafe fn set_lru_prev(&self, prev: *mut Self) {
+            let desc = self.buddy_desc();
+            debug_assert!(desc.is_some() || prev.is_null(), "linking a detached page");
+            if let Some(d) = desc {
+                d.prev.store(prev, Relaxed);
+            }
+        }
+    };
+}
+pub(super) use desc_links_ops;

@@ -240,32 +240,7 @@ unsafe impl BuddyPage for Page16 {
         };
         self.memdesc.store(new, Relaxed);
     }
-    #[inline(always)]
-    fn lru_next(&self) -> *mut Page16 {
-        self.buddy_desc()
-            .map_or(null_mut(), |d| d.next.load(Relaxed))
-    }
-    #[inline(always)]
-    fn lru_prev(&self) -> *mut Page16 {
-        self.buddy_desc()
-            .map_or(null_mut(), |d| d.prev.load(Relaxed))
-    }
-    #[inline(always)]
-    unsafe fn set_lru_next(&self, next: *mut Page16) {
-        let desc = self.buddy_desc();
-        debug_assert!(desc.is_some() || next.is_null(), "linking a detached page");
-        if let Some(d) = desc {
-            d.next.store(next, Relaxed);
-        }
-    }
-    #[inline(always)]
-    unsafe fn set_lru_prev(&self, prev: *mut Page16) {
-        let desc = self.buddy_desc();
-        debug_assert!(desc.is_some() || prev.is_null(), "linking a detached page");
-        if let Some(d) = desc {
-            d.prev.store(prev, Relaxed);
-        }
-    }
+    buddy_page::desc_links_ops!();
     #[inline(always)]
     unsafe fn set_zone_node(&self, zone: u8, node: u16) {
         let flags = self.flags.load(Relaxed);

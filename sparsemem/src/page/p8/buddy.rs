@@ -118,32 +118,7 @@ unsafe impl BuddyPage for Page8 {
             View::Hole | View::Poisoned => debug_assert!(false, "private of a hole: {self:?}"),
         }
     }
-    #[inline(always)]
-    fn lru_next(&self) -> *mut Page8 {
-        self.buddy_desc()
-            .map_or(null_mut(), |d| d.next.load(Relaxed))
-    }
-    #[inline(always)]
-    fn lru_prev(&self) -> *mut Page8 {
-        self.buddy_desc()
-            .map_or(null_mut(), |d| d.prev.load(Relaxed))
-    }
-    #[inline(always)]
-    unsafe fn set_lru_next(&self, next: *mut Page8) {
-        let desc = self.buddy_desc();
-        debug_assert!(desc.is_some() || next.is_null(), "linking a detached page");
-        if let Some(d) = desc {
-            d.next.store(next, Relaxed);
-        }
-    }
-    #[inline(always)]
-    unsafe fn set_lru_prev(&self, prev: *mut Page8) {
-        let desc = self.buddy_desc();
-        debug_assert!(desc.is_some() || prev.is_null(), "linking a detached page");
-        if let Some(d) = desc {
-            d.prev.store(prev, Relaxed);
-        }
-    }
+    super::super::buddy_page::desc_links_ops!();
     #[inline(always)]
     unsafe fn set_zone_node(&self, zone: u8, node: u16) {
         let rewrite = |v: u64| super::pack8::with_zone_node(v, zone, node);
