@@ -70,13 +70,12 @@ const MODELS: [&str; 5] = [
 ];
 const SIZES: [u64; 4] = [64, 32, 16, 8];
 
-fn run_json(args: &[&str], json: &str) -> (String, Value) {
+fn run_json(args: &[&str], json: &str) -> Value {
     let out = pfnlab(args);
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(out.status.success(), "{args:?}: {stderr}\n{stdout}");
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    (stdout, report)
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
 }
 
 fn interval_ok(v: &Value, what: &str) {
@@ -101,7 +100,7 @@ fn memdesc_quick_has_every_size_and_model_with_intervals() {
         "--json",
         &json,
     ];
-    let (stdout, report) = run_json(&args, &json);
+    let report = run_json(&args, &json);
     assert_eq!(report["experiment"], "memdesc");
     let rows = report["results"].as_array().unwrap();
     let of = |model: &str, size: u64, variant: &str| -> Vec<&Value> {
@@ -133,13 +132,10 @@ fn memdesc_quick_has_every_size_and_model_with_intervals() {
                     interval_ok(&r["ratio_to_64_interval"], "pfn_to_page / 64 B");
                 }
             }
-            // The allocator runs at every size: a size either has every
-            // allocator row or says so, never both.
-            let not_built = stdout.contains(&format!("allocator at {size} B: not built yet"));
-            assert!(!not_built, "{model} {size}");
+            // The allocator runs at every size: each of its rows once.
             for work in ["pcp_alloc_free", "split_merge", "bulk_128", "replay"] {
                 let n = of(model, size, work).len();
-                assert_eq!(n, usize::from(!not_built), "{model} {size} {work}");
+                assert_eq!(n, 1, "{model} {size} {work}");
             }
         }
         // Memmap halves with each size.
@@ -161,9 +157,8 @@ fn memdesc_quick_has_every_size_and_model_with_intervals() {
     );
 }
 
-/// `bench breakdown --page-size N` on one model in quick mode: stdout and
-/// the rows.
-fn breakdown_at(s: &Scratch, layout: &str, size: u64) -> (String, Vec<Value>) {
+/// `bench breakdown --page-size N` on one model in quick mode: the rows.
+fn breakdown_at(s: &Scratch, layout: &str, size: u64) -> Vec<Value> {
     let json = s.path(&format!("breakdown-{size}.json"));
     let size = size.to_string();
     let args = [
@@ -179,8 +174,8 @@ fn breakdown_at(s: &Scratch, layout: &str, size: u64) -> (String, Vec<Value>) {
         "--json",
         &json,
     ];
-    let (stdout, report) = run_json(&args, &json);
-    (stdout, report["results"].as_array().unwrap().clone())
+    let report = run_json(&args, &json);
+    report["results"].as_array().unwrap().clone()
 }
 
 /// Six steps on two paths: the model-calls rows every size has.
@@ -198,12 +193,11 @@ fn assert_model_call_rows(rows: &[Value], size: u64) {
 }
 
 #[test]
-fn breakdown_below_64_bytes_times_the_pair_where_the_allocator_runs() {
+fn breakdown_below_64_bytes_times_the_pair_at_every_size() {
     let s = Scratch::new("breakdown");
     let layout = s.file("small.toml", SMALL);
-    for size in [32, 16] {
-        let (stdout, rows) = breakdown_at(&s, &layout, size);
-        assert!(!stdout.contains("does not run there"), "{stdout}");
+    for size in [32, 16, 8] {
+        let rows = breakdown_at(&s, &layout, size);
         assert_model_call_rows(&rows, size);
         let pairs: Vec<&Value> = rows
             .iter()
@@ -222,32 +216,6 @@ fn breakdown_below_64_bytes_times_the_pair_where_the_allocator_runs() {
             }
         }
     }
-}
-
-#[test]
-fn breakdown_at_a_size_the_allocator_does_not_run_says_so_and_has_no_pair() {
-    let s = Scratch::new("breakdown-8");
-    let layout = s.file("small.toml", SMALL);
-    let (stdout, rows) = breakdown_at(&s, &layout, 8);
-    let refusals: Vec<&str> = stdout
-        .lines()
-        .filter(|l| l.contains("does not run there"))
-        .collect();
-    // Where the allocator runs at 8 bytes (another size moved to
-    // `allocator_at!`'s first list), 8 bytes has pairs like 16.
-    let pairs = rows
-        .iter()
-        .filter(|r| r["variant"].as_str().unwrap().ends_with("-pair"))
-        .count();
-    match refusals.as_slice() {
-        [line] => {
-            assert!(line.starts_with("allocator at 8 B"), "{line}");
-            assert_eq!(pairs, 0, "no pair row where the allocator does not run");
-        }
-        [] => assert_eq!(pairs, 12, "{stdout}"),
-        _ => panic!("one line per model: {stdout}"),
-    }
-    assert_model_call_rows(&rows, 8);
 }
 
 fn assert_refused(args: &[&str], needle: &str) {

@@ -1,6 +1,5 @@
 //! The allocator's own order-0 pair at `N` bytes beside 64 bytes, for
-//! `bench breakdown --page-size N` where the allocator runs at `N` (the
-//! `allocator_at!` list of `memdesc::alloc` says where).
+//! `bench breakdown --page-size N`.
 //!
 //! Each step's allocator is built at both sizes over the same model kind,
 //! and on each path all twelve (six steps × two sizes) run their trials
@@ -48,13 +47,12 @@ fn step_options(era: buddy::Era, step: Step) -> Options {
     }
 }
 
-/// Every step's allocator on a model of type `M`, or `None` where the
-/// allocator does not run at `M`'s size.
+/// Every step's allocator on a model of type `M`.
 struct StepAllocators {
     era: buddy::Era,
 }
 
-type Built = Option<Result<Vec<Box<dyn SizedAllocator>>, AllocError>>;
+type Built = Result<Vec<Box<dyn SizedAllocator>>, AllocError>;
 
 impl SizedVisitor for StepAllocators {
     type Output = Built;
@@ -62,7 +60,7 @@ impl SizedVisitor for StepAllocators {
         STEPS
             .iter()
             .map(|&step| sized_allocator::<M>(layout, options, step_options(self.era, step)))
-            .collect::<Option<Result<Vec<_>, _>>>()
+            .collect::<Result<Vec<_>, _>>()
     }
 }
 
@@ -85,15 +83,9 @@ fn path(
     era: buddy::Era,
     plan: Plan,
     which: PairPath,
-) -> Option<Result<Vec<PairAt>, AllocError>> {
-    let at_size = match build(kind, size, layout, era)? {
-        Ok(a) => a,
-        Err(e) => return Some(Err(e)),
-    };
-    let at_64 = match build(kind, PageSize::B64, layout, era)? {
-        Ok(a) => a,
-        Err(e) => return Some(Err(e)),
-    };
+) -> Result<Vec<PairAt>, AllocError> {
+    let at_size = build(kind, size, layout, era)?;
+    let at_64 = build(kind, PageSize::B64, layout, era)?;
     let n = match which {
         PairPath::Pcp => plan.iters(2_000_000, 20_000),
         PairPath::Zone => plan.iters(200_000, 2_000),
@@ -114,35 +106,28 @@ fn path(
         n
     });
     let mut timed = timed.into_iter();
-    Some(Ok(STEPS
+    Ok(STEPS
         .iter()
         .map(|_| PairAt {
             at_64: timed.next().expect("one per variant"),
             at_size: timed.next().expect("one per variant"),
         })
-        .collect()))
+        .collect())
 }
 
-/// Every step's pair of `kind` at `size` beside 64 bytes, or `None` where
-/// the allocator does not run at `size`.
+/// Every step's pair of `kind` at `size` beside 64 bytes.
 pub fn measure_pairs(
     kind: ModelKind,
     size: PageSize,
     layout: &Layout,
     era: buddy::Era,
     plan: Plan,
-) -> Option<Result<Vec<StepPairs>, AllocError>> {
-    let pcp = match path(kind, size, layout, era, plan, PairPath::Pcp)? {
-        Ok(p) => p,
-        Err(e) => return Some(Err(e)),
-    };
-    let zone = match path(kind, size, layout, era, plan, PairPath::Zone)? {
-        Ok(z) => z,
-        Err(e) => return Some(Err(e)),
-    };
-    Some(Ok(STEPS
+) -> Result<Vec<StepPairs>, AllocError> {
+    let pcp = path(kind, size, layout, era, plan, PairPath::Pcp)?;
+    let zone = path(kind, size, layout, era, plan, PairPath::Zone)?;
+    Ok(STEPS
         .iter()
         .zip(pcp.into_iter().zip(zone))
         .map(|(&step, (pcp, zone))| StepPairs { step, pcp, zone })
-        .collect()))
+        .collect())
 }

@@ -2,11 +2,9 @@
 //! `struct page` size, beside 64 bytes.
 //!
 //! Two measurements per model:
-//! - where the allocator runs at `N` (the `allocator_at!` list of
-//!   `memdesc::alloc`: 32, 16 and 8 bytes today), every step's full order-0
-//!   pair on both paths at `N` and at 64 bytes, interleaved ([`pairs`]),
-//!   with the paired per-trial ratio and its interval; where it does not,
-//!   one line says so and no pair row is made;
+//! - every step's full order-0 pair on both paths at `N` and at 64 bytes,
+//!   interleaved ([`pairs`]), with the paired per-trial ratio and its
+//!   interval;
 //! - at every size, the memory model's side: each step's path runs once
 //!   over a counting model at 64 bytes ([`Counted`](crate::counting::Counted)),
 //!   and its sampled calls are replayed on the model built at 64 bytes and
@@ -163,14 +161,13 @@ impl ModelVisitor for Visitor {
 pub struct BreakdownAt;
 
 /// One model at the size: the replayed model calls, and the allocator's
-/// pairs where it runs.
+/// pairs.
 #[derive(Clone, Debug)]
 pub struct ModelAt {
     /// Each step's model time at both sizes.
     pub steps: Vec<SizedStep>,
-    /// Each step's pairs at both sizes; `None` where the allocator does
-    /// not run at the size.
-    pub pairs: Option<Vec<StepPairs>>,
+    /// Each step's pairs at both sizes.
+    pub pairs: Vec<StepPairs>,
 }
 
 /// Every model's steps at the size, or why it was not built.
@@ -292,8 +289,7 @@ fn pair_extra(pair: &PairAt, model: &SizedPath) -> PairExtra {
     }
 }
 
-/// One model at `size`: the replayed calls, then the pairs where the
-/// allocator runs.
+/// One model at `size`: the replayed calls, then the pairs.
 fn measure_model(ctx: &Ctx, kind: ModelKind, size: PageSize) -> Result<ModelAt, String> {
     let visitor = Visitor {
         kind,
@@ -303,9 +299,8 @@ fn measure_model(ctx: &Ctx, kind: ModelKind, size: PageSize) -> Result<ModelAt, 
     };
     let steps = with_model_options(kind, &ctx.layout, VmemmapOptions::default(), visitor)
         .map_err(|e| e.to_string())?;
-    let pairs = measure_pairs(kind, size, &ctx.layout, ctx.era, ctx.plan)
-        .transpose()
-        .map_err(|e| e.to_string())?;
+    let pairs =
+        measure_pairs(kind, size, &ctx.layout, ctx.era, ctx.plan).map_err(|e| e.to_string())?;
     Ok(ModelAt { steps, pairs })
 }
 
@@ -356,7 +351,7 @@ impl Experiment for BreakdownAt {
                     ));
                 }
             }
-            for (pairs, s) in at.pairs.iter().flatten().zip(&at.steps) {
+            for (pairs, s) in at.pairs.iter().zip(&at.steps) {
                 for ((path, pair), (_, model)) in pair_paths(pairs).into_iter().zip(paths(s)) {
                     let variant = SizedVariant {
                         of: BreakdownVariant {
@@ -405,7 +400,7 @@ impl Experiment for BreakdownAt {
                     out.extend(Comparison::of(what, &p.at_size, &p.at_64));
                 }
             }
-            for pairs in at.pairs.iter().flatten() {
+            for pairs in &at.pairs {
                 for (path, p) in pair_paths(pairs) {
                     let what = format!(
                         "{kind} {}: pair at {} B / 64 B",
@@ -423,19 +418,9 @@ impl Experiment for BreakdownAt {
     }
 }
 
-/// One model's tables: the pairs (or the line saying the allocator does
-/// not run), then the replayed model calls.
+/// One model's tables: the pairs, then the replayed model calls.
 fn model_text(kind: ModelKind, size: PageSize, at: &ModelAt) -> String {
-    let mut t = format!("\n{kind}\n");
-    match &at.pairs {
-        Some(pairs) => t += &pairs_table(size, pairs, &at.steps),
-        None => {
-            t += &format!(
-                "allocator at {size} B: does not run there yet (no pair to time, no share; the table below replays the 64 B path's model calls only)\n"
-            );
-        }
-    }
-    t + &calls_table(&at.steps)
+    format!("\n{kind}\n") + &pairs_table(size, &at.pairs, &at.steps) + &calls_table(&at.steps)
 }
 
 /// The pairs at both sizes with the paired ratio and the model's share.

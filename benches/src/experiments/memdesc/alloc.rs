@@ -5,18 +5,16 @@
 //! descriptor), a 128-page bulk array, and a replay of the recording that
 //! ships with the repository (`benches/tests/data/gzip-dd.trace.zst`).
 //!
-//! Which sizes the allocator runs at is said in one place, the
-//! `allocator_at!` line below: `buddy::BuddyModel` asks for a
-//! `BuddyPage` layout (64 and 32 bytes hold the allocator's state in the
-//! page, 16 bytes a listed page's in a `struct buddy` from a slab cache,
-//! 8 bytes that and an allocated page's in a memdesc from a second one),
-//! and every size is one now; a size the allocator does not run at would
-//! answer "not built yet" and give no rows.
+//! The allocator runs at every size: `buddy::BuddyModel` asks for a
+//! `BuddyPage` layout, and all four are one (64 and 32 bytes hold the
+//! allocator's state in the page, 16 bytes a listed page's in a
+//! `struct buddy` from a slab cache, 8 bytes that and an allocated page's
+//! in a memdesc from a second one).
 
 use std::path::PathBuf;
 
 use buddy::{AllocError, Allocator, BuddyModel, Gfp, Kernel, Options};
-use sparsemem::{Layout, Page8, Page16, Page32, Page64, PageLayout, Pfn};
+use sparsemem::{Layout, Page8, Page16, Pfn};
 use vmemmap::VmemmapOptions;
 
 use super::build::BuildAt;
@@ -34,44 +32,6 @@ pub fn shipped_trace() -> PathBuf {
         .iter()
         .collect()
 }
-
-/// A page layout, and whether the allocator runs on it.
-pub trait AllocatorAt: PageLayout {
-    /// An allocator over a fresh model of type `M` on `layout`, or `None`
-    /// where the allocator does not run at this size yet.
-    fn allocator<M: BuildAt<Page = Self>>(
-        layout: &Layout,
-        options: VmemmapOptions,
-        alloc_options: Options,
-    ) -> Option<Result<Box<dyn SizedAllocator>, AllocError>>;
-}
-
-/// The layouts the allocator runs at (first list) and those it does not
-/// yet (second). When the allocator accepts a size, move it to the first.
-macro_rules! allocator_at {
-    (runs: $($runs:ty),*; not_yet: $($not:ty),*) => {
-        $(impl AllocatorAt for $runs {
-            fn allocator<M: BuildAt<Page = Self>>(
-                layout: &Layout,
-                options: VmemmapOptions,
-                alloc_options: Options,
-            ) -> Option<Result<Box<dyn SizedAllocator>, AllocError>> {
-                Some(Rig::<M>::new(layout, options, alloc_options).map(|r| Box::new(r) as Box<dyn SizedAllocator>))
-            }
-        })*
-        $(impl AllocatorAt for $not {
-            fn allocator<M: BuildAt<Page = Self>>(
-                _: &Layout,
-                _: VmemmapOptions,
-                _: Options,
-            ) -> Option<Result<Box<dyn SizedAllocator>, AllocError>> {
-                None
-            }
-        })*
-    };
-}
-
-allocator_at!(runs: Page64, Page32, Page16, Page8; not_yet: );
 
 /// The `struct buddy` cache's bytes right after boot at `size`, counted,
 /// not measured: one object per `MAX_PAGE_ORDER` block of present memory
@@ -207,11 +167,12 @@ impl<M: BuddyModel + BuildAt> SizedAllocator for Rig<M> {
     }
 }
 
-/// The allocator at the size of model type `M`, if it runs there.
-pub fn sized_allocator<M: BuildAt<Page: AllocatorAt>>(
+/// The allocator over a fresh model of type `M` (at its page size) on
+/// `layout`.
+pub fn sized_allocator<M: BuddyModel + BuildAt>(
     layout: &Layout,
     options: VmemmapOptions,
     alloc_options: Options,
-) -> Option<Result<Box<dyn SizedAllocator>, AllocError>> {
-    <M::Page as AllocatorAt>::allocator::<M>(layout, options, alloc_options)
+) -> Result<Box<dyn SizedAllocator>, AllocError> {
+    Ok(Box::new(Rig::<M>::new(layout, options, alloc_options)?))
 }

@@ -75,8 +75,8 @@ pub struct SizeRun {
     pub pfn_valid: Measurement,
     /// The chase at each span of [`MemdescResults::spans`].
     pub sweep: Vec<Measurement>,
-    /// The allocator's rows, or `None` where it does not run at this size.
-    pub alloc: Option<AllocRun>,
+    /// The allocator's rows.
+    pub alloc: AllocRun,
 }
 
 impl SizeRun {
@@ -184,53 +184,49 @@ fn measure_model(
         .collect();
     drop(rigs);
     stage("the allocator");
-    let mut allocs = measure_allocators(ctx, kind, sizes)?.into_iter();
+    let allocs = measure_allocators(ctx, kind, sizes)?;
     let sizes = sizes
         .iter()
+        .zip(allocs)
         .enumerate()
-        .map(|(i, &size)| SizeRun {
+        .map(|(i, (&size, alloc))| SizeRun {
             size,
             memmap: memmaps[i],
             pfn_valid: pfn_valid[i].clone(),
             sweep: by_span.iter().map(|ms| ms[i].clone()).collect(),
-            alloc: allocs.next().flatten(),
+            alloc,
         })
         .collect();
     Ok(ModelRun { sizes })
 }
 
-/// Builds `kind`'s allocator at `size`, if the allocator runs there.
+/// Builds `kind`'s allocator at `size`.
 struct AllocVisitor {
     alloc_options: buddy::Options,
 }
 
 impl SizedVisitor for AllocVisitor {
-    type Output = Option<Result<Box<dyn SizedAllocator>, AllocError>>;
+    type Output = Result<Box<dyn SizedAllocator>, AllocError>;
     fn visit<M: BuildableAt>(self, layout: &Layout, options: VmemmapOptions) -> Self::Output {
         sized_allocator::<M>(layout, options, self.alloc_options)
     }
 }
 
-/// The allocator's rows at each size it runs at (`None` elsewhere), the
-/// sizes' trials interleaved.
+/// The allocator's rows at each size, the sizes' trials interleaved.
 fn measure_allocators(
     ctx: &Ctx,
     kind: ModelKind,
     sizes: &[PageSize],
-) -> Result<Vec<Option<AllocRun>>, AllocError> {
+) -> Result<Vec<AllocRun>, AllocError> {
     let plan = ctx.plan;
     let visitor = || AllocVisitor {
         alloc_options: ctx.options(),
     };
-    let built: Vec<Option<Box<dyn SizedAllocator>>> = sizes
+    let built: Vec<Box<dyn SizedAllocator>> = sizes
         .iter()
         .map(|&s| with_model_at(kind, s, &ctx.layout, VmemmapOptions::default(), visitor()))
-        .map(Option::transpose)
         .collect::<Result<_, _>>()?;
-    let mut running: Vec<&dyn SizedAllocator> = built.iter().flatten().map(|b| &**b).collect();
-    if running.is_empty() {
-        return Ok(vec![None; sizes.len()]);
-    }
+    let mut running: Vec<&dyn SizedAllocator> = built.iter().map(|b| &**b).collect();
     let work = |running: &mut Vec<&dyn SizedAllocator>, work: AllocWork, n: u64, per: u64| {
         plan.measure_interleaved(running, |a| {
             std::hint::black_box(a.run(work, n));
@@ -256,19 +252,17 @@ fn measure_allocators(
         bulk_rounds,
         alloc::BULK_PAGES as u64,
     );
-    let mut replay = replays(&running, plan).into_iter();
-    let mut timed = pcp.into_iter().zip(split).zip(bulk);
-    Ok(built
-        .iter()
-        .map(|b| {
-            b.as_ref()?;
-            let ((pcp, split_merge), bulk) = timed.next()?;
-            Some(AllocRun {
-                pcp,
-                split_merge,
-                bulk,
-                replay: replay.next()?,
-            })
+    let replay = replays(&running, plan);
+    Ok(pcp
+        .into_iter()
+        .zip(split)
+        .zip(bulk)
+        .zip(replay)
+        .map(|(((pcp, split_merge), bulk), replay)| AllocRun {
+            pcp,
+            split_merge,
+            bulk,
+            replay,
         })
         .collect())
 }

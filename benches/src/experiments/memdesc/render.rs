@@ -105,14 +105,14 @@ pub type MemdescRow = Row<MemdescWork, MemdescParams, MemdescExtra>;
 
 /// The measurements of `work` at one size, one per span for the sweep.
 fn of(s: &SizeRun, work: MemdescWork) -> Vec<&Measurement> {
-    let a = s.alloc.as_ref();
+    let a = &s.alloc;
     match work {
         MemdescWork::PfnValid => vec![&s.pfn_valid],
         MemdescWork::PfnToPage => s.sweep.iter().collect(),
-        MemdescWork::Pcp => a.map(|a| &a.pcp).into_iter().collect(),
-        MemdescWork::SplitMerge => a.map(|a| &a.split_merge).into_iter().collect(),
-        MemdescWork::Bulk128 => a.map(|a| &a.bulk).into_iter().collect(),
-        MemdescWork::Replay => a.and_then(|a| a.replay.as_ref().ok()).into_iter().collect(),
+        MemdescWork::Pcp => vec![&a.pcp],
+        MemdescWork::SplitMerge => vec![&a.split_merge],
+        MemdescWork::Bulk128 => vec![&a.bulk],
+        MemdescWork::Replay => a.replay.as_ref().ok().into_iter().collect(),
     }
 }
 
@@ -305,10 +305,6 @@ fn alloc_table(ctx: &Ctx, run: &ModelRun) -> String {
     }
     t += "\n";
     for s in &run.sizes {
-        let Some(a) = &s.alloc else {
-            t += &format!("allocator at {} B: not built yet\n", s.size);
-            continue;
-        };
         t += &format!("{:<6}", format!("{} B", s.size));
         for w in MemdescWork::ALLOCATOR {
             t += &format!(
@@ -317,7 +313,7 @@ fn alloc_table(ctx: &Ctx, run: &ModelRun) -> String {
             );
         }
         t += "\n";
-        if let Err(e) = &a.replay {
+        if let Err(e) = &s.alloc.replay {
             t += &format!("  replay at {} B failed: {e}\n", s.size);
         }
     }

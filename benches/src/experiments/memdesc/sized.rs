@@ -9,23 +9,23 @@
 //! that is monomorphised for the model and the layout, so no lookup
 //! dispatches.
 
+use buddy::BuddyModel;
 use sparsemem::table::{Classic, Extreme};
 use sparsemem::{
-    BuildError, Flat, Layout, MemmapBytes, MemoryModel, Page8, Page16, Page32, Page64, PageLayout,
-    PageSize, Pfn, Sparse,
+    BuddyPage, BuildError, Flat, Layout, MemmapBytes, MemoryModel, Page8, Page16, Page32, Page64,
+    PageLayout, PageSize, Pfn, Sparse,
 };
 use vmemmap::{Probe, Table, Vmemmap, VmemmapOptions};
 
-use super::alloc::AllocatorAt;
 use super::build::BuildAt;
 use crate::models::ModelKind;
 use crate::workloads::XorShift;
 
-/// A model type at any page size, with the allocator's answer for its
-/// layout ([`AllocatorAt`]): what the visitors below are generic over.
-pub trait BuildableAt: BuildAt<Page: AllocatorAt> {}
+/// A model type at any page size that the allocator runs over: what the
+/// visitors below are generic over.
+pub trait BuildableAt: BuildAt + BuddyModel {}
 
-impl<M: BuildAt<Page: AllocatorAt>> BuildableAt for M {}
+impl<M: BuildAt + BuddyModel> BuildableAt for M {}
 
 /// Work to do with a model type at one size, compiled once per model and
 /// size.
@@ -53,7 +53,7 @@ pub fn with_model_at<V: SizedVisitor>(
 }
 
 /// [`with_model_at`] for layout `P`.
-fn at<P: AllocatorAt, V: SizedVisitor>(
+fn at<P: BuddyPage, V: SizedVisitor>(
     kind: ModelKind,
     layout: &Layout,
     options: VmemmapOptions,
