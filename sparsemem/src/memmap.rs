@@ -140,6 +140,17 @@ impl<P: PageLayout> MemmapBlock<P> {
         self.base.as_ptr()
     }
 
+    /// Descriptor `index`'s address, with the block's provenance like
+    /// [`MemmapBlock::as_ptr`]: the start of a section memmap carved from a
+    /// node's boot buffer.
+    ///
+    /// # Panics
+    /// If `index` is not below the block's descriptor count.
+    pub fn ptr_at(&self, index: u64) -> *const P {
+        assert!(index < self.nr_pages as u64, "ptr_at beyond the block");
+        self.base.as_ptr().wrapping_add(index as usize)
+    }
+
     /// Bytes mapped for descriptors (the slack around them is never
     /// touched and not counted).
     pub fn reserved_bytes(&self) -> u64 {

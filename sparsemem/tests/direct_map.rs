@@ -85,14 +85,34 @@ fn base_pages_model_a_debug_pagealloc_direct_map() {
 }
 
 #[test]
-fn a_section_memmap_smaller_than_a_pmd_stays_in_base_pages() {
-    // At 8 bytes a section's memmap is 256 KiB: its own mapping, which no
-    // 2 MiB page fits (the kernel carves it from one node-wide
-    // sparse_buffer instead; see docs/memdesc.md).
-    let sparse = Sparse::<Classic, Page8>::build(&layout()).unwrap();
+fn boot_section_memmaps_below_64_bytes_share_the_nodes_buffer() {
+    // At 8 bytes a section's memmap is 256 KiB; the node's eight boot
+    // sections are carved from one 2 MiB buffer (sparse_buffer_init), as
+    // the kernel's are, so they fill one huge page between them.
+    let mut sparse = Sparse::<Classic, Page8>::build(&layout()).unwrap();
     let b = sparse.memmap_bytes();
-    assert_eq!(
-        (b.reserved, b.resident, b.huge),
-        (8 * (256 << 10), 8 * (256 << 10), 0)
+    assert_eq!((b.reserved, b.resident), (2 << 20, 2 << 20));
+    if thp_or_skip() {
+        assert_eq!(b.huge, 2 << 20, "one PMD for eight sections: {b:?}");
+    }
+    // Consecutive sections' memmaps are consecutive in the buffer.
+    let a = sparse.pfn_to_page(Pfn::new(0)).unwrap() as *const Page8;
+    let next = sparse.pfn_to_page(Pfn::new(1 << 15)).unwrap() as *const Page8;
+    assert_eq!(next as usize - a as usize, 256 << 10);
+    // A removed boot section gives its part back (free_map_bootmem); added
+    // again, it gets a memmap of its own, outside the buffer.
+    let last = Pfn::new(7 << 15);
+    sparse.set_online(last, 1 << 15, false).unwrap();
+    sparse.hot_remove(last, 1 << 15).unwrap();
+    let b = sparse.memmap_bytes();
+    assert_eq!((b.reserved, b.resident), (7 * (256 << 10), 7 * (256 << 10)));
+    assert!(!sparse.pfn_valid(last));
+    sparse.hot_add(last, 1 << 15).unwrap();
+    let b = sparse.memmap_bytes();
+    assert_eq!((b.reserved, b.resident), (2 << 20, 2 << 20));
+    let own = sparse.pfn_to_page(last).unwrap() as *const Page8;
+    assert!(
+        own < a || own as usize >= a as usize + (2 << 20),
+        "not in the buffer"
     );
 }
