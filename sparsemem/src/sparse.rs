@@ -54,7 +54,7 @@ use crate::types::{Pfn, SectionNr};
 /// packs it for the types that have no descriptor (see [`crate::Page8`]).
 ///
 /// Invariants: every present section in `table` has its memmap in
-/// `memmaps`, with every descriptor initialised; a [`SectionMemmap::Boot`]
+/// `memmaps`, with every descriptor initialised; a `SectionMemmap::Boot`
 /// names a buffer of `boot` and a section-sized run inside it that no
 /// other section has; the table has no VMEMMAP, so it holds whole
 /// sections only.
