@@ -262,14 +262,8 @@ pub struct ReadTrace {
 impl ReadTrace {
     /// Reads the whole trace `open` opens.
     pub fn read(open: OpenTrace<'_>, skip_bad: bool) -> Result<ReadTrace, TraceError> {
-        let mut reader = open()?.skip_bad(skip_bad);
-        let events = reader
-            .by_ref()
-            .collect::<Result<Vec<Event>, TraceError>>()?;
-        Ok(ReadTrace {
-            events,
-            counts: reader.counts(),
-        })
+        let (events, counts) = open()?.skip_bad(skip_bad).read_all()?;
+        Ok(ReadTrace { events, counts })
     }
 }
 
