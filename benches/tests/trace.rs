@@ -130,6 +130,7 @@ fn the_recording_replays_on_every_model_and_era() {
         let options = ReplayOptions {
             era,
             verify: true,
+            count_calls: true,
             ..ReplayOptions::default()
         };
         let results = replay(&path, &layout, ModelKind::ALL, options);
@@ -153,10 +154,12 @@ fn the_recording_replays_on_every_model_and_era() {
                 "{} {era}",
                 r.model
             );
-            assert!(r.model_ops.calls["page_to_pfn"] > 0);
+            let ops = r.model_ops.as_ref().expect("--count-calls counts");
+            assert!(ops.calls["page_to_pfn"] > 0);
         }
         // The pageblock lookup on every free exists from 2.6.24 on.
-        let pageblock = first.model_ops.calls["get_pfnblock_migratetype"];
+        let pageblock =
+            first.model_ops.as_ref().expect("counted").calls["get_pfnblock_migratetype"];
         assert_eq!(pageblock > 0, era.has_migratetypes(), "{era}");
     }
 }
@@ -514,4 +517,78 @@ fn a_line_longer_than_a_block_reads() {
     let events = read_all(text_reader(&text).unwrap()).unwrap();
     let lines: Vec<u64> = events.iter().map(|e| e.line).collect();
     assert_eq!(lines, [1, 3, 4]);
+}
+
+/// The model calls are counted only when asked for, and then exactly: the
+/// same counts as a replay of the trace through an allocator over a
+/// counting model of one's own, and the timed pass unchanged.
+#[test]
+fn model_calls_are_counted_when_asked_and_exact() {
+    use buddy::{Allocator, Kernel, Options};
+    use pfnlab::counting::{Counted, ModelOp};
+    use pfnlab::trace::replay::replay_through;
+    use sparsemem::Flat;
+
+    let path = data(RECORDING);
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    let plain = &replay(&path, &layout, &[ModelKind::Flat], ReplayOptions::default())[0];
+    assert!(plain.model_ops.is_none());
+    let options = ReplayOptions {
+        count_calls: true,
+        ..ReplayOptions::default()
+    };
+    let counted = &replay(&path, &layout, &[ModelKind::Flat], options)[0];
+    assert_eq!(counted.events, plain.events);
+    assert_eq!(counted.allocator.merges, plain.allocator.merges);
+    let ops = counted.model_ops.as_ref().expect("counted");
+    let own = Allocator::<_, Kernel>::new(
+        Counted::new(Flat::new(&layout).unwrap()),
+        &layout,
+        Options::for_era(options.era),
+    )
+    .unwrap();
+    own.model().reset();
+    let open = || TraceReader::open(&path);
+    replay_through(&own, &layout, &open, ReplayOptions::default()).unwrap();
+    let mine = own.model().ops();
+    for op in ModelOp::ALL {
+        assert_eq!(ops.calls[op.name()], mine.count(op), "{}", op.name());
+    }
+    assert_eq!(ops.hole_hits, own.model().hole_hits());
+    assert!(ops.calls["page_to_pfn"] > 0);
+}
+
+/// `pfnlab replay` prints the model-call columns as `-` and says how to
+/// fill them unless `--count-calls` is given, and the whole command's
+/// rate under the table either way.
+#[cfg(feature = "cli")]
+#[test]
+fn the_replay_says_what_it_did_not_count() {
+    let text = data(TEXT);
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pfnlab"))
+            .args([
+                "replay",
+                text.to_str().unwrap(),
+                "--layout",
+                "preset:x86-pci-hole",
+            ])
+            .args(["--model", "flat", "--trials", "1"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let plain = run(&[]);
+    let row = plain.lines().find(|l| l.starts_with("flat ")).unwrap();
+    assert_eq!(row.split_whitespace().nth(7), Some("-"), "{row}");
+    assert!(plain.contains("not counted (-). --count-calls"), "{plain}");
+    assert!(plain.contains("the whole command: "), "{plain}");
+    let counted = run(&["--count-calls"]);
+    let row = counted.lines().find(|l| l.starts_with("flat ")).unwrap();
+    let pageblock: u64 = row.split_whitespace().nth(8).unwrap().parse().unwrap();
+    assert!(pageblock > 0, "{row}");
+    assert!(counted.contains("--count-calls"), "{counted}");
+    assert!(!counted.contains("not counted"), "{counted}");
 }
