@@ -130,6 +130,7 @@ fn the_recording_replays_on_every_model_and_era() {
         let options = ReplayOptions {
             era,
             verify: true,
+            count_calls: true,
             ..ReplayOptions::default()
         };
         let results = replay(&path, &layout, ModelKind::ALL, options);
@@ -153,10 +154,12 @@ fn the_recording_replays_on_every_model_and_era() {
                 "{} {era}",
                 r.model
             );
-            assert!(r.model_ops.calls["page_to_pfn"] > 0);
+            let ops = r.model_ops.as_ref().expect("--count-calls counts");
+            assert!(ops.calls["page_to_pfn"] > 0);
         }
         // The pageblock lookup on every free exists from 2.6.24 on.
-        let pageblock = first.model_ops.calls["get_pfnblock_migratetype"];
+        let pageblock =
+            first.model_ops.as_ref().expect("counted").calls["get_pfnblock_migratetype"];
         assert_eq!(pageblock > 0, era.has_migratetypes(), "{era}");
     }
 }
@@ -420,4 +423,172 @@ fn convert_streams_text_into_a_recording() {
     );
     assert!(!bad_out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A kernel text line of `mm_page_alloc` (or a free, for odd `n`) at `us`
+/// microseconds.
+fn text_line(n: u64, us: u64) -> String {
+    let (event, rest) = if n.is_multiple_of(2) {
+        ("mm_page_alloc", " migratetype=1 gfp_flags=GFP_KERNEL")
+    } else {
+        ("mm_page_free", "")
+    };
+    format!(
+        "          gzip-{n}    [00{}] .....  {}.{:06}: {event}: page=00000000c9a1f6ce pfn=0x{:x} order=0{rest}\n",
+        n % 2,
+        us / 1_000_000,
+        us % 1_000_000,
+        0x10_0000 + n / 2
+    )
+}
+
+/// Reading a whole trace in blocks gives what the iterator gives: the
+/// same events in the same order, or the same first error, on text that
+/// spans many blocks, is sorted back within the window, goes back
+/// further, or breaks in a late block.
+#[test]
+fn reading_whole_agrees_with_the_iterator() {
+    let n = 40_000u64; // about 5 MiB: several blocks
+    let in_order: String = (0..n).map(|i| text_line(i, 1_000 + i)).collect();
+    // Every 1000th event swapped with the one 100 later: sorted back.
+    let mut ts: Vec<u64> = (0..n).map(|i| 1_000 + i).collect();
+    for i in (0..n as usize - 100).step_by(1000) {
+        ts.swap(i, i + 100);
+    }
+    let within: String = (0..n).map(|i| text_line(i, ts[i as usize])).collect();
+    // One event 10,000 events late: refused at its line.
+    let mut far = ts.clone();
+    far[30_000] = 1_000 + 20_000;
+    let beyond: String = (0..n).map(|i| text_line(i, far[i as usize])).collect();
+    // A malformed line in a late block, with and without --skip-bad.
+    let mut broken = in_order.clone();
+    let at = broken.match_indices('\n').nth(35_000).unwrap().0 + 1;
+    broken.insert_str(
+        at,
+        "  gzip-1 [000] ..... 1.0: mm_page_free: page=1 pfn=0xZZ order=0\n",
+    );
+    for (name, text) in [
+        ("in order", &in_order),
+        ("within", &within),
+        ("beyond", &beyond),
+        ("broken", &broken),
+    ] {
+        for skip_bad in [false, true] {
+            let mut reader = text_reader(text).unwrap().skip_bad(skip_bad);
+            let iterated: Result<Vec<Event>, TraceError> = reader.by_ref().collect();
+            let counts = reader.counts();
+            let whole = text_reader(text).unwrap().skip_bad(skip_bad).read_all();
+            match (&iterated, &whole) {
+                (Ok(a), Ok((b, c))) => {
+                    assert!(a == b, "{name}: the events differ");
+                    assert_eq!(counts, *c, "{name}");
+                }
+                (Err(a), Err(b)) => assert_eq!(a, b, "{name}"),
+                _ => panic!("{name}: {:?} against {:?}", iterated.err(), whole.err()),
+            }
+        }
+    }
+    let e = read_all(text_reader(&beyond).unwrap()).unwrap_err();
+    assert_eq!(e.line, 30_001, "{e}");
+    let e = read_all(text_reader(&broken).unwrap()).unwrap_err();
+    assert_eq!(e.line, 35_002, "{e}");
+    let (events, counts) = text_reader(&broken)
+        .unwrap()
+        .skip_bad(true)
+        .read_all()
+        .unwrap();
+    assert_eq!((events.len() as u64, counts.bad_lines), (n, 1));
+    // Lines are the file's, across blocks.
+    let (events, _) = text_reader(&in_order).unwrap().read_all().unwrap();
+    assert!(events.iter().zip(1..).all(|(e, line)| e.line == line));
+}
+
+/// A line longer than a block (a comment of 3 MiB) is read whole, and the
+/// lines after it keep their numbers.
+#[test]
+fn a_line_longer_than_a_block_reads() {
+    let mut text = text_line(0, 1);
+    text.push('#');
+    text.push_str(&"x".repeat(3 << 20));
+    text.push('\n');
+    text.push_str(&text_line(1, 2));
+    // The last line without its newline.
+    text.push_str(text_line(2, 3).trim_end());
+    let events = read_all(text_reader(&text).unwrap()).unwrap();
+    let lines: Vec<u64> = events.iter().map(|e| e.line).collect();
+    assert_eq!(lines, [1, 3, 4]);
+}
+
+/// The model calls are counted only when asked for, and then exactly: the
+/// same counts as a replay of the trace through an allocator over a
+/// counting model of one's own, and the timed pass unchanged.
+#[test]
+fn model_calls_are_counted_when_asked_and_exact() {
+    use buddy::{Allocator, Kernel, Options};
+    use pfnlab::counting::{Counted, ModelOp};
+    use pfnlab::trace::replay::replay_through;
+    use sparsemem::Flat;
+
+    let path = data(RECORDING);
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    let plain = &replay(&path, &layout, &[ModelKind::Flat], ReplayOptions::default())[0];
+    assert!(plain.model_ops.is_none());
+    let options = ReplayOptions {
+        count_calls: true,
+        ..ReplayOptions::default()
+    };
+    let counted = &replay(&path, &layout, &[ModelKind::Flat], options)[0];
+    assert_eq!(counted.events, plain.events);
+    assert_eq!(counted.allocator.merges, plain.allocator.merges);
+    let ops = counted.model_ops.as_ref().expect("counted");
+    let own = Allocator::<_, Kernel>::new(
+        Counted::new(Flat::new(&layout).unwrap()),
+        &layout,
+        Options::for_era(options.era),
+    )
+    .unwrap();
+    own.model().reset();
+    let open = || TraceReader::open(&path);
+    replay_through(&own, &layout, &open, ReplayOptions::default()).unwrap();
+    let mine = own.model().ops();
+    for op in ModelOp::ALL {
+        assert_eq!(ops.calls[op.name()], mine.count(op), "{}", op.name());
+    }
+    assert_eq!(ops.hole_hits, own.model().hole_hits());
+    assert!(ops.calls["page_to_pfn"] > 0);
+}
+
+/// `pfnlab replay` prints the model-call columns as `-` and says how to
+/// fill them unless `--count-calls` is given, and the whole command's
+/// rate under the table either way.
+#[cfg(feature = "cli")]
+#[test]
+fn the_replay_says_what_it_did_not_count() {
+    let text = data(TEXT);
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pfnlab"))
+            .args([
+                "replay",
+                text.to_str().unwrap(),
+                "--layout",
+                "preset:x86-pci-hole",
+            ])
+            .args(["--model", "flat", "--trials", "1"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let plain = run(&[]);
+    let row = plain.lines().find(|l| l.starts_with("flat ")).unwrap();
+    assert_eq!(row.split_whitespace().nth(7), Some("-"), "{row}");
+    assert!(plain.contains("not counted (-). --count-calls"), "{plain}");
+    assert!(plain.contains("the whole command: "), "{plain}");
+    let counted = run(&["--count-calls"]);
+    let row = counted.lines().find(|l| l.starts_with("flat ")).unwrap();
+    let pageblock: u64 = row.split_whitespace().nth(8).unwrap().parse().unwrap();
+    assert!(pageblock > 0, "{row}");
+    assert!(counted.contains("--count-calls"), "{counted}");
+    assert!(!counted.contains("not counted"), "{counted}");
 }

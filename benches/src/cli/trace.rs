@@ -2,6 +2,7 @@
 
 use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use indicatif::ProgressBar;
 use pfnlab::layout_spec::LayoutSpec;
@@ -12,7 +13,8 @@ use pfnlab::snapshot::StartState;
 use pfnlab::trace::format::{TraceReader, convert};
 use pfnlab::trace::record::{RecordOptions, record_to};
 use pfnlab::trace::replay::{
-    ReplayOptions, replay_comparisons, replay_layout, replay_models_from, replay_rows, replay_table,
+    ModelResults, ReplayOptions, replay_comparisons, replay_layout, replay_models_from,
+    replay_rows, replay_table,
 };
 
 use super::{CliError, load_layout, loaded, parse_layout};
@@ -85,6 +87,12 @@ pub struct ReplayArgs {
     /// meaningful on the recorded or host layout).
     #[arg(long)]
     exact: bool,
+    /// Also count the memory-model calls the replay makes (pfn_valid,
+    /// pfn_to_page, page_to_pfn, the pageblock lookups), on a second,
+    /// untimed pass over a counting model: a second allocator and a second
+    /// replay per model, so off by default.
+    #[arg(long)]
+    count_calls: bool,
     /// Timed passes per model, each on an allocator built afresh and
     /// interleaved with the other models' (default 5; `--quick`: 3).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
@@ -157,6 +165,8 @@ fn replay_options(args: &ReplayArgs) -> ReplayOptions {
         exact: args.exact,
         trials: usize::from(args.trials.unwrap_or(if args.quick { 3 } else { 5 })),
         start_state_pages: 0,
+        count_calls: args.count_calls,
+        started: None,
     }
 }
 
@@ -182,6 +192,10 @@ fn start_and_layout(
 
 /// Runs `pfnlab replay`; `outer` is a `--layout` given before the command.
 pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliError> {
+    let started = Instant::now();
+    // Describing the machine calibrates the TSC (a 50 ms spin): on a
+    // thread of its own, beside the replay.
+    let machine = std::thread::spawn(Machine::describe);
     let file = &args.file;
     let out = args.json.as_deref().map(JsonOut::create).transpose()?;
     let first =
@@ -194,8 +208,21 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     } else {
         args.model.clone()
     };
-    let options = replay_options(&args);
-    let machine = Machine::describe();
+    let options = ReplayOptions {
+        started: Some(started),
+        ..replay_options(&args)
+    };
+    let results = run_models(file, &layout, &kinds, options, start.as_ref())?;
+    let machine = machine
+        .join()
+        .map_err(|_| CliError("describing the machine failed".into()))?;
+    // Everything the command does but print: the trace and every
+    // allocator are freed by now.
+    let command_wall_ns = started.elapsed().as_nanos() as f64;
+    // A start state that does not fit the layout fits no model: one line.
+    if let Some((_, Err(e @ buddy::AllocError::StartState(_)))) = results.first() {
+        return Err(CliError(format!("--start-state: {e}")));
+    }
     println!(
         "pfnlab replay {} | era {} | layout {}",
         file.display(),
@@ -203,34 +230,16 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
         layout.source()
     );
     println!("machine: {}\n", machine.summary());
-    let bar = if io::stderr().is_terminal() {
-        ProgressBar::new_spinner()
-    } else {
-        ProgressBar::hidden()
-    };
-    let open = || TraceReader::open(file);
     if let Some(s) = &start {
         println!("start state: {}\n", s.label());
     }
-    let results = replay_models_from(
-        &open,
-        &layout,
-        &kinds,
-        options,
-        start.as_ref(),
-        &|kind, n| {
-            bar.set_message(format!("{}: {n} events", kind.name()));
-            bar.tick();
-        },
-    )
-    .map_err(|e| CliError(format!("{}: {e}", file.display())))?;
-    bar.finish_and_clear();
-    // A start state that does not fit the layout fits no model: one line.
-    if let Some((_, Err(e @ buddy::AllocError::StartState(_)))) = results.first() {
-        return Err(CliError(format!("--start-state: {e}")));
-    }
     print!("{}", replay_table(&results));
+    print!("{}", command_line(&results, command_wall_ns));
     if let Some(out) = out {
+        let rows = replay_rows(&results, options)
+            .into_iter()
+            .map(|row| row.with("command_wall_ns", command_wall_ns))
+            .collect();
         out.write(&Report {
             experiment: "replay".into(),
             machine,
@@ -238,7 +247,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
             trials: None,
             comparisons: replay_comparisons(&results),
             start_state: start.as_ref().map(|s| s.record().clone()),
-            results: replay_rows(&results, options),
+            results: rows,
         })?;
     }
     let wrong: u64 = results
@@ -252,4 +261,45 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
         )));
     }
     Ok(())
+}
+
+/// Replays `file` through every model of `kinds`, with a spinner on a
+/// terminal.
+fn run_models(
+    file: &Path,
+    layout: &sparsemem::Layout,
+    kinds: &[ModelKind],
+    options: ReplayOptions,
+    start: Option<&StartState>,
+) -> Result<ModelResults, CliError> {
+    let bar = if io::stderr().is_terminal() {
+        ProgressBar::new_spinner()
+    } else {
+        ProgressBar::hidden()
+    };
+    let open = || TraceReader::open(file);
+    let results = replay_models_from(&open, layout, kinds, options, start, &|kind, n| {
+        bar.set_message(format!("{}: {n} events", kind.name()));
+        bar.tick();
+    })
+    .map_err(|e| CliError(format!("{}: {e}", file.display())))?;
+    bar.finish_and_clear();
+    Ok(results)
+}
+
+/// The whole command's wall time and rate, under the table.
+fn command_line(results: &ModelResults, command_wall_ns: f64) -> String {
+    let Some(events) = results
+        .iter()
+        .find_map(|(_, r)| r.as_ref().ok().map(|r| r.events.events))
+    else {
+        return String::new();
+    };
+    let models = results.iter().filter(|(_, r)| r.is_ok()).count();
+    format!(
+        "the whole command: {events} events through {models} model{} in {:.3} s wall, {:.2} Mevents/s (from its start to the last allocator and the trace freed: reading, every model's construction, passes and teardown; only printing and --json come after)\n",
+        if models == 1 { "" } else { "s" },
+        command_wall_ns / 1e9,
+        events as f64 / (command_wall_ns / 1e9) / 1e6,
+    )
 }

@@ -20,12 +20,11 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 
 use buddy::Gfp;
 use serde::{Deserialize, Serialize};
 
-use super::text::{GfpCache, Line, parse_bytes};
+use super::blocks::TextBlocks;
 use super::{Event, EventKind, TraceError};
 
 /// The first line of a recording.
@@ -157,119 +156,14 @@ pub struct ReadCounts {
 pub type Input = Box<dyn BufRead + Send>;
 
 enum Source {
-    /// The kernel's text, parsed on a thread of its own (started on the
+    /// The kernel's text, parsed on threads of their own (started on the
     /// first read) while the caller replays: parsing text costs more than
-    /// replaying it, so the two overlap on two CPUs.
-    Text {
-        lines: Option<TextLines>,
-        rx: Option<mpsc::Receiver<Batch>>,
-        /// The parsing thread, joined when its stream ends or the reader
-        /// is dropped (it stops at its next send once `rx` is gone), so no
-        /// thread outlives its reader.
-        worker: Option<std::thread::JoinHandle<()>>,
-        batch: std::vec::IntoIter<Event>,
-    },
+    /// replaying it.
+    Text(TextBlocks),
     Recording {
         input: Input,
         record: u64,
     },
-}
-
-/// What the parsing thread sends.
-enum Batch {
-    Events(Vec<Event>),
-    Error(TraceError),
-    Done(ReadCounts),
-}
-
-/// Events per message from the parsing thread.
-const BATCH: usize = 1024;
-
-/// Text lines in file order, parsed.
-struct TextLines {
-    input: Input,
-    line: u64,
-    buf: Vec<u8>,
-    gfp: GfpCache,
-    skip_bad: bool,
-    counts: ReadCounts,
-}
-
-impl TextLines {
-    fn next_event(&mut self) -> Option<Result<Event, TraceError>> {
-        loop {
-            // A whole line straight from the reader's buffer when it holds
-            // one (no copy); a line across buffer refills is gathered in
-            // `buf`.
-            let chunk = match self.input.fill_buf() {
-                Ok(c) => c,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Some(Err(TraceError::at(self.line + 1, e.to_string()))),
-            };
-            let parsed = if chunk.is_empty() {
-                if self.buf.is_empty() {
-                    return None;
-                }
-                self.line += 1;
-                let p = parse_bytes(&self.buf, self.line, &mut self.gfp);
-                self.buf.clear();
-                p
-            } else if let Some(nl) = memchr::memchr(b'\n', chunk) {
-                self.line += 1;
-                let p = if self.buf.is_empty() {
-                    parse_bytes(&chunk[..nl], self.line, &mut self.gfp)
-                } else {
-                    self.buf.extend_from_slice(&chunk[..nl]);
-                    let p = parse_bytes(&self.buf, self.line, &mut self.gfp);
-                    self.buf.clear();
-                    p
-                };
-                self.input.consume(nl + 1);
-                p
-            } else {
-                let n = chunk.len();
-                self.buf.extend_from_slice(chunk);
-                self.input.consume(n);
-                continue;
-            };
-            match parsed {
-                Ok(Line::Event(e)) => return Some(Ok(e)),
-                Ok(Line::Other) => self.counts.unknown_events += 1,
-                Ok(Line::Blank) => {}
-                Err(_) if self.skip_bad => self.counts.bad_lines += 1,
-                Err(e) => return Some(Err(e)),
-            }
-        }
-    }
-
-    /// The parsing thread: batches of events until the end, an error, or
-    /// the reader going away.
-    fn run(mut self, tx: mpsc::SyncSender<Batch>) {
-        loop {
-            let mut events = Vec::with_capacity(BATCH);
-            let mut last = None;
-            while events.len() < BATCH {
-                match self.next_event() {
-                    Some(Ok(e)) => events.push(e),
-                    Some(Err(e)) => {
-                        last = Some(Batch::Error(e));
-                        break;
-                    }
-                    None => {
-                        last = Some(Batch::Done(self.counts));
-                        break;
-                    }
-                }
-            }
-            if tx.send(Batch::Events(events)).is_err() {
-                return;
-            }
-            if let Some(last) = last {
-                let _ = tx.send(last);
-                return;
-            }
-        }
-    }
 }
 
 /// Opens the trace afresh for each pass.
@@ -320,22 +214,7 @@ impl TraceReader {
         if head.starts_with(MAGIC.as_bytes()) {
             return TraceReader::recording(input);
         }
-        Ok(TraceReader::new(
-            Source::Text {
-                lines: Some(TextLines {
-                    input,
-                    line: 0,
-                    buf: Vec::new(),
-                    gfp: GfpCache::default(),
-                    skip_bad: false,
-                    counts: ReadCounts::default(),
-                }),
-                rx: None,
-                worker: None,
-                batch: Vec::new().into_iter(),
-            },
-            None,
-        ))
+        Ok(TraceReader::new(Source::Text(TextBlocks::new(input)), None))
     }
 
     fn new(source: Source, header: Option<Header>) -> TraceReader {
@@ -389,38 +268,13 @@ impl TraceReader {
     /// The next event in file order, before reordering.
     fn next_raw(&mut self) -> Option<Result<Event, TraceError>> {
         match &mut self.source {
-            Source::Text {
-                lines,
-                rx,
-                worker,
-                batch,
-            } => loop {
-                if let Some(e) = batch.next() {
-                    return Some(Ok(e));
+            Source::Text(text) => {
+                let next = text.next_event(self.skip_bad);
+                if next.is_none() {
+                    self.counts = text.counts();
                 }
-                if let Some(mut text) = lines.take() {
-                    text.skip_bad = self.skip_bad;
-                    let (tx, receiver) = mpsc::sync_channel(4);
-                    *worker = Some(std::thread::spawn(move || text.run(tx)));
-                    *rx = Some(receiver);
-                }
-                match rx.as_ref()?.recv() {
-                    Ok(Batch::Events(v)) => *batch = v.into_iter(),
-                    Ok(Batch::Error(e)) => {
-                        stop_worker(rx, worker);
-                        return Some(Err(e));
-                    }
-                    Ok(Batch::Done(counts)) => {
-                        self.counts = counts;
-                        stop_worker(rx, worker);
-                        return None;
-                    }
-                    Err(_) => {
-                        stop_worker(rx, worker);
-                        return None;
-                    }
-                }
-            },
+                next
+            }
             Source::Recording { input, record } => {
                 let mut r = [0u8; RECORD_BYTES];
                 let mut got = 0;
@@ -452,25 +306,98 @@ impl TraceReader {
     }
 }
 
-/// Drops the parsing thread's channel, so the thread stops at its next
-/// send, and joins it.
-fn stop_worker(
-    rx: &mut Option<mpsc::Receiver<Batch>>,
-    worker: &mut Option<std::thread::JoinHandle<()>>,
-) {
-    *rx = None;
-    if let Some(handle) = worker.take() {
-        // What the parser had to say came through the channel; a panic
-        // there has already closed it.
-        let _ = handle.join();
+/// An event that arrived further out of order than [`REORDER_WINDOW`]
+/// events, after one at `last_ts` was handed on.
+fn out_of_order(e: &Event, last_ts: u64) -> TraceError {
+    TraceError::at(
+        e.line,
+        format!(
+            "timestamp {} ns is earlier than one already replayed ({last_ts} ns): events more than {REORDER_WINDOW} apart are out of order",
+            e.ts_ns
+        ),
+    )
+}
+
+/// The iterator's reordering over one growing vector, for reading a
+/// whole trace: its last (up to [`REORDER_WINDOW`]) events are the
+/// window, sorted by (timestamp, line), and everything before it has been
+/// handed on. An event is inserted, and the window's first handed on once
+/// the window is full, exactly when the iterator would; so the same
+/// events come out in the same order and the same error stops them. In
+/// order, as the kernel's merged output is, an event costs a compare and
+/// a push.
+struct Sorted {
+    events: Vec<Event>,
+    /// Where the window starts.
+    window: usize,
+    last_ts: u64,
+}
+
+impl Sorted {
+    fn push(&mut self, e: Event) -> Result<(), TraceError> {
+        let key = |e: &Event| (e.ts_ns, e.line);
+        if self.events.last().is_none_or(|b| key(b) <= key(&e)) {
+            self.events.push(e);
+        } else {
+            let at =
+                self.window + self.events[self.window..].partition_point(|p| key(p) <= key(&e));
+            self.events.insert(at, e);
+        }
+        if self.events.len() - self.window == REORDER_WINDOW {
+            self.hand_on()?;
+        }
+        Ok(())
+    }
+
+    /// Hands on the window's first event.
+    fn hand_on(&mut self) -> Result<(), TraceError> {
+        let e = &self.events[self.window];
+        if e.ts_ns < self.last_ts {
+            return Err(out_of_order(e, self.last_ts));
+        }
+        self.last_ts = e.ts_ns;
+        self.window += 1;
+        Ok(())
+    }
+
+    /// Every event, once the rest of the window is handed on.
+    fn finish(mut self) -> Result<Vec<Event>, TraceError> {
+        while self.window < self.events.len() {
+            self.hand_on()?;
+        }
+        Ok(self.events)
     }
 }
 
-impl Drop for TraceReader {
-    fn drop(&mut self) {
-        if let Source::Text { rx, worker, .. } = &mut self.source {
-            stop_worker(rx, worker);
+impl TraceReader {
+    /// Every event still to come, in the iterator's order, and what was
+    /// skipped: what collecting the iterator gives (the same events, or
+    /// the same first error), read in whole blocks rather than one event
+    /// at a time.
+    pub fn read_all(mut self) -> Result<(Vec<Event>, ReadCounts), TraceError> {
+        let mut sorted = Sorted {
+            events: self.pending.drain(..).collect(),
+            window: 0,
+            last_ts: self.last_ts,
+        };
+        if !self.done {
+            match &mut self.source {
+                Source::Text(text) => {
+                    while let Some(block) = text.next_batch(self.skip_bad) {
+                        for e in block? {
+                            sorted.push(e)?;
+                        }
+                    }
+                    self.counts = text.counts();
+                }
+                Source::Recording { .. } => {
+                    while let Some(e) = self.next_raw() {
+                        sorted.push(e?)?;
+                    }
+                }
+            }
         }
+        Ok((sorted.finish()?, self.counts))
     }
 }
 
@@ -500,13 +427,7 @@ impl Iterator for TraceReader {
         if e.ts_ns < self.last_ts {
             self.done = true;
             self.pending.clear();
-            return Some(Err(TraceError::at(
-                e.line,
-                format!(
-                    "timestamp {} ns is earlier than one already replayed ({} ns): events more than {REORDER_WINDOW} apart are out of order",
-                    e.ts_ns, self.last_ts
-                ),
-            )));
+            return Some(Err(out_of_order(&e, self.last_ts)));
         }
         self.last_ts = e.ts_ns;
         Some(Ok(e))

@@ -17,6 +17,7 @@
 //! - `mm_page_pcpu_drain: … order=N migratetype=M`, a block going back
 //!   from a per-CPU list to the zone.
 
+mod blocks;
 pub mod format;
 pub mod record;
 pub mod replay;

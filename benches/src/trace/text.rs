@@ -155,88 +155,160 @@ fn general(text: &str, line: u64, cache: &mut GfpCache) -> Result<Line, TraceErr
     Ok(Line::Event(event))
 }
 
+/// What every line of the five events holds once, between the timestamp
+/// and the rest of the event's name.
+const MARK: &[u8] = b": mm_page_";
+
 /// The common case in one pass over the bytes: a well-formed line of one
-/// of the five events. `None` for anything else, which the general parser
-/// then reads (and explains, if it is malformed).
+/// of the five events, its fields in the kernel's order. `None` for
+/// anything else, which the general parser then reads (and explains, if
+/// it is malformed).
 fn fast_event(b: &[u8], line: u64, cache: &mut GfpCache) -> Option<Event> {
-    static MARK: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b": mm_page_"));
-    let at = MARK.find(b)?;
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARK));
+    let at = FINDER.find(b)?;
     // Before the mark: `... [CPU] FLAGS SECONDS.FRACTION`.
     let prefix = &b[..at];
-    let ts_start = memchr::memrchr(b' ', prefix)? + 1;
-    let ts_ns = timestamp_bytes(&prefix[ts_start..])?;
-    let close = memchr::memrchr(b']', &prefix[..ts_start])?;
-    let open = memchr::memrchr(b'[', &prefix[..close])?;
-    let cpu = parse_dec(&prefix[open + 1..close])?;
-    // The event name, then `key=value` fields.
-    let rest = &b[at + 2..];
-    let name_end = memchr::memchr(b':', rest)?;
-    let kind = EventKind::from_name(std::str::from_utf8(&rest[..name_end]).ok()?)?;
-    let mut event = Event::new(line, ts_ns, u16::try_from(cpu).ok()?, kind);
-    let (mut page_null, mut pfn, mut order) = (false, None, None);
-    let mut fields = rest[name_end + 1..].trim_ascii_end();
-    while !fields.is_empty() {
-        let end = memchr::memchr(b' ', fields).unwrap_or(fields.len());
-        let field = &fields[..end];
-        fields = &fields[(end + 1).min(fields.len())..];
-        if field.is_empty() {
-            continue;
-        }
-        let eq = memchr::memchr(b'=', field)?;
-        let (key, value) = (&field[..eq], &field[eq + 1..]);
-        match key {
-            b"page" => page_null = value == b"(null)" || value.iter().all(|&c| c == b'0'),
-            b"pfn" => pfn = Some(parse_hex(value.strip_prefix(b"0x")?)?),
-            b"order" => order = Some(u8::try_from(parse_dec(value)?).ok()?),
-            b"migratetype" => {
-                event.migratetype = match value.strip_prefix(b"-") {
-                    Some(d) => -i8::try_from(parse_dec(d)?).ok()?,
-                    None => i8::try_from(parse_dec(value)?).ok()?,
-                };
-            }
-            b"gfp_flags" => event.gfp = cache.parse(value).ok()?,
-            b"percpu_refill" => event.percpu_refill = parse_dec(value)? != 0,
-            _ => return None,
-        }
+    let (ts_start, ts_ns) = timestamp_before(prefix)?;
+    let close = prefix[..ts_start].iter().rposition(|&c| c == b']')?;
+    let open = prefix[..close].iter().rposition(|&c| c == b'[')?;
+    let cpu = u16::try_from(parse_dec(&prefix[open + 1..close])?).ok()?;
+    let (kind, mut rest) = event_name(&b[at + MARK.len()..])?;
+    let mut event = Event::new(line, ts_ns, cpu, kind);
+    let page = field(&mut rest, b"page=")?;
+    let page_null = page == b"(null)" || page.iter().all(|&c| c == b'0');
+    let pfn = parse_hex(field(&mut rest, b"pfn=")?.strip_prefix(b"0x")?)?;
+    event.order = u8::try_from(parse_dec(field(&mut rest, b"order=")?)?).ok()?;
+    if let Some(m) = field(&mut rest, b"migratetype=") {
+        event.migratetype = match m.strip_prefix(b"-") {
+            Some(d) => -i8::try_from(parse_dec(d)?).ok()?,
+            None => i8::try_from(parse_dec(m)?).ok()?,
+        };
     }
-    event.order = order?;
-    event.pfn = (!page_null).then_some(pfn?);
-    if event.pfn.is_none() && kind != EventKind::Alloc {
+    if let Some(g) = field(&mut rest, b"gfp_flags=") {
+        event.gfp = cache.parse(g).ok()?;
+    }
+    if let Some(r) = field(&mut rest, b"percpu_refill=") {
+        event.percpu_refill = parse_dec(r)? != 0;
+    }
+    if !rest.trim_ascii().is_empty() || (page_null && kind != EventKind::Alloc) {
         return None;
     }
+    event.pfn = (!page_null).then_some(pfn);
     Some(event)
 }
 
-/// `SECONDS.FRACTION` in ns, from bytes (the common case).
-fn timestamp_bytes(ts: &[u8]) -> Option<u64> {
-    let dot = memchr::memchr(b'.', ts)?;
-    let (secs, frac) = (&ts[..dot], &ts[dot + 1..]);
-    if frac.is_empty() || frac.len() > 9 {
-        return None;
+/// The event named after `mm_page_` at the start of `rest`, and what
+/// follows its `: `.
+#[inline(always)]
+fn event_name(rest: &[u8]) -> Option<(EventKind, &[u8])> {
+    fn name<'a, const N: usize>(rest: &'a [u8], name: &[u8; N]) -> Option<&'a [u8]> {
+        (rest.first_chunk::<N>()? == name).then(|| &rest[N..])
     }
-    let scale = 10u64.pow(9 - frac.len() as u32);
-    parse_dec(secs)?
-        .checked_mul(1_000_000_000)?
-        .checked_add(parse_dec(frac)? * scale)
+    match rest.first()? {
+        b'a' => name(rest, b"alloc: ")
+            .map(|r| (EventKind::Alloc, r))
+            .or_else(|| {
+                Some((
+                    EventKind::AllocZoneLocked,
+                    name(rest, b"alloc_zone_locked: ")?,
+                ))
+            }),
+        b'f' => name(rest, b"free: ")
+            .map(|r| (EventKind::Free, r))
+            .or_else(|| Some((EventKind::FreeBatched, name(rest, b"free_batched: ")?))),
+        b'p' => Some((EventKind::PcpuDrain, name(rest, b"pcpu_drain: ")?)),
+        _ => None,
+    }
 }
 
+/// The value of the field `key` (`page=`, with its `=`) when it comes
+/// next in `rest`, which then moves past it; `None`, with `rest` left
+/// alone, when the next field is another.
+#[inline(always)]
+fn field<'a, const N: usize>(rest: &mut &'a [u8], key: &[u8; N]) -> Option<&'a [u8]> {
+    let r = rest.trim_ascii_start();
+    if r.first_chunk::<N>()? != key {
+        return None;
+    }
+    let r = &r[N..];
+    let end = r.iter().position(|&c| c == b' ').unwrap_or(r.len());
+    *rest = &r[end..];
+    Some(&r[..end])
+}
+
+/// The timestamp that ends `prefix` (`SECONDS.FRACTION`, read from its
+/// end), in ns, and where it starts, after a space.
+#[inline(always)]
+fn timestamp_before(prefix: &[u8]) -> Option<(usize, u64)> {
+    let (mut i, mut frac, mut scale) = (prefix.len(), 0u64, 1u64);
+    while i > 0 && prefix[i - 1].is_ascii_digit() && scale < 1_000_000_000 {
+        i -= 1;
+        frac += u64::from(prefix[i] - b'0') * scale;
+        scale *= 10;
+    }
+    if scale == 1 || i == 0 || prefix[i - 1] != b'.' {
+        return None;
+    }
+    let dot = i - 1;
+    i = dot;
+    while i > 0 && prefix[i - 1].is_ascii_digit() {
+        i -= 1;
+    }
+    if i == 0 || prefix[i - 1] != b' ' {
+        return None;
+    }
+    let secs = parse_dec(&prefix[i..dot])?;
+    Some((
+        i,
+        secs.checked_mul(1_000_000_000)?
+            .checked_add(frac * (1_000_000_000 / scale))?,
+    ))
+}
+
+/// Decimal digits (at most 19, so no valid number overflows).
 fn parse_dec(d: &[u8]) -> Option<u64> {
     if d.is_empty() || d.len() > 19 {
         return None;
     }
-    d.iter().try_fold(0u64, |n, &c| {
-        c.is_ascii_digit().then(|| n * 10 + u64::from(c - b'0'))
-    })
+    let (mut n, mut bad) = (0u64, false);
+    for &c in d {
+        let digit = c.wrapping_sub(b'0');
+        bad |= digit > 9;
+        n = n.wrapping_mul(10).wrapping_add(u64::from(digit));
+    }
+    (!bad).then_some(n)
 }
 
+/// Each byte's value as a hex digit, 0xff for a byte that is not one.
+const HEX: [u8; 256] = {
+    let mut t = [0xff; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Hex digits, at most 16.
 fn parse_hex(d: &[u8]) -> Option<u64> {
     if d.is_empty() || d.len() > 16 {
         return None;
     }
-    d.iter().try_fold(0u64, |n, &c| {
-        Some(n << 4 | u64::from((c as char).to_digit(16)?))
-    })
+    let (mut n, mut bad) = (0u64, 0u8);
+    for &c in d {
+        let digit = HEX[usize::from(c)];
+        bad |= digit;
+        n = n << 4 | u64::from(digit & 0xf);
+    }
+    (bad & 0xf0 == 0).then_some(n)
 }
 
 /// `SECONDS.FRACTION` (the trace clock's microseconds or nanoseconds) in ns.

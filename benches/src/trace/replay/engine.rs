@@ -38,6 +38,13 @@ pub struct ReplayOptions {
     /// Pages the allocator holds before the first event (a start state's
     /// allocated rest), for the conservation check.
     pub start_state_pages: u64,
+    /// Also count the memory-model calls the replay makes, on a second,
+    /// untimed pass over a counting model ([`ModelCounts`]): a second
+    /// allocator and a second replay, so off by default.
+    pub count_calls: bool,
+    /// When the command began: the first model's end-to-end time counts
+    /// from here (`None`: from the call of the replay).
+    pub started: Option<Instant>,
 }
 
 /// Counts of what the replay did with the trace's events.
@@ -108,7 +115,7 @@ pub struct AllocatorCounts {
 }
 
 /// The memory model's side: calls during the replay (a second pass over a
-/// counting model).
+/// counting model, with [`ReplayOptions::count_calls`]).
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct ModelCounts {
     /// Calls per operation, by the kernel function's name.
@@ -136,11 +143,12 @@ pub struct ReplayResult {
     /// belong to ([`crate::timing::next_set`]).
     #[serde(skip)]
     pub interleaved_with: u64,
-    /// This model's whole wall time, in ns: from the replay's start (the
-    /// first model: reading the trace, overlapped with building the model)
-    /// or the previous model's end, through building, the first timed
-    /// pass, the counting pass and `--exact` (the further trials are
-    /// measurement, not replay, and stay out).
+    /// This model's whole wall time, in ns: from the command's start
+    /// ([`ReplayOptions::started`]; the first model: reading the trace,
+    /// overlapped with building the model) or the previous model's end,
+    /// through building, the first timed pass, `--exact`, the counting
+    /// pass when asked for, and freeing the allocators (the further
+    /// trials are measurement, not replay, and stay out).
     pub wall_ns: f64,
     /// Events per second end to end: the events over [`ReplayResult::wall_ns`].
     pub wall_events_per_second: f64,
@@ -152,8 +160,9 @@ pub struct ReplayResult {
     pub events: EventCounts,
     /// The allocator's counts.
     pub allocator: AllocatorCounts,
-    /// Memory-model calls.
-    pub model_ops: ModelCounts,
+    /// Memory-model calls, when counted
+    /// ([`ReplayOptions::count_calls`]; `None`: not counted).
+    pub model_ops: Option<ModelCounts>,
     /// Operations `--verify` found wrong (0 without it), with the first.
     pub verify_failures: u64,
     /// The first failure `--verify` found.
@@ -185,6 +194,40 @@ impl PassTimes {
 }
 
 impl ReplayResult {
+    /// The result of a model's first timed pass, `timed`, with its model
+    /// calls and `--exact` if taken; its end-to-end time runs from
+    /// `started` to now.
+    pub(super) fn of_first_pass(
+        timed: Pass,
+        model_ops: Option<ModelCounts>,
+        exact: Option<ExactResult>,
+        started: Instant,
+    ) -> ReplayResult {
+        let events = timed.events.events.max(1) as f64;
+        let wall_ns = started.elapsed().as_nanos() as f64;
+        let times = PassTimes::of(&timed);
+        let mut result = ReplayResult {
+            wall_ns,
+            wall_events_per_second: events / (wall_ns / 1e9),
+            model: timed.model,
+            elapsed_ns: timed.elapsed_ns,
+            events_per_second: 0.0,
+            ns_per_event: 0.0,
+            passes: Vec::new(),
+            interleaved_with: 0,
+            ns_per_alloc: 0.0,
+            ns_per_free: 0.0,
+            events: timed.events,
+            allocator: timed.allocator,
+            model_ops,
+            verify_failures: timed.verify_failures,
+            first_verify_failure: timed.first_verify_failure,
+            exact,
+        };
+        result.add_pass(times);
+        result
+    }
+
     /// Adds a further timed pass and sets the medians over every pass.
     pub(super) fn add_pass(&mut self, times: PassTimes) {
         self.passes.push(times);
@@ -262,14 +305,8 @@ pub struct ReadTrace {
 impl ReadTrace {
     /// Reads the whole trace `open` opens.
     pub fn read(open: OpenTrace<'_>, skip_bad: bool) -> Result<ReadTrace, TraceError> {
-        let mut reader = open()?.skip_bad(skip_bad);
-        let events = reader
-            .by_ref()
-            .collect::<Result<Vec<Event>, TraceError>>()?;
-        Ok(ReadTrace {
-            events,
-            counts: reader.counts(),
-        })
+        let (events, counts) = open()?.skip_bad(skip_bad).read_all()?;
+        Ok(ReadTrace { events, counts })
     }
 }
 

@@ -53,10 +53,10 @@ use crate::trace::format::Header;
 pub use crate::trace::format::OpenTrace;
 
 /// Replays a trace read once into memory through one model type, as a
-/// [`ModelVisitor`]: the model and its counting twin are built first
-/// (while another thread may still be reading the trace), then a timed
-/// pass over the model, then a counting pass over [`Counted`] for the
-/// memory-model calls.
+/// [`ModelVisitor`]: the model is built first (while another thread may
+/// still be reading the trace), then a timed pass over it, `--exact`, and
+/// with [`ReplayOptions::count_calls`] a counting pass over [`Counted`]
+/// for the memory-model calls (its allocator built beside the first).
 pub struct Replay<'a> {
     /// The trace, once read (waited for after the model is built).
     pub trace: &'a OnceLock<Result<ReadTrace, TraceError>>,
@@ -81,17 +81,23 @@ impl ModelVisitor for Replay<'_> {
         let alloc_options = allocator_options(self.options);
         let mut alloc =
             Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
-        // Both allocators are built before the trace is waited for, so
-        // that both constructions overlap the reading.
-        let mut counted = Allocator::<_, Kernel>::new(
-            Counted::new(M::build(layout, options)?),
-            layout,
-            alloc_options,
-        )?;
+        // Built before the trace is waited for, so that its construction
+        // overlaps the reading too.
+        let mut counted = if self.options.count_calls {
+            Some(Allocator::<_, Kernel>::new(
+                Counted::new(M::build(layout, options)?),
+                layout,
+                alloc_options,
+            )?)
+        } else {
+            None
+        };
         let mut options_run = self.options;
         if let Some(start) = self.start {
             options_run.start_state_pages = start.apply(&mut alloc)?;
-            start.apply(&mut counted)?;
+            if let Some(counted) = counted.as_mut() {
+                start.apply(counted)?;
+            }
         }
         let trace = match self.trace.wait() {
             Ok(t) => t,
@@ -101,52 +107,46 @@ impl ModelVisitor for Replay<'_> {
             Ok(t) => t,
             Err(e) => return Ok(Err(e)),
         };
-        drop(alloc);
-        // Count the replay's calls only, not the allocator's construction.
-        counted.model().reset();
-        let pass = match run(&counted, layout, trace, options_run, &|_| {}) {
-            Ok(p) => p,
-            Err(e) => return Ok(Err(e)),
-        };
         let exact = self
             .options
             .exact
-            .then(|| exact(counted.model().inner(), &trace_pfns(&trace.events), 5));
-        let model = counted.model();
-        let ops = model.ops();
-        let mut calls = BTreeMap::new();
-        for op in ModelOp::ALL {
-            calls.insert(op.name(), ops.count(op));
-        }
-        let model_ops = ModelCounts {
-            calls,
-            hole_hits: model.hole_hits(),
+            .then(|| exact(alloc.model(), &trace_pfns(&trace.events), 5));
+        drop(alloc);
+        let model_ops = match counted.map(|c| count_calls(c, layout, trace, options_run)) {
+            Some(Ok(counts)) => Some(counts),
+            Some(Err(e)) => return Ok(Err(e)),
+            None => None,
         };
-        debug_assert_eq!(pass.events.allocs, timed.events.allocs);
-        let events = timed.events.events.max(1) as f64;
-        let wall_ns = self.started.elapsed().as_nanos() as f64;
-        let times = PassTimes::of(&timed);
-        let mut result = ReplayResult {
-            wall_ns,
-            wall_events_per_second: events / (wall_ns / 1e9),
-            model: timed.model,
-            elapsed_ns: timed.elapsed_ns,
-            events_per_second: 0.0,
-            ns_per_event: 0.0,
-            passes: Vec::new(),
-            interleaved_with: 0,
-            ns_per_alloc: 0.0,
-            ns_per_free: 0.0,
-            events: timed.events,
-            allocator: timed.allocator,
+        Ok(Ok(ReplayResult::of_first_pass(
+            timed,
             model_ops,
-            verify_failures: timed.verify_failures,
-            first_verify_failure: timed.first_verify_failure,
             exact,
-        };
-        result.add_pass(times);
-        Ok(Ok(result))
+            self.started,
+        )))
     }
+}
+
+/// The memory-model calls of a replay of `trace`, counted on a pass over
+/// `counted` (untimed); the allocator is freed before the answer.
+fn count_calls<M: Buildable>(
+    counted: Allocator<Counted<M>, Kernel>,
+    layout: &Layout,
+    trace: &ReadTrace,
+    options: ReplayOptions,
+) -> Result<ModelCounts, TraceError> {
+    // Count the replay's calls only, not the allocator's construction.
+    counted.model().reset();
+    run(&counted, layout, trace, options, &|_| {})?;
+    let model = counted.model();
+    let ops = model.ops();
+    let calls = ModelOp::ALL
+        .into_iter()
+        .map(|op| (op.name(), ops.count(op)))
+        .collect::<BTreeMap<_, _>>();
+    Ok(ModelCounts {
+        calls,
+        hole_hits: model.hole_hits(),
+    })
 }
 
 /// A later trial of one model: a timed pass on an allocator built afresh
@@ -218,8 +218,9 @@ pub fn replay_layout(
 }
 
 /// Replays the trace `open` reads through each model of `kinds`. The trace
-/// is read once, on its own thread, while the first model is built; every
-/// pass of every model then runs over the events in memory. A trace that
+/// is read once, on threads of its own, while the first model is built;
+/// every pass of every model then runs over the events in memory, which
+/// are freed before the answer. A trace that
 /// cannot be read stops everything; a model that cannot be built on the
 /// layout is reported in its place.
 pub fn replay_models(
@@ -252,7 +253,7 @@ pub fn replay_models_from(
             trace.set(read.unwrap_or_else(|_| Err(TraceError::file("reading the trace panicked"))))
         });
         let mut out = Vec::new();
-        let mut started = Instant::now();
+        let mut started = options.started.unwrap_or_else(Instant::now);
         for &kind in kinds {
             let visitor = Replay {
                 trace: &trace,

@@ -44,13 +44,37 @@ pub fn replay_table(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -
             }
         }
     }
-    t.push_str("ns/alloc and ns/free time the allocator call alone (unserialised TSC reads around it, a few ns of their own included); Mevents/s and ns/event: the replay loop over events parsed beforehand; end to end: Mevents/s over the model's whole wall time (the first model: reading and parsing the trace once, overlapped with building the model; then the first timed pass, the counting pass and --exact; the further passes, each on an allocator built afresh, are measurement and stay out). Mevents/s, ns/event, ns/alloc and ns/free are medians over the timed passes. Model calls come from the second, counting pass over the same events. refilled/drained: blocks the replay's per-CPU refills took from the zone and its drains gave back (in brackets the trace's percpu_refill and mm_page_pcpu_drain events, which count the same); frag: fragmentation_index at pageblock_order in thousandths (-1000: a block is free); cons: free + held == managed.\n");
+    let counted = results
+        .iter()
+        .any(|(_, r)| r.as_ref().is_ok_and(|r| r.model_ops.is_some()));
+    t.push_str(LEGEND);
+    t.push_str(if counted { COUNTED } else { NOT_COUNTED });
     t
 }
 
+/// What the table's columns mean.
+const LEGEND: &str = "ns/alloc and ns/free time the allocator call alone (unserialised TSC reads around it, a few ns of their own included); Mevents/s and ns/event: the replay loop over events parsed beforehand; end to end: Mevents/s over the model's whole wall time (the first model: from the command's start, reading and parsing the trace once, overlapped with building the model; then the first timed pass, --exact, the counting pass when asked for, and freeing the allocators; the further passes, each on an allocator built afresh, are measurement and stay out). Mevents/s, ns/event, ns/alloc and ns/free are medians over the timed passes. refilled/drained: blocks the replay's per-CPU refills took from the zone and its drains gave back (in brackets the trace's percpu_refill and mm_page_pcpu_drain events, which count the same); frag: fragmentation_index at pageblock_order in thousandths (-1000: a block is free); cons: free + held == managed.\n";
+
+/// Where the model calls come from, when they were counted.
+const COUNTED: &str = "pfn_valid, holes (pfn_valid calls that found a hole) and pageblock (pageblock lookups): the memory-model calls of the replay, counted on a second, untimed pass over a counting model (--count-calls).\n";
+
+/// Why the model-call columns are empty, and how to fill them.
+const NOT_COUNTED: &str = "pfn_valid, holes and pageblock: not counted (-). --count-calls counts the replay's memory-model calls on a second, untimed pass over a counting model, which costs a second allocator and a second replay.\n";
+
 /// One model's row of the table.
 fn model_line(r: &ReplayResult) -> String {
-    let calls = |name: &str| r.model_ops.calls.get(name).copied().unwrap_or(0);
+    let calls = |names: &[&str]| match &r.model_ops {
+        Some(ops) => names
+            .iter()
+            .map(|n| ops.calls.get(n).copied().unwrap_or(0))
+            .sum::<u64>()
+            .to_string(),
+        None => "-".into(),
+    };
+    let holes = r
+        .model_ops
+        .as_ref()
+        .map_or_else(|| "-".into(), |ops| ops.hole_hits.to_string());
     format!(
         "{:<16} {:>10.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>6} {:>10} {:>17} {:>16} {:>8} {:>6} {:>5}\n",
         r.model,
@@ -59,9 +83,9 @@ fn model_line(r: &ReplayResult) -> String {
         r.ns_per_event,
         r.ns_per_alloc,
         r.ns_per_free,
-        calls("pfn_valid"),
-        r.model_ops.hole_hits,
-        calls("get_pfnblock_migratetype") + calls("set_pfnblock_migratetype"),
+        calls(&["pfn_valid"]),
+        holes,
+        calls(&["get_pfnblock_migratetype", "set_pfnblock_migratetype"]),
         format!(
             "{} ({})",
             r.allocator.pcp_refill_blocks, r.events.zone_locked_refills
