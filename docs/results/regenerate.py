@@ -43,7 +43,7 @@ COMMON = [
 ]
 EXP = "benches/src/experiments/"
 TRACE = "gzip-dd.trace.zst"
-REPLAY = ["replay", f"benches/tests/data/{TRACE}", "--exact"]
+REPLAY = ["replay", f"benches/tests/data/{TRACE}", "--exact", "--count-calls"]
 
 # name -> (pfnlab arguments, cargo features, code measured beyond COMMON).
 ENTRIES = {
