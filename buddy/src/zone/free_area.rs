@@ -220,17 +220,23 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
     }
 
     /// `account_freepages` for the reserve: `nr_free_highatomic` follows
-    /// every block that joins or leaves a `HighAtomic` list.
+    /// the pages that join or leave the `HighAtomic` lists, once per
+    /// block freed or taken, as the kernel accounts (a merge or a split
+    /// moves pages between lists of one type and changes nothing).
     #[inline(always)]
     fn account_highatomic(&self, mt: Migratetype, order: usize, joins: bool) {
         if mt == Migratetype::HighAtomic {
-            if joins {
-                self.free_highatomic
-                    .fetch_add(1 << order, Ordering::Relaxed);
+            // Relaxed load and store, no read-modify-write: only the zone
+            // lock's holder writes the counter (the kernel's plain
+            // `zone->nr_free_highatomic += nr_pages`), and lock-free readers
+            // take any recent value (`READ_ONCE`).
+            let free = self.free_highatomic.load(Ordering::Relaxed);
+            let free = if joins {
+                free + (1 << order)
             } else {
-                self.free_highatomic
-                    .fetch_sub(1 << order, Ordering::Relaxed);
-            }
+                free - (1 << order)
+            };
+            self.free_highatomic.store(free, Ordering::Relaxed);
         }
     }
 
@@ -246,12 +252,11 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         old
     }
 
-    /// Puts a block head on `free_area[order].free_list[mt]`, at the head of
-    /// the list or (`to_tail`) at its tail.
+    /// `add_to_free_list`: [`FreeArea::add_to_list`] with the reserve's
+    /// accounting, for a block that joins the free pages.
     ///
     /// # Safety
-    /// `page` is a live descriptor heading a free block of this zone, on no
-    /// list.
+    /// As for [`FreeArea::add_to_list`].
     #[inline(always)]
     pub(crate) unsafe fn add(
         &mut self,
@@ -260,6 +265,32 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         mt: Migratetype,
         to_tail: bool,
     ) {
+        self.account_highatomic(mt, order, true);
+        // SAFETY: the caller's contract.
+        unsafe { self.add_to_list(page, order, mt, to_tail) };
+    }
+
+    /// `__add_to_free_list` with `set_buddy_order`: puts a block head on
+    /// `free_area[order].free_list[mt]`, at the head of the list or
+    /// (`to_tail`) at its tail, without the reserve's accounting.
+    ///
+    /// # Safety
+    /// `page` is a live descriptor heading a free block of this zone, on no
+    /// list.
+    #[inline(always)]
+    unsafe fn add_to_list(&mut self, page: *const P, order: usize, mt: Migratetype, to_tail: bool) {
+        // SAFETY: the caller's contract.
+        unsafe { Self::link_free(&mut self.lists[order][mt.index()], page, order, to_tail) };
+    }
+
+    /// `set_buddy_order` and the list add of [`FreeArea::add_to_list`], on
+    /// the list `list` (the caller's `lists[order][mt]`).
+    ///
+    /// # Safety
+    /// As for [`FreeArea::add_to_list`], and `list` is this zone's list of
+    /// `order`.
+    #[inline(always)]
+    unsafe fn link_free(list: &mut PageList<P>, page: *const P, order: usize, to_tail: bool) {
         // SAFETY: the caller's contract.
         let pr = unsafe { &*page };
         // SAFETY: the caller hands this zone a block it owns, under the lock.
@@ -267,26 +298,37 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
             pr.set_private(order as u64);
             V::set(pr, PageFlag::Buddy);
         }
-        self.account_highatomic(mt, order, true);
         // SAFETY: as above; the list's contract is the same.
         unsafe {
             if to_tail {
-                self.lists[order][mt.index()].push_back(page);
+                list.push_back(page);
             } else {
-                self.lists[order][mt.index()].push_front(page);
+                list.push_front(page);
             }
         }
     }
 
-    /// Takes a block head off `free_area[order].free_list[mt]`.
+    /// `del_page_from_free_list`: [`FreeArea::del_from_list`] with the
+    /// reserve's accounting, for a block that leaves the free pages.
+    ///
+    /// # Safety
+    /// As for [`FreeArea::del_from_list`].
+    #[inline(always)]
+    pub(crate) unsafe fn del(&mut self, page: *const P, order: usize, mt: Migratetype) {
+        // SAFETY: the caller's contract.
+        unsafe { self.del_from_list(page, order, mt) };
+        self.account_highatomic(mt, order, false);
+    }
+
+    /// `__del_page_from_free_list`: takes a block head off
+    /// `free_area[order].free_list[mt]`, without the reserve's accounting.
     ///
     /// # Safety
     /// `page` is on `lists[order][mt]`.
     #[inline(always)]
-    pub(crate) unsafe fn del(&mut self, page: *const P, order: usize, mt: Migratetype) {
+    unsafe fn del_from_list(&mut self, page: *const P, order: usize, mt: Migratetype) {
         // SAFETY: the caller's contract.
         unsafe { self.lists[order][mt.index()].unlink(page) };
-        self.account_highatomic(mt, order, false);
         // SAFETY: listed pages are live, and the unlinked page is this
         // zone's under the lock.
         unsafe { V::clear(&*page, PageFlag::Buddy) };
@@ -351,7 +393,12 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
     /// The buddy is reached as `page + (buddy_pfn - pfn)` without a
     /// `pfn_to_page`; with the hole check it is first tested with
     /// `pfn_valid`, without it the zone's invariant (every `MAX_PAGE_ORDER`
-    /// block holding its memory is wholly valid) makes it readable.
+    /// block holding its memory is wholly valid) makes it readable. Each
+    /// step does what the kernel's does: `page_is_buddy` (`PageBuddy`, the
+    /// order, the zone), the migratetype test from a pageblock up, the
+    /// buddy's `__del_page_from_free_list`; what is counted (the reserve's
+    /// pages, the merges, the hole checks) is counted once per free, from
+    /// the orders, as the kernel's `account_freepages` is.
     #[inline(always)]
     pub(crate) fn free_one_fpi<M: BuddyModel<Page = P>>(
         &mut self,
@@ -361,65 +408,130 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
     ) {
         let mut page = block.as_ptr();
         let mut pfn = block.pfn().get();
-        let mut order = block.order().index();
+        let freed_order = block.order().index();
+        let mut order = freed_order;
         // `get_pfnblock_migratetype` of the freed page: the per-free lookup.
         let mt = self.list_mt(model, block.pfn());
-        let pageblock_order = model.geometry().pageblock_order().index();
-        while order < self.max_order {
-            let buddy_pfn = pfn ^ (1 << order);
-            if V::HOLE_CHECK {
-                self.stats.hole_checks += 1;
-                if !model.pfn_valid(Pfn::new(buddy_pfn)) {
-                    self.stats.hole_hits += 1;
-                    break;
-                }
-            }
-            // SAFETY: the buddy is in the same MAX_PAGE_ORDER block, hence the
-            // same section, and its pfn is valid (just checked, or by the
-            // zone's invariant); `page` has provenance over the section.
-            let buddy = unsafe { page_offset(page, buddy_pfn as i64 - pfn as i64) };
-            // SAFETY: a valid descriptor (above) of the borrowed model.
-            let buddy_ref = unsafe { &*buddy };
-            if V::BITMAP {
-                if !self.toggle(order, pfn) {
-                    break;
-                }
-                debug_assert!(self.page_is_buddy(buddy_ref, order));
-            } else if !self.page_is_buddy(buddy_ref, order) {
+        // Merging moves pages between lists of this one type (a buddy of
+        // another type stops it, unless both are mergeable, which the
+        // reserve is not), so the reserve gains the freed block's pages.
+        self.account_highatomic(mt, freed_order, true);
+        let max_order = self.max_order_bound();
+        // Below a pageblock the buddy shares the freed page's block, so its
+        // list: those steps test no migratetype. From a pageblock up
+        // (`unlikely(order >= pageblock_order)` in the kernel) the steps
+        // continue out of line. Without migratetypes every block is on one
+        // list, and no step tests one.
+        let untyped_to = if self.migratetypes {
+            max_order.min(model.geometry().pageblock_order().index())
+        } else {
+            max_order
+        };
+        while order < untyped_to {
+            let Some(merged) = self.merge_step(model, page, pfn, order, mt, false) else {
                 break;
-            }
-            // Below a pageblock the buddy shares the freed page's block, so
-            // its list; from a pageblock up it has its own migratetype.
-            let buddy_mt = if order >= pageblock_order {
-                self.list_mt(model, Pfn::new(buddy_pfn))
-            } else {
-                mt
             };
-            // 6.x keeps a reserved (or isolated) pageblock from merging
-            // with another type's (`migratetype_is_mergeable`), so the
-            // reserve's pageblocks stay counted.
-            if buddy_mt != mt && !(mergeable(mt) && mergeable(buddy_mt)) {
-                break;
-            }
-            // SAFETY: page_is_buddy (or the pair bit) says the buddy heads a
-            // free block of this order, so it is on lists[order][buddy_mt].
-            unsafe { self.del(buddy, order, buddy_mt) };
-            if buddy_mt != mt {
-                // "Match buddy type": the merged block is one migratetype.
-                change_pageblock_range(model, Pfn::new(buddy_pfn), order, mt);
-            }
-            self.stats.merges += 1;
-            if buddy_pfn < pfn {
-                page = buddy;
-            }
-            pfn &= buddy_pfn;
+            (page, pfn) = merged;
             order += 1;
+        }
+        if order >= untyped_to && order < max_order {
+            (page, pfn, order) = self.merge_typed(model, page, pfn, order, mt, max_order);
+        }
+        let merges = (order - freed_order) as u64;
+        self.stats.merges += merges;
+        if V::HOLE_CHECK {
+            // One `pfn_valid` per step, and one more in the step that
+            // stopped short of `MAX_PAGE_ORDER`.
+            self.stats.hole_checks += merges + u64::from(order < max_order);
         }
         let to_tail =
             fpi.contains(FpiFlags::TO_TAIL) || self.buddy_merge_likely(model, page, pfn, order);
         // SAFETY: `page` heads the merged free block, owned (the token and
         // the merged buddies, just unlinked) and on no list.
-        unsafe { self.add(page, order, mt, to_tail) };
+        unsafe { self.add_to_list(page, order, mt, to_tail) };
+    }
+
+    /// One step of `__free_one_page`'s loop: if the buddy of the free
+    /// block `(page, pfn, order)` of migratetype `mt` is a free block it
+    /// may merge with, takes the buddy off its list and returns the merged
+    /// block's head and pfn (`combined_pfn`, the lower of the two). `typed`: the buddy's pageblock may have another
+    /// migratetype (from a pageblock up), so it is looked up and tested.
+    #[inline(always)]
+    fn merge_step<M: BuddyModel<Page = P>>(
+        &mut self,
+        model: &M,
+        page: *const P,
+        pfn: u64,
+        order: usize,
+        mt: Migratetype,
+        typed: bool,
+    ) -> Option<(*const P, u64)> {
+        let buddy_pfn = pfn ^ (1 << order);
+        if V::HOLE_CHECK && !model.pfn_valid(Pfn::new(buddy_pfn)) {
+            self.stats.hole_hits += 1;
+            return None;
+        }
+        // SAFETY: the buddy is in the same MAX_PAGE_ORDER block, hence the
+        // same section, and its pfn is valid (just checked, or by the
+        // zone's invariant); `page` has provenance over the section.
+        let buddy = unsafe { page_offset(page, buddy_pfn as i64 - pfn as i64) };
+        // SAFETY: a valid descriptor (above) of the borrowed model.
+        let buddy_ref = unsafe { &*buddy };
+        if V::BITMAP {
+            if !self.toggle(order, pfn) {
+                return None;
+            }
+            debug_assert!(self.page_is_buddy(buddy_ref, order));
+        } else if !self.page_is_buddy(buddy_ref, order) {
+            return None;
+        }
+        let buddy_mt = if typed {
+            self.list_mt(model, Pfn::new(buddy_pfn))
+        } else {
+            mt
+        };
+        // 6.x keeps a reserved (or isolated) pageblock from merging with
+        // another type's (`migratetype_is_mergeable`), so the reserve's
+        // pageblocks stay counted.
+        if buddy_mt != mt && !(mergeable(mt) && mergeable(buddy_mt)) {
+            return None;
+        }
+        // SAFETY: page_is_buddy (or the pair bit) says the buddy heads a
+        // free block of this order, so it is on lists[order][buddy_mt].
+        unsafe { self.del_from_list(buddy, order, buddy_mt) };
+        if buddy_mt != mt {
+            // "Match buddy type": the merged block is one migratetype.
+            change_pageblock_range(model, Pfn::new(buddy_pfn), order, mt);
+        }
+        Some(if buddy_pfn < pfn {
+            (buddy, buddy_pfn)
+        } else {
+            (page, pfn)
+        })
+    }
+
+    /// The steps of `__free_one_page` from a pageblock up, each testing
+    /// the buddy's migratetype: out of line, as the kernel marks them
+    /// `unlikely`. Returns the merged block `(page, pfn, order)`.
+    #[cold]
+    #[inline(never)]
+    fn merge_typed<M: BuddyModel<Page = P>>(
+        &mut self,
+        model: &M,
+        mut page: *const P,
+        mut pfn: u64,
+        mut order: usize,
+        mt: Migratetype,
+        max_order: usize,
+    ) -> (*const P, u64, usize) {
+        while order < max_order {
+            let Some(merged) = self.merge_step(model, page, pfn, order, mt, true) else {
+                break;
+            };
+            (page, pfn) = merged;
+            order += 1;
+        }
+        (page, pfn, order)
     }
 
     /// `buddy_merge_likely`: whether the block `(pfn, order)` that stopped
@@ -472,29 +584,39 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         mt: Migratetype,
     ) -> Option<OwnedBlock<P>> {
         let low = order.index();
-        for current in low..=self.max_order {
-            let Some(page) = self.lists[current][mt.index()].pop_front() else {
-                continue;
-            };
-            self.account_highatomic(mt, current, false);
-            // SAFETY: listed pages are live descriptors of `model`'s memmap.
-            let pr = unsafe { &*page };
-            // SAFETY: just unlinked under the zone lock: this zone owns it.
-            unsafe { V::clear(pr, PageFlag::Buddy) };
-            let pfn = model.page_to_pfn(pr);
-            if V::BITMAP && current < self.max_order {
-                self.toggle(current, pfn.get());
+        let max_order = self.max_order_bound();
+        // The kernel's loop: one list head per order, no more.
+        let mut current = low;
+        let page = loop {
+            if current > max_order {
+                return None;
             }
-            // SAFETY: the block was free and is now off every list.
-            unsafe { self.expand(page, pfn.get(), low, current, mt) };
-            // SAFETY: its upper halves went back on the lists; the head block
-            // of order `low` is on no list and goes to the caller alone.
-            return Some(unsafe { OwnedBlock::new(page, pfn, order) });
+            if let Some(page) = self.lists[current][mt.index()].pop_front() {
+                break page;
+            }
+            current += 1;
+        };
+        // The caller gets `order`'s pages; the split halves stay free.
+        self.account_highatomic(mt, low, false);
+        // SAFETY: listed pages are live descriptors of `model`'s memmap.
+        let pr = unsafe { &*page };
+        // SAFETY: just unlinked under the zone lock: this zone owns it.
+        unsafe { V::clear(pr, PageFlag::Buddy) };
+        let pfn = model.page_to_pfn(pr);
+        if V::BITMAP && current < self.max_order {
+            self.toggle(current, pfn.get());
         }
-        None
+        // SAFETY: the block was free and is now off every list.
+        unsafe { self.expand(page, pfn.get(), low, current, mt) };
+        self.stats.splits += (current - low) as u64;
+        // SAFETY: its upper halves went back on the lists; the head block
+        // of order `low` is on no list and goes to the caller alone.
+        Some(unsafe { OwnedBlock::new(page, pfn, order) })
     }
 
-    /// `expand`: splits a block of order `high` down to `low`.
+    /// `expand`: splits a block of order `high` down to `low`, putting
+    /// each upper half on its list (the reserve's pages and the splits are
+    /// counted by the caller, once).
     ///
     /// # Safety
     /// `page` heads a block of order `high` of this zone that is on no list,
@@ -505,21 +627,33 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         page: *const P,
         pfn: u64,
         low: usize,
-        mut high: usize,
+        high: usize,
         mt: Migratetype,
     ) {
-        while high > low {
-            high -= 1;
-            let size = 1u64 << high;
+        // One bounds check per call, for the lists the halves go on.
+        let mut order = high;
+        let mut size = 1u64 << high;
+        for list in self.lists[low..high].iter_mut().rev() {
+            order -= 1;
+            size >>= 1;
             // SAFETY: the upper half lies in the same block, so in the same
             // section, and is a valid descriptor.
             let half = unsafe { page_offset(page, size as i64) };
-            // SAFETY: the upper half heads a free block of order `high`.
-            unsafe { self.add(half, high, mt, false) };
-            if V::BITMAP {
-                self.toggle(high, pfn + size);
-            }
-            self.stats.splits += 1;
+            // SAFETY: the upper half heads a free block of `order`, owned
+            // by this zone and on no list.
+            unsafe { Self::link_free(&mut list[mt.index()], half, order, false) };
         }
+        if V::BITMAP {
+            for order in low..high {
+                self.toggle(order, pfn + (1 << order));
+            }
+        }
+    }
+
+    /// `MAX_PAGE_ORDER`, bounded by the lists' length where the compiler
+    /// can see it, so indexing them by a smaller order needs no check.
+    #[inline(always)]
+    fn max_order_bound(&self) -> usize {
+        self.max_order.min(NR_PAGE_ORDERS - 1)
     }
 }
