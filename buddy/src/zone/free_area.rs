@@ -93,7 +93,8 @@ pub struct FreeArea<V, P = Page> {
     bitmap_base: u64,
     zone_id: u8,
     /// `MAX_PAGE_ORDER` of the geometry: lists above it stay empty.
-    pub(super) max_order: usize,
+    /// Written once, by `new` (so below `NR_PAGE_ORDERS`).
+    max_order: usize,
     /// `nr_free_highatomic`: pages on the `HighAtomic` lists, written
     /// under the zone lock and read without it by the zone's watermark
     /// check (`READ_ONCE`), so `Relaxed`; shared with the [`Zone`](super::Zone).
@@ -447,7 +448,8 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
     }
 
     /// `MAX_PAGE_ORDER`, bounded by the lists' length where the compiler
-    /// can see it, so indexing them by a smaller order needs no check.
+    /// can see it, so indexing them by an order up to it needs no check
+    /// per step (one compare per call instead).
     #[inline(always)]
     pub(super) fn max_order_bound(&self) -> usize {
         self.max_order.min(NR_PAGE_ORDERS - 1)

@@ -215,7 +215,7 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         pfn: u64,
         order: usize,
     ) -> bool {
-        if !self.merge_likely || order + 1 >= self.max_order {
+        if !self.merge_likely || order + 1 >= self.max_order_bound() {
             return false;
         }
         let buddy_pfn = pfn ^ (1 << order);
