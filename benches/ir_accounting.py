@@ -12,6 +12,10 @@ in the workspace's own code (so an inlined `AtomicU64::store` counts where
 pfnlab calls it), summed by function: the raw material of
 docs/accounting.md's table.
 
+The summary also counts `frame-alloc` (the peer crate nearest pfnlab on
+the split-merge pair, set up as `bench peers` sets it up), without
+attribution: its code is not the workspace's.
+
 Usage: benches/ir_accounting.py BINARY [MODEL] [ERA]
 (defaults: flat 2.6.23, the peers'). Needs valgrind; takes a few minutes.
 """
@@ -120,17 +124,19 @@ def main():
     model = sys.argv[2] if len(sys.argv) > 2 else "flat"
     era = sys.argv[3] if len(sys.argv) > 3 else "2.6.23"
     print(f"model {model}, era {era}; instructions per operation (pair, or page of a 128-page burst)")
-    print(f"{'workload':<10} {'floor':>8} {'pfnlab':>8} {'ratio':>6}  steps per pair (pfnlab)")
+    print(f"{'workload':<10} {'floor':>8} {'pfnlab':>8} {'ratio':>6} {'frame-alloc':>11}"
+          "  steps per pair (pfnlab)")
     detail = []
     for work, n1, n2 in WORKLOADS:
         floor, floor_costs, _ = per_op(binary, "floor", work, model, era, n1, n2)
         ours, costs, steps = per_op(binary, "pfnlab", work, model, era, n1, n2)
+        peer = per_op(binary, "frame-alloc", work, model, era, n1, n2)[0]
         extra = ""
         if steps:
             s, m = float(steps.group(1)), float(steps.group(2))
             extra = (f"{s:.2f} splits + {m:.2f} merges: floor {floor / (s + m):.1f}, "
                      f"pfnlab {ours / (s + m):.1f} per step")
-        print(f"{work:<10} {floor:>8.1f} {ours:>8.1f} {ours / floor:>5.2f}x  {extra}")
+        print(f"{work:<10} {floor:>8.1f} {ours:>8.1f} {ours / floor:>5.2f}x {peer:>11.1f}  {extra}")
         detail.append((work, floor_costs, costs))
     for work, floor_costs, costs in detail:
         for who, c in (("floor", floor_costs), ("pfnlab", costs)):

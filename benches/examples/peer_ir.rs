@@ -1,9 +1,10 @@
-//! One `bench peers` workload, once, on pfnlab or the floor: small enough
-//! to run under `valgrind --tool=callgrind`, which counts its instructions
-//! repeatably where timings on a shared machine are not. The workloads and
-//! the allocators are the peers' own (`pfnlab::workloads`, the floor of
-//! `pfnlab::experiments::peers::floor`, pfnlab with the bookkeeping only),
-//! so the counts are those of the code `bench peers` times.
+//! One `bench peers` workload, once, on pfnlab, the floor or `frame-alloc`,
+//! small enough to run under `valgrind --tool=callgrind`, which counts its
+//! instructions repeatably where timings on a shared machine are not. The
+//! workloads and the allocators are the peers' own (`pfnlab::workloads`,
+//! the floor of `pfnlab::experiments::peers::floor`, the peer crate's
+//! runner set-up, pfnlab with the bookkeeping only), so the counts are
+//! those of the code `bench peers` times.
 //!
 //! ```sh
 //! cargo build --release -p pfnlab --example peer_ir
@@ -11,7 +12,8 @@
 //! benches/ir_accounting.py target/release/examples/peer_ir   # the table of docs/accounting.md
 //! ```
 //!
-//! Arguments: contender (`pfnlab` or `floor`), workload (`hot`, `split`
+//! Arguments: contender (`pfnlab`, `floor` or `frame-alloc`, the peer
+//! crate nearest pfnlab on the split-merge pair), workload (`hot`, `split`
 //! or `burst`), model (default `flat`), era (default `2.6.23`, the
 //! peers'), operations (default 100,000: pairs, or pages of 128-page
 //! bursts). It prints the operations run and, for pfnlab's split-merge
@@ -91,30 +93,56 @@ impl ModelVisitor for Pfnlab {
     }
 }
 
-/// The floor on the layout's whole max-order blocks, as `bench peers`
-/// builds it (its hot pair with one frame pinned, so the pinned frame's
-/// buddy is the only free order-0 frame).
-fn floor(layout: &Layout, work: Work, ops: u64) -> Result<(), String> {
-    let blocks = whole_blocks(layout).map_err(|e| e.to_string())?;
-    let mut floor = FloorBuddy::new(&blocks).map_err(|e| e.to_string())?;
+/// A frame allocator (the floor, or a peer crate) on the layout's whole
+/// max-order blocks, as `bench peers` runs it: its hot pair with one frame
+/// pinned, so the pinned frame's buddy is the only free order-0 frame; its
+/// split-merge pairs and bursts with the frames `hold` keeps (a peer's
+/// partly used max-order blocks), so that a pair splits a whole block.
+fn frames<F: Frames>(mut frames: F, hold: impl FnOnce(&mut F) -> Vec<u64>, work: Work, ops: u64) {
+    let _held: Vec<u64> = match work {
+        Work::Hot => frames.alloc_frame().into_iter().collect(),
+        Work::Split | Work::Burst => hold(&mut frames),
+    };
     match work {
-        Work::Hot => {
-            let _pinned = floor.alloc_frame();
-            std::hint::black_box(frame_pairs(&mut floor, ops));
-            println!("{ops} pairs");
-        }
-        Work::Split => {
-            std::hint::black_box(frame_pairs(&mut floor, ops));
+        Work::Hot | Work::Split => {
+            std::hint::black_box(frame_pairs(&mut frames, ops));
             println!("{ops} pairs");
         }
         Work::Burst => {
             let mut held = Vec::with_capacity(BURST);
             let rounds = ops / BURST as u64;
-            std::hint::black_box(frame_bursts(&mut floor, rounds, BURST, &mut held));
+            std::hint::black_box(frame_bursts(&mut frames, rounds, BURST, &mut held));
             println!("{} pages", rounds * BURST as u64);
         }
     }
+}
+
+/// The floor, as `bench peers` builds it.
+fn floor(layout: &Layout, work: Work, ops: u64) -> Result<(), String> {
+    let blocks = whole_blocks(layout).map_err(|e| e.to_string())?;
+    let floor = FloorBuddy::new(&blocks).map_err(|e| e.to_string())?;
+    // Every free block of the floor is whole: nothing to hold.
+    frames(floor, |_| Vec::new(), work, ops);
     Ok(())
+}
+
+/// `frame-alloc`'s lock-free `SummaryBuddyAllocator`, as `bench peers`
+/// builds it (the peer crate nearest pfnlab on the split-merge pair).
+#[cfg(feature = "peers")]
+fn frame_alloc(layout: &Layout, work: Work, ops: u64) -> Result<(), String> {
+    use pfnlab::experiments::peers::crates::SummaryBuddy;
+    use pfnlab::experiments::peers::hold_partial_blocks;
+    let blocks = whole_blocks(layout).map_err(|e| e.to_string())?;
+    let block_pages = blocks.geometry().max_order_nr_pages();
+    let peer = SummaryBuddy::new(&blocks).map_err(|e| e.to_string())?;
+    frames(peer, |f| hold_partial_blocks(f, block_pages), work, ops);
+    Ok(())
+}
+
+/// Without the `peers` feature there is no peer crate to run.
+#[cfg(not(feature = "peers"))]
+fn frame_alloc(_: &Layout, _: Work, _: u64) -> Result<(), String> {
+    Err("frame-alloc needs the `peers` feature".into())
 }
 
 fn main() {
@@ -145,7 +173,10 @@ fn main() {
             with_model(model, &layout, Pfnlab { era, work, ops }).map_err(|e| e.to_string())
         }
         "floor" => floor(&layout, work, ops),
-        other => fail(format!("unknown contender `{other}` (pfnlab, floor)")),
+        "frame-alloc" => frame_alloc(&layout, work, ops),
+        other => fail(format!(
+            "unknown contender `{other}` (pfnlab, floor, frame-alloc)"
+        )),
     };
     if let Err(e) = done {
         fail(e);

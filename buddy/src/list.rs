@@ -25,7 +25,7 @@
 //! allocator, which cannot coexist with the lists' users), and no other list
 //! links the same page. Links are only touched by this module.
 
-use sparsemem::{BuddyPage, Order, PageFlag, Pfn};
+use sparsemem::{BuddyPage, MAX_PAGE_ORDER_LIMIT, Order, PageFlag, Pfn};
 
 use crate::types::BuddyModel;
 
@@ -277,7 +277,12 @@ impl<P: BuddyPage> OwnedBlock<P> {
     /// The block's order.
     #[inline(always)]
     pub(crate) fn order(&self) -> Order {
-        Order::saturating((self.pfn_order & ((1 << ORDER_BITS) - 1)) as u8)
+        let order = (self.pfn_order & ((1 << ORDER_BITS) - 1)) as u8;
+        // SAFETY: `new` stored an `Order` in these bits (wide enough for
+        // any), whose invariant bounds it by `MAX_PAGE_ORDER_LIMIT`; told
+        // to the compiler, the saturation below costs nothing.
+        unsafe { std::hint::assert_unchecked(order <= MAX_PAGE_ORDER_LIMIT) };
+        Order::saturating(order)
     }
 
     /// The head's descriptor pointer (with its section provenance).

@@ -1,13 +1,18 @@
 //! A zone's free area (`free_area[]`) and the buddy algorithm proper.
 //!
 //! The three kernel routines, on pages (never a `pfn_to_page` per hop):
-//! - `__free_one_page`: while below `MAX_PAGE_ORDER`, find the buddy at
-//!   `pfn ^ (1 << order)` (optionally after `pfn_valid`), stop unless it is
-//!   a free block of the same order in the same zone, else unlink it and
-//!   merge; put the result on `free_area[order]`.
+//! - `__free_one_page` ([`super::merge`]): while below `MAX_PAGE_ORDER`,
+//!   find the buddy at `pfn ^ (1 << order)` (optionally after `pfn_valid`),
+//!   stop unless it is a free block of the same order in the same zone,
+//!   else unlink it and merge; put the result on `free_area[order]`.
 //! - `__rmqueue_smallest`: take the first block of the smallest order that
 //!   has one;
 //! - `expand`: split it, putting the upper halves back on lower orders.
+//!
+//! Each loop step does what the kernel's does and no more: what is counted
+//! (the splits and merges of [`ZoneStats`], `nr_free_highatomic`) is
+//! counted once per call, from the orders, as the kernel's
+//! `account_freepages` is.
 //!
 //! Everything here runs under the zone lock ([`crate::lock::SpinLock`]).
 //!
@@ -33,28 +38,6 @@ use crate::era::Path;
 use crate::list::{OwnedBlock, PageList, page_offset};
 use crate::types::{BuddyModel, ZoneStats};
 use crate::variant::Variant;
-
-/// `fpi_t`: how `__free_one_page` frees a block, with the kernel's bits
-/// (mm/page_alloc.c: `FPI_NONE` 0, `FPI_TO_TAIL` `BIT(1)`; its other flags
-/// skip work pfnlab does not model: page reporting, the trylock of a free
-/// from any context).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct FpiFlags(u8);
-
-impl FpiFlags {
-    /// `FPI_NONE`: the merged block goes to the head of its list (unless
-    /// `buddy_merge_likely` sends it to the tail).
-    pub(crate) const NONE: FpiFlags = FpiFlags(0);
-    /// `FPI_TO_TAIL`: the merged block goes to the tail of its list, so it
-    /// is allocated last (memory being onlined).
-    pub(crate) const TO_TAIL: FpiFlags = FpiFlags(1 << 1);
-
-    /// Whether every flag of `other` is set.
-    #[inline(always)]
-    pub(crate) const fn contains(self, other: FpiFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
 
 /// `change_pageblock_range`: every pageblock of the block of `order` at
 /// `head` (one when the block is smaller) gets migratetype `mt`.
@@ -105,11 +88,12 @@ pub struct FreeArea<V, P = Page> {
     pub(crate) migratetypes: bool,
     /// Whether a freed block whose next-order buddy is free goes to the
     /// tail of its list (`buddy_merge_likely`, 2.6.35 on).
-    merge_likely: bool,
+    pub(super) merge_likely: bool,
     bitmap: Vec<Vec<u64>>,
     bitmap_base: u64,
     zone_id: u8,
     /// `MAX_PAGE_ORDER` of the geometry: lists above it stay empty.
+    /// Written once, by `new` (so below `NR_PAGE_ORDERS`).
     max_order: usize,
     /// `nr_free_highatomic`: pages on the `HighAtomic` lists, written
     /// under the zone lock and read without it by the zone's watermark
@@ -220,24 +204,30 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
     }
 
     /// `account_freepages` for the reserve: `nr_free_highatomic` follows
-    /// every block that joins or leaves a `HighAtomic` list.
+    /// the pages that join or leave the `HighAtomic` lists, once per
+    /// block freed or taken, as the kernel accounts (a merge or a split
+    /// moves pages between lists of one type and changes nothing).
     #[inline(always)]
-    fn account_highatomic(&self, mt: Migratetype, order: usize, joins: bool) {
+    pub(super) fn account_highatomic(&self, mt: Migratetype, order: usize, joins: bool) {
         if mt == Migratetype::HighAtomic {
-            if joins {
-                self.free_highatomic
-                    .fetch_add(1 << order, Ordering::Relaxed);
+            // Relaxed load and store, no read-modify-write: only the zone
+            // lock's holder writes the counter (the kernel's plain
+            // `zone->nr_free_highatomic += nr_pages`), and lock-free readers
+            // take any recent value (`READ_ONCE`).
+            let free = self.free_highatomic.load(Ordering::Relaxed);
+            let free = if joins {
+                free + (1 << order)
             } else {
-                self.free_highatomic
-                    .fetch_sub(1 << order, Ordering::Relaxed);
-            }
+                free - (1 << order)
+            };
+            self.free_highatomic.store(free, Ordering::Relaxed);
         }
     }
 
     /// `__test_and_change_bit` on the pair bit of `pfn` at `order`: returns
     /// the old value.
     #[inline(always)]
-    fn toggle(&mut self, order: usize, pfn: u64) -> bool {
+    pub(super) fn toggle(&mut self, order: usize, pfn: u64) -> bool {
         let bit = (pfn - self.bitmap_base) >> (order + 1);
         let word = &mut self.bitmap[order][(bit / 64) as usize];
         let mask = 1u64 << (bit % 64);
@@ -246,12 +236,11 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         old
     }
 
-    /// Puts a block head on `free_area[order].free_list[mt]`, at the head of
-    /// the list or (`to_tail`) at its tail.
+    /// `add_to_free_list`: [`FreeArea::add_to_list`] with the reserve's
+    /// accounting, for a block that joins the free pages.
     ///
     /// # Safety
-    /// `page` is a live descriptor heading a free block of this zone, on no
-    /// list.
+    /// As for [`FreeArea::add_to_list`].
     #[inline(always)]
     pub(crate) unsafe fn add(
         &mut self,
@@ -260,6 +249,38 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         mt: Migratetype,
         to_tail: bool,
     ) {
+        self.account_highatomic(mt, order, true);
+        // SAFETY: the caller's contract.
+        unsafe { self.add_to_list(page, order, mt, to_tail) };
+    }
+
+    /// `__add_to_free_list` with `set_buddy_order`: puts a block head on
+    /// `free_area[order].free_list[mt]`, at the head of the list or
+    /// (`to_tail`) at its tail, without the reserve's accounting.
+    ///
+    /// # Safety
+    /// `page` is a live descriptor heading a free block of this zone, on no
+    /// list.
+    #[inline(always)]
+    pub(super) unsafe fn add_to_list(
+        &mut self,
+        page: *const P,
+        order: usize,
+        mt: Migratetype,
+        to_tail: bool,
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe { Self::link_free(&mut self.lists[order][mt.index()], page, order, to_tail) };
+    }
+
+    /// `set_buddy_order` and the list add of [`FreeArea::add_to_list`], on
+    /// the list `list` (the caller's `lists[order][mt]`).
+    ///
+    /// # Safety
+    /// As for [`FreeArea::add_to_list`], and `list` is this zone's list of
+    /// `order`.
+    #[inline(always)]
+    unsafe fn link_free(list: &mut PageList<P>, page: *const P, order: usize, to_tail: bool) {
         // SAFETY: the caller's contract.
         let pr = unsafe { &*page };
         // SAFETY: the caller hands this zone a block it owns, under the lock.
@@ -267,26 +288,37 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
             pr.set_private(order as u64);
             V::set(pr, PageFlag::Buddy);
         }
-        self.account_highatomic(mt, order, true);
         // SAFETY: as above; the list's contract is the same.
         unsafe {
             if to_tail {
-                self.lists[order][mt.index()].push_back(page);
+                list.push_back(page);
             } else {
-                self.lists[order][mt.index()].push_front(page);
+                list.push_front(page);
             }
         }
     }
 
-    /// Takes a block head off `free_area[order].free_list[mt]`.
+    /// `del_page_from_free_list`: [`FreeArea::del_from_list`] with the
+    /// reserve's accounting, for a block that leaves the free pages.
+    ///
+    /// # Safety
+    /// As for [`FreeArea::del_from_list`].
+    #[inline(always)]
+    pub(crate) unsafe fn del(&mut self, page: *const P, order: usize, mt: Migratetype) {
+        // SAFETY: the caller's contract.
+        unsafe { self.del_from_list(page, order, mt) };
+        self.account_highatomic(mt, order, false);
+    }
+
+    /// `__del_page_from_free_list`: takes a block head off
+    /// `free_area[order].free_list[mt]`, without the reserve's accounting.
     ///
     /// # Safety
     /// `page` is on `lists[order][mt]`.
     #[inline(always)]
-    pub(crate) unsafe fn del(&mut self, page: *const P, order: usize, mt: Migratetype) {
+    pub(super) unsafe fn del_from_list(&mut self, page: *const P, order: usize, mt: Migratetype) {
         // SAFETY: the caller's contract.
         unsafe { self.lists[order][mt.index()].unlink(page) };
-        self.account_highatomic(mt, order, false);
         // SAFETY: listed pages are live, and the unlinked page is this
         // zone's under the lock.
         unsafe { V::clear(&*page, PageFlag::Buddy) };
@@ -294,7 +326,7 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
 
     /// `page_is_buddy`: a free block head of this order in this zone.
     #[inline(always)]
-    fn page_is_buddy(&self, buddy: &P, order: usize) -> bool {
+    pub(super) fn page_is_buddy(&self, buddy: &P, order: usize) -> bool {
         debug_assert!(!buddy.is_poisoned(), "page_is_buddy read a poisoned page");
         buddy.test(PageFlag::Buddy)
             && buddy.private() == order as u64
@@ -339,129 +371,6 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         Some(unsafe { OwnedBlock::new(page, head, order) })
     }
 
-    /// `__free_one_page`: frees `block` and merges it with free buddies,
-    /// putting the result at the head of its list.
-    #[inline(always)]
-    pub(crate) fn free_one<M: BuddyModel<Page = P>>(&mut self, model: &M, block: OwnedBlock<P>) {
-        self.free_one_fpi(model, block, FpiFlags::NONE);
-    }
-
-    /// `__free_one_page` with the caller's `fpi_flags`.
-    ///
-    /// The buddy is reached as `page + (buddy_pfn - pfn)` without a
-    /// `pfn_to_page`; with the hole check it is first tested with
-    /// `pfn_valid`, without it the zone's invariant (every `MAX_PAGE_ORDER`
-    /// block holding its memory is wholly valid) makes it readable.
-    #[inline(always)]
-    pub(crate) fn free_one_fpi<M: BuddyModel<Page = P>>(
-        &mut self,
-        model: &M,
-        block: OwnedBlock<P>,
-        fpi: FpiFlags,
-    ) {
-        let mut page = block.as_ptr();
-        let mut pfn = block.pfn().get();
-        let mut order = block.order().index();
-        // `get_pfnblock_migratetype` of the freed page: the per-free lookup.
-        let mt = self.list_mt(model, block.pfn());
-        let pageblock_order = model.geometry().pageblock_order().index();
-        while order < self.max_order {
-            let buddy_pfn = pfn ^ (1 << order);
-            if V::HOLE_CHECK {
-                self.stats.hole_checks += 1;
-                if !model.pfn_valid(Pfn::new(buddy_pfn)) {
-                    self.stats.hole_hits += 1;
-                    break;
-                }
-            }
-            // SAFETY: the buddy is in the same MAX_PAGE_ORDER block, hence the
-            // same section, and its pfn is valid (just checked, or by the
-            // zone's invariant); `page` has provenance over the section.
-            let buddy = unsafe { page_offset(page, buddy_pfn as i64 - pfn as i64) };
-            // SAFETY: a valid descriptor (above) of the borrowed model.
-            let buddy_ref = unsafe { &*buddy };
-            if V::BITMAP {
-                if !self.toggle(order, pfn) {
-                    break;
-                }
-                debug_assert!(self.page_is_buddy(buddy_ref, order));
-            } else if !self.page_is_buddy(buddy_ref, order) {
-                break;
-            }
-            // Below a pageblock the buddy shares the freed page's block, so
-            // its list; from a pageblock up it has its own migratetype.
-            let buddy_mt = if order >= pageblock_order {
-                self.list_mt(model, Pfn::new(buddy_pfn))
-            } else {
-                mt
-            };
-            // 6.x keeps a reserved (or isolated) pageblock from merging
-            // with another type's (`migratetype_is_mergeable`), so the
-            // reserve's pageblocks stay counted.
-            if buddy_mt != mt && !(mergeable(mt) && mergeable(buddy_mt)) {
-                break;
-            }
-            // SAFETY: page_is_buddy (or the pair bit) says the buddy heads a
-            // free block of this order, so it is on lists[order][buddy_mt].
-            unsafe { self.del(buddy, order, buddy_mt) };
-            if buddy_mt != mt {
-                // "Match buddy type": the merged block is one migratetype.
-                change_pageblock_range(model, Pfn::new(buddy_pfn), order, mt);
-            }
-            self.stats.merges += 1;
-            if buddy_pfn < pfn {
-                page = buddy;
-            }
-            pfn &= buddy_pfn;
-            order += 1;
-        }
-        let to_tail =
-            fpi.contains(FpiFlags::TO_TAIL) || self.buddy_merge_likely(model, page, pfn, order);
-        // SAFETY: `page` heads the merged free block, owned (the token and
-        // the merged buddies, just unlinked) and on no list.
-        unsafe { self.add(page, order, mt, to_tail) };
-    }
-
-    /// `buddy_merge_likely`: whether the block `(pfn, order)` that stopped
-    /// merging would merge one order up as soon as its buddy is freed —
-    /// the buddy of the pair it would form is free already. Then it goes to
-    /// the tail of its list, so it is allocated last. Another memmap read
-    /// per free, at a pfn computed from the freed one; with the hole check
-    /// both pfns are tested first (the kernel tested only the buddy's;
-    /// pfnlab must not read a hole's descriptor).
-    #[inline(always)]
-    fn buddy_merge_likely<M: BuddyModel<Page = P>>(
-        &mut self,
-        model: &M,
-        page: *const P,
-        pfn: u64,
-        order: usize,
-    ) -> bool {
-        if !self.merge_likely || order + 1 >= self.max_order {
-            return false;
-        }
-        let buddy_pfn = pfn ^ (1 << order);
-        let combined_pfn = buddy_pfn & pfn;
-        let higher_buddy_pfn = combined_pfn ^ (1 << (order + 1));
-        if V::HOLE_CHECK {
-            self.stats.hole_checks += 2;
-            if !model.pfn_valid(Pfn::new(buddy_pfn)) || !model.pfn_valid(Pfn::new(higher_buddy_pfn))
-            {
-                self.stats.hole_hits += 1;
-                return false;
-            }
-        }
-        // SAFETY: the higher buddy is in the freed block's MAX_PAGE_ORDER
-        // block (order + 1 < max_order), so in its section, and valid (just
-        // checked, or by the zone's invariant); `page` has provenance over
-        // the section.
-        let higher_buddy =
-            unsafe { &*page_offset(page.cast_mut(), higher_buddy_pfn as i64 - pfn as i64) };
-        let likely = self.page_is_buddy(higher_buddy, order + 1);
-        self.stats.merge_likely_tails += u64::from(likely);
-        likely
-    }
-
     /// `__rmqueue_smallest` + `expand`: a block of `order`, taken off the
     /// lists, with the head pointer it was freed with.
     #[inline(always)]
@@ -472,29 +381,39 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         mt: Migratetype,
     ) -> Option<OwnedBlock<P>> {
         let low = order.index();
-        for current in low..=self.max_order {
-            let Some(page) = self.lists[current][mt.index()].pop_front() else {
-                continue;
-            };
-            self.account_highatomic(mt, current, false);
-            // SAFETY: listed pages are live descriptors of `model`'s memmap.
-            let pr = unsafe { &*page };
-            // SAFETY: just unlinked under the zone lock: this zone owns it.
-            unsafe { V::clear(pr, PageFlag::Buddy) };
-            let pfn = model.page_to_pfn(pr);
-            if V::BITMAP && current < self.max_order {
-                self.toggle(current, pfn.get());
+        let max_order = self.max_order_bound();
+        // The kernel's loop: one list head per order, no more.
+        let mut current = low;
+        let page = loop {
+            if current > max_order {
+                return None;
             }
-            // SAFETY: the block was free and is now off every list.
-            unsafe { self.expand(page, pfn.get(), low, current, mt) };
-            // SAFETY: its upper halves went back on the lists; the head block
-            // of order `low` is on no list and goes to the caller alone.
-            return Some(unsafe { OwnedBlock::new(page, pfn, order) });
+            if let Some(page) = self.lists[current][mt.index()].pop_front() {
+                break page;
+            }
+            current += 1;
+        };
+        // The caller gets `order`'s pages; the split halves stay free.
+        self.account_highatomic(mt, low, false);
+        // SAFETY: listed pages are live descriptors of `model`'s memmap.
+        let pr = unsafe { &*page };
+        // SAFETY: just unlinked under the zone lock: this zone owns it.
+        unsafe { V::clear(pr, PageFlag::Buddy) };
+        let pfn = model.page_to_pfn(pr);
+        if V::BITMAP && current < self.max_order {
+            self.toggle(current, pfn.get());
         }
-        None
+        // SAFETY: the block was free and is now off every list.
+        unsafe { self.expand(page, pfn.get(), low, current, mt) };
+        self.stats.splits += (current - low) as u64;
+        // SAFETY: its upper halves went back on the lists; the head block
+        // of order `low` is on no list and goes to the caller alone.
+        Some(unsafe { OwnedBlock::new(page, pfn, order) })
     }
 
-    /// `expand`: splits a block of order `high` down to `low`.
+    /// `expand`: splits a block of order `high` down to `low`, putting
+    /// each upper half on its list (the reserve's pages and the splits are
+    /// counted by the caller, once).
     ///
     /// # Safety
     /// `page` heads a block of order `high` of this zone that is on no list,
@@ -505,21 +424,34 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
         page: *const P,
         pfn: u64,
         low: usize,
-        mut high: usize,
+        high: usize,
         mt: Migratetype,
     ) {
-        while high > low {
-            high -= 1;
-            let size = 1u64 << high;
+        // One bounds check per call, for the lists the halves go on.
+        let mut order = high;
+        let mut size = 1u64 << high;
+        for list in self.lists[low..high].iter_mut().rev() {
+            order -= 1;
+            size >>= 1;
             // SAFETY: the upper half lies in the same block, so in the same
             // section, and is a valid descriptor.
             let half = unsafe { page_offset(page, size as i64) };
-            // SAFETY: the upper half heads a free block of order `high`.
-            unsafe { self.add(half, high, mt, false) };
-            if V::BITMAP {
-                self.toggle(high, pfn + size);
-            }
-            self.stats.splits += 1;
+            // SAFETY: the upper half heads a free block of `order`, owned
+            // by this zone and on no list.
+            unsafe { Self::link_free(&mut list[mt.index()], half, order, false) };
         }
+        if V::BITMAP {
+            for order in low..high {
+                self.toggle(order, pfn + (1 << order));
+            }
+        }
+    }
+
+    /// `MAX_PAGE_ORDER`, bounded by the lists' length where the compiler
+    /// can see it, so indexing them by an order up to it needs no check
+    /// per step (one compare per call instead).
+    #[inline(always)]
+    pub(super) fn max_order_bound(&self) -> usize {
+        self.max_order.min(NR_PAGE_ORDERS - 1)
     }
 }

@@ -8,8 +8,9 @@
 //! ([`claim_for_free`], `page_ref_freeze`) is here too: it decides which
 //! zone a freed pfn belongs to before anything is written.
 //!
-//! The buddy algorithm proper is [`free_area`]'s, the migratetype fallback
-//! [`fallback`]'s; both run under the zone lock
+//! The buddy algorithm proper is [`free_area`]'s (with the merge of a free,
+//! [`merge`]), the migratetype fallback [`fallback`]'s; all run under the
+//! zone lock
 //! ([`crate::lock::SpinLock`]).
 //!
 //! # Safety
@@ -25,6 +26,7 @@
 mod fallback;
 mod free_area;
 mod highatomic;
+mod merge;
 mod rebuild;
 
 use std::sync::Arc;
@@ -41,8 +43,8 @@ use crate::types::{BuddyModel, HighatomicRules, MAX_NR_ZONES, ZoneId, ZoneStats,
 use crate::variant::Variant;
 use crate::watermark::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, zone_highsize};
 
-pub(crate) use free_area::FpiFlags;
 pub use free_area::FreeArea;
+pub(crate) use merge::FpiFlags;
 
 /// One zone (`struct zone`): its span, its free area behind the zone lock,
 /// and its per-CPU sizing.

@@ -18,6 +18,7 @@ use vmemmap::VmemmapOptions;
 
 pub mod floor;
 mod runners;
+pub use runners::hold_partial_blocks;
 // The peer crates: frame-alloc's pool mapping and unsafe free, and
 // bitmap-allocator's zeroed tree.
 #[cfg(feature = "peers")]
@@ -246,36 +247,52 @@ pub fn whole_blocks(layout: &Layout) -> Result<Layout, PeerError> {
 }
 
 /// A peer or the floor as a runner: three instances of it (the hot pair's,
-/// a fresh one for split-merge and bursts, and one the two threads share).
+/// a fresh one for split-merge and bursts whose partly used blocks `hold`
+/// keeps, and one the two threads share).
 fn runner<F, S>(
     who: Contender,
     mut make: impl FnMut() -> Result<F, PeerError>,
     shared: impl FnOnce(F) -> S,
+    hold: impl FnOnce(&mut F) -> Vec<u64>,
 ) -> Result<Box<dyn Runner>, PeerError>
 where
     F: Frames + 'static,
     S: SharedFrames + 'static,
 {
-    Ok(Box::new(Peer::new(who, make()?, make()?, shared(make()?))))
+    Ok(Box::new(Peer::new(
+        who,
+        [make()?, make()?],
+        shared(make()?),
+        hold,
+    )))
 }
 
-/// The peer crates built in, on the same blocks.
+/// The peer crates built in, on the same blocks, each with the frames of
+/// its partly used max-order blocks held on its split-merge instance.
 #[cfg(feature = "peers")]
 fn peer_runners(blocks: &Layout) -> Result<Vec<Box<dyn Runner>>, PeerError> {
     use crates::{SegmentTree, SummaryBuddy, frame_allocator};
     use std::sync::Mutex;
+    let block_pages = blocks.geometry().max_order_nr_pages();
     Ok(vec![
         runner(
             Contender::BuddySystemAllocator,
             || Ok(frame_allocator(blocks)),
             Mutex::new,
+            |f| hold_partial_blocks(f, block_pages),
         )?,
         // Lock-free: the threads share it as it is.
-        runner(Contender::FrameAlloc, || SummaryBuddy::new(blocks), |f| f)?,
+        runner(
+            Contender::FrameAlloc,
+            || SummaryBuddy::new(blocks),
+            |f| f,
+            |f| hold_partial_blocks(f, block_pages),
+        )?,
         runner(
             Contender::BitmapAllocator,
             || SegmentTree::new(blocks),
             Mutex::new,
+            |f| hold_partial_blocks(f, block_pages),
         )?,
     ])
 }
@@ -289,10 +306,12 @@ fn peer_runners(_: &Layout) -> Result<Vec<Box<dyn Runner>>, PeerError> {
 /// Measures pfnlab (over `ctx`'s model), the floor and every peer built in.
 pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, RunError> {
     let blocks = whole_blocks(&ctx.layout)?;
+    // Every free block of the floor is whole: nothing to hold.
     let mut others = vec![runner(
         Contender::Floor,
         || FloorBuddy::new(&blocks),
         std::sync::Mutex::new,
+        |_| Vec::new(),
     )?];
     others.extend(peer_runners(&blocks)?);
     // The peers keep free lists and nothing else, so pfnlab runs its

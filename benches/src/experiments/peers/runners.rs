@@ -119,30 +119,70 @@ impl<M: Buildable> Runner for Ours<'_, M> {
 
 /// A peer (or the floor): the hot pair on one instance with a frame
 /// pinned, so that its buddy is the only free order-0 frame; split-merge
-/// pairs and then bursts on a fresh one; the two-thread burst on a shared
+/// pairs and then bursts on a fresh one whose partly used max-order blocks
+/// are held ([`hold_partial_blocks`]), so that its pair splits a whole
+/// block as pfnlab's and the floor's do; the two-thread burst on a shared
 /// one.
 pub(super) struct Peer<F: Frames, S: SharedFrames> {
     who: Contender,
     hot: F,
     _pinned: Option<u64>,
     fresh: F,
+    _partial: Vec<u64>,
     shared: S,
     held: Vec<u64>,
 }
 
 impl<F: Frames, S: SharedFrames> Peer<F, S> {
-    /// A runner over three instances of one allocator.
-    pub(super) fn new(who: Contender, mut hot: F, fresh: F, shared: S) -> Peer<F, S> {
+    /// A runner over three instances of one allocator; `hold` keeps the
+    /// fresh one's partly used blocks ([`hold_partial_blocks`], or nothing
+    /// for the floor, whose free blocks are all whole).
+    pub(super) fn new(
+        who: Contender,
+        [mut hot, mut fresh]: [F; 2],
+        shared: S,
+        hold: impl FnOnce(&mut F) -> Vec<u64>,
+    ) -> Peer<F, S> {
         let pinned = hot.alloc_frame();
+        let partial = hold(&mut fresh);
         Peer {
             who,
             hot,
             _pinned: pinned,
             fresh,
+            _partial: partial,
             shared,
             held: Vec::with_capacity(BURST),
         }
     }
+}
+
+/// Allocates and keeps the free frames of `frames`' partly used max-order
+/// blocks (of `block_pages` frames), so that its next order-0 allocation
+/// splits a whole block: every buddy allocation takes the smallest free
+/// block that fits, so frames come from those blocks until the first frame
+/// aligned to a whole block, which is given back (it merges into the
+/// block again). Returns the frames kept: none where every free block is
+/// whole; for `frame-alloc`, the free rest of the block whose first frames
+/// hold its bitmaps (on `x86-pci-hole`, pfns 0x208..0x400: free blocks of
+/// orders 3 to 8, from which its pairs would split three times, not ten).
+///
+/// The floor is never given to it: a call site more of its `alloc` and
+/// `free` changes what the compiler inlines into its timed loops.
+// Giving a frame back is `Frames`' `unsafe fn` (some peers trust the
+// frame); the one given back here was just allocated from the same peer.
+#[allow(unsafe_code)]
+pub fn hold_partial_blocks<F: Frames>(frames: &mut F, block_pages: u64) -> Vec<u64> {
+    let mut kept = Vec::new();
+    while let Some(frame) = frames.alloc_frame() {
+        if frame.is_multiple_of(block_pages) {
+            // SAFETY: just allocated from `frames`, given back once.
+            unsafe { frames.free_frame(frame) };
+            break;
+        }
+        kept.push(frame);
+    }
+    kept
 }
 
 impl<F: Frames, S: SharedFrames> Runner for Peer<F, S> {
