@@ -182,6 +182,21 @@ fn default_run_quick_prints_the_table_and_writes_json() {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
     let rows = check_schema(&json, "compare");
+    // The pairs' ranking is the comparison's point: every model's trials
+    // ran in turn, so every alloc+free ratio is paired.
+    assert!(text.contains("every model's trials interleaved"), "{text}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let pair_ratios: Vec<&Value> = doc["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["what"].as_str().unwrap().ends_with("alloc+free"))
+        .collect();
+    assert!(!pair_ratios.is_empty(), "{doc}");
+    assert!(
+        pair_ratios.iter().all(|c| c["method"] == "paired"),
+        "{pair_ratios:?}"
+    );
     let models: std::collections::BTreeSet<&str> =
         rows.iter().map(|r| r["model"].as_str().unwrap()).collect();
     assert!(models.len() >= 6, "five models and the kernel: {models:?}");

@@ -8,7 +8,7 @@
 //! ten `pfn_valid` calls per free with the check on), and memmap bytes.
 
 use serde::Serialize;
-use sparsemem::{Layout, MemmapBytes};
+use sparsemem::{Layout, MemmapBytes, NodeId};
 use vmemmap::VmemmapOptions;
 
 use buddy::{
@@ -59,13 +59,34 @@ struct CompareVisitor<'a> {
     start_state: Option<&'a StartState>,
 }
 
-fn alloc_pairs<M: Buildable, V: Variant>(
+/// One model's zone-path pairs on an allocator kept for trials interleaved
+/// with the other models' ([`measure_models`]).
+trait PairTrial {
+    /// Runs `n` zone-path order-0 alloc+free pairs; returns `n`.
+    fn run(&self, n: u64) -> u64;
+}
+
+struct ZonePairs<M: Buildable, V: Variant> {
+    alloc: Allocator<M, V>,
+    node: NodeId,
+}
+
+impl<M: Buildable, V: Variant> PairTrial for ZonePairs<M, V> {
+    fn run(&self, n: u64) -> u64 {
+        std::hint::black_box(zone_pairs(&self.alloc, self.node, n));
+        n
+    }
+}
+
+/// An allocator on a fresh `M` for the pair trials (`None`: the layout has
+/// holes inside MAX_PAGE_ORDER blocks, so the kernel would need
+/// HOLES_IN_ZONE).
+fn pair_trial<M: Buildable, V: Variant>(
     layout: &Layout,
     options: VmemmapOptions,
-    plan: Plan,
     alloc_options: Options,
     start_state: Option<&StartState>,
-) -> Result<Option<Measurement>, AllocError> {
+) -> Result<Option<Box<dyn PairTrial>>, AllocError> {
     let model = M::build(layout, options)?;
     let mut alloc = match Allocator::<M, V>::new(model, layout, alloc_options) {
         Ok(a) => a,
@@ -76,21 +97,28 @@ fn alloc_pairs<M: Buildable, V: Variant>(
         start.apply(&mut alloc)?;
     }
     let node = layout.first_node();
-    let n = plan.iters(200_000, 2_000);
-    Ok(Some(plan.measure(|| {
-        std::hint::black_box(zone_pairs(&alloc, node, n));
-        n
-    })))
+    Ok(Some(Box::new(ZonePairs { alloc, node })))
+}
+
+/// A model measured but for its allocator pairs, whose trials wait to be
+/// interleaved with the other models'.
+struct Pending {
+    result: ModelResult,
+    alloc_off: Option<Box<dyn PairTrial>>,
+    alloc_on: Option<Box<dyn PairTrial>>,
+    /// The memory model's time per pair (`bench breakdown`'s replay),
+    /// divided by the pair's median once that is measured.
+    model_ns: Option<f64>,
 }
 
 impl ModelVisitor for CompareVisitor<'_> {
-    type Output = ModelResult;
+    type Output = Pending;
 
     fn visit<M: Buildable>(
         self,
         layout: &Layout,
         options: VmemmapOptions,
-    ) -> Result<ModelResult, AllocError> {
+    ) -> Result<Pending, AllocError> {
         let name = self.kind.name();
         let plan = self.plan;
         self.progress.stage(format!("{name}: build"));
@@ -119,19 +147,19 @@ impl ModelVisitor for CompareVisitor<'_> {
         drop(model);
         self.progress.stage(format!("{name}: allocator"));
         let start = self.start_state;
-        let alloc_off = alloc_pairs::<M, Kernel>(layout, options, plan, self.alloc_options, start)?;
+        let alloc_off = pair_trial::<M, Kernel>(layout, options, self.alloc_options, start)?;
         let alloc_on = if self
             .alloc_options
             .era
             .check_variant::<KernelHoleCheck>()
             .is_ok()
         {
-            alloc_pairs::<M, KernelHoleCheck>(layout, options, plan, self.alloc_options, start)?
+            pair_trial::<M, KernelHoleCheck>(layout, options, self.alloc_options, start)?
         } else {
             None
         };
-        let model_share = match &alloc_off {
-            Some(pair) => {
+        let model_ns = match alloc_off {
+            Some(_) => {
                 let n = plan.iters(20_000, 2_000);
                 let (model_ns, _) = crate::experiments::breakdown::zone_model_time::<M>(
                     layout,
@@ -140,19 +168,24 @@ impl ModelVisitor for CompareVisitor<'_> {
                     n,
                     plan.trials,
                 )?;
-                Some((model_ns / pair.ns_per_op.median).clamp(0.0, 1.0))
+                Some(model_ns)
             }
             None => None,
         };
-        Ok(ModelResult {
-            kind: self.kind,
-            valid: valid_m,
-            hole: hole_m,
-            page_read: read_m,
+        Ok(Pending {
+            result: ModelResult {
+                kind: self.kind,
+                valid: valid_m,
+                hole: hole_m,
+                page_read: read_m,
+                alloc_off: None,
+                alloc_on: None,
+                memmap,
+                model_share: None,
+            },
             alloc_off,
             alloc_on,
-            memmap,
-            model_share,
+            model_ns,
         })
     }
 }
@@ -166,18 +199,47 @@ pub struct CompareResults {
     pub refused: Vec<(ModelKind, String)>,
     /// The host kernel's own fault fixup.
     pub fixup: KernelFixup,
+    /// Whether every model's zone-path pairs ran in one interleaved set, so
+    /// that their ratios pair; `false` when keeping every model's
+    /// allocator at once would pass the memmap budget, and a model's pairs
+    /// ran alone, right after it was built.
+    pub pairs_interleaved: bool,
+}
+
+/// Which of a model's two pair measurements a kept allocator is for.
+#[derive(Clone, Copy)]
+enum Check {
+    Off,
+    On,
 }
 
 /// Every model on the layout; models that cannot be built on it are
 /// reported with the reason.
+///
+/// The lookups are timed model by model. The zone-path pairs, whose
+/// ranking is the comparison's point and whose differences are a few
+/// percent, are timed with every model's trials interleaved (one trial of
+/// each in turn), so that a slow stretch of the machine falls on every
+/// model alike and the ratios pair: timed model by model, a stretch of a
+/// second or two could cover all of one model's trials and rank it last
+/// with a narrow interval. That keeps every model's allocator at once;
+/// where their memmaps together would pass half of this machine's memory
+/// (the budget one memmap gets), the model that would pass it has its
+/// pairs timed alone, and the result says so. `budget` is that half in
+/// bytes.
 fn measure_models(
     layout: &Layout,
     plan: Plan,
     alloc_options: Options,
     progress: &dyn Progress,
     start_state: Option<&StartState>,
-) -> (Vec<ModelResult>, Vec<(ModelKind, String)>) {
-    let mut done = Vec::new();
+    budget: u64,
+) -> (Vec<ModelResult>, Vec<(ModelKind, String)>, bool) {
+    let n = plan.iters(200_000, 2_000);
+    let mut done: Vec<(ModelResult, Option<f64>)> = Vec::new();
+    let mut kept: Vec<(usize, Check, Box<dyn PairTrial>)> = Vec::new();
+    let mut kept_bytes = 0u64;
+    let mut interleaved = true;
     let mut refused = Vec::new();
     for &kind in ModelKind::ALL {
         let visitor = CompareVisitor {
@@ -188,17 +250,57 @@ fn measure_models(
             start_state,
         };
         match with_model_options(kind, layout, VmemmapOptions::default(), visitor) {
-            Ok(r) => done.push(r),
+            Ok(p) => {
+                let i = done.len();
+                let mut result = p.result;
+                for (check, trial) in [(Check::Off, p.alloc_off), (Check::On, p.alloc_on)] {
+                    let Some(trial) = trial else { continue };
+                    let bytes = result.memmap.resident;
+                    if kept_bytes.saturating_add(bytes) <= budget {
+                        kept_bytes += bytes;
+                        kept.push((i, check, trial));
+                        continue;
+                    }
+                    interleaved = false;
+                    progress.stage(format!("{}: allocator pairs, alone", kind.name()));
+                    let m = Some(plan.measure(|| trial.run(n)));
+                    match check {
+                        Check::Off => result.alloc_off = m,
+                        Check::On => result.alloc_on = m,
+                    }
+                }
+                done.push((result, p.model_ns));
+            }
             Err(e) => refused.push((kind, e.to_string())),
         }
         progress.advance();
     }
-    (done, refused)
+    progress.stage("allocator pairs, every model's trials interleaved".into());
+    let measured = plan.measure_interleaved(&mut kept, |(_, _, trial)| trial.run(n));
+    for ((i, check, _), m) in kept.iter().zip(measured) {
+        let result = &mut done[*i].0;
+        match check {
+            Check::Off => result.alloc_off = Some(m),
+            Check::On => result.alloc_on = Some(m),
+        }
+    }
+    drop(kept);
+    let models = done
+        .into_iter()
+        .map(|(mut r, model_ns)| {
+            r.model_share = model_ns
+                .zip(r.alloc_off.as_ref())
+                .map(|(ns, pair)| (ns / pair.ns_per_op.median).clamp(0.0, 1.0));
+            r
+        })
+        .collect();
+    (models, refused, interleaved)
 }
 
 /// The table, the notes on refused models, and a short reading. The hole
 /// check's column is there only in an era that has the check.
-fn table(results: &[ModelResult], refused: &[(ModelKind, String)], fixup: &KernelFixup) -> String {
+fn table(run: &CompareResults) -> String {
+    let (results, refused, fixup) = (&run.models, &run.refused, &run.fixup);
     let hole_check = results.iter().any(|r| r.alloc_on.is_some());
     let mut out = format!(
         "median ns per op ({})
@@ -240,6 +342,11 @@ fn table(results: &[ModelResult], refused: &[(ModelKind, String)], fixup: &Kerne
     if !cfg!(feature = "uffd") {
         out += "vmemmap-uffd          not in this build: run `cargo run --release --features uffd` (needs libclang-dev)\n";
     }
+    out += if run.pairs_interleaved {
+        "alloc+free: every model's trials interleaved, one trial of each in turn, so their ratios pair.\n"
+    } else {
+        "alloc+free: timed model by model (every model's allocator at once would pass half of this machine's memory), so their ratios are unpaired.\n"
+    };
     out += "\n";
     out += &reading(results);
     out += "\n";
@@ -442,14 +549,22 @@ impl Experiment for Compare {
 
     fn measure(ctx: &Ctx, _: &()) -> Result<CompareResults, RunError> {
         let start = ctx.start_state.as_ref();
-        let (models, refused) =
-            measure_models(&ctx.layout, ctx.plan, ctx.options(), ctx.progress, start);
+        let budget = sparsemem::memmap::host_memory_bytes() / 2;
+        let (models, refused, pairs_interleaved) = measure_models(
+            &ctx.layout,
+            ctx.plan,
+            ctx.options(),
+            ctx.progress,
+            start,
+            budget,
+        );
         ctx.progress.stage("kernel fault fixup".into());
         let fixup = measure_kernel_fixup(ctx.plan)?;
         Ok(CompareResults {
             models,
             refused,
             fixup,
+            pairs_interleaved,
         })
     }
 
@@ -458,7 +573,7 @@ impl Experiment for Compare {
     }
 
     fn render(_: &Ctx, r: &CompareResults) -> String {
-        table(&r.models, &r.refused, &r.fixup)
+        table(r)
     }
 
     fn comparisons(_: &Ctx, r: &CompareResults) -> Vec<Comparison> {
@@ -499,6 +614,36 @@ mod tests {
                 huge: 0,
             },
             model_share: None,
+        }
+    }
+
+    /// 1 GiB of RAM below 4 GiB: every model, 16 MiB of memmap each.
+    const SMALL: &str = "[[range]]\nstart = 0x100000\nend = 0x40000000\nkind = \"ram\"\n";
+
+    #[test]
+    fn every_models_pairs_interleave_within_the_budget_and_run_alone_past_it() {
+        let layout = Layout::from_toml(SMALL).unwrap();
+        let options = Options::for_era(buddy::Era::V6_18);
+        let run = |budget| measure_models(&layout, Plan::QUICK, options, &(), None, budget);
+        let (models, refused, interleaved) = run(u64::MAX);
+        assert!(refused.is_empty(), "{refused:?}");
+        assert!(interleaved);
+        let sets: Vec<Option<u64>> = models
+            .iter()
+            .map(|r| r.alloc_off.as_ref().unwrap().interleaved_with)
+            .collect();
+        assert!(
+            sets[0].is_some() && sets.iter().all(|s| *s == sets[0]),
+            "{sets:?}"
+        );
+        assert!(models.iter().all(|r| r.model_share.is_some()));
+
+        let (models, _, interleaved) = run(0);
+        assert!(!interleaved);
+        for r in &models {
+            let pair = r.alloc_off.as_ref().expect("timed alone, still timed");
+            assert_eq!(pair.interleaved_with, None, "{:?}", r.kind);
+            assert!(pair.ns_per_op.median > 0.0);
         }
     }
 
