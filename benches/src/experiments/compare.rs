@@ -213,6 +213,16 @@ enum Check {
     On,
 }
 
+impl Check {
+    /// Where `result` keeps this measurement.
+    fn slot(self, result: &mut ModelResult) -> &mut Option<Measurement> {
+        match self {
+            Check::Off => &mut result.alloc_off,
+            Check::On => &mut result.alloc_on,
+        }
+    }
+}
+
 /// Every model on the layout; models that cannot be built on it are
 /// reported with the reason.
 ///
@@ -263,11 +273,7 @@ fn measure_models(
                     }
                     interleaved = false;
                     progress.stage(format!("{}: allocator pairs, alone", kind.name()));
-                    let m = Some(plan.measure(|| trial.run(n)));
-                    match check {
-                        Check::Off => result.alloc_off = m,
-                        Check::On => result.alloc_on = m,
-                    }
+                    *check.slot(&mut result) = Some(plan.measure(|| trial.run(n)));
                 }
                 done.push((result, p.model_ns));
             }
@@ -275,13 +281,11 @@ fn measure_models(
         }
         progress.advance();
     }
-    progress.stage("allocator pairs, every model's trials interleaved".into());
-    let measured = plan.measure_interleaved(&mut kept, |(_, _, trial)| trial.run(n));
-    for ((i, check, _), m) in kept.iter().zip(measured) {
-        let result = &mut done[*i].0;
-        match check {
-            Check::Off => result.alloc_off = Some(m),
-            Check::On => result.alloc_on = Some(m),
+    if !kept.is_empty() {
+        progress.stage("allocator pairs, every model's trials interleaved".into());
+        let measured = plan.measure_interleaved(&mut kept, |(_, _, trial)| trial.run(n));
+        for ((i, check, _), m) in kept.iter().zip(measured) {
+            *check.slot(&mut done[*i].0) = Some(m);
         }
     }
     drop(kept);
