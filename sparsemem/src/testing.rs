@@ -10,6 +10,9 @@
 
 use proptest::prelude::*;
 
+mod child;
+pub use child::{run_alone, run_child};
+
 use crate::error::BuildError;
 use crate::geometry::{Geometry, SUBSECTION_SHIFT};
 use crate::layout::{Layout, MemRange, RangeKind};
@@ -19,6 +22,52 @@ use crate::pageblock::Migratetype;
 use crate::reference::{Reference, Semantics};
 use crate::table::MemoryKind;
 use crate::types::{NodeId, Pfn};
+
+/// How many cases a generated suite runs: `PFNLAB_PROPTEST_CASES` when it
+/// holds a number (CI samples the suites under QEMU with a few), else
+/// `default`, the suite's own count.
+pub fn cases(default: u32) -> u32 {
+    std::env::var("PFNLAB_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Whether the generated suites sweep the whole window at every `struct
+/// page` size (`PFNLAB_TEST_FULL=1`).
+///
+/// Whether a pfn is valid, online or device memory, and which pfns a walk
+/// yields, depend on the section table and the subsection map, never on
+/// the size of `struct page`; what the size changes is the memmap: where
+/// each descriptor lives and what it holds. So by default the suites sweep
+/// every window pfn (and walk the whole window) at 64 bytes, and at the
+/// smaller sizes read the descriptors of [`sampled_pfns`] (every
+/// subsection's edges, the layout's edges, random pfns) and walk the
+/// edges, with a whole sweep once at the end of a hotplug sequence.
+pub fn sweep_every_size() -> bool {
+    std::env::var("PFNLAB_TEST_FULL").is_ok_and(|v| v == "1")
+}
+
+/// The pfns a differential check reads at `struct page` layout `P`: every
+/// window pfn at 64 bytes or with [`sweep_every_size`], else
+/// [`sampled_pfns`] (see [`sweep_every_size`] for why).
+pub fn pfns_at<P: PageLayout>(layout: &Layout) -> Vec<Pfn> {
+    if P::SIZE == 64 || sweep_every_size() {
+        window_pfns(layout)
+    } else {
+        sampled_pfns(layout, 4096)
+    }
+}
+
+/// The reach of a walk check at `struct page` layout `P`: `reach` at 64
+/// bytes or with [`sweep_every_size`], else [`WalkReach::Edges`].
+pub fn reach_at<P: PageLayout>(reach: WalkReach) -> WalkReach {
+    if P::SIZE == 64 || sweep_every_size() {
+        reach
+    } else {
+        WalkReach::Edges
+    }
+}
 
 /// Sections in a generated layout's window.
 pub const WINDOW_SECTIONS: u64 = 8;

@@ -100,7 +100,7 @@ fn check<M: BuddyModel>(build: impl Fn() -> Option<M>, layout: &Layout) -> Resul
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: sparsemem::testing::cases(24), ..ProptestConfig::default() })]
 
     #[test]
     fn forms_leave_the_same_memmap(layout in arb_layout(&SMALL_GEOMETRIES)) {

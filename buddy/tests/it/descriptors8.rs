@@ -1,7 +1,7 @@
 //! The 8-byte layout's two caches, exactly: `struct buddy` (one per listed
-//! page) and the allocated pages' memdescs (one per allocated head). This
-//! binary has one test, so the global caches (shared by every allocator
-//! of the size) count only this test's objects.
+//! page) and the allocated pages' memdescs (one per allocated head). The test
+//! runs in a process of its own, so the global caches (shared by every
+//! allocator of the size) count only this test's objects.
 
 use buddy::testing::{
     Reference, check_conservation, check_descriptors_all_free, descriptor_holders, memdesc_holders,
@@ -18,7 +18,12 @@ use sparsemem::{
 /// memdesc leaked onto a page that is not an allocated head, or missing
 /// from one, is caught by the checker.
 #[test]
-fn one_struct_buddy_per_listed_page_one_memdesc_per_allocation() {
+fn one_struct_buddy_per_listed_page_one_memdesc_per_allocation() -> Result<(), String> {
+    if let Some(outcome) = sparsemem::testing::run_alone(
+        "descriptors8::one_struct_buddy_per_listed_page_one_memdesc_per_allocation",
+    ) {
+        return outcome;
+    }
     let buddies = || <Page8 as BuddyPage>::buddy_cache_info().unwrap();
     let memdescs = || <Page8 as BuddyPage>::memdesc_cache_info().unwrap();
     assert_eq!((buddies().active_objs, memdescs().active_objs), (0, 0));
@@ -113,4 +118,5 @@ fn one_struct_buddy_per_listed_page_one_memdesc_per_allocation() {
         0,
         "the dropped lists gave theirs back"
     );
+    Ok(())
 }

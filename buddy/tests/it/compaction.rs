@@ -329,7 +329,7 @@ fn check<M: BuddyModel>(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: sparsemem::testing::cases(32), ..ProptestConfig::default() })]
 
     #[test]
     fn scanners_match_the_reference_walk(

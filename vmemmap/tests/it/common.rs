@@ -1,4 +1,4 @@
-//! What the vmemmap test files share: every detector, every geometry.
+//! What the vmemmap test suites share: every detector, every geometry.
 
 use sparsemem::Geometry;
 

@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use sparsemem::reference::{Reference, Semantics};
 use sparsemem::table::{Classic, Extreme};
 use sparsemem::testing::{
-    SMALL_GEOMETRIES, WalkReach, apply_step, arb_hotplug_steps, arb_layout, check_walks,
-    expect_build,
+    SMALL_GEOMETRIES, WalkReach, apply_step, arb_hotplug_steps, arb_layout, cases, check_walks,
+    expect_build, reach_at,
 };
 use sparsemem::walk::{PerPfnWalk, walk};
 use sparsemem::{
@@ -20,35 +20,34 @@ fn check_one<M: MemoryModel>(
     built: Result<M, BuildError>,
     layout: &Layout,
     semantics: Semantics,
+    reach: WalkReach,
 ) -> Result<(), String> {
     match expect_build(built, layout, semantics)? {
-        Some(model) => check_walks(
-            &model,
-            &Reference::new(layout, semantics),
-            layout,
-            WalkReach::Whole,
-        ),
+        Some(model) => check_walks(&model, &Reference::new(layout, semantics), layout, reach),
         None => Ok(()),
     }
 }
 
 /// Every table model's walks at `struct page` layout `P`.
 fn check_all_at<P: PageLayout>(layout: &Layout) -> Result<(), String> {
-    check_one(Flat::<P>::build(layout), layout, Semantics::Flat)?;
+    let reach = reach_at::<P>(WalkReach::Whole);
+    check_one(Flat::<P>::build(layout), layout, Semantics::Flat, reach)?;
     check_one(
         Sparse::<Classic, P>::build(layout),
         layout,
         Semantics::Section,
+        reach,
     )?;
     check_one(
         Sparse::<Extreme, P>::build(layout),
         layout,
         Semantics::Section,
+        reach,
     )
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(32), ..ProptestConfig::default() })]
 
     #[test]
     fn every_walk_yields_exactly_the_valid_pfns(layout in arb_layout(&SMALL_GEOMETRIES)) {
@@ -57,7 +56,7 @@ proptest! {
 
     #[test]
     fn extreme_walks_52bit_layouts(layout in arb_layout(&[Geometry::X86_64_LA57])) {
-        check_one(SparseExtreme::new(&layout), &layout, Semantics::Section)
+        check_one(SparseExtreme::new(&layout), &layout, Semantics::Section, WalkReach::Whole)
             .map_err(TestCaseError::fail)?;
     }
 

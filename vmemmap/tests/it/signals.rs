@@ -4,8 +4,6 @@
 //! run on their own alternate signal stack. Scenarios that end a process run
 //! in a child (this test binary re-executed with `PFNLAB_SIGNAL_CHILD`).
 
-mod child;
-
 use std::os::unix::process::ExitStatusExt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -26,7 +24,7 @@ fn layout() -> Layout {
 const HOLE: Pfn = Pfn::new((3u64 << 30) >> 12);
 
 fn child(mode: &str) -> std::process::Output {
-    child::run_child("signal_child", "PFNLAB_SIGNAL_CHILD", mode)
+    sparsemem::testing::run_child("signals::signal_child", "PFNLAB_SIGNAL_CHILD", mode).unwrap()
 }
 
 /// The genuine fault was not swallowed: the child died of SIGSEGV, or the

@@ -5,8 +5,6 @@
 //! and comes back on restore, a write to an optimised tail kills a child
 //! as a genuine fault, and bad requests are refused with one error each.
 
-mod child;
-
 use std::os::unix::process::ExitStatusExt;
 
 use sparsemem::hvo::{HugetlbVmemmap, HvoError, HvoLayout, hvo_freed_bytes};
@@ -222,7 +220,7 @@ fn preconditions_refuse_with_one_error_each() {
 }
 
 fn child(mode: &str) -> std::process::Output {
-    child::run_child("hvo_child", "PFNLAB_HVO_CHILD", mode)
+    sparsemem::testing::run_child("hvo::hvo_child", "PFNLAB_HVO_CHILD", mode).unwrap()
 }
 
 /// Run in a child: optimise a folio under the fault probe's handler, then

@@ -19,8 +19,7 @@ use sparsemem::{
 };
 use vmemmap::{VmemmapProbe, VmemmapTable};
 
-mod common;
-use common::two_zone_layout;
+use crate::common::two_zone_layout;
 
 /// The allocator of the fixed-layout tests (no holes, 6.18's variant).
 type Alloc<M> = Allocator<M, Kernel>;
@@ -220,7 +219,7 @@ fn deferred_init_ends_as_a_plain_build() {
     );
     let compared = std::sync::atomic::AtomicU32::new(0);
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases: 32,
+        cases: sparsemem::testing::cases(32),
         ..ProptestConfig::default()
     });
     runner

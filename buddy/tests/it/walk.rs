@@ -140,7 +140,7 @@ fn run<M: BuddyModel>(model: M, layout: &Layout, steps: &[Step]) -> Result<(), S
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: sparsemem::testing::cases(48), ..ProptestConfig::default() })]
 
     #[test]
     fn zone_contiguous_matches_brute_force_through_hotplug(

@@ -1,4 +1,4 @@
-//! What more than one of buddy's test binaries builds on.
+//! What more than one of buddy's test suites builds on.
 
 use sparsemem::{Geometry, Layout, MemRange, RangeKind};
 

@@ -205,7 +205,7 @@ fn run_models_at<P: BuddyPage, V: Variant>(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: sparsemem::testing::cases(24), ..ProptestConfig::default() })]
 
     #[test]
     fn nobitmap_matches_reference(

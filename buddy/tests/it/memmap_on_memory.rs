@@ -209,7 +209,7 @@ fn check<M: BuddyModel>(alloc: &Allocator<M, Kernel>) -> Result<(), String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: sparsemem::testing::cases(32), ..ProptestConfig::default() })]
 
     #[test]
     fn hotplug_sequences_conserve_and_release(steps in arb_steps()) {

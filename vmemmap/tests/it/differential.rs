@@ -1,11 +1,8 @@
 //! The differential tests of the sparsemem crate (the same generic checker)
 //! run over every vmemmap detector.
 
-#[macro_use]
-mod common;
-
-use common::ALL_GEOMETRIES;
-use common::build;
+use crate::common::ALL_GEOMETRIES;
+use crate::common::build;
 use proptest::prelude::*;
 use sparsemem::reference::{Reference, Semantics};
 use sparsemem::testing::{
@@ -51,7 +48,7 @@ fn check_hotplug_at<D: Detector, P: PageLayout>(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: sparsemem::testing::cases(24), ..ProptestConfig::default() })]
 
     #[test]
     fn every_detector_matches_the_reference(layout in arb_layout(&ALL_GEOMETRIES)) {

@@ -736,16 +736,25 @@ fn replay_prints_every_model_and_writes_json() {
 fn trace_record_leaves_nothing_behind() {
     let s = Scratch::new("record");
     let out_path = s.path("r.trace.zst");
-    let out = pfnlab(&[
-        "trace",
-        "record",
-        "--out",
-        out_path.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "head -c 4M /dev/urandom | gzip -1 > /dev/null",
-    ]);
+    let child = Command::new(env!("CARGO_BIN_EXE_pfnlab"))
+        .args([
+            "trace",
+            "record",
+            "--out",
+            out_path.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "head -c 4M /dev/urandom | gzip -1 > /dev/null",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run pfnlab");
+    // The recording's instance is named after its process; other tests of
+    // this binary may be recording at the same time under their own names.
+    let instance = format!("/sys/kernel/tracing/instances/pfnlab-{}", child.id());
+    let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     let root = nix_is_root();
     if !root {
@@ -763,14 +772,10 @@ fn trace_record_leaves_nothing_behind() {
     assert!(out.status.success(), "{err}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("lost events per CPU"), "{stdout}");
-    let instances = std::fs::read_dir("/sys/kernel/tracing/instances")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with("pfnlab-"))
-                .count()
-        })
-        .unwrap_or(0);
-    assert_eq!(instances, 0, "the tracing instance was removed");
+    assert!(
+        !Path::new(&instance).exists(),
+        "the tracing instance {instance} was removed"
+    );
     let replayed = pfnlab(&[
         "replay",
         out_path.to_str().unwrap(),

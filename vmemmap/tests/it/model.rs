@@ -3,7 +3,6 @@
 //! refusal to swallow faults that are not a probe's.
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
 
 use sparsemem::{Geometry, HotplugError, Layout, MemRange, MemoryModel, NodeId, Pfn, RangeKind};
 use vmemmap::{VmemmapOptions, VmemmapProbe, VmemmapTable};
@@ -109,11 +108,7 @@ fn sub_page_memmap_holes_are_exact_on_arm64_64k() {
 
 /// Runs this test binary's `child_entry` in a child process with `mode`.
 fn run_child(mode: &str) -> std::process::Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env("PFNLAB_CHILD_MODE", mode)
-        .output()
-        .unwrap()
+    sparsemem::testing::run_child("model::child_entry", "PFNLAB_CHILD_MODE", mode).unwrap()
 }
 
 /// The child side of the fault tests; does nothing in a normal run.

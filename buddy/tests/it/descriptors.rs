@@ -1,6 +1,6 @@
-//! The 16-byte layout's `struct buddy` cache, exactly: this binary has one
-//! test, so the global cache (shared by every allocator of the size) counts
-//! only this test's descriptors.
+//! The 16-byte layout's `struct buddy` cache, exactly: the test runs in a
+//! process of its own, so the global cache (shared by every allocator of
+//! the size) counts only this test's descriptors.
 
 use buddy::testing::{
     Reference, check_conservation, check_descriptors_all_free, descriptor_holders, snapshot,
@@ -15,7 +15,12 @@ use sparsemem::{
 /// the cache when its page leaves the lists; a descriptor leaked onto an
 /// allocated page is caught by the checker.
 #[test]
-fn one_struct_buddy_per_listed_page_and_none_leaked() {
+fn one_struct_buddy_per_listed_page_and_none_leaked() -> Result<(), String> {
+    if let Some(outcome) = sparsemem::testing::run_alone(
+        "descriptors::one_struct_buddy_per_listed_page_and_none_leaked",
+    ) {
+        return outcome;
+    }
     let cache = || <Page16 as BuddyPage>::buddy_cache_info().unwrap();
     assert_eq!(cache().active_objs, 0);
     let layout = Layout::new(
@@ -78,4 +83,5 @@ fn one_struct_buddy_per_listed_page_and_none_leaked() {
     assert_eq!(cache().active_objs, at_boot, "every descriptor given back");
     assert_eq!(cache().bytes() % SLAB_BYTES, 0);
     drop(alloc);
+    Ok(())
 }

@@ -8,14 +8,12 @@
 //! descriptor, 0xff, whose present bit is set, and says valid — as the
 //! table and the probe do. A hole of the same build still fires, so the
 //! detector is live and the answer is not a detector that never looks.
-#![cfg(feature = "uffd")]
 
 use buddy::{Allocator, BuddyModel, Era, Kernel, Options};
 use sparsemem::{BuddyPage, BuildError, Layout, MemoryModel, Pfn};
 use vmemmap::{VmemmapUffd, VmemmapUffdSigbus};
 
-mod common;
-use common::two_zone_layout;
+use crate::common::two_zone_layout;
 
 /// A pfn in the hole between 3 and 4 GiB: no memmap.
 fn hole() -> Pfn {

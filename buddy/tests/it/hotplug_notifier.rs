@@ -253,7 +253,7 @@ fn apply(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: sparsemem::testing::cases(32), ..ProptestConfig::default() })]
 
     /// `refused` runs every step, the notifier refusing the marked ones;
     /// `plain` has no notifier and skips the steps `refused` saw

@@ -1,0 +1,34 @@
+//! buddy's integration tests, one binary: each file is one suite. The
+//! userfaultfd suite needs the `uffd` feature.
+//!
+//! A test that counts a process-wide cache's objects runs its body in a
+//! process of its own (`sparsemem::testing::run_alone`).
+
+mod common;
+
+mod compaction;
+mod deferred;
+#[cfg(feature = "uffd")]
+mod deferred_uffd;
+mod descriptors;
+mod descriptors8;
+mod differential;
+mod frames;
+mod highatomic;
+mod hotplug;
+mod hotplug_notifier;
+mod hugetlb;
+mod memmap_init;
+mod memmap_on_memory;
+mod memmap_on_memory_frames;
+mod migratetype;
+mod miri;
+mod misuse;
+mod pcp;
+mod pcp_tuning;
+mod prep;
+mod start_state;
+mod stress;
+mod views;
+mod walk;
+mod watermark;
