@@ -33,8 +33,9 @@ pub fn cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
-/// Whether the generated suites sweep the whole window at every `struct
-/// page` size (`PFNLAB_TEST_FULL=1`).
+/// Whether the generated suites sweep the whole window at a `struct page`
+/// of `size` bytes: always at 64; at every size with `PFNLAB_TEST_FULL=1`;
+/// at 64 and N with `PFNLAB_TEST_FULL=N` (32, 16 or 8).
 ///
 /// Whether a pfn is valid, online or device memory, and which pfns a walk
 /// yields, depend on the section table and the subsection map, never on
@@ -44,25 +45,26 @@ pub fn cases(default: u32) -> u32 {
 /// smaller sizes read the descriptors of [`sampled_pfns`] (every
 /// subsection's edges, the layout's edges, random pfns) and walk the
 /// edges, with a whole sweep once at the end of a hotplug sequence.
-pub fn sweep_every_size() -> bool {
-    std::env::var("PFNLAB_TEST_FULL").is_ok_and(|v| v == "1")
+pub fn sweeps_whole(size: u64) -> bool {
+    size == 64
+        || std::env::var("PFNLAB_TEST_FULL")
+            .is_ok_and(|v| v == "1" || v.parse::<u64>().is_ok_and(|n| n == size))
 }
 
 /// The pfns a differential check reads at `struct page` layout `P`: every
-/// window pfn at 64 bytes or with [`sweep_every_size`], else
-/// [`sampled_pfns`] (see [`sweep_every_size`] for why).
+/// window pfn where [`sweeps_whole`], else [`sampled_pfns`].
 pub fn pfns_at<P: PageLayout>(layout: &Layout) -> Vec<Pfn> {
-    if P::SIZE == 64 || sweep_every_size() {
+    if sweeps_whole(P::SIZE) {
         window_pfns(layout)
     } else {
         sampled_pfns(layout, 4096)
     }
 }
 
-/// The reach of a walk check at `struct page` layout `P`: `reach` at 64
-/// bytes or with [`sweep_every_size`], else [`WalkReach::Edges`].
+/// The reach of a walk check at `struct page` layout `P`: `reach` where
+/// [`sweeps_whole`], else [`WalkReach::Edges`].
 pub fn reach_at<P: PageLayout>(reach: WalkReach) -> WalkReach {
-    if P::SIZE == 64 || sweep_every_size() {
+    if sweeps_whole(P::SIZE) {
         reach
     } else {
         WalkReach::Edges
