@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # pfnlab on aarch64 under user-mode QEMU: installs the target, the cross
 # linker and qemu-user from Debian packages, checks the whole workspace for
-# aarch64 and runs every test that user-mode QEMU can emulate, with QEMU
-# as cargo's runner (and as the runner of the tests' child processes).
+# aarch64, and runs what depends on the architecture, with QEMU as cargo's
+# runner (and as the runner of the tests' child processes):
 #
-# Not run under emulation, and why: tests that build a vmemmap model over
-# a preset geometry reserve 1 to 64 TiB of address space for the memmap;
-# QEMU 7.2 (Debian 12) tracks guest pages one by one, so a 1 TiB
-# reservation costs it 13 GB of RSS and about 50 s, and 4 TiB is killed
-# for memory. The probe, its handler, the chaining tests and hotplug run on
-# a 36-bit physical space instead (vmemmap/tests/small_space.rs,
-# vmemmap/tests/signals.rs); the vmemmap-building tests of buddy and pfnlab
-# run natively on x86_64.
+# - sparsemem's unit tests: the geometries (arm64 4K/16K/64K page sizes),
+#   host layout parsing, the section table's encoded pointers;
+# - a sample of sparsemem's generated suites (PFNLAB_PROPTEST_CASES cases
+#   each, default 4): the models' arithmetic at every struct page size on
+#   the aarch64 build;
+# - the fault probe (`ldrb` and its `pc`/`x0` fixup), its handler's
+#   chaining and soundness, and the kernel fixup timing;
+# - the allocator's atomics, spin lock and per-CPU lists on a weakly
+#   ordered CPU (the misuse, pcp and Miri-sized suites);
+# - the lab's counter reads (`CNTVCT_EL0`), the floor and pfn parsing.
+#
+# The rest of the suite is architecture-independent and runs natively on
+# x86_64. Not run under emulation, and why: tests that build a vmemmap
+# model over a preset geometry reserve 1 to 64 TiB of address space for
+# the memmap; QEMU 7.2 (Debian 12) tracks guest pages one by one, so a
+# 1 TiB reservation costs it 13 GB of RSS and about 50 s, and 4 TiB is
+# killed for memory. The probe, its handler, the chaining tests and
+# hotplug run on a 36-bit physical space instead (the vmemmap suites
+# small_space and signals).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -28,11 +39,37 @@ export PFNLAB_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER"
 
 echo "--- the whole workspace checks for aarch64 (every target, every feature)"
 cargo check --workspace --all-targets --all-features --target "$target"
-echo "--- sparsemem: every test"
-cargo test -p sparsemem --features testing --target "$target"
-echo "--- vmemmap: the probe, its handler, chaining, hotplug, the kernel fixup timing"
-cargo test -p vmemmap --target "$target" --lib --test small_space --test signals
-echo "--- buddy: the allocator over the table models"
-cargo test -p buddy --target "$target" --lib --test misuse --test pcp --test miri
-echo "--- pfnlab: CNTVCT timing, the floor, pfn parsing"
-cargo test -p pfnlab --target "$target" --lib -- timing:: floor:: parse_pfn
+
+# The library crates' test binaries are built in one invocation, the lab's
+# unit tests in another (its integration tests do not run here), then each
+# runs what depends on the architecture.
+echo "--- the test binaries for aarch64"
+bins=$({
+  cargo test --workspace --exclude pfnlab --target "$target" --lib --test it --no-run --message-format=json
+  cargo test -p pfnlab --target "$target" --lib --no-run --message-format=json
+} | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        kind = "lib" if m["target"]["kind"] == ["lib"] else m["target"]["name"]
+        url, _, frag = m["package_id"].partition("#")
+        name = frag.split("@")[0] if "@" in frag else url.rstrip("/").rsplit("/", 1)[-1]
+        print(name + ":" + kind, m["executable"])
+')
+# run CRATE:TARGET [FILTER...]: one test binary under QEMU.
+run() {
+  local which=$1 bin
+  shift
+  bin=$(awk -v w="$which" '$1 == w { print $2 }' <<<"$bins")
+  [ -n "$bin" ] || { echo "no test binary $which: $bins" >&2; return 1; }
+  echo "--- $which $*"
+  $PFNLAB_TEST_RUNNER "$bin" "$@"
+}
+run sparsemem:lib
+PFNLAB_PROPTEST_CASES="${PFNLAB_PROPTEST_CASES:-4}" run sparsemem:it
+run vmemmap:lib
+run vmemmap:it small_space:: signals::
+run buddy:lib
+run buddy:it misuse:: pcp:: miri::
+run pfnlab:lib timing:: floor:: parse_pfn

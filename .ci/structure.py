@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""The code-structure rules of STYLE.md, checked (issue 24):
+"""The code-structure rules of STYLE.md, checked:
 
 - no top-level module of a crate uses, directly or through others, a module
   that uses it back (paths `crate::NAME` in non-test code, re-exports of
   the crate root resolved to the module they come from);
 - no non-test part of a source file over 700 lines (the part before its
   inline `#[cfg(test)] mod tests {`; `tests.rs` files are tests);
-- no non-test function over 80 lines.
+- no non-test function over 80 lines;
+- at most one integration-test binary per crate (`tests/it/main.rs`, its
+  suites as modules), so the test suite links one binary per crate;
+- no debug information beyond line tables in the profiles `cargo test`
+  builds (`dev` and `test`, their package overrides included).
 
 Prints each violation and exits 1 when there is one; prints each crate's
 module order, bottom to top, otherwise.
@@ -15,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRATES = {"sparsemem": "sparsemem/src", "vmemmap": "vmemmap/src",
@@ -115,8 +120,52 @@ def components(graph):
     return out
 
 
-def main():
+def test_binaries(crate_dir):
+    """The integration-test targets cargo builds for the crate in `crate_dir`:
+    auto-discovered files and folders under tests/, and `[[test]]` entries."""
+    manifest = tomllib.load(open(os.path.join(crate_dir, "Cargo.toml"), "rb"))
+    targets = {t.get("name", "?"): t.get("path", "") for t in manifest.get("test", [])}
+    tests = os.path.join(crate_dir, "tests")
+    if manifest.get("package", {}).get("autotests", True) and os.path.isdir(tests):
+        for entry in sorted(os.listdir(tests)):
+            path = os.path.join(tests, entry)
+            if entry.endswith(".rs"):
+                targets.setdefault(entry[:-3], path)
+            elif os.path.isfile(os.path.join(path, "main.rs")):
+                targets.setdefault(entry, os.path.join(path, "main.rs"))
+    return sorted(targets)
+
+
+# Debug-information levels that are more than line tables.
+FULL_DEBUG = {True, 2, "full", "limited", 1}
+
+
+def test_profile_problems():
+    """Profiles `cargo test` builds with that carry more than line tables."""
+    profiles = tomllib.load(open(os.path.join(ROOT, "Cargo.toml"), "rb")).get("profile", {})
     problems = []
+    for name in ("dev", "test"):
+        profile = profiles.get(name, {})
+        if name == "dev" and "debug" not in profile:
+            problems.append("[profile.dev] sets no `debug` (cargo's default is full debug info)")
+        settings = [(f"[profile.{name}]", profile)]
+        settings += [(f'[profile.{name}.package."{p}"]', s) for p, s in profile.get("package", {}).items()]
+        for where, s in settings:
+            if s.get("debug") in FULL_DEBUG and s.get("debug") is not False:
+                problems.append(f"{where} debug = {s['debug']!r}: at most line tables in test builds")
+    deps = profiles.get("dev", {}).get("package", {}).get("*", {})
+    if deps.get("debug") not in (False, 0, "none"):
+        problems.append('[profile.dev.package."*"] must set debug = false (no debug info for dependencies)')
+    return problems
+
+
+def main():
+    problems = test_profile_problems()
+    for crate, src in CRATES.items():
+        binaries = test_binaries(os.path.join(ROOT, os.path.dirname(src)))
+        if len(binaries) > 1:
+            problems.append(f"{crate}: {len(binaries)} integration-test binaries ({', '.join(binaries)}); "
+                            "add a suite as a module of tests/it/main.rs")
     files = subprocess.run(["git", "ls-files", "*.rs"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.split()
     for f in files:

@@ -19,8 +19,15 @@ extra=("$@")
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 
+targets=${FUZZ_TARGETS:-layout_parsers pfn_valid allocator_ops public_api trace_text trace_recording}
+# Every target in one build (unless FUZZ_TARGETS picks some), so cargo
+# builds the targets side by side; each run below then starts at once.
+if [ -z "${FUZZ_TARGETS:-}" ]; then
+  cargo +nightly fuzz build 2>&1 | tail -n 3 || { echo "!!! cargo fuzz build failed"; exit 1; }
+fi
+
 status=0
-for target in ${FUZZ_TARGETS:-layout_parsers pfn_valid allocator_ops public_api trace_text trace_recording}; do
+for target in $targets; do
   mkdir -p "corpus/$target"
   echo "=== $target: ${seconds}s"
   # A scratch copy of the corpus, so the run's new inputs do not pile up in git.
