@@ -94,12 +94,13 @@ class Lab:
             raise RuntimeError(f"pfnlab {' '.join(args)} failed:\n{done.stderr}")
         return done.stdout
 
-    def load(self, name, args, fallback=(), say=True):
+    def load(self, name, args, fallback=(), fresh=(), say=True):
         """The report for docs/results/NAME.json, with one line on its origin.
 
         `args` is the experiment's command (as regenerate.py runs it);
         `fallback` the options added to `--quick` when no committed file
-        exists, to keep that run short."""
+        exists, to keep that run short; `fresh` the options a fresh run
+        adds (a bound that keeps it within an ordinary machine's memory)."""
         path = RESULTS / f"{name}.json"
         if self.source == "committed" and path.exists():
             report = json.loads(path.read_text())
@@ -116,7 +117,7 @@ class Lab:
                     f"Its numbers are indicative only.")
             report["_origin"] = "quick"
         else:
-            cmd = [*args, *(["--quick"] if self.quick else [])]
+            cmd = [*args, *fresh, *(["--quick"] if self.quick else [])]
             report = self.run(*cmd)
             kind = "a quick run (indicative only)" if self.quick else "a full run"
             note = (f"Fresh: `pfnlab {' '.join(cmd)}`, {kind} on this machine "
@@ -165,12 +166,12 @@ def yerr_of(rows, key="ns_per_op", scale=1.0):
 def bars_say(kinds):
     """Caption words for the error bars actually drawn."""
     if kinds == {"interval"}:
-        return "error bars: each value's stored 95 % interval"
+        return "bars: stored 95 % intervals"
     if kinds == {"min..max"}:
-        return "error bars: min..max of the trials (no interval is stored for these values)"
+        return "bars: min..max of the trials, no interval stored"
     if kinds:
-        return "error bars: the stored 95 % interval where a value has one, else min..max of its trials"
-    return "no error bars: these values have no trials"
+        return "bars: stored 95 % interval, else min..max of the trials"
+    return "no bars: these values have no trials"
 
 
 def verdict(iv):
