@@ -1,4 +1,4 @@
-"""Loading and drawing helpers for docs/notebook.ipynb.
+"""Loading and drawing functions for docs/notebook.ipynb.
 
 The notebook plots the committed results in docs/results/ by default. One
 loader, `Lab.load`, decides where each experiment's report comes from:
