@@ -40,36 +40,12 @@ export PFNLAB_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER"
 echo "--- the whole workspace checks for aarch64 (every target, every feature)"
 cargo check --workspace --all-targets --all-features --target "$target"
 
-# The library crates' test binaries are built in one invocation, the lab's
-# unit tests in another (its integration tests do not run here), then each
-# runs what depends on the architecture.
-echo "--- the test binaries for aarch64"
-bins=$({
-  cargo test --workspace --exclude pfnlab --target "$target" --lib --test it --no-run --message-format=json
-  cargo test -p pfnlab --target "$target" --lib --no-run --message-format=json
-} | python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        kind = "lib" if m["target"]["kind"] == ["lib"] else m["target"]["name"]
-        url, _, frag = m["package_id"].partition("#")
-        name = frag.split("@")[0] if "@" in frag else url.rstrip("/").rsplit("/", 1)[-1]
-        print(name + ":" + kind, m["executable"])
-')
-# run CRATE:TARGET [FILTER...]: one test binary under QEMU.
-run() {
-  local which=$1 bin
-  shift
-  bin=$(awk -v w="$which" '$1 == w { print $2 }' <<<"$bins")
-  [ -n "$bin" ] || { echo "no test binary $which: $bins" >&2; return 1; }
-  echo "--- $which $*"
-  $PFNLAB_TEST_RUNNER "$bin" "$@"
-}
-run sparsemem:lib
-PFNLAB_PROPTEST_CASES="${PFNLAB_PROPTEST_CASES:-4}" run sparsemem:it
-run vmemmap:lib
-run vmemmap:it small_space:: signals::
-run buddy:lib
-run buddy:it misuse:: pcp:: miri::
-run pfnlab:lib timing:: floor:: parse_pfn
+echo "--- sparsemem: unit tests, and a sample of the generated suites"
+PFNLAB_PROPTEST_CASES="${PFNLAB_PROPTEST_CASES:-4}" cargo test -p sparsemem --target "$target" --lib --test it
+echo "--- vmemmap: the probe, its handler, chaining, hotplug, the kernel fixup timing"
+cargo test -p vmemmap --target "$target" --lib
+cargo test -p vmemmap --target "$target" --test it -- small_space:: signals::
+echo "--- buddy: the allocator's atomics and lists over the table models"
+cargo test -p buddy --target "$target" --lib --test it -- misuse:: pcp:: miri::
+echo "--- pfnlab: CNTVCT timing, the floor, pfn parsing"
+cargo test -p pfnlab --target "$target" --lib -- timing:: floor:: parse_pfn
