@@ -1,4 +1,4 @@
-//! `hvo` experiment (issue 26): the same code paths as `pfnlab bench hvo`
+//! `hvo` experiment: the same code paths as `pfnlab bench hvo`
 //! on a memfd-backed `vmemmap-table` over 2 GiB of RAM: growing and
 //! shrinking a pool of 2 MiB folios per folio in each HVO mode,
 //! `compound_head` per tail in both encodings, and the random-pfn flags

@@ -1,4 +1,4 @@
-//! `memdesc` experiment (issue 25): `struct page` at 64, 32, 16 and 8
+//! `memdesc` experiment: `struct page` at 64, 32, 16 and 8
 //! bytes over vmemmap-table and sparse-extreme — `pfn_valid` on random
 //! valid pfns of `preset:x86-pci-hole`, and the random `pfn_to_page` +
 //! `page_zonenum` chain over a span whose 64-byte memmap fits in the L2,

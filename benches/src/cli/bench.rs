@@ -140,7 +140,7 @@ pub enum BenchCommand {
         #[arg(long)]
         host_kernel: bool,
     },
-    /// HugeTLB vmemmap optimisation (issue 26): a hugetlb pool grown and
+    /// HugeTLB vmemmap optimisation: a hugetlb pool grown and
     /// shrunk with HVO off, 5.18+'s and 2026's layouts, unbatched and
     /// batched, on a memfd-backed vmemmap; compound_head in both encodings.
     Hvo {
@@ -152,7 +152,7 @@ pub enum BenchCommand {
         #[arg(long, value_name = "N")]
         host_kernel: Option<u64>,
     },
-    /// struct page at 64, 32, 16 and 8 bytes (issue 25): pfn_valid, random
+    /// struct page at 64, 32, 16 and 8 bytes: pfn_valid, random
     /// pfn_to_page over a swept span, the memmap, and the allocator where
     /// it runs (default: every model).
     Memdesc {
@@ -166,7 +166,7 @@ pub enum BenchCommand {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         max_span_mib: Option<u64>,
     },
-    /// When the memmap is written and where it lives (issue 27): deferred
+    /// When the memmap is written and where it lives: deferred
     /// init against threads, the allocation that grows the zone, the path
     /// once init is done, and memmap_on_memory against a memmap in boot
     /// memory.

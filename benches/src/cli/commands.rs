@@ -193,7 +193,7 @@ struct LayoutJson {
     page_size: u64,
     present_pages: u64,
     models: Vec<ModelMemmapJson>,
-    /// Per hot-added memory block, where its memmap lives (issue 27).
+    /// Per hot-added memory block, where its memmap lives.
     hotplug_blocks: Vec<super::hotplug_memmap::HotplugBlock>,
 }
 

@@ -1,6 +1,5 @@
 //! `pfnlab layout --hugetlb 2M:N,1G:M`: the memmap each model keeps
-//! resident once hugetlb pools of those sizes are grown and optimised
-//! (issue 26, item 4).
+//! resident once hugetlb pools of those sizes are grown and optimised.
 //!
 //! Each model is built with the memfd-backed vmemmap, an allocator (the
 //! 6.18 era) over it, and one pool per size on the layout's first node,

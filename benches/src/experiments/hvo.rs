@@ -1,4 +1,4 @@
-//! `hvo`: HugeTLB vmemmap optimisation (issue 26), on a memfd-backed
+//! `hvo`: HugeTLB vmemmap optimisation, on a memfd-backed
 //! vmemmap where the remap is done for real.
 //!
 //! Part of the issue's programme, in one run, trials interleaved:

@@ -140,12 +140,12 @@ pub enum ExperimentId {
     Breakdown,
     /// pfn walkers over a span, and the three published walker changes.
     Walk,
-    /// HugeTLB vmemmap optimisation on a memfd-backed vmemmap (issue 26).
+    /// HugeTLB vmemmap optimisation on a memfd-backed vmemmap.
     Hvo,
-    /// `struct page` at 64, 32, 16 and 8 bytes on every model (issue 25).
+    /// `struct page` at 64, 32, 16 and 8 bytes on every model.
     Memdesc,
     /// When the memmap is written and where it lives: deferred init and
-    /// memmap_on_memory (issue 27).
+    /// memmap_on_memory.
     MemmapLifecycle,
     /// The default comparison (`pfnlab` with no command): every model on
     /// one layout.

@@ -1,5 +1,5 @@
 //! `bench hvo`'s hot path against the share of memory in optimised
-//! folios (issue 26, item 5, third bullet).
+//! folios.
 //!
 //! A fixed number of 2 MiB folios is held in two pools, one plain and one
 //! optimised (6.18's fake heads, batched); the share optimised steps

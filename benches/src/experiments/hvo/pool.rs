@@ -1,6 +1,6 @@
 //! `bench hvo`'s pool part: each mode's pool grown and shrunk in turn,
 //! trials interleaved, while a thread on the other CPU keeps reading the
-//! memmap (issue 26, item 5, first bullet).
+//! memmap.
 //!
 //! The remap's `mmap(MAP_FIXED)` and hole punches change this process's
 //! page tables, so the host kernel shoots down the TLB entries of every

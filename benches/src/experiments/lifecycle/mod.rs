@@ -1,5 +1,5 @@
 //! `memmap-lifecycle`: when the memmap is written and where it lives
-//! (issue 27) — deferred struct page init and memmap_on_memory, measured
+//! — deferred struct page init and memmap_on_memory, measured
 //! on the library's own paths.
 //!
 //! Deferred init (`Options::deferred_init`, 6.18's rules):

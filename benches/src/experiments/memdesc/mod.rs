@@ -1,4 +1,4 @@
-//! `memdesc`: `struct page` at 64, 32, 16 and 8 bytes (issue 25), on every
+//! `memdesc`: `struct page` at 64, 32, 16 and 8 bytes, on every
 //! memory model, the sizes' trials interleaved so that each size pairs
 //! with 64 bytes:
 //! - `pfn_valid` on random valid pfns of the run's layout, and the

@@ -1,5 +1,5 @@
 //! `walk`: what a walk over a span of pfns costs, walker by walker and
-//! model by model (issue 28), and the three published changes to the
+//! model by model, and the three published changes to the
 //! kernel's walkers reproduced as before/after.
 //!
 //! The sweep times each walker — the model's own `for_each_valid_pfn`,
