@@ -80,7 +80,7 @@ impl<P: BuddyPage> Pcp<P> {
 
     /// `clamp(pcp->high, high_min, high_max)`, stored.
     fn clamp_high(&mut self) -> u64 {
-        self.high = self.high.clamp(self.high_min, self.high_max);
+        self.high = clamp(self.high, self.high_min, self.high_max);
         self.high
     }
 
@@ -108,7 +108,7 @@ impl<P: BuddyPage> Pcp<P> {
         if self.count >= high {
             let need_high = self.free_count + batch;
             if self.high < need_high {
-                self.high = need_high.clamp(self.high_min, self.high_max);
+                self.high = clamp(need_high, self.high_min, self.high_max);
             }
         }
         high
@@ -180,5 +180,22 @@ impl<P: BuddyPage> Pcp<P> {
             todo = true;
         }
         todo
+    }
+}
+
+/// The kernel's `clamp()` (`__clamp`, include/linux/minmax.h): `hi` from
+/// `hi` up, else `lo` up to `lo`, else `val`. Unlike [`Ord::clamp`] it does
+/// not panic when `lo > hi`, which a small zone gives: `high_min` comes
+/// from the low watermark, which `min_free_kbytes`' floor of 128 KiB can
+/// put above `high_max`, an eighth of the managed pages. The kernel then
+/// uses `high_max` for a `high` at or above it and `high_min` below it,
+/// and so does pfnlab.
+fn clamp(val: u64, lo: u64, hi: u64) -> u64 {
+    if val >= hi {
+        hi
+    } else if val <= lo {
+        lo
+    } else {
+        val
     }
 }

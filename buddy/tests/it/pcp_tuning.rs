@@ -161,3 +161,57 @@ fn below_the_high_watermark_high_falls_back_to_high_min() {
     take(&mut cpu, 1);
     assert_eq!(cpu.high(ZID), 324);
 }
+
+/// A zone so small that `high_min` (its low watermark, held up by
+/// `min_free_kbytes`' floor of 128 KiB) is above `high_max` (an eighth of
+/// its pages). The kernel's `clamp()` then gives `high_max` for a `high`
+/// at or above it and `high_min` below it; refills, frees and vmstat ticks
+/// keep `high` at one of the two, and every page comes back.
+#[test]
+fn a_zone_whose_high_min_is_above_high_max_still_tunes_and_drains() {
+    let layout = Layout::new(
+        Geometry::X86_64,
+        vec![MemRange::new(
+            4 << 30,
+            (4 << 30) + (512 << 10),
+            RangeKind::Ram,
+            0,
+        )],
+        "512 KiB",
+    )
+    .unwrap();
+    let options = Options {
+        cpus: Some(1),
+        ..Options::for_era(Era::V6_18)
+    };
+    let alloc: Allocator<_, Kernel> =
+        Allocator::new(SparseExtreme::new(&layout).unwrap(), &layout, options).unwrap();
+    let zone = &alloc.zones()[0];
+    let (high_min, high_max) = (u64::from(zone.high()), u64::from(zone.high_max()));
+    assert!(high_min > high_max, "{high_min} ≤ {high_max}");
+    let free_before = zone.nr_free_pages_state();
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let mut seen = Vec::new();
+    for round in 0..4 {
+        let mut pages = Vec::new();
+        while let Ok(p) = cpu.alloc(Gfp::KERNEL | Gfp::MOVABLE) {
+            pages.push(p);
+            seen.push(cpu.high(ZID));
+            if pages.len() > 40 + round * 20 {
+                break;
+            }
+        }
+        for p in pages {
+            cpu.free(p).unwrap();
+            seen.push(cpu.high(ZID));
+        }
+        cpu.vmstat_update();
+        seen.push(cpu.high(ZID));
+    }
+    assert!(
+        seen.iter().all(|&h| h == high_min || h == high_max),
+        "high left {{{high_min}, {high_max}}}: {seen:?}"
+    );
+    drop(cpu);
+    assert_eq!(zone.nr_free_pages_state(), free_before);
+}
