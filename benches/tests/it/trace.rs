@@ -126,42 +126,49 @@ fn the_recording_replays_on_every_model_and_era() {
         .filter(|e| e.kind == EventKind::Alloc && e.pfn.is_some())
         .count() as u64;
     let layout = Layout::preset("x86-pci-hole").unwrap();
-    for era in Era::ALL {
-        let options = ReplayOptions {
-            era,
-            verify: true,
-            count_calls: true,
-            ..ReplayOptions::default()
-        };
-        let results = replay(&path, &layout, ModelKind::ALL, options);
-        let first = &results[0];
-        for r in &results {
-            assert_eq!(r.events.events, events.len() as u64, "{} {era}", r.model);
-            assert_eq!(
-                r.events.allocs + r.events.alloc_failures.values().sum::<u64>(),
-                allocs
-            );
-            assert!(r.allocator.conserved, "{} {era}: pages lost", r.model);
-            assert_eq!(
-                r.verify_failures, 0,
-                "{} {era}: {:?}",
-                r.model, r.first_verify_failure
-            );
-            // Every model runs the same allocator: the same decisions.
-            assert_eq!(r.events, first.events, "{} {era}", r.model);
-            assert_eq!(
-                r.allocator.merges, first.allocator.merges,
-                "{} {era}",
-                r.model
-            );
-            let ops = r.model_ops.as_ref().expect("--count-calls counts");
-            assert!(ops.calls["page_to_pfn"] > 0);
+    // One thread per era: each replays every model, and the eras spread
+    // over the machine's CPUs; a failed assertion fails the test.
+    std::thread::scope(|scope| {
+        for era in Era::ALL {
+            let (path, layout, events) = (&path, &layout, &events);
+            scope.spawn(move || {
+                let options = ReplayOptions {
+                    era,
+                    verify: true,
+                    count_calls: true,
+                    ..ReplayOptions::default()
+                };
+                let results = replay(&path, &layout, ModelKind::ALL, options);
+                let first = &results[0];
+                for r in &results {
+                    assert_eq!(r.events.events, events.len() as u64, "{} {era}", r.model);
+                    assert_eq!(
+                        r.events.allocs + r.events.alloc_failures.values().sum::<u64>(),
+                        allocs
+                    );
+                    assert!(r.allocator.conserved, "{} {era}: pages lost", r.model);
+                    assert_eq!(
+                        r.verify_failures, 0,
+                        "{} {era}: {:?}",
+                        r.model, r.first_verify_failure
+                    );
+                    // Every model runs the same allocator: the same decisions.
+                    assert_eq!(r.events, first.events, "{} {era}", r.model);
+                    assert_eq!(
+                        r.allocator.merges, first.allocator.merges,
+                        "{} {era}",
+                        r.model
+                    );
+                    let ops = r.model_ops.as_ref().expect("--count-calls counts");
+                    assert!(ops.calls["page_to_pfn"] > 0);
+                }
+                // The pageblock lookup on every free exists from 2.6.24 on.
+                let pageblock =
+                    first.model_ops.as_ref().expect("counted").calls["get_pfnblock_migratetype"];
+                assert_eq!(pageblock > 0, era.has_migratetypes(), "{era}");
+            });
         }
-        // The pageblock lookup on every free exists from 2.6.24 on.
-        let pageblock =
-            first.model_ops.as_ref().expect("counted").calls["get_pfnblock_migratetype"];
-        assert_eq!(pageblock > 0, era.has_migratetypes(), "{era}");
-    }
+    });
 }
 
 #[test]
