@@ -138,7 +138,7 @@ fn the_recording_replays_on_every_model_and_era() {
                     count_calls: true,
                     ..ReplayOptions::default()
                 };
-                let results = replay(&path, &layout, ModelKind::ALL, options);
+                let results = replay(path, layout, ModelKind::ALL, options);
                 let first = &results[0];
                 for r in &results {
                     assert_eq!(r.events.events, events.len() as u64, "{} {era}", r.model);
