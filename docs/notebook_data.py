@@ -183,7 +183,9 @@ def verdict(iv):
     if excludes and conf >= 0.95 - 1e-9:
         return "above 1" if lo > 1 else "below 1"
     if excludes:
-        return f"too few trials to tell: the interval reaches {conf:.0%}"
+        n = iv.get("trials")
+        trials = f"{n} trials" if n else "its trials"
+        return f"at {conf:.0%}: {trials} cannot reach 95 % for this comparison"
     half = 100 * (hi - lo) / 2 / med if med else math.inf
     return f"within noise, ±{half:.1f} %"
 

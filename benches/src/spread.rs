@@ -244,6 +244,7 @@ impl Interval {
         if !reached && (self.lo > none || self.hi < none) {
             Verdict::TooFewTrials {
                 confidence_pct: 100.0 * self.confidence,
+                trials: self.trials,
             }
         } else if self.lo > none {
             Verdict::Higher
@@ -303,7 +304,7 @@ pub fn ratio_cell(i: &Interval) -> String {
 }
 
 /// What a table's `~` means, for the line under it.
-pub const NOISE_MARK: &str = "ratios: median [95 % interval]; ~ marks one that tells no direction (it holds 1, or too few trials reach 95 %)";
+pub const NOISE_MARK: &str = "ratios: median [95 % interval]; ~ marks one that tells no direction (it holds 1, or its trials cannot reach 95 %)";
 
 /// One sentence on a ranking, cheapest first: the cheapest is named only
 /// when the runner-up's interval over it excludes 1; the dearest is set
@@ -402,6 +403,8 @@ pub enum Verdict {
     TooFewTrials {
         /// The level the interval reaches, in percent.
         confidence_pct: f64,
+        /// The trials it was made from.
+        trials: usize,
     },
 }
 
@@ -420,9 +423,14 @@ impl fmt::Display for Verdict {
             Verdict::WithinNoise { half_width_pct } => {
                 write!(f, "within noise (±{half_width_pct:.1} %)")
             }
-            Verdict::TooFewTrials { confidence_pct } => write!(
+            // The interval is what it is; only its level falls short, so
+            // say that, not that nothing can be told.
+            Verdict::TooFewTrials {
+                confidence_pct,
+                trials,
+            } => write!(
                 f,
-                "too few trials to tell (the interval reaches {confidence_pct:.0} %, not {:.0} %)",
+                "at {confidence_pct:.0} %: {trials} trials cannot reach {:.0} % for this comparison",
                 100.0 * CONFIDENCE
             ),
         }
@@ -718,9 +726,14 @@ mod tests {
         let i = Interval::of_ratio(&[2.0, 2.1, 1.9], &[1.0, 1.0, 1.0]).unwrap();
         assert!((i.confidence - 0.75).abs() < 1e-12);
         let v = i.ratio_verdict();
-        assert!(matches!(v, Verdict::TooFewTrials { confidence_pct } if confidence_pct == 75.0));
+        assert!(
+            matches!(v, Verdict::TooFewTrials { confidence_pct, trials: 3 } if confidence_pct == 75.0)
+        );
         assert!(!v.is_decided());
-        assert!(ratio_text(&i).contains("too few trials"));
+        assert_eq!(
+            ratio_text(&i),
+            "2.00x [1.90, 2.10], at 75 %: 3 trials cannot reach 95 % for this comparison"
+        );
         assert!(ratio_cell(&i).ends_with('~'));
     }
 
