@@ -17,8 +17,9 @@ use super::{CliError, StartArgs, TrialArgs, fallback_notice, parse_layout, plan}
 /// The options every experiment takes.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Common {
-    /// The layout: `host`, `preset:NAME` or a TOML file (default: the
-    /// experiment's own).
+    /// The layout: `host`, `preset:NAME` (x86-pci-hole, ia64-holes,
+    /// numa-fake-64, zone-device, sparse-52bit), `snapshot:FILE` (the
+    /// machine a `pfnlab snapshot` file was taken on) or a TOML file (default: the experiment's own).
     #[arg(long, value_parser = parse_layout)]
     layout: Option<LayoutSpec>,
     /// Kernel era whose mechanisms the allocator models (default: the

@@ -325,7 +325,9 @@ pub fn query(
 /// `pfnlab layout`'s options.
 #[derive(clap::Args)]
 pub struct LayoutArgs {
-    /// The layout to print: `host` (default), `preset:NAME` or a TOML file.
+    /// The layout to print: `host`, `preset:NAME` (x86-pci-hole, ia64-holes,
+    /// numa-fake-64, zone-device, sparse-52bit), `snapshot:FILE` (the
+    /// machine a `pfnlab snapshot` file was taken on) or a TOML file (default: host).
     #[arg(long, value_parser = parse_layout)]
     layout: Option<LayoutSpec>,
     /// Also draw the layout as an SVG picture into this file.
@@ -347,8 +349,9 @@ pub struct LayoutArgs {
 /// `pfnlab query`'s options.
 #[derive(clap::Args)]
 pub struct QueryArgs {
-    /// The layout the pfns are asked of: `host` (default), `preset:NAME`
-    /// or a TOML file.
+    /// The layout the pfns are asked of: `host`, `preset:NAME` (x86-pci-hole, ia64-holes,
+    /// numa-fake-64, zone-device, sparse-52bit), `snapshot:FILE` (the
+    /// machine a `pfnlab snapshot` file was taken on) or a TOML file (default: host).
     #[arg(long, value_parser = parse_layout)]
     layout: Option<LayoutSpec>,
     /// The memory model.

@@ -32,9 +32,10 @@ use pfnlab::timing::Plan;
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// The default comparison's layout: `host`, `preset:NAME` or a TOML
-    /// file (default: host, falling back to preset:x86-pci-hole). Given
-    /// before a command, that command's layout.
+    /// The default comparison's layout: `host`, `preset:NAME` (x86-pci-hole, ia64-holes,
+    /// numa-fake-64, zone-device, sparse-52bit), `snapshot:FILE` (the
+    /// machine a `pfnlab snapshot` file was taken on) or a TOML file (default: host, falling back to
+    /// preset:x86-pci-hole). Given before a command, that command's layout.
     #[arg(long, value_parser = parse_layout)]
     layout: Option<LayoutSpec>,
     /// Default comparison: write every number, with its trials and the

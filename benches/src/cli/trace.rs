@@ -43,7 +43,9 @@ pub enum TraceCommand {
         input: PathBuf,
         /// The recording (zstd-compressed when the name ends in .zst).
         output: PathBuf,
-        /// Store this layout with it (`host`, `preset:NAME` or a file).
+        /// Store this layout with it: `host`, `preset:NAME` (x86-pci-hole,
+        /// ia64-holes, numa-fake-64, zone-device, sparse-52bit),
+        /// `snapshot:FILE` or a TOML file.
         #[arg(long = "with-layout", value_parser = parse_layout)]
         with_layout: Option<LayoutSpec>,
         /// Count and skip malformed lines instead of stopping at the first.
@@ -59,7 +61,9 @@ pub struct ReplayArgs {
     /// recording from `pfnlab trace record`.
     file: PathBuf,
     /// The layout to replay on: `recorded` (the recording's own, the
-    /// default when it has one), `host`, `preset:NAME` or a TOML file.
+    /// default when it has one), `host`, `preset:NAME` (x86-pci-hole, ia64-holes,
+    /// numa-fake-64, zone-device, sparse-52bit), `snapshot:FILE` (the
+    /// machine a `pfnlab snapshot` file was taken on) or a TOML file.
     #[arg(long, value_parser = parse_layout)]
     layout: Option<LayoutSpec>,
     /// Models, comma-separated (default: every model).

@@ -16,7 +16,9 @@ use super::{CliError, load_layout, parse_layout};
 /// spell them.
 #[derive(clap::Args)]
 pub struct ModelArgs {
-    /// The layout: `host`, `preset:NAME` or a TOML file (default: host).
+    /// The layout: `host`, `preset:NAME` (x86-pci-hole, ia64-holes,
+    /// numa-fake-64, zone-device, sparse-52bit), `snapshot:FILE` (the
+    /// machine a `pfnlab snapshot` file was taken on) or a TOML file (default: host).
     #[arg(long, value_parser = parse_layout)]
     layout: Option<LayoutSpec>,
     /// The kernel era the allocator models (default 6.18).
@@ -38,10 +40,11 @@ pub struct ModelArgs {
     /// `vm.percpu_pagelist_high_fraction` (default 0).
     #[arg(long)]
     percpu_pagelist_high_fraction: Option<u32>,
-    /// Transparent huge pages enabled (`always` or `madvise`), so
-    /// khugepaged raises the default `min_free_kbytes` (default: yes from
-    /// 5.13, as THP kernels ship).
-    #[arg(long)]
+    /// `true` or `false`: whether transparent huge pages are enabled
+    /// (`always` or `madvise` rather than `never`), so that khugepaged
+    /// raises the default `min_free_kbytes` (default: true from 5.13, as
+    /// THP kernels ship).
+    #[arg(long, value_name = "true|false")]
     thp: Option<bool>,
     /// `host`: take the four sysctls, THP and the CPU count from this
     /// machine; `snapshot:FILE`: from the machine a snapshot was taken

@@ -903,3 +903,42 @@ fn trials_and_min_time_reach_every_measurement_and_the_report() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--trials"));
 }
+
+/// Every `--layout` (and `--with-layout`) help lists every form the option
+/// takes: `host`, each preset by name, `snapshot:FILE` and a TOML file,
+/// and `recorded` where a replay takes it; `--thp` says it takes a boolean.
+#[test]
+fn every_layout_help_lists_every_form() {
+    let commands: [&[&str]; 8] = [
+        &[],
+        &["layout"],
+        &["query"],
+        &["zoneinfo"],
+        &["bench", "bulk"],
+        &["replay"],
+        &["trace", "convert"],
+        &["bench", "walk"],
+    ];
+    for command in commands {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let out = pfnlab(&args);
+        assert!(out.status.success(), "{args:?}");
+        let help = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+        let option = help
+            .split(" --")
+            .find(|o| o.starts_with("layout ") || o.starts_with("with-layout "))
+            .unwrap_or_else(|| panic!("{args:?}: no --layout in {help}"));
+        for form in ["`host`", "`snapshot:FILE`", "TOML file"]
+            .into_iter()
+            .chain(sparsemem::layout::PRESET_NAMES)
+        {
+            assert!(option.contains(form), "{args:?}: --layout omits {form}: {option}");
+        }
+        if command == ["replay"] {
+            assert!(option.contains("`recorded`"), "{option}");
+        }
+    }
+    let help = String::from_utf8_lossy(&pfnlab(&["zoneinfo", "--help"]).stdout).to_string();
+    assert!(help.contains("--thp <true|false>"), "{help}");
+}
