@@ -46,6 +46,6 @@ echo "--- vmemmap: the probe, its handler, chaining, hotplug, the kernel fixup t
 cargo test -p vmemmap --target "$target" --lib
 cargo test -p vmemmap --target "$target" --test it -- small_space:: signals::
 echo "--- buddy: the allocator's atomics and lists over the table models"
-cargo test -p buddy --target "$target" --lib --test it -- misuse:: pcp:: miri::
+cargo test -p pfnlab-buddy --target "$target" --lib --test it -- misuse:: pcp:: miri::
 echo "--- pfnlab: CNTVCT timing, the floor, pfn parsing"
 cargo test -p pfnlab --target "$target" --lib -- timing:: floor:: parse_pfn

@@ -1,4 +1,4 @@
-//! Small enough for Miri (`cargo +nightly miri test -p buddy --test it miri::`):
+//! Small enough for Miri (`cargo +nightly miri test -p pfnlab-buddy --test it miri::`):
 //! the allocator's unsafe code — intrusive free lists, the spin lock, pcp
 //! lists on two threads, the section table's encoded pointers — over
 //! SPARSEMEM_EXTREME and FLATMEM on a layout with a hole, at 64 and 32
