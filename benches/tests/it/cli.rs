@@ -924,7 +924,10 @@ fn every_layout_help_lists_every_form() {
         args.push("--help");
         let out = pfnlab(&args);
         assert!(out.status.success(), "{args:?}");
-        let help = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+        let help = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         let option = help
             .split(" --")
             .find(|o| o.starts_with("layout ") || o.starts_with("with-layout "))
@@ -933,7 +936,10 @@ fn every_layout_help_lists_every_form() {
             .into_iter()
             .chain(sparsemem::layout::PRESET_NAMES)
         {
-            assert!(option.contains(form), "{args:?}: --layout omits {form}: {option}");
+            assert!(
+                option.contains(form),
+                "{args:?}: --layout omits {form}: {option}"
+            );
         }
         if command == ["replay"] {
             assert!(option.contains("`recorded`"), "{option}");
