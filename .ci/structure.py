@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The code-structure rules of STYLE.md, checked:
+"""The project's code-structure rules, checked:
 
 - no top-level module of a crate uses, directly or through others, a module
   that uses it back (paths `crate::NAME` in non-test code, re-exports of

@@ -1,7 +1,7 @@
 //! `hvo`: HugeTLB vmemmap optimisation, on a memfd-backed
 //! vmemmap where the remap is done for real.
 //!
-//! Part of the programme, in one run, trials interleaved:
+//! What one run measures, its trials interleaved:
 //! - growing and shrinking a pool of 2 MiB folios (`nr_hugepages` up and
 //!   down) per folio with HVO off, with 5.18+'s fake-head layout and
 //!   2026's shared-tail layout, unbatched and batched (6.7), and the
