@@ -11,24 +11,22 @@ use sparsemem::{Geometry, Layout, MemRange, NodeId, Order, Pfn, RangeKind, Spars
 
 const ZID: ZoneId = ZoneId::new(0);
 
-fn allocator(batch: u32) -> Allocator<SparseExtreme, Kernel> {
-    let layout = Layout::new(
-        Geometry::X86_64,
-        vec![MemRange::new(
-            4 << 30,
-            (4 << 30) + (64 << 20),
-            RangeKind::Ram,
-            0,
-        )],
-        "64 MiB",
-    )
-    .unwrap();
+/// One CPU's allocator, 6.18, on `bytes` of Normal memory at 4 GiB, with
+/// the per-CPU `batch` given or the kernel's own.
+fn one_cpu(bytes: u64, batch: Option<u32>) -> Allocator<SparseExtreme, Kernel> {
+    let start = 4 << 30;
+    let range = MemRange::new(start, start + bytes, RangeKind::Ram, 0);
+    let layout = Layout::new(Geometry::X86_64, vec![range], "one zone").unwrap();
     let options = Options {
         cpus: Some(1),
-        pcp_batch: Some(batch),
+        pcp_batch: batch,
         ..Options::for_era(Era::V6_18)
     };
-    let alloc = Allocator::new(SparseExtreme::new(&layout).unwrap(), &layout, options).unwrap();
+    Allocator::new(SparseExtreme::new(&layout).unwrap(), &layout, options).unwrap()
+}
+
+fn allocator(batch: u32) -> Allocator<SparseExtreme, Kernel> {
+    let alloc = one_cpu(64 << 20, Some(batch));
     let zone = &alloc.zones()[0];
     assert_eq!(zone.watermarks().high, 384);
     assert_eq!((zone.high(), zone.high_max()), (320, 2048));
@@ -169,23 +167,7 @@ fn below_the_high_watermark_high_falls_back_to_high_min() {
 /// keep `high` at one of the two, and every page comes back.
 #[test]
 fn a_zone_whose_high_min_is_above_high_max_still_tunes_and_drains() {
-    let layout = Layout::new(
-        Geometry::X86_64,
-        vec![MemRange::new(
-            4 << 30,
-            (4 << 30) + (512 << 10),
-            RangeKind::Ram,
-            0,
-        )],
-        "512 KiB",
-    )
-    .unwrap();
-    let options = Options {
-        cpus: Some(1),
-        ..Options::for_era(Era::V6_18)
-    };
-    let alloc: Allocator<_, Kernel> =
-        Allocator::new(SparseExtreme::new(&layout).unwrap(), &layout, options).unwrap();
+    let alloc = one_cpu(512 << 10, None);
     let zone = &alloc.zones()[0];
     let (high_min, high_max) = (u64::from(zone.high()), u64::from(zone.high_max()));
     assert!(high_min > high_max, "{high_min} ≤ {high_max}");
