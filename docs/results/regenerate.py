@@ -41,6 +41,14 @@ COMMON = [
     "benches/src/counting.rs",
     "benches/src/experiments/mod.rs",
 ]
+# Test-only code inside those folders (the shared test helpers, unit-test
+# files) measures nothing: a change there leaves every result current.
+NOT_MEASURED = [
+    ":(exclude,glob)**/testing.rs",
+    ":(exclude,glob)**/testing/**",
+    ":(exclude,glob)**/tests.rs",
+    ":(exclude,glob)**/*_tests.rs",
+]
 EXP = "benches/src/experiments/"
 TRACE = "gzip-dd.trace.zst"
 REPLAY = ["replay", f"benches/tests/data/{TRACE}", "--exact", "--count-calls"]
@@ -80,7 +88,7 @@ def command_line(name):
 
 
 def measured_paths(name):
-    return COMMON + ENTRIES[name][2]
+    return COMMON + ENTRIES[name][2] + NOT_MEASURED
 
 
 def head_commit(name):
