@@ -308,6 +308,10 @@ unsafe impl<R: SectionRoot, P: PageLayout> MemoryModel for Sparse<R, P> {
 
     fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
         let g = *self.table.geometry();
+        // Memory comes in whole sections, so the range itself bounds its
+        // memmap: a range too large is refused before its sections are
+        // planned one by one.
+        check_memmap_budget(nr_pages.saturating_mul(P::SIZE)).map_err(HotplugError::TooLarge)?;
         let changes = self
             .table
             .plan(start, nr_pages, HotplugOp::Add, MemoryKind::Memory)?;

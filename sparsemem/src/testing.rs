@@ -43,8 +43,8 @@ pub fn cases(default: u32) -> u32 {
 /// each descriptor lives and what it holds. So by default the suites sweep
 /// every window pfn (and walk the whole window) at 64 bytes, and at the
 /// smaller sizes read the descriptors of [`sampled_pfns`] (every
-/// subsection's edges, the layout's edges, random pfns) and walk the
-/// edges, with a whole sweep once at the end of a hotplug sequence.
+/// subsection's edges, the layout's edges, random pfns) and walk across
+/// each boundary, with a whole sweep once at the end of a hotplug sequence.
 pub fn sweeps_whole(size: u64) -> bool {
     size == 64
         || std::env::var("PFNLAB_TEST_FULL")
@@ -62,12 +62,12 @@ pub fn pfns_at<P: PageLayout>(layout: &Layout) -> Vec<Pfn> {
 }
 
 /// The reach of a walk check at `struct page` layout `P`: `reach` where
-/// [`sweeps_whole`], else [`WalkReach::Edges`].
+/// [`sweeps_whole`], else [`WalkReach::Boundaries`].
 pub fn reach_at<P: PageLayout>(reach: WalkReach) -> WalkReach {
     if sweeps_whole(P::SIZE) {
         reach
     } else {
-        WalkReach::Edges
+        WalkReach::Boundaries
     }
 }
 
@@ -427,8 +427,12 @@ pub fn apply_step<M: MemoryModel + ?Sized>(
 /// How much of a layout [`check_walks`] walks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WalkReach {
-    /// Ranges around every range and (sub)section edge only: for models
-    /// whose hole pfns cost a caught fault each.
+    /// A few pfns either side of every range and (sub)section edge: where
+    /// the descriptors change and a subsection's interior does not, as at
+    /// the smaller `struct page` sizes.
+    Boundaries,
+    /// A subsection either side of every range and (sub)section edge: for
+    /// models whose hole pfns cost a caught fault each.
     Edges,
     /// The edges, the whole window, and (by the model's own walk and the
     /// bulk variant) the whole physical span.
@@ -440,7 +444,7 @@ pub enum WalkReach {
 /// [`walk::PerPfnWalk`](crate::walk::PerPfnWalk) and
 /// [`walk::BulkSkipWalk`](crate::walk::BulkSkipWalk) yield exactly the
 /// pfns the reference holds valid, in order; `first_valid_pfn` from every
-/// interesting pfn finds the reference's first; bad ranges are errors.
+/// range's start finds the reference's first; bad ranges are errors.
 pub fn check_walks<M: MemoryModel + ?Sized>(
     model: &M,
     reference: &Reference,
@@ -452,7 +456,10 @@ pub fn check_walks<M: MemoryModel + ?Sized>(
     // A generated hotplug step starts in the window and reaches at most
     // two sections past it.
     let we = (ws + (WINDOW_SECTIONS + 2) * g.pages_per_section()).min(g.max_pfn().get());
-    let reach_sub = g.pages_per_subsection() + 3;
+    let reach_sub = match reach {
+        WalkReach::Boundaries => 3,
+        WalkReach::Edges | WalkReach::Whole => g.pages_per_subsection() + 3,
+    };
     let mut ranges: Vec<(u64, u64)> = interesting_pfns(layout)
         .into_iter()
         .map(Pfn::get)
@@ -460,10 +467,26 @@ pub fn check_walks<M: MemoryModel + ?Sized>(
         .map(|p| (p.saturating_sub(reach_sub).max(ws), (p + reach_sub).min(we)))
         .filter(|(s, e)| s < e)
         .collect();
-    if reach == WalkReach::Whole {
-        ranges.push((ws, we));
+    // `first_valid_pfn` from each range's own start, as a walk would begin
+    // there.
+    for &(s, e) in &ranges {
+        check_first_valid(model, reference, Pfn::new(s), Pfn::new(e))?;
     }
+    // The edges of a range cluster within a subsection of each other, so
+    // their reaches overlap: walk each stretch once. Every pfn the separate
+    // walks would cross, a merged one crosses too.
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len() + 1);
     for (s, e) in ranges {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    if reach == WalkReach::Whole {
+        merged.push((ws, we));
+    }
+    for (s, e) in merged {
         check_range_walks(model, reference, Pfn::new(s), Pfn::new(e))?;
     }
     if reach == WalkReach::Whole {
@@ -508,8 +531,22 @@ fn check_range_walks<M: MemoryModel + ?Sized>(
             ));
         }
     }
+    check_first_valid(model, reference, start, end)
+}
+
+/// `first_valid_pfn(start, end)` is the reference's first valid pfn of the
+/// range, or `end` when it has none.
+fn check_first_valid<M: MemoryModel + ?Sized>(
+    model: &M,
+    reference: &Reference,
+    start: Pfn,
+    end: Pfn,
+) -> Result<(), String> {
     let first = model.first_valid_pfn(start, end);
-    let want_first = want.first().copied().unwrap_or(end);
+    let want_first = (start.get()..end.get())
+        .map(Pfn::new)
+        .find(|&p| reference.pfn_valid(p))
+        .unwrap_or(end);
     if first.min(end) != want_first {
         return Err(format!(
             "{}: first_valid_pfn({start}, {end}) = {first}, reference {want_first}",

@@ -488,6 +488,11 @@ unsafe impl<D: Detector, P: PageLayout> MemoryModel for Vmemmap<D, P> {
     }
 
     fn hot_add(&mut self, start: Pfn, nr_pages: u64) -> Result<(), HotplugError> {
+        // Memory comes in whole sections, so the range itself bounds its
+        // memmap: a range too large is refused before its sections are
+        // planned one by one.
+        sparsemem::memmap::check_memmap_budget(nr_pages.saturating_mul(P::SIZE))
+            .map_err(HotplugError::TooLarge)?;
         let changes = self
             .table
             .plan(start, nr_pages, HotplugOp::Add, MemoryKind::Memory)?;

@@ -178,30 +178,53 @@ fn run_models_every_size<V: Variant>(
     buddy::for_each_buddy_layout!(run_models_at::<V>(layout, ops, pick))
 }
 
-/// [`run_models`] at `struct page` layout `P`.
+/// [`run_models`] at `struct page` layout `P`: every model where the
+/// suites sweep `P` whole ([`sparsemem::testing::sweeps_whole`]), else the
+/// model at `pick` (the allocator's decisions do not depend on the model,
+/// and each case picks another), so the cases cover every pair.
 fn run_models_at<P: BuddyPage, V: Variant>(
     layout: &Layout,
     ops: &[Op],
     pick: usize,
 ) -> Result<(), String> {
+    const MODELS: usize = 5;
     let options = options_for::<V>(pick);
-    if let Some(m) = expect_build(Flat::<P>::build(layout), layout, Semantics::Flat)? {
+    let every = sparsemem::testing::sweeps_whole(P::SIZE);
+    let runs = |i: usize| every || pick % MODELS == i;
+    if runs(0)
+        && let Some(m) = expect_build(Flat::<P>::build(layout), layout, Semantics::Flat)?
+    {
         run::<_, V>(m, layout, ops, options)?;
     }
-    let classic = Sparse::<Classic, P>::build(layout);
-    if let Some(m) = expect_build(classic, layout, Semantics::Section)? {
+    if runs(1)
+        && let Some(m) = expect_build(
+            Sparse::<Classic, P>::build(layout),
+            layout,
+            Semantics::Section,
+        )?
+    {
         run::<_, V>(m, layout, ops, options)?;
     }
-    let extreme = Sparse::<Extreme, P>::build(layout);
-    if let Some(m) = expect_build(extreme, layout, Semantics::Section)? {
+    if runs(2)
+        && let Some(m) = expect_build(
+            Sparse::<Extreme, P>::build(layout),
+            layout,
+            Semantics::Section,
+        )?
+    {
         run::<_, V>(m, layout, ops, options)?;
     }
     let e = |e: sparsemem::BuildError| e.to_string();
     let vopts = VmemmapOptions::default();
-    let table = Vmemmap::<Table, P>::build(layout, vopts).map_err(e)?;
-    run::<_, V>(table, layout, ops, options)?;
-    let probe = Vmemmap::<Probe, P>::build(layout, vopts).map_err(e)?;
-    run::<_, V>(probe, layout, ops, options)
+    if runs(3) {
+        let table = Vmemmap::<Table, P>::build(layout, vopts).map_err(e)?;
+        run::<_, V>(table, layout, ops, options)?;
+    }
+    if runs(4) {
+        let probe = Vmemmap::<Probe, P>::build(layout, vopts).map_err(e)?;
+        run::<_, V>(probe, layout, ops, options)?;
+    }
+    Ok(())
 }
 
 proptest! {

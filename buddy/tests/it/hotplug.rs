@@ -516,7 +516,7 @@ fn an_absurd_hot_add_is_refused_and_a_huge_remove_answers_quickly() {
     fn check<M: BuddyModel>(model: M, layout: &Layout) {
         let mut alloc = Allocator::<_, Kernel>::new(model, layout, Options::default()).unwrap();
         let g = *layout.geometry();
-        let start = Pfn::new((32u64 << 30) >> g.page_shift()); // past the 32 GiB of RAM
+        let start = Pfn::new((32u64 << 30) >> g.page_shift()); // far past the RAM
         let nr = g.max_pfn().get() - start.get();
         let e = alloc.hot_add(start, nr, NodeId::ZERO).unwrap_err();
         assert!(
@@ -531,7 +531,12 @@ fn an_absurd_hot_add_is_refused_and_a_huge_remove_answers_quickly() {
             "bounded by the zones, not the range"
         );
     }
-    let layout = Layout::preset("x86-pci-hole").unwrap();
+    let layout = Layout::new(
+        Geometry::X86_64,
+        vec![MemRange::new(1 << 20, 1 << 30, RangeKind::Ram, 0)],
+        "1 GiB",
+    )
+    .unwrap();
     check(sparsemem::SparseExtreme::new(&layout).unwrap(), &layout);
     check(vmemmap::VmemmapTable::new(&layout).unwrap(), &layout);
 }
