@@ -24,13 +24,20 @@ use crate::table::MemoryKind;
 use crate::types::{NodeId, Pfn};
 
 /// How many cases a generated suite runs: `PFNLAB_PROPTEST_CASES` when it
-/// holds a number (CI samples the suites under QEMU with a few), else
-/// `default`, the suite's own count.
-pub fn cases(default: u32) -> u32 {
-    std::env::var("PFNLAB_PROPTEST_CASES")
+/// holds a number (CI samples the suites under QEMU with a few); `full`,
+/// the suite's own count, with `PFNLAB_TEST_FULL` set (as CI's full step
+/// runs them); else half of `full`, so that `cargo test` stays quick.
+pub fn cases(full: u32) -> u32 {
+    if let Some(n) = std::env::var("PFNLAB_PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    {
+        n
+    } else if std::env::var_os("PFNLAB_TEST_FULL").is_some() {
+        full
+    } else {
+        full.div_ceil(2)
+    }
 }
 
 /// Whether the generated suites sweep the whole window at a `struct page`
