@@ -65,6 +65,10 @@ ENTRIES = {
     "peers": (["bench", "peers"], [], [EXP + "peers"]),
     "hole-density": (["bench", "hole-density"], [], [EXP + "hole_density.rs"]),
     "breakdown": (["bench", "breakdown"], [], [EXP + "breakdown.rs"]),
+    "walk": (["bench", "walk"], [], [EXP + "walk"]),
+    "hvo": (["bench", "hvo"], [], [EXP + "hvo", EXP + "hvo.rs"]),
+    "memdesc": (["bench", "memdesc"], [], [EXP + "memdesc"]),
+    "memmap-lifecycle": (["bench", "memmap-lifecycle"], [], [EXP + "lifecycle"]),
     "replay-1": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
     "replay-2": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
     "replay-3": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
@@ -101,16 +105,22 @@ def head_commit(name):
 def regenerate(name):
     args, features, _ = ENTRIES[name]
     json_path = HERE / f"{name}.json"
+    fresh = HERE / f".{name}.json.new"
     cargo = ["cargo", "run", "--release", "--quiet"] + [a for f in features for a in ("--features", f)]
     print(f"== {name}: {command_line(name)}", flush=True)
-    run = subprocess.run([*cargo, "--", *args, "--json", str(json_path)], cwd=ROOT,
+    run = subprocess.run([*cargo, "--", *args, "--json", str(fresh)], cwd=ROOT,
                          capture_output=True, text=True)
-    if run.returncode != 0:
-        sys.stderr.write(run.stderr)
-        raise SystemExit(f"{name}: the command failed (exit {run.returncode})")
+    try:
+        if run.returncode != 0:
+            sys.stderr.write(run.stderr)
+            raise SystemExit(f"{name}: the command failed (exit {run.returncode})")
+        report = json.loads(fresh.read_text())
+        if not report.get("results"):
+            raise SystemExit(f"{name}: the run measured nothing (no results); the old files are kept")
+    finally:
+        fresh.unlink(missing_ok=True)
     provenance = {"commit": head_commit(name), "command": command_line(name)}
     (HERE / f"{name}.txt").write_text(header_line(provenance) + run.stdout)
-    report = json.loads(json_path.read_text())
     report = {"provenance": provenance, **report}
     json_path.write_text(json.dumps(report, indent=2) + "\n")
 
@@ -174,8 +184,17 @@ def main():
     unknown = [n for n in names if n not in ENTRIES]
     if unknown:
         raise SystemExit(f"unknown results {unknown}; known: {', '.join(ENTRIES)}")
+    failed = []
     for name in names or ENTRIES:
-        regenerate(name)
+        try:
+            regenerate(name)
+        except SystemExit as e:
+            # One failed run does not throw away the others' hours.
+            print(e, file=sys.stderr, flush=True)
+            failed.append(name)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     if not names and "--no-notebook" not in argv:
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
         subprocess.run([sys.executable, str(ROOT / "docs" / "run_notebook.py")], cwd=ROOT, check=True)
