@@ -5,6 +5,7 @@
     python3 docs/results/regenerate.py peers bulk    # only these (no notebook)
     python3 docs/results/regenerate.py --no-notebook # every result, not the notebook
     python3 docs/results/regenerate.py --check       # list stale files (CI)
+    python3 docs/results/regenerate.py --readme      # the README's table and figure only
 
 Every results file records the commit and the command that produced it:
 a `.txt` in its first line (`# provenance: commit SHA | command: ...`), a
@@ -14,8 +15,10 @@ with uncommitted changes to the code it measures names its commit with
 
 `--check` prints, for every file here, the commit it was measured on and
 whether the code it measures (ENTRIES' paths) changed after that commit; it
-fails only when a file names no commit at all, so that results can lag the
-code (a full run takes long) but never lose their provenance.
+fails when a file names no commit at all, when an experiment has no
+results file, or when the README's table is not what compare.json gives;
+results may lag the code (a full run takes long) but never lose their
+provenance.
 
 Full runs are long (peers and lock several minutes each) and their numbers
 depend on the machine's load: run this on a quiet machine.
@@ -24,6 +27,8 @@ import json
 import pathlib
 import subprocess
 import sys
+
+import first_screen
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -67,7 +72,10 @@ ENTRIES = {
     "breakdown": (["bench", "breakdown"], [], [EXP + "breakdown.rs"]),
     "walk": (["bench", "walk"], [], [EXP + "walk"]),
     "hvo": (["bench", "hvo"], [], [EXP + "hvo", EXP + "hvo.rs"]),
-    "memdesc": (["bench", "memdesc"], [], [EXP + "memdesc"]),
+    # The default sweep reaches an 8-byte memmap four times the LLC; with
+    # a 256 MiB LLC that asks for more memmap than half the machine's
+    # memory. 256 GiB of RAM is an 8-byte memmap twice such an LLC.
+    "memdesc": (["bench", "memdesc", "--max-span-mib", "262144"], [], [EXP + "memdesc"]),
     "memmap-lifecycle": (["bench", "memmap-lifecycle"], [], [EXP + "lifecycle"]),
     "replay-1": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
     "replay-2": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
@@ -125,6 +133,29 @@ def regenerate(name):
     json_path.write_text(json.dumps(report, indent=2) + "\n")
 
 
+def write_first_screen():
+    """The README's table and docs/compare.png, from compare.json."""
+    report = first_screen.load(HERE)
+    readme = ROOT / "README.md"
+    readme.write_text(first_screen.replace_block(readme.read_text(), first_screen.block(report)))
+    try:
+        first_screen.figure(report, ROOT / first_screen.FIGURE)
+    except ImportError:
+        print(f"{first_screen.FIGURE} not drawn: install docs/requirements.txt (matplotlib)",
+              file=sys.stderr)
+
+
+def check_first_screen():
+    """Whether the README's table is what compare.json gives."""
+    want = first_screen.block(first_screen.load(HERE))
+    have = first_screen.current_block((ROOT / "README.md").read_text())
+    if have != want:
+        print("README.md: the compare table is not what docs/results/compare.json gives; "
+              "run `python3 docs/results/regenerate.py --readme`", file=sys.stderr)
+        return False
+    return True
+
+
 def header_line(p):
     return f"{TXT_MARK}commit {p['commit']} | command: {p['command']}\n"
 
@@ -173,13 +204,21 @@ def check():
     print(f"{len(files)} results files, {len(stale)} stale, {len(nameless)} naming no commit")
     for name in nameless:
         print(f"no commit: {name}", file=sys.stderr)
-    return 1 if nameless else 0
+    missing = [n for n in ENTRIES if not (HERE / f"{n}.json").exists()]
+    for name in missing:
+        print(f"no committed result: {name} (run `python3 docs/results/regenerate.py {name}`)",
+              file=sys.stderr)
+    readme_ok = check_first_screen()
+    return 1 if nameless or missing or not readme_ok else 0
 
 
 def main():
     argv = sys.argv[1:]
     if "--check" in argv:
         return check()
+    if "--readme" in argv:
+        write_first_screen()
+        return 0
     names = [a for a in argv if not a.startswith("--")]
     unknown = [n for n in names if n not in ENTRIES]
     if unknown:
@@ -188,6 +227,8 @@ def main():
     for name in names or ENTRIES:
         try:
             regenerate(name)
+            if name == "compare":
+                write_first_screen()
         except SystemExit as e:
             # One failed run does not throw away the others' hours.
             print(e, file=sys.stderr, flush=True)
