@@ -79,7 +79,36 @@ def reading(report):
     return lines
 
 
-def block(report):
+def between_runs(report, other):
+    """How far each path's medians move in a second run (another process
+    on the same machine): the intervals cover one process's trials only."""
+    a, b = rows_by(report), rows_by(other)
+    parts, stable = [], []
+    for variant, _, name in PATHS:
+        moves = [(max(x, y) / min(x, y), m) for m in MODELS
+                 if (m, variant) in a and (m, variant) in b
+                 for x, y in [(a[(m, variant)]["ns_per_op_interval"]["median"],
+                               b[(m, variant)]["ns_per_op_interval"]["median"])]]
+        if not moves:
+            continue
+        worst, model = max(moves)
+        if worst <= 1.05:
+            stable.append(name)
+        else:
+            parts.append(f"{name} by up to {worst:.2f}× ({model})")
+    if not parts:
+        return (f"A second run, [`compare-uffd.txt`](docs/results/compare-uffd.txt) (another "
+                f"process on the same machine), repeats every path within 5 %.")
+    line = (f"A second run, [`compare-uffd.txt`](docs/results/compare-uffd.txt) (another process "
+            f"on the same machine), ")
+    if stable:
+        line += "repeats " + " and ".join(stable) + " within 5 %, but "
+    line += ("moves " + "; ".join(parts) + ": further than the intervals, which cover the trials "
+             "of one process. Rank the models on those paths only over several runs.")
+    return line
+
+
+def block(report, other=None):
     rows = rows_by(report)
     head = ["model"] + [h for _, h, _ in PATHS] + ["model share", "memmap resident"]
     out = [BEGIN, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -94,7 +123,10 @@ def block(report):
         cells.append(f"{pair['model_share'] * 100:.0f} %")
         cells.append(f"{pair['memmap_resident_bytes'] / MIB:.0f} MiB")
         out.append("| " + " | ".join(cells) + " |")
-    out += ["", *reading(report), "", machine_line(report), "",
+    out += ["", *reading(report), ""]
+    if other is not None:
+        out += [between_runs(report, other), ""]
+    out += [machine_line(report), "",
             f"![pfn_valid and the allocator pair per model, medians with their intervals]({FIGURE})",
             "", END]
     return "\n".join(out)
@@ -143,5 +175,7 @@ def figure(report, path):
     plt.close(fig)
 
 
-def load(results_dir):
-    return json.loads((pathlib.Path(results_dir) / "compare.json").read_text())
+def load(results_dir, name="compare"):
+    """A committed results file, or None when there is none."""
+    path = pathlib.Path(results_dir) / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
