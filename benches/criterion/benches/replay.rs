@@ -14,9 +14,12 @@ use pfnlab::trace::replay::{ReplayOptions, replay_models};
 use sparsemem::Layout;
 
 fn replay(c: &mut criterion::Criterion<common::TscCycles>) {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests/data/gzip-dd.trace.zst"]
-        .iter()
-        .collect();
+    let path: PathBuf = [
+        env!("CARGO_MANIFEST_DIR"),
+        "../tests/data/gzip-dd.trace.zst",
+    ]
+    .iter()
+    .collect();
     let events = TraceReader::open(&path).unwrap().count() as u64;
     let layout = Layout::preset("x86-pci-hole").unwrap();
     let open = || TraceReader::open(&path);

@@ -1,4 +1,4 @@
-//! vmemmap issue benches: the probe against a plain flags read on cached
+//! vmemmap suites: the probe against a plain flags read on cached
 //! pages, the hole probe, `pfn_valid` + page read for every model with THP
 //! on and off, and building a 64 GiB vmemmap.
 

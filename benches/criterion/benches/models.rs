@@ -1,5 +1,5 @@
 //! Model micro-benchmarks: `pfn_valid` on 4M random valid pfns of a 64 GiB
-//! span with 75 % of sections present, per model (foundation issue), in ns
+//! span with 75 % of sections present, per model, in ns
 //! and TSC cycles.
 
 mod common;

@@ -1,5 +1,5 @@
 //! Shared by the criterion suites: a TSC-cycles measurement and the
-//! layouts the issues specify.
+//! layouts the suites share.
 #![allow(dead_code)]
 
 use criterion::measurement::{Measurement, ValueFormatter};
@@ -70,7 +70,7 @@ pub fn cycles() -> Criterion<TscCycles> {
         .configure_from_args()
 }
 
-/// The foundation issue's bench layout: a 64 GiB span of 512 sections,
+/// The models' bench layout: a 64 GiB span of 512 sections,
 /// 384 of them (75 %) present, chosen by a seeded shuffle.
 pub fn span_64g_75pct() -> Layout {
     let mut sections: Vec<u64> = (0..512).collect();

@@ -1,4 +1,4 @@
-//! Allocator issue benches: order-0 alloc+free through the per-CPU list,
+//! Allocator suites: order-0 alloc+free through the per-CPU list,
 //! bulk array of 128, and the zone path with a full split and merge.
 
 mod common;
