@@ -430,7 +430,8 @@ impl fmt::Display for Verdict {
                 trials,
             } => write!(
                 f,
-                "at {confidence_pct:.0} %: {trials} trials cannot reach {:.0} % for this comparison",
+                "at {confidence_pct:.0} %: {trials} {} cannot reach {:.0} % for this comparison",
+                if *trials == 1 { "trial" } else { "trials" },
                 100.0 * CONFIDENCE
             ),
         }
@@ -735,6 +736,11 @@ mod tests {
             "2.00x [1.90, 2.10], at 75 %: 3 trials cannot reach 95 % for this comparison"
         );
         assert!(ratio_cell(&i).ends_with('~'));
+        // One trial: its level is 0 %, and the trial is one.
+        let one = Interval::of_ratio(&[2.0], &[1.0]).unwrap();
+        assert!(
+            ratio_text(&one).ends_with(", at 0 %: 1 trial cannot reach 95 % for this comparison")
+        );
     }
 
     #[test]

@@ -78,16 +78,15 @@ impl<M: Buildable, V: Variant> PairTrial for ZonePairs<M, V> {
     }
 }
 
-/// An allocator on a fresh `M` for the pair trials (`None`: the layout has
+/// An allocator on `model` for the pair trials (`None`: the layout has
 /// holes inside MAX_PAGE_ORDER blocks, so the kernel would need
 /// HOLES_IN_ZONE).
 fn pair_trial<M: Buildable, V: Variant>(
+    model: M,
     layout: &Layout,
-    options: VmemmapOptions,
     alloc_options: Options,
     start_state: Option<&StartState>,
 ) -> Result<Option<Box<dyn PairTrial>>, AllocError> {
-    let model = M::build(layout, options)?;
     let mut alloc = match Allocator::<M, V>::new(model, layout, alloc_options) {
         Ok(a) => a,
         Err(InitError::Range(RangeError::HolesInBlock { .. })) => return Ok(None),
@@ -144,17 +143,20 @@ impl ModelVisitor for CompareVisitor<'_> {
             valid.len() as u64
         });
         let memmap = model.memmap_bytes();
-        drop(model);
         self.progress.stage(format!("{name}: allocator"));
         let start = self.start_state;
-        let alloc_off = pair_trial::<M, Kernel>(layout, options, self.alloc_options, start)?;
+        // The lookups only read the memmap, so the first allocator takes
+        // over the model they ran on, as the kernel's allocator uses the
+        // memmap its walkers read: one build of a large memmap fewer.
+        let alloc_off = pair_trial::<M, Kernel>(model, layout, self.alloc_options, start)?;
         let alloc_on = if self
             .alloc_options
             .era
             .check_variant::<KernelHoleCheck>()
             .is_ok()
         {
-            pair_trial::<M, KernelHoleCheck>(layout, options, self.alloc_options, start)?
+            let model = M::build(layout, options)?;
+            pair_trial::<M, KernelHoleCheck>(model, layout, self.alloc_options, start)?
         } else {
             None
         };
@@ -357,7 +359,7 @@ fn table(run: &CompareResults) -> String {
     out += &fixup.text();
     if let Some(probe) = results.iter().find(|r| r.kind == ModelKind::VmemmapProbe) {
         out += &format!(
-            "vmemmap-probe pays a user-space signal round trip per hole instead ({} ns): {} the kernel's fixup.\n",
+            "vmemmap-probe pays a user-space signal round trip per hole instead ({} ns); over the kernel's fixup: {}.\n",
             fmt_ns(probe.hole.ns_per_op.median),
             fixup
                 .times(&probe.hole)
