@@ -216,6 +216,14 @@ def check():
 
 def main():
     argv = sys.argv[1:]
+    if "-h" in argv or "--help" in argv:
+        print(__doc__.strip())
+        return 0
+    flags = [a for a in argv if a.startswith("-")]
+    bad = [f for f in flags if f not in ("--check", "--readme", "--no-notebook")]
+    if bad:
+        # An unknown option must not start an hour of runs.
+        raise SystemExit(f"unknown option {bad[0]}; see --help")
     if "--check" in argv:
         return check()
     if "--readme" in argv:
