@@ -218,8 +218,9 @@ fn deferred_init_ends_as_a_plain_build() {
         prop::collection::vec(0u8..=10, 0..40),
     );
     let compared = std::sync::atomic::AtomicU32::new(0);
+    let cases = sparsemem::testing::cases(32);
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases: sparsemem::testing::cases(32),
+        cases,
         ..ProptestConfig::default()
     });
     runner
@@ -229,10 +230,15 @@ fn deferred_init_ends_as_a_plain_build() {
             Ok(())
         })
         .unwrap();
+    // Most small layouts fit the first window whole and defer nothing;
+    // about one build in three defers, so a quarter of the cases is a
+    // floor that a run with nothing compared cannot pass and a seed
+    // cannot fail.
     let compared = compared.into_inner();
+    eprintln!("deferred builds compared: {compared} in {cases} cases");
     assert!(
-        compared >= 16,
-        "only {compared} deferred builds were compared"
+        compared >= (cases / 4).max(2),
+        "only {compared} deferred builds were compared in {cases} cases"
     );
 }
 
