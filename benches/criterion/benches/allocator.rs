@@ -5,20 +5,12 @@ mod common;
 
 use std::hint::black_box;
 
-use buddy::{Allocator, Kernel, Options};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use pfnlab::workloads::{bulk_arrays, pcp_pairs, zone_pairs};
-use sparsemem::{Layout, NodeId};
-use vmemmap::VmemmapTable;
+use sparsemem::NodeId;
 
 fn allocator(c: &mut Criterion) {
-    let layout = Layout::preset("x86-pci-hole").unwrap();
-    let alloc = Allocator::<_, Kernel>::new(
-        VmemmapTable::new(&layout).unwrap(),
-        &layout,
-        Options::default(),
-    )
-    .unwrap();
+    let alloc = common::pci_hole_allocator();
     let mut g = c.benchmark_group("allocator");
     g.throughput(Throughput::Elements(1000));
     g.bench_function("zone-split-merge-pair", |b| {

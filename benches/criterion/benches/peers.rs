@@ -5,23 +5,16 @@
 
 mod common;
 
-use buddy::{Allocator, Kernel, Options};
 use criterion::{Criterion, criterion_group, criterion_main};
 use pfnlab::experiments::peers::crates::{SegmentTree, SummaryBuddy, frame_allocator};
 use pfnlab::experiments::peers::floor::FloorBuddy;
 use pfnlab::experiments::peers::whole_blocks;
 use pfnlab::workloads::{Frames, bursts, frame_bursts, frame_pairs, pcp_pairs, zone_pairs};
 use sparsemem::{Layout, NodeId};
-use vmemmap::VmemmapTable;
 
 fn peers(c: &mut Criterion) {
     let layout = Layout::preset("x86-pci-hole").unwrap();
-    let alloc = Allocator::<_, Kernel>::new(
-        VmemmapTable::new(&layout).unwrap(),
-        &layout,
-        Options::default(),
-    )
-    .unwrap();
+    let alloc = common::pci_hole_allocator();
     let mut g = c.benchmark_group("peers");
     g.bench_function("pfnlab/split-merge-pair", |b| {
         b.iter(|| zone_pairs(&alloc, NodeId::ZERO, 1))

@@ -100,3 +100,15 @@ pub fn ram_64g() -> Layout {
     )
     .expect("valid layout")
 }
+
+/// Today's allocator (6.18) on a vmemmap table over `preset:x86-pci-hole`,
+/// the suites' common subject.
+pub fn pci_hole_allocator() -> buddy::Allocator<vmemmap::VmemmapTable, buddy::Kernel> {
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    buddy::Allocator::new(
+        vmemmap::VmemmapTable::new(&layout).unwrap(),
+        &layout,
+        buddy::Options::default(),
+    )
+    .unwrap()
+}
