@@ -184,8 +184,8 @@ def verdict(iv):
         return "above 1" if lo > 1 else "below 1"
     if excludes:
         n = iv.get("trials")
-        trials = f"{n} trials" if n else "its trials"
-        return f"at {conf:.0%}: {trials} cannot reach 95 % for this comparison"
+        trials = (f"{n} trial" if n == 1 else f"{n} trials") if n else "its trials"
+        return f"at {100 * conf:.0f} %: {trials} cannot reach 95 % for this comparison"
     half = 100 * (hi - lo) / 2 / med if med else math.inf
     return f"within noise, ±{half:.1f} %"
 
