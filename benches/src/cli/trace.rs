@@ -69,7 +69,7 @@ pub struct ReplayArgs {
     /// Models, comma-separated (default: every model).
     #[arg(long, value_parser = ModelKind::parse, value_delimiter = ',')]
     model: Vec<ModelKind>,
-    /// The kernel era the allocator models (default 6.18).
+    /// The kernel era the allocator models: 2.6.9, 2.6.23, 5.13, 5.14, 5.15, 6.1, 6.6, 6.8, 6.12 or 6.18 (default 6.18).
     #[arg(long, value_parser = buddy::Era::parse)]
     era: Option<buddy::Era>,
     /// Start from boot with deferred struct page init (Linux 4.2 on): the

@@ -532,7 +532,7 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
     );
     assert_refused(
         &["bench", "lock", "--era", "3.0"],
-        "unknown era `3.0` (known: 2.6.9, 2.6.23, 5.13, 6.18)",
+        "unknown era `3.0` (known: 2.6.9, 2.6.23, 5.13, 5.14, 5.15, 6.1, 6.6, 6.8, 6.12, 6.18)",
     );
     assert_refused(
         &[

@@ -25,6 +25,7 @@ mod migratetype;
 mod miri;
 mod misuse;
 mod pcp;
+mod pcp_eras;
 mod pcp_tuning;
 mod prep;
 mod start_state;
