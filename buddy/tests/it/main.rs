@@ -31,5 +31,6 @@ mod prep;
 mod start_state;
 mod stress;
 mod views;
+mod views_formats;
 mod walk;
 mod watermark;
