@@ -336,3 +336,31 @@ fn a_snapshots_sysctls_size_the_zones_as_its_machine() {
         "vm.watermark_scale_factor: not read",
     );
 }
+
+/// Without `--era`, a snapshot's kernel picks the era: the newest at or
+/// below its release (a 6.3 kernel models as 6.1), said on standard
+/// error; `--era` still wins.
+#[test]
+fn a_snapshots_kernel_picks_the_era() {
+    let s = Scratch::new("snapshot-era");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshot-host.json");
+    let mut snapshot = pfnlab::snapshot::Snapshot::load(std::path::Path::new(fixture)).unwrap();
+    snapshot.kernel.version = Some("Linux version 6.3.7-200.fc38.x86_64 (mockbuild@)".into());
+    snapshot.kernel.release = Some("6.3.7-200.fc38.x86_64".into());
+    let path = s.path("v6_3.json");
+    snapshot.save(std::path::Path::new(&path)).unwrap();
+    let spec = format!("snapshot:{path}");
+    let out = pfnlab(&["zoneinfo", "--layout", &spec, "--cpus", "2"]);
+    let text = stdout(&out);
+    assert!(
+        !text.contains("promo") && !text.contains("high_min"),
+        "6.1's format"
+    );
+    let note = String::from_utf8(out.stderr).unwrap();
+    assert!(note.contains("era 6.1") && note.contains("6.3.7"), "{note}");
+    let out = pfnlab(&[
+        "zoneinfo", "--layout", &spec, "--cpus", "2", "--era", "6.18",
+    ]);
+    assert!(stdout(&out).contains("high_min"));
+    assert!(out.stderr.is_empty());
+}
