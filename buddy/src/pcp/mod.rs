@@ -4,10 +4,10 @@
 //! its lists without the zone lock; an empty list is refilled by
 //! `rmqueue_bulk`, and when the lists together reach `high` pages a
 //! `batch` of pages goes back with `free_pcppages_bulk`, which takes the
-//! coldest blocks of the lists in the era's order (5.13: round-robin from
-//! list 1 with `batch_free`; 6.x: each list emptied in turn from the one
-//! just freed to), keeping no position between calls. The shape follows
-//! the era:
+//! coldest blocks of the lists in the era's order (to 5.17: round-robin
+//! from list 1 with `batch_free`; 5.18 on: each list emptied in turn from
+//! the one just freed to), keeping no position between calls. The shape
+//! follows the era:
 //!
 //! | era | lists per zone | orders | guard |
 //! |---|---|---|---|
@@ -29,7 +29,7 @@
 //! and drain sizes are tuned between `high_min` and `high_max` instead
 //! ([`tune`]; the vmstat tick is [`PerCpu::vmstat_update`]). `high` and `batch` are copied
 //! into the handle's `per_cpu_pages` when it is made, as the kernel keeps
-//! them per CPU; they change only with `&mut` on the allocator. In 6.18 a
+//! them per CPU; they change only with `&mut` on the allocator. From 6.0 a
 //! failed trylock sends the request to the zone; in pfnlab it only fails
 //! in a test, since no interrupt or remote drain shares a handle's lists.
 //! Refill and drain take the zone lock once per batch
@@ -118,7 +118,7 @@ struct Pcp<P> {
     /// `zone_statistics`' NUMA counts not yet folded in (5.13's
     /// `vm_numa_stat_diff`, 6.18's `vm_numa_event`).
     numa: NumaEvents,
-    /// `pcp->lock` (6.x).
+    /// `pcp->lock` (6.0 on).
     lock: TryLock,
 }
 
@@ -301,7 +301,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     }
 
     /// `rmqueue_pcplist`: [`PerCpu::__rmqueue_pcplist`] under the pcp lock
-    /// (6.x), prepared for the caller; `None` when the list cannot be
+    /// (6.0 on), prepared for the caller; `None` when the list cannot be
     /// refilled or the trylock fails, so the caller goes to the zone.
     #[inline(always)]
     fn rmqueue_pcplist<const TUNED: bool>(

@@ -52,8 +52,8 @@ pub struct ZoneSizes {
     /// `pcp->high_min`: the zone's `high` before 6.7 (`6 × batch` before
     /// 5.14).
     pub high_min: u32,
-    /// `pcp->high_max` (from 6.7; before, the allocator's bound for
-    /// nothing, sized as 6.7 sizes it).
+    /// `pcp->high_max` (6.7 on; before 6.7 no kernel has it, and this is
+    /// what 6.7's rule would give).
     pub high_max: u32,
     /// `stat_threshold`.
     pub stat_threshold: u64,
