@@ -2,10 +2,12 @@
 //! field, each difference with its cause where one can be known.
 //!
 //! What can match: every field the kernel computes (watermarks,
-//! `protection`, `batch`, `high_min`, `high_max`, the vmstat threshold),
-//! once the managed pages, CPUs and sysctls are the machine's
-//! ([`kernel_zone_sizes`](super::kernel_zone_sizes)). What cannot: live
-//! state (`pages free`, a pageset's `count` and `high`), and `managed`
+//! `protection`, `batch`, `high_min`, `high_max`, the vmstat threshold,
+//! and before 6.7 each CPU's `high`), once the managed pages, CPUs and
+//! sysctls are the machine's
+//! ([`kernel_zone_sizes`](super::kernel_zone_sizes)); a field only one of
+//! the two formats prints is not compared. What cannot: live state
+//! (`pages free`, a pageset's `count` and, from 6.7, `high`), and `managed`
 //! itself unless it is taken from the machine — the kernel's excludes
 //! what memblock kept at boot (the memmap among it) and, with deferred
 //! struct page init, pages not yet initialised.
@@ -116,7 +118,10 @@ pub fn compare(ours: &Zoneinfo, theirs: &Zoneinfo, inputs: &SizingInputs) -> Vec
         let promo = ours.format.has_promo() && theirs.format.has_promo();
         compare_watermarks(&mut diff, o, t, own, promo);
         if let (Some(op), Some(tp)) = (&o.populated, &t.populated) {
-            compare_pagesets(&mut diff, op, tp, own);
+            // Before 6.7 every CPU's `high` is the zone's, computed like
+            // `high_min`; a file with `high_min` (6.13 on) tunes it.
+            let fixed_high = ours.format.high_is_the_zones() && !theirs.format.has_high_min_max();
+            compare_pagesets(&mut diff, op, tp, own, fixed_high);
         }
     }
     out
@@ -200,18 +205,25 @@ fn compare_watermarks(
 }
 
 /// A populated zone's pagesets, CPU by CPU, the number of online CPUs,
-/// and `start_pfn`.
+/// and `start_pfn`; each CPU's `high` is computed with `fixed_high`, else
+/// live state.
 fn compare_pagesets(
     diff: &mut ZoneDiff<'_>,
     op: &Populated,
     tp: &Populated,
     own: Option<&ZoneSizes>,
+    fixed_high: bool,
 ) {
     for (a, b) in op.pagesets.iter().zip(&tp.pagesets) {
         let cpu = b.cpu;
         let live = Some(Cause::LiveState);
         diff.field(format!("cpu {cpu} count"), a.count, b.count, live);
-        diff.field(format!("cpu {cpu} high"), a.high, b.high, live);
+        if fixed_high {
+            let own_high = own.map(|s| u64::from(s.high_min));
+            diff.computed(format!("cpu {cpu} high"), a.high, b.high, own_high);
+        } else {
+            diff.field(format!("cpu {cpu} high"), a.high, b.high, live);
+        }
         let own_batch = own.map(|s| u64::from(s.batch));
         diff.computed(format!("cpu {cpu} batch"), a.batch, b.batch, own_batch);
         // Printed from 6.13 only: compared where both files have them.

@@ -97,6 +97,18 @@ fn a_6_1_zoneinfo_is_compared_on_the_fields_it_prints() {
         assert!(d.field.ends_with(" high"), "{d}");
         assert_eq!(d.cause, Some(buddy::views::Cause::LiveState), "{d}");
     }
+    // Before 6.7 `high` is computed: one off is named as such.
+    let mut off = old.clone();
+    let p = off
+        .zones
+        .iter_mut()
+        .find_map(|z| z.populated.as_mut())
+        .unwrap();
+    p.pagesets[0].high += 1;
+    let diffs = compare(&off, &old, &inputs(Era::V6_1));
+    assert_eq!(diffs.len(), 1, "{diffs:?}");
+    assert_eq!(diffs[0].field, "cpu 0 high");
+    assert_eq!(diffs[0].cause, Some(buddy::views::Cause::FollowsManaged));
 }
 
 /// A file whose zones lack a line every release from 5.14 prints, or
