@@ -184,3 +184,18 @@ fn a_full_drain_before_6_10_is_one_bulk_free() {
     assert_eq!(cpu.pcp[0].count, 0);
     assert_eq!(alloc.stats_total().pcp_drains - drains, 1);
 }
+
+/// `free_high` waits for `free_count >= batch` from 6.7 (6.8 and 6.12
+/// here), for `batch + high_min / 2` from 6.16.
+#[test]
+fn the_free_high_threshold_follows_the_era() {
+    for (era, half_high_min) in [(Era::V6_8, false), (Era::V6_12, false), (Era::V6_18, true)] {
+        let alloc = allocator(era);
+        let cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+        let pcp = &cpu.pcp[0];
+        let batch = u64::from(pcp.batch);
+        let want = batch + if half_high_min { pcp.high_min / 2 } else { 0 };
+        assert!(pcp.high_min > 0, "{era}");
+        assert_eq!(pcp.free_high_count, want, "{era}");
+    }
+}
