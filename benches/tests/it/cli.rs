@@ -969,3 +969,40 @@ fn every_layout_help_lists_every_form() {
     let help = String::from_utf8_lossy(&pfnlab(&["zoneinfo", "--help"]).stdout).to_string();
     assert!(help.contains("--thp <true|false>"), "{help}");
 }
+
+/// Every command that takes `--era` lists every era in its help.
+#[test]
+fn every_era_help_lists_every_era() {
+    for command in [
+        &[][..],
+        &["zoneinfo"],
+        &["buddyinfo"],
+        &["pagetypeinfo"],
+        &["replay"],
+        &["bench", "lock"],
+    ] {
+        let out = pfnlab(&[command, &["--help"]].concat());
+        assert!(out.status.success(), "{command:?}");
+        let help = String::from_utf8(out.stdout).unwrap();
+        let line = help
+            .split("--era")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{command:?}: no --era"));
+        let text: String = line
+            .split("\n  -")
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let words: Vec<&str> = text
+            .split(|c: char| c.is_whitespace() || ",:()".contains(c))
+            .collect();
+        for era in buddy::Era::ALL {
+            assert!(
+                words.contains(&era.name()),
+                "{command:?} lacks {era}: {text}"
+            );
+        }
+    }
+}
