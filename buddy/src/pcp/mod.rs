@@ -27,10 +27,10 @@
 //! allocation, and from 5.18 a free of order 1 to 3 while `free_factor` is
 //! not 0 empties the lists (`free_high`); from 6.7 `high` and the refill
 //! and drain sizes are tuned between `high_min` and `high_max` instead
-//! ([`tune`]; the vmstat tick is [`PerCpu::vmstat_update`]). `high` and `batch` are copied
-//! into the handle's `per_cpu_pages` when it is made, as the kernel keeps
-//! them per CPU; they change only with `&mut` on the allocator. From 6.0 a
-//! failed trylock sends the request to the zone; in pfnlab it only fails
+//! ([`tune`]; the vmstat tick is [`PerCpu::vmstat_update`]). `high` and
+//! `batch` are copied into the handle's `per_cpu_pages` when it is made,
+//! as the kernel keeps them per CPU; they change only with `&mut` on the
+//! allocator. From 6.0 a failed trylock sends the request to the zone; in pfnlab it only fails
 //! in a test, since no interrupt or remote drain shares a handle's lists.
 //! Refill and drain take the zone lock once per batch
 //! ([`LockPolicy::PerBatch`](crate::LockPolicy::PerBatch), the kernel) or
