@@ -58,8 +58,8 @@ pub struct Options {
     /// 2.6.25 and 4.2 cost the same one locked operation, so only the lock
     /// experiment, which contends for it, chooses).
     pub zone_lock: ZoneLockKind,
-    /// `vm.percpu_pagelist_high_fraction` (Linux 5.14 on; the 6.18 era
-    /// here): with a value `f` (at least 8), `pcp->high` is a zone's
+    /// `vm.percpu_pagelist_high_fraction` (Linux 5.14 on, and every era
+    /// from 5.14 here): with a value `f` (at least 8), `pcp->high` is a zone's
     /// managed pages over `f`, split over the node's CPUs, instead of its
     /// low watermark; 0, the default, keeps the watermark.
     pub percpu_pagelist_high_fraction: u32,

@@ -442,7 +442,7 @@ pub fn compact_zone<M: BuddyModel, V: Variant>(
     cc: CompactControl,
 ) -> Result<CompactCounts, CompactError> {
     let era = alloc.options().era;
-    if matches!(era, Era::V2_6_9 | Era::V2_6_23) {
+    if !era.has_compaction() {
         return Err(CompactError::NoCompaction(era));
     }
     let zone = alloc.zone(zid).ok_or(CompactError::NoZone(zid))?;

@@ -7,8 +7,7 @@
 //! only the `struct page`s of each node's low zones and the first part of
 //! its highest zone — the zone that ends where the node ends — up to the
 //! node's `first_deferred_pfn`. pfnlab sets it by the rule of 4.17 on
-//! (`defer_init`), which both of its eras with the mechanism (5.13 and
-//! 6.18) run: count the zone's memory pfns in order, and defer from the
+//! (`defer_init`), which every era with the mechanism (5.13 on) runs: count the zone's memory pfns in order, and defer from the
 //! first section-aligned pfn once more than `PAGES_PER_SECTION` have been
 //! counted — one section of memory initialised. (4.2 to 4.16 kept 2 GiB of
 //! the highest zone instead, `static_init_pgcnt`; no pfnlab era has that
@@ -54,12 +53,13 @@
 //! The zone path ([`Allocator::alloc_pages`], which the hugetlb pool
 //! takes) switches between the same two forms on the key and grows on a
 //! miss at any order, as `get_page_from_freelist` does. Bulk allocation
-//! grows a zone short of its watermark in its own zone loop in 6.18, as
-//! `__alloc_pages_bulk` does since Kirill Shutemov's fix beside
-//! unaccepted memory's; in 5.13 it moves on to the next
-//! zone, and grows only through its one-page fallback when no zone is
-//! left. Left out: 6.18's single padata job per zone (both eras here free
-//! per `MAX_PAGE_ORDER` block).
+//! grows a zone short of its watermark in its own zone loop from 6.12, as
+//! `__alloc_pages_bulk` does since Kirill Shutemov's `4be9064baac0`
+//! beside unaccepted memory's; before (5.13 to 6.8) it moves on to the
+//! next zone, and grows only through its one-page fallback when no zone
+//! is left. Left out: 6.18's single padata job per zone and its
+//! section-per-step `deferred_grow_zone` (every era here frees per
+//! `MAX_PAGE_ORDER` block).
 //!
 //! # Safety
 //! Deferred pages are written through `&Page` while the allocator is
@@ -85,9 +85,10 @@ use crate::zone::{FpiFlags, for_each_aligned_block};
 
 /// Why deferred init cannot be had.
 pub(crate) fn check_era(era: Era) -> Result<(), InitError> {
-    match era {
-        Era::V2_6_9 | Era::V2_6_23 => Err(InitError::EraMismatch(NotInEra::DeferredInit { era })),
-        Era::V5_13 | Era::V6_18 => Ok(()),
+    if era.has_deferred_init() {
+        Ok(())
+    } else {
+        Err(InitError::EraMismatch(NotInEra::DeferredInit { era }))
     }
 }
 
@@ -276,14 +277,14 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
 
     /// `__alloc_pages_bulk`'s zone loop on a zone short of its watermark:
     /// while the `deferred_pages` key is on and the era's bulk path grows
-    /// zones (6.18's does, `goto retry_this_zone` after
-    /// `_deferred_grow_zone(zone, 0)`; 5.13's, the 2021 original, does not
-    /// and moves on to the next zone), grow zone `zid` a section at a time
-    /// until `above` (its watermark check) holds.
+    /// zones ([`Era::bulk_grows_deferred_zone`]: 6.12's and later do,
+    /// `goto retry_this_zone` after `_deferred_grow_zone(zone, 0)`; before,
+    /// from 5.13's 2021 original, it moves on to the next zone), grow zone
+    /// `zid` a section at a time until `above` (its watermark check) holds.
     #[cold]
     #[inline(never)]
     pub(crate) fn bulk_grow_zone(&self, zid: ZoneId, above: impl Fn() -> bool) -> bool {
-        if !self.deferred_pages_enabled() || self.options.era != Era::V6_18 {
+        if !self.deferred_pages_enabled() || !self.options.era.bulk_grows_deferred_zone() {
             return false;
         }
         while self.deferred_grow_zone(zid, Order::ZERO) {

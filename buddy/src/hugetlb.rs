@@ -12,8 +12,11 @@
 //! fails as soon as no such run is free) and made one compound folio
 //! (`prep_compound_gigantic_folio`). With HVO on, new folios are optimised
 //! (batched as 6.7's `hugetlb_vmemmap_optimize_folios`, or one by one).
-//! HVO exists in the 6.18 era only (it arrived in 5.14); 2026's
-//! shared-tail layout is a patch set on top of it, offered there too.
+//! HVO arrived in 5.14 keeping two vmemmap pages per folio; pfnlab models
+//! the one-page fake-head layout of 5.18 on ("mm: hugetlb: free the 2nd
+//! vmemmap page associated with each HugeTLB page"), so an era from 6.1
+//! has it, batched from 6.7 (6.8 on); 2026's shared-tail layout is a
+//! patch set on top of it, offered with the 6.18 era only.
 //!
 //! Shrinking (`update_and_free_pages_bulk`) must first restore each folio's
 //! vmemmap, which allocates its pages back from the buddy on the folio's
@@ -45,6 +48,17 @@ use crate::error::{FreeError, RequestError};
 use crate::gfp::Gfp;
 use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
+
+/// Whether `era` has HVO in `mode`'s form: the fake-head layout from
+/// 5.18, batched from 6.7 (`hugetlb_vmemmap_optimize_folios`), the
+/// shared-tail patch set on 6.18 only.
+fn hvo_in_era(mode: HvoMode, era: Era) -> bool {
+    let layout = match mode.layout {
+        HvoLayout::FakeHead => era.since(5, 18),
+        HvoLayout::SharedTail => era.since(6, 18),
+    };
+    layout && (!mode.batched || era.since(6, 7))
+}
 
 /// `htlb_alloc_mask`: `GFP_HIGHUSER | __GFP_COMP | __GFP_RETRY_MAYFAIL |
 /// __GFP_NOWARN` (hugepages not treated as movable).
@@ -87,7 +101,8 @@ pub enum HugetlbError {
     },
     /// HVO asked for and refused (the model, the architecture, the size).
     Hvo(HvoError),
-    /// HVO asked for in a kernel that predates it (5.14).
+    /// HVO asked for in a kernel without pfnlab's form of it (before
+    /// 5.18; batched before 6.7; shared tails before 6.18).
     NoHvoInEra(Era),
     /// A gigantic folio needs an aligned run of free max-order blocks in
     /// one zone, and none is free (no migration makes one).
@@ -124,7 +139,7 @@ impl std::fmt::Display for HugetlbError {
             HugetlbError::Hvo(e) => write!(f, "{e}"),
             HugetlbError::NoHvoInEra(era) => write!(
                 f,
-                "HugeTLB vmemmap optimisation arrived in 5.14; Linux {} has none",
+                "pfnlab's HugeTLB vmemmap optimisation is 5.18's fake heads (batched from 6.7, shared tails with 6.18 only); Linux {} has not that form",
                 era.name()
             ),
             HugetlbError::NoContiguousRange { order } => write!(
@@ -204,7 +219,9 @@ impl HugetlbPool {
                 page_size: <M::Page as sparsemem::PageLayout>::SIZE,
             });
         }
-        if hvo.is_some() && alloc.options().era < Era::V6_18 {
+        if let Some(mode) = hvo
+            && !hvo_in_era(mode, alloc.options().era)
+        {
             return Err(HugetlbError::NoHvoInEra(alloc.options().era));
         }
         if hvo.is_some() {
@@ -599,5 +616,27 @@ unsafe fn destroy_compound_gigantic_folio<M: BuddyModel>(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// HVO's forms by era: fake heads from 5.18 (6.1 here), batched from
+    /// 6.7 (6.8 here), shared tails with 6.18 only.
+    #[test]
+    fn hvo_forms_follow_the_era() {
+        let mode = |layout, batched| HvoMode { layout, batched };
+        let fake = mode(HvoLayout::FakeHead, false);
+        let batched = mode(HvoLayout::FakeHead, true);
+        let shared = mode(HvoLayout::SharedTail, true);
+        let eras = |m: HvoMode| -> Vec<Era> {
+            Era::ALL.into_iter().filter(|&e| hvo_in_era(m, e)).collect()
+        };
+        use Era::*;
+        assert_eq!(eras(fake), [V6_1, V6_6, V6_8, V6_12, V6_18]);
+        assert_eq!(eras(batched), [V6_8, V6_12, V6_18]);
+        assert_eq!(eras(shared), [V6_18]);
     }
 }

@@ -278,8 +278,9 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         let nodes = self.nodes.len().max(1) as u32;
         let split = cpus.div_ceil(nodes).max(1);
         let page_shift = self.model.geometry().page_shift();
+        let promo = self.options.era.has_wmark_promo();
         for (zone, marks) in self.zones.iter_mut().zip(marks) {
-            zone.watermarks = marks;
+            zone.watermarks = marks.in_era(promo);
             zone.set_pcp_sizes(
                 self.options.era,
                 self.options.pcp_batch,

@@ -69,9 +69,10 @@ impl MemmapInitForm {
 
     /// The form `era` runs.
     pub const fn of_era(era: Era) -> MemmapInitForm {
-        match era {
-            Era::V2_6_9 | Era::V2_6_23 => MemmapInitForm::PerPfn,
-            Era::V5_13 | Era::V6_18 => MemmapInitForm::MemblockRanges,
+        if era.since(5, 8) {
+            MemmapInitForm::MemblockRanges
+        } else {
+            MemmapInitForm::PerPfn
         }
     }
 

@@ -6,8 +6,9 @@
 //! took the request only for an add of exactly one memory block whose
 //! memmap fills whole PMDs and leaves whole pageblocks; 6.6 gave every
 //! block its own altmap and the `force` mode, which pads the memmap to
-//! whole pageblocks; 6.8 splits a larger add per block. The 6.18 era here
-//! has all of it; 5.13 has the one-block form; the 2.6 eras none. The
+//! whole pageblocks; 6.8 splits a larger add per block. Each era here has
+//! what its release had: 5.13 to 6.1 the one-block form, 6.6 `force` too,
+//! 6.8 on all of it; the 2.6 eras none. The
 //! kernel's gate, `mhp_supports_memmap_on_memory` (6.8 on), asks in this
 //! order:
 //!
@@ -107,7 +108,7 @@ impl fmt::Display for MemmapOnMemoryError {
                 block_pages,
             } => write!(
                 f,
-                "Linux 5.13 puts the memmap on the memory only for an add of one memory block ({block_pages} pages), not {nr_pages} pages (6.8 splits larger adds per block)"
+                "Linux 5.13 to 6.7 puts the memmap on the memory only for an add of one memory block ({block_pages} pages), not {nr_pages} pages (6.8 splits larger adds per block)"
             ),
             Self::MemmapNotPageAligned { memmap_bytes } => write!(
                 f,
@@ -152,18 +153,19 @@ pub fn memmap_on_memory_pages(
     nr_pages: u64,
 ) -> Result<u64, MemmapOnMemoryError> {
     let block_pages = g.memory_block_pages();
-    match era {
-        Era::V2_6_9 | Era::V2_6_23 => return Err(MemmapOnMemoryError::Era(era)),
-        Era::V5_13 if mode == MemmapOnMemory::Force => {
-            return Err(MemmapOnMemoryError::ForceEra(era));
-        }
-        Era::V5_13 if nr_pages != block_pages => {
-            return Err(MemmapOnMemoryError::NotOneBlock {
-                nr_pages,
-                block_pages,
-            });
-        }
-        Era::V5_13 | Era::V6_18 => {}
+    // memmap_on_memory: 5.13; `force`: 6.6; an add of several blocks
+    // split per block: 6.8 (as this module's documentation dates them).
+    if !era.since(5, 13) {
+        return Err(MemmapOnMemoryError::Era(era));
+    }
+    if mode == MemmapOnMemory::Force && !era.since(6, 6) {
+        return Err(MemmapOnMemoryError::ForceEra(era));
+    }
+    if nr_pages != block_pages && !era.since(6, 8) {
+        return Err(MemmapOnMemoryError::NotOneBlock {
+            nr_pages,
+            block_pages,
+        });
     }
     let memmap_bytes = block_pages * PAGE_STRUCT_SIZE;
     if !memmap_bytes.is_multiple_of(g.page_size()) {
@@ -208,6 +210,23 @@ mod tests {
             memmap_on_memory_pages(&g, Era::V5_13, MemmapOnMemory::On, 1 << 15),
             Ok(512)
         );
+    }
+
+    /// `force` from 6.6, adds of several blocks from 6.8.
+    #[test]
+    fn each_era_has_its_releases_rules() {
+        let g = Geometry::X86_64;
+        let (one, two) = (1 << 15, 2 << 15);
+        let gate = |era, mode, n| memmap_on_memory_pages(&g, era, mode, n);
+        for era in [Era::V5_14, Era::V5_15, Era::V6_1] {
+            assert_eq!(gate(era, MemmapOnMemory::On, one), Ok(512), "{era}");
+            assert!(gate(era, MemmapOnMemory::Force, one).is_err(), "{era}");
+        }
+        assert_eq!(gate(Era::V6_6, MemmapOnMemory::Force, one), Ok(512));
+        assert!(gate(Era::V6_6, MemmapOnMemory::On, two).is_err());
+        for era in [Era::V6_8, Era::V6_12] {
+            assert_eq!(gate(era, MemmapOnMemory::On, two), Ok(512), "{era}");
+        }
     }
 
     #[test]

@@ -195,13 +195,17 @@ pub const MAX_BULK: usize = 4096;
 pub enum HighatomicRules {
     /// No reserve: an era before it (or pfnlab's pageblock mechanism off).
     None,
-    /// Linux 4.4–6.2 (pfnlab's 5.13): `ALLOC_HARDER` (`GFP_ATOMIC`) takes
+    /// Linux 4.4–6.2 (pfnlab's 5.13 to 6.8; see
+    /// [`Era::highatomic_6_18_rules`](crate::Era::highatomic_6_18_rules)
+    /// for what 6.6 and 6.8 had of the other rules): `ALLOC_HARDER` (`GFP_ATOMIC`) takes
     /// from the reserve at order > 0 and reserves a pageblock on success,
     /// up to 1 % of the zone plus one pageblock; the watermark hides
     /// `nr_reserved_highatomic` from every request without `ALLOC_HARDER`
     /// or `ALLOC_OOM`.
     Harder,
-    /// Linux 6.13 on (pfnlab's 6.18): `ALLOC_HIGHATOMIC` (non-blocking,
+    /// Linux 6.12 on (pfnlab's 6.12 and 6.18; 6.3's flags, 6.8's limit,
+    /// 6.10's typing of larger blocks, 6.12's free count and order-0
+    /// fallback): `ALLOC_HIGHATOMIC` (non-blocking,
     /// `__GFP_HIGH`, order > 0) as above, the limit 1 % of the zone
     /// rounded up to a pageblock and none for a zone under 100
     /// pageblocks; a non-blocking request whose own lists failed may take

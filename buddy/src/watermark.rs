@@ -14,7 +14,8 @@
 //! zone's `min` is `managed / 1024` clamped to 32..128 pages
 //! (`SWAP_CLUSTER_MAX`); the distances `min → low → high → promo` are the
 //! larger of `min / 4` and `managed × watermark_scale_factor / 10000` (10
-//! by default, 0.1 %; `WMARK_PROMO` is Linux 6.0's, for memory tiering). `setup_per_zone_lowmem_reserve` keeps part of each lower zone
+//! by default, 0.1 %; `WMARK_PROMO` is Linux 5.18's, for memory tiering,
+//! and 0 in an era before it). `setup_per_zone_lowmem_reserve` keeps part of each lower zone
 //! back from requests that could have used a higher one. The allocation
 //! path checks them as `zone_watermark_fast` does (see
 //! [`Allocator`](crate::Allocator)).
@@ -36,8 +37,19 @@ pub struct Watermarks {
     pub low: u64,
     /// `WMARK_HIGH`.
     pub high: u64,
-    /// `WMARK_PROMO` (Linux 6.0 on; nothing in pfnlab checks it).
+    /// `WMARK_PROMO` (Linux 5.18 on; nothing in pfnlab checks it).
     pub promo: u64,
+}
+
+impl Watermarks {
+    /// These watermarks in an era with `WMARK_PROMO` (`promo` true) or
+    /// without it (`promo` 0).
+    pub fn in_era(self, promo: bool) -> Watermarks {
+        Watermarks {
+            promo: if promo { self.promo } else { 0 },
+            ..self
+        }
+    }
 }
 
 /// `MAX_NR_ZONES` of an x86_64 kernel with `CONFIG_ZONE_DEVICE`: DMA,

@@ -22,7 +22,8 @@ pub struct Common {
     /// machine a `pfnlab snapshot` file was taken on) or a TOML file (default: the experiment's own).
     #[arg(long, value_parser = parse_layout)]
     layout: Option<LayoutSpec>,
-    /// Kernel era whose mechanisms the allocator models (default: the
+    /// Kernel era whose mechanisms the allocator models: 2.6.9, 2.6.23,
+    /// 5.13, 5.14, 5.15, 6.1, 6.6, 6.8, 6.12 or 6.18 (default: the
     /// experiment's seed's era).
     #[arg(long, value_parser = buddy::Era::parse)]
     era: Option<buddy::Era>,

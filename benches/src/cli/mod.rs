@@ -45,8 +45,8 @@ pub struct Cli {
     /// Default comparison: short runs (for tests and smoke checks).
     #[arg(long)]
     quick: bool,
-    /// Default comparison: the kernel era the allocator models (default
-    /// 6.18).
+    /// Default comparison: the kernel era the allocator models: 2.6.9,
+    /// 2.6.23, 5.13, 5.14, 5.15, 6.1, 6.6, 6.8, 6.12 or 6.18 (default 6.18).
     #[arg(long, value_parser = buddy::Era::parse)]
     era: Option<buddy::Era>,
     #[command(flatten)]

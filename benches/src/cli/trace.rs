@@ -9,7 +9,7 @@ use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::machine::Machine;
 use pfnlab::models::ModelKind;
 use pfnlab::report::{JsonOut, Report};
-use pfnlab::snapshot::StartState;
+use pfnlab::snapshot::{Snapshot, StartState};
 use pfnlab::trace::format::{TraceReader, convert};
 use pfnlab::trace::record::{RecordOptions, record_to};
 use pfnlab::trace::replay::{
@@ -69,7 +69,10 @@ pub struct ReplayArgs {
     /// Models, comma-separated (default: every model).
     #[arg(long, value_parser = ModelKind::parse, value_delimiter = ',')]
     model: Vec<ModelKind>,
-    /// The kernel era the allocator models (default 6.18).
+    /// The kernel era the allocator models: 2.6.9, 2.6.23, 5.13, 5.14,
+    /// 5.15, 6.1, 6.6, 6.8, 6.12 or 6.18 (default: with a snapshot's
+    /// start state or layout, the newest era at or below its kernel's
+    /// release, said in the header; else 6.18).
     #[arg(long, value_parser = buddy::Era::parse)]
     era: Option<buddy::Era>,
     /// Start from boot with deferred struct page init (Linux 4.2 on): the
@@ -194,6 +197,31 @@ fn start_and_layout(
     Ok((start, layout))
 }
 
+/// The replay's era: `--era`, else the kernel's of the snapshot the start
+/// state or layout comes from, with the header's words for it, else the
+/// default.
+fn replay_era(
+    args: &ReplayArgs,
+    start: Option<&StartState>,
+    layout: Option<&LayoutSpec>,
+) -> Result<(buddy::Era, String), CliError> {
+    if let Some(era) = args.era {
+        return Ok((era, String::new()));
+    }
+    let snapshot = match (start, layout) {
+        (Some(s), _) => Some(&s.record().snapshot),
+        (None, Some(LayoutSpec::Snapshot(path))) => Some(path),
+        _ => None,
+    };
+    let Some(path) = snapshot else {
+        return Ok((buddy::Era::default(), String::new()));
+    };
+    Ok(match Snapshot::load(path)?.era() {
+        Some((era, release)) => (era, format!(" (the snapshot's kernel {release})")),
+        None => (buddy::Era::default(), String::new()),
+    })
+}
+
 /// Runs `pfnlab replay`; `outer` is a `--layout` given before the command.
 pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliError> {
     let started = Instant::now();
@@ -205,6 +233,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     let first =
         TraceReader::open(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
     let (start, spec) = start_and_layout(&args, outer)?;
+    let (era, era_source) = replay_era(&args, start.as_ref(), spec.as_ref())?;
     let layout = loaded(replay_layout(spec.as_ref(), first.header())?);
     drop(first);
     let kinds = if args.model.is_empty() {
@@ -214,6 +243,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     };
     let options = ReplayOptions {
         started: Some(started),
+        era,
         ..replay_options(&args)
     };
     let results = run_models(file, &layout, &kinds, options, start.as_ref())?;
@@ -228,9 +258,10 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
         return Err(CliError(format!("--start-state: {e}")));
     }
     println!(
-        "pfnlab replay {} | era {} | layout {}",
+        "pfnlab replay {} | era {}{} | layout {}",
         file.display(),
         options.era,
+        era_source,
         layout.source()
     );
     println!("machine: {}\n", machine.summary());

@@ -21,7 +21,10 @@ pub struct ModelArgs {
     /// machine a `pfnlab snapshot` file was taken on) or a TOML file (default: host).
     #[arg(long, value_parser = parse_layout)]
     layout: Option<LayoutSpec>,
-    /// The kernel era the allocator models (default 6.18).
+    /// The kernel era the allocator models: 2.6.9, 2.6.23, 5.13, 5.14,
+    /// 5.15, 6.1, 6.6, 6.8, 6.12 or 6.18 (default: a snapshot's kernel's,
+    /// the newest era at or below its release, when a snapshot is given;
+    /// else 6.18).
     #[arg(long, value_parser = Era::parse)]
     era: Option<Era>,
     /// Online CPUs, spread evenly over the nodes (default: this machine's).
@@ -207,12 +210,41 @@ fn inputs(args: &ModelArgs, era: Era) -> Result<(Sysctls, u32, u32), CliError> {
     Ok((sysctls, fraction, cpus))
 }
 
+/// The era: `--era`, else the kernel's of the first snapshot given
+/// (`--start-state`, `--sysctls`, `--layout`), with the note that says so,
+/// else the default.
+fn era_of(args: &ModelArgs, outer: Option<&LayoutSpec>) -> Result<(Era, Option<String>), CliError> {
+    if let Some(era) = args.era {
+        return Ok((era, None));
+    }
+    let layout = match args.layout.as_ref().or(outer) {
+        Some(LayoutSpec::Snapshot(path)) => Some(path),
+        _ => None,
+    };
+    let sysctls = match &args.sysctls {
+        Some(SysctlSource::Snapshot(path)) => Some(path),
+        _ => None,
+    };
+    let Some(path) = args.start_state.as_ref().or(sysctls).or(layout) else {
+        return Ok((Era::default(), None));
+    };
+    Ok(match Snapshot::load(path)?.era() {
+        Some((era, release)) => (
+            era,
+            Some(format!(
+                "era {era}: the newest pfnlab era at or below the snapshot's kernel {release}"
+            )),
+        ),
+        None => (Era::default(), None),
+    })
+}
+
 /// The model's allocator and the inputs its zones were sized from.
 fn build(
     args: &ModelArgs,
     outer: Option<LayoutSpec>,
 ) -> Result<(Allocator<SparseExtreme, Kernel>, SizingInputs), CliError> {
-    let era = args.era.unwrap_or_default();
+    let (era, note) = era_of(args, outer.as_ref())?;
     let (sysctls, fraction, cpus) = inputs(args, era)?;
     let layout = load_layout(args.layout.as_ref().or(outer.as_ref()))?;
     let options = Options {
@@ -244,6 +276,10 @@ fn build(
         pageblock_order: u32::from(g.pageblock_order().get()),
         era,
     };
+    // Said once the model is built, so an error stays one line.
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
     Ok((alloc, inputs))
 }
 

@@ -32,7 +32,7 @@ use buddy::views::{
     BuddyInfo, FreeinfoError, PageTypeInfo, Zoneinfo, ZoneinfoError, parse_buddyinfo,
     parse_pagetypeinfo, parse_zoneinfo,
 };
-use buddy::{Allocator, BuddyModel, StartStateError, Variant};
+use buddy::{Allocator, BuddyModel, Era, StartStateError, Variant};
 use serde::{Deserialize, Serialize};
 use sparsemem::layout::{
     FirmwareEntry, NodeMap, entries_to_layout_with, host_geometry_for, parse_firmware_entry,
@@ -295,6 +295,27 @@ impl Snapshot {
         std::fs::write(path, self.to_json()).map_err(|e| SnapshotError::Io(path.to_owned(), e))
     }
 
+    /// The kernel's release as `(version, patchlevel, sublevel)`, from
+    /// `/proc/version` (`Linux version 6.1.0-18-amd64 …`) or else
+    /// `osrelease`; `None` when neither was read or reads as a release.
+    pub fn kernel_release(&self) -> Option<(u32, u32, u32)> {
+        let from_version = self
+            .kernel
+            .version
+            .as_deref()
+            .and_then(|v| v.strip_prefix("Linux version "))
+            .and_then(parse_release);
+        from_version.or_else(|| self.kernel.release.as_deref().and_then(parse_release))
+    }
+
+    /// The era of the snapshot's kernel: the newest era at or below its
+    /// release ([`Era::at_or_below`]), with the release as written.
+    pub fn era(&self) -> Option<(Era, String)> {
+        let (major, minor, sublevel) = self.kernel_release()?;
+        let era = Era::at_or_below(major, minor, sublevel)?;
+        Some((era, format!("{major}.{minor}.{sublevel}")))
+    }
+
     /// The zoneinfo, parsed; `None` when the machine's could not be read.
     pub fn zoneinfo(&self) -> Result<Option<Zoneinfo>, SnapshotError> {
         self.proc
@@ -391,6 +412,17 @@ impl Snapshot {
         entries_to_layout_with(&entries, self.node_map().as_ref(), source, geometry)
             .map_err(SnapshotError::Layout)
     }
+}
+
+/// `6.1.0-18-amd64 …` as `(6, 1, 0)`: the first word's first three runs
+/// of digits, the third 0 when missing.
+fn parse_release(text: &str) -> Option<(u32, u32, u32)> {
+    let word = text.split_whitespace().next()?;
+    let mut numbers = word.split(|c: char| !c.is_ascii_digit());
+    let major = numbers.next()?.parse().ok()?;
+    let minor = numbers.next()?.parse().ok()?;
+    let sublevel = numbers.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    Some((major, minor, sublevel))
 }
 
 #[cfg(test)]

@@ -199,3 +199,16 @@ fn a_truncated_or_reordered_zoneinfo_is_refused() {
     assert!(matches!(moved, SnapshotError::Zoneinfo(_)), "{moved}");
     assert!(moved.to_string().starts_with("the snapshot's zoneinfo"));
 }
+
+/// A 6.1 machine's snapshot: its zoneinfo has no `promo` and pagesets
+/// without `high_min` and `high_max`, and is read as 6.1 prints it.
+#[test]
+fn a_zoneinfo_in_6_1s_format_is_read() {
+    let mut snap = Snapshot::from_json(HOST).unwrap();
+    let v6_1 = include_str!("../../../buddy/tests/data/zoneinfo-formats/6.1/zoneinfo");
+    snap.proc.zoneinfo = Some(v6_1.to_owned());
+    let snap = Snapshot::from_json(&snap.to_json()).unwrap();
+    let info = snap.zoneinfo().unwrap().expect("the 6.1 zoneinfo");
+    assert_eq!(info.format, buddy::views::ZoneinfoFormat::V5_14);
+    assert_eq!(info.to_string(), v6_1);
+}

@@ -532,7 +532,7 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
     );
     assert_refused(
         &["bench", "lock", "--era", "3.0"],
-        "unknown era `3.0` (known: 2.6.9, 2.6.23, 5.13, 6.18)",
+        "unknown era `3.0` (known: 2.6.9, 2.6.23, 5.13, 5.14, 5.15, 6.1, 6.6, 6.8, 6.12, 6.18)",
     );
     assert_refused(
         &[
@@ -968,4 +968,41 @@ fn every_layout_help_lists_every_form() {
     }
     let help = String::from_utf8_lossy(&pfnlab(&["zoneinfo", "--help"]).stdout).to_string();
     assert!(help.contains("--thp <true|false>"), "{help}");
+}
+
+/// Every command that takes `--era` lists every era in its help.
+#[test]
+fn every_era_help_lists_every_era() {
+    for command in [
+        &[][..],
+        &["zoneinfo"],
+        &["buddyinfo"],
+        &["pagetypeinfo"],
+        &["replay"],
+        &["bench", "lock"],
+    ] {
+        let out = pfnlab(&[command, &["--help"]].concat());
+        assert!(out.status.success(), "{command:?}");
+        let help = String::from_utf8(out.stdout).unwrap();
+        let line = help
+            .split("--era")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{command:?}: no --era"));
+        let text: String = line
+            .split("\n  -")
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let words: Vec<&str> = text
+            .split(|c: char| c.is_whitespace() || ",:()".contains(c))
+            .collect();
+        for era in buddy::Era::ALL {
+            assert!(
+                words.contains(&era.name()),
+                "{command:?} lacks {era}: {text}"
+            );
+        }
+    }
 }

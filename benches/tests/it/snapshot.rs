@@ -211,6 +211,11 @@ fn the_default_comparison_bulk_and_replay_start_from_a_snapshot() {
             "{what}: {s}"
         );
         if what == "replay" {
+            // No --era: the snapshot's kernel (6.18.44) picks 6.18.
+            assert!(
+                out.contains("| era 6.18 (the snapshot's kernel 6.18.44) |"),
+                "{out}"
+            );
             // The snapshot's machine had little free: the replay started
             // with the rest allocated, and conserved it.
             let report: serde_json::Value =

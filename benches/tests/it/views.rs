@@ -117,6 +117,51 @@ fn a_machines_computed_fields_come_out_exactly() {
     }
 }
 
+/// A zoneinfo in 6.1's format (no `promo`, pagesets without `high_min`
+/// and `high_max`) is read by `--managed-from` and `--compare`: in era
+/// 6.1 every computed field comes out exactly, each CPU's `high` (the
+/// zone's in 6.1) among them; in 6.18 `high` is live state.
+#[test]
+fn a_6_1_zoneinfo_is_compared() {
+    let s = Scratch::new("v6-1");
+    let layout = s.path("small.toml");
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../buddy/tests/data/zoneinfo-formats/6.1/zoneinfo");
+    let file = file.to_str().unwrap();
+    for era in ["6.1", "6.18"] {
+        let out = stdout(&pfnlab(&[
+            "zoneinfo",
+            "--layout",
+            &layout,
+            "--cpus",
+            "2",
+            "--era",
+            era,
+            "--managed-from",
+            file,
+            "--compare",
+            file,
+        ]));
+        let lines: Vec<&str> = out.lines().collect();
+        let (summary, diffs) = lines.split_last().unwrap();
+        assert!(summary.ends_with("fields differ"), "{era}: {summary}");
+        for d in diffs {
+            assert!(
+                d.ends_with("(live state)") || d.contains("(the layout's RAM"),
+                "{era}: {d}"
+            );
+            assert!(!d.contains("promo") && !d.contains("high_m"), "{era}: {d}");
+        }
+        let high = diffs.iter().any(|d| d.contains(" high: "));
+        assert_eq!(high, era == "6.18", "{era}: {diffs:?}");
+    }
+    let model = stdout(&pfnlab(&[
+        "zoneinfo", "--layout", &layout, "--cpus", "2", "--era", "6.1",
+    ]));
+    assert!(!model.contains("promo") && !model.contains("high_min"));
+    assert!(model.contains("\n              high:  "), "6.1's labels");
+}
+
 /// Given the wrong sysctl, the watermarks differ and say why.
 #[test]
 fn a_difference_names_its_cause() {
@@ -204,6 +249,18 @@ fn bad_input_is_one_line_and_exit_2() {
         "2 ratios",
     );
     fails_with(&[&base[..], &["--sysctls", "elsewhere"]].concat(), "host");
+    let old = s.path("old-format");
+    let no_boost: String = text
+        .lines()
+        .filter(|l| !l.starts_with("        boost"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&old, no_boost).unwrap();
+    fails_with(
+        &[&base[..], &["--compare", &old]].concat(),
+        "looks like a kernel older than 5.14",
+    );
+    fails_with(&[&base[..], &["--era", "6.2"]].concat(), "6.1, 6.6, 6.8");
 }
 
 /// `--sysctls snapshot:FILE` sizes the zones from the snapshot's machine.
@@ -278,4 +335,32 @@ fn a_snapshots_sysctls_size_the_zones_as_its_machine() {
         ],
         "vm.watermark_scale_factor: not read",
     );
+}
+
+/// Without `--era`, a snapshot's kernel picks the era: the newest at or
+/// below its release (a 6.3 kernel models as 6.1), said on standard
+/// error; `--era` still wins.
+#[test]
+fn a_snapshots_kernel_picks_the_era() {
+    let s = Scratch::new("snapshot-era");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/snapshot-host.json");
+    let mut snapshot = pfnlab::snapshot::Snapshot::load(std::path::Path::new(fixture)).unwrap();
+    snapshot.kernel.version = Some("Linux version 6.3.7-200.fc38.x86_64 (mockbuild@)".into());
+    snapshot.kernel.release = Some("6.3.7-200.fc38.x86_64".into());
+    let path = s.path("v6_3.json");
+    snapshot.save(std::path::Path::new(&path)).unwrap();
+    let spec = format!("snapshot:{path}");
+    let out = pfnlab(&["zoneinfo", "--layout", &spec, "--cpus", "2"]);
+    let text = stdout(&out);
+    assert!(
+        !text.contains("promo") && !text.contains("high_min"),
+        "6.1's format"
+    );
+    let note = String::from_utf8(out.stderr).unwrap();
+    assert!(note.contains("era 6.1") && note.contains("6.3.7"), "{note}");
+    let out = pfnlab(&[
+        "zoneinfo", "--layout", &spec, "--cpus", "2", "--era", "6.18",
+    ]);
+    assert!(stdout(&out).contains("high_min"));
+    assert!(out.stderr.is_empty());
 }

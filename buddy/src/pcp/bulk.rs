@@ -48,7 +48,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// `__alloc_pages_bulk`: up to `want` pages from one zone's per-CPU
     /// list, each given to `put` with its token (`put` says whether it
     /// kept the page), under one pcp
-    /// lock (6.x). When no zone passes its watermark, the trylock fails, or
+    /// lock (6.0 on). When no zone passes its watermark, the trylock fails, or
     /// the zone runs dry before the first page, it allocates one page the
     /// ordinary way and returns, as the kernel does. Returns how many pages
     /// `put` got.

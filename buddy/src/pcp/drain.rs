@@ -5,9 +5,9 @@
 //! The zone lock is taken once per batch ([`LockPolicy::PerBatch`]) or
 //! once per block ([`LockPolicy::PerPage`]).
 
-use sparsemem::{BuddyPage, MIGRATE_PCPTYPES};
+use sparsemem::{BuddyPage, MIGRATE_PCPTYPES, Order};
 
-use super::{NR_PCP_LISTS, Pcp, pindex_to_order};
+use super::{NR_PCP_LISTS, PAGE_ALLOC_COSTLY_ORDER, Pcp, pindex_to_order};
 use crate::alloc::{Allocator, LockPolicy};
 use crate::list::PcpList;
 use crate::types::{BuddyModel, ZoneId};
@@ -17,8 +17,8 @@ use crate::zone::FreeArea;
 impl<P: BuddyPage> Pcp<P> {
     /// `free_pcppages_bulk`: returns at least `count` pages (or all there
     /// are) of the coldest blocks of this CPU's lists for zone `zid` to the
-    /// buddy lists, in the era's order ([`DrainOrder`]); 6.x starts at
-    /// list `pindex`.
+    /// buddy lists, in the era's order ([`DrainOrder`]); from 5.18 it
+    /// starts at list `pindex`.
     pub(super) fn free_pcppages_bulk<M: BuddyModel<Page = P>, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
@@ -32,7 +32,16 @@ impl<P: BuddyPage> Pcp<P> {
         if count == 0 {
             return;
         }
-        let mut order_of_lists = DrainOrder::new(alloc.path.pcp_high_orders, pindex);
+        let path = &alloc.path;
+        let mut order_of_lists = DrainOrder::new(
+            path.pcp_drain_in_turn,
+            if path.pcp_high_orders {
+                NR_PCP_LISTS
+            } else {
+                MIGRATE_PCPTYPES
+            },
+            pindex,
+        );
         let mut first = true;
         let mut left = count;
         // One block back to the buddy, its pages; `None` when every list is
@@ -74,44 +83,88 @@ impl<P: BuddyPage> Pcp<P> {
         self.mod_free_pages(alloc, zid, freed as i64);
     }
 
-    /// `free_unref_page_commit`'s drain once the lists reach `high`: a
-    /// `batch` back to the buddy, out of the hot path.
+    /// `free_high` before 6.7 (5.18 on): a free of order 1 to
+    /// `PAGE_ALLOC_COSTLY_ORDER` while `free_factor` is not 0 — frees have
+    /// come without allocations between — empties the lists.
+    #[inline(always)]
+    pub(super) fn free_high_untuned<M: BuddyModel<Page = P>, V: Variant>(
+        &self,
+        alloc: &Allocator<M, V>,
+        order: Order,
+    ) -> bool {
+        order != Order::ZERO
+            && order.get() <= PAGE_ALLOC_COSTLY_ORDER
+            && self.free_factor > 0
+            && alloc.path.pcp_free_high
+    }
+
+    /// `free_unref_page_commit`'s drain once the lists reach `high` (or
+    /// on `free_high`), out of the hot path: before 5.14 a `batch` back
+    /// to the buddy; from 5.14 `nr_pcp_free`'s `batch << free_factor`,
+    /// clamped to leave `batch` on the lists, the factor growing by one
+    /// while that stays below `high - batch`; on `free_high` everything.
     #[cold]
     #[inline(never)]
-    pub(super) fn drain_batch<M: BuddyModel<Page = P>, V: Variant>(
+    pub(super) fn drain_untuned<M: BuddyModel<Page = P>, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,
         pindex: usize,
+        order: Order,
     ) {
-        self.free_pcppages_bulk(alloc, zid, u64::from(self.batch), pindex);
+        let batch = u64::from(self.batch);
+        let nr = if !alloc.path.pcp_free_factor {
+            batch
+        } else if self.free_high_untuned(alloc, order) {
+            self.count
+        } else if self.high < batch {
+            // A boot pageset, or one that caches nothing.
+            1
+        } else {
+            let max_nr_free = self.high - batch;
+            let scaled = batch.checked_shl(self.free_factor).unwrap_or(u64::MAX);
+            if scaled < max_nr_free {
+                self.free_factor += 1;
+            }
+            // `clamp(batch, min_nr_free, max_nr_free)`: the kernel's
+            // clamp, `max_nr_free` winning when it is below `batch`.
+            scaled.max(batch).min(max_nr_free)
+        };
+        self.free_pcppages_bulk(alloc, zid, nr, pindex);
     }
 }
 
 /// The order `free_pcppages_bulk` takes the lists in. The kernel keeps
 /// no position between calls: each drain starts afresh.
 ///
-/// - 5.13 and older (`batch_free`): the `MIGRATE_PCPTYPES` order-0 lists
-///   round-robin from list 1 (the kernel's `migratetype` starts at 0 and
-///   is incremented before use); each list visited, empty or not, adds
-///   one to `batch_free`, and up to `batch_free` pages come from the
+/// - Before 5.18 (`batch_free`): the lists — the `MIGRATE_PCPTYPES`
+///   order-0 ones to 5.13, all `NR_PCP_LISTS` in 5.14 to 5.17 —
+///   round-robin from list 1 (the kernel's index starts at 0 and is
+///   incremented before use); each list visited, empty or not, adds one
+///   to `batch_free`, and up to `batch_free` blocks come from the
 ///   non-empty list found, so fuller lists give more; when only one list
 ///   has pages, all of the rest come from it.
-/// - 6.x: from the list of the page just freed (`pindex`), each list
+/// - 5.18 on: from the list of the page just freed (`pindex`), each list
 ///   emptied in turn before the next, wrapping past the last.
 enum DrainOrder {
-    /// 5.13: the list taken from and the pages it may still give.
-    BatchFree { list: usize, batch_free: u64 },
-    /// 6.x: the list being emptied.
+    /// Before 5.18: the lists walked, the list taken from and the blocks
+    /// it may still give.
+    BatchFree {
+        nr_lists: usize,
+        list: usize,
+        batch_free: u64,
+    },
+    /// 5.18 on: the list being emptied.
     InTurn { list: usize },
 }
 
 impl DrainOrder {
-    fn new(high_orders: bool, pindex: usize) -> DrainOrder {
-        if high_orders {
+    fn new(in_turn: bool, nr_lists: usize, pindex: usize) -> DrainOrder {
+        if in_turn {
             DrainOrder::InTurn { list: pindex }
         } else {
             DrainOrder::BatchFree {
+                nr_lists,
                 list: 0,
                 batch_free: 0,
             }
@@ -132,17 +185,22 @@ impl DrainOrder {
                     .find(|&k| !lists[k].is_empty())?;
                 Some(*list)
             }
-            DrainOrder::BatchFree { list, batch_free } => {
+            DrainOrder::BatchFree {
+                nr_lists,
+                list,
+                batch_free,
+            } => {
+                let n = *nr_lists;
                 if *batch_free == 0 || lists[*list].is_empty() {
-                    lists[..MIGRATE_PCPTYPES].iter().find(|l| !l.is_empty())?;
+                    lists[..n].iter().find(|l| !l.is_empty())?;
                     loop {
                         *batch_free += 1;
-                        *list = (*list + 1) % MIGRATE_PCPTYPES;
+                        *list = (*list + 1) % n;
                         if !lists[*list].is_empty() {
                             break;
                         }
                     }
-                    if *batch_free == MIGRATE_PCPTYPES as u64 {
+                    if *batch_free == n as u64 {
                         *batch_free = left;
                     }
                 }

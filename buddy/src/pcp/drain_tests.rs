@@ -121,3 +121,81 @@ fn a_6x_full_drain_goes_in_chunks_of_batch_times_32() {
         "two full chunks and one page"
     );
 }
+
+/// 5.14 to 5.17: the round-robin of 5.13 over all fifteen lists, the THP
+/// ones included: a drain starts at list 1, so an order-1 list (4) is
+/// reached before list 0, and a list emptied mid-drain sends the rest on
+/// round past lists 5 to 14 to list 0.
+#[test]
+fn a_514_drain_goes_round_robin_over_every_list() {
+    let alloc = allocator(Era::V5_14);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let pcp = &mut cpu.pcp[0];
+    fill(pcp, &alloc, 0, 5);
+    fill(pcp, &alloc, 4, 3);
+    // Lists 1 to 4 visited (batch_free 4): two order-1 blocks, 4 pages.
+    pcp.free_pcppages_bulk(&alloc, ZID, 4, 0);
+    assert_eq!(
+        (lens(pcp, NR_PCP_LISTS)[0], lens(pcp, NR_PCP_LISTS)[4]),
+        (5, 1)
+    );
+    // List 4's last block, then round through the empty lists to list 0.
+    pcp.free_pcppages_bulk(&alloc, ZID, 4, 0);
+    assert_eq!(
+        (lens(pcp, NR_PCP_LISTS)[0], lens(pcp, NR_PCP_LISTS)[4]),
+        (3, 0)
+    );
+}
+
+/// The THP lists by era: one per migratetype (5.14), one for all (6.0),
+/// movable and the rest (6.10); the low-order lists are the same in each.
+#[test]
+fn the_thp_lists_follow_the_era() {
+    let thp = Order::new(9);
+    for (era, lists) in [
+        (Era::V5_15, [12, 13, 14]),
+        (Era::V6_1, [12, 12, 12]),
+        (Era::V6_8, [12, 12, 12]),
+        (Era::V6_12, [12, 13, 12]),
+        (Era::V6_18, [12, 13, 12]),
+    ] {
+        let alloc = allocator(era);
+        let cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+        let mts = [
+            Migratetype::Unmovable,
+            Migratetype::Movable,
+            Migratetype::Reclaimable,
+        ];
+        assert_eq!(mts.map(|mt| cpu.order_to_pindex(mt, thp)), lists, "{era}");
+        assert_eq!(cpu.order_to_pindex(Migratetype::Movable, Order::new(3)), 10);
+    }
+}
+
+/// `drain_pages_zone` before 6.10 frees everything in one
+/// `free_pcppages_bulk`.
+#[test]
+fn a_full_drain_before_6_10_is_one_bulk_free() {
+    let alloc = allocator(Era::V6_8);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let chunk = u64::from(cpu.pcp[0].batch) << PCP_BATCH_SCALE_MAX;
+    fill(&mut cpu.pcp[0], &alloc, 1, (2 * chunk + 1) as u32);
+    let drains = alloc.stats_total().pcp_drains;
+    cpu.drain();
+    assert_eq!(cpu.pcp[0].count, 0);
+    assert_eq!(alloc.stats_total().pcp_drains - drains, 1);
+}
+
+/// `free_high` waits for `free_count >= batch` from 6.7 (6.8 and 6.12
+/// here), for `batch + high_min / 2` from 6.16.
+#[test]
+fn the_free_high_threshold_follows_the_era() {
+    for (era, half_high_min) in [(Era::V6_8, false), (Era::V6_12, false), (Era::V6_18, true)] {
+        let alloc = allocator(era);
+        let cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+        let pcp = &cpu.pcp[0];
+        let batch = u64::from(pcp.batch);
+        let want = batch + if half_high_min { pcp.high_min / 2 } else { 0 };
+        assert!(pcp.high_min > 0, "{era}");
+        assert_eq!(pcp.free_high_count, want, "{era}");
+    }
+}

@@ -4,27 +4,33 @@
 //! its lists without the zone lock; an empty list is refilled by
 //! `rmqueue_bulk`, and when the lists together reach `high` pages a
 //! `batch` of pages goes back with `free_pcppages_bulk`, which takes the
-//! coldest blocks of the lists in the era's order (5.13: round-robin from
-//! list 1 with `batch_free`; 6.x: each list emptied in turn from the one
-//! just freed to), keeping no position between calls. The shape follows
-//! the era:
+//! coldest blocks of the lists in the era's order (to 5.17: round-robin
+//! from list 1 with `batch_free`; 5.18 on: each list emptied in turn from
+//! the one just freed to), keeping no position between calls. The shape
+//! follows the era:
 //!
 //! | era | lists per zone | orders | guard |
 //! |---|---|---|---|
 //! | 2.6.9, 2.6.23 | one | 0 | interrupts off (not modelled: no cost) |
 //! | 5.13 | one per `MIGRATE_PCPTYPES` migratetype | 0 | as above |
-//! | 6.18 | one per migratetype and order up to `PAGE_ALLOC_COSTLY_ORDER`, and two for `pageblock_order` (THP) | 0–3 and `pageblock_order` | `pcp->lock`, tried with `pcp_spin_trylock` |
+//! | 5.14, 5.15 | one per migratetype and order up to `PAGE_ALLOC_COSTLY_ORDER`, and one per migratetype for `pageblock_order` (THP): 15 | 0–3 and `pageblock_order` | as above |
+//! | 6.1 to 6.8 | as 5.14 with one THP list for all: 13 | as above | `pcp->lock`, tried with a trylock |
+//! | 6.12, 6.18 | as 5.14 with two THP lists, movable and the rest: 14 | as above | as above |
 //!
 //! With migratetypes a freed block goes on the list of its pageblock's
 //! migratetype — a memory-model lookup on every free, as
 //! `free_unref_page` makes it — and an allocation takes from the list of
 //! its request's migratetype. A higher-order refill takes `batch >> order`
-//! blocks, at least two (`nr_pcp_alloc`); from 6.7 `high` and the refill
-//! and drain sizes are tuned between `high_min` and `high_max` ([`tune`];
-//! the vmstat tick is [`PerCpu::vmstat_update`]). `high` and `batch` are copied
-//! into the handle's `per_cpu_pages` when it is made, as the kernel keeps
-//! them per CPU; they change only with `&mut` on the allocator. In 6.18 a
-//! failed trylock sends the request to the zone; in pfnlab it only fails
+//! blocks, at least two (`nr_pcp_alloc`). From 5.14 a drain at `high`
+//! frees `batch << free_factor` pages, the factor growing by one with each
+//! drain while that stays below `high - batch` and halved by each
+//! allocation, and from 5.18 a free of order 1 to 3 while `free_factor` is
+//! not 0 empties the lists (`free_high`); from 6.7 `high` and the refill
+//! and drain sizes are tuned between `high_min` and `high_max` instead
+//! ([`tune`]; the vmstat tick is [`PerCpu::vmstat_update`]). `high` and
+//! `batch` are copied into the handle's `per_cpu_pages` when it is made,
+//! as the kernel keeps them per CPU; they change only with `&mut` on the
+//! allocator. From 6.0 a failed trylock sends the request to the zone; in pfnlab it only fails
 //! in a test, since no interrupt or remote drain shares a handle's lists.
 //! Refill and drain take the zone lock once per batch
 //! ([`LockPolicy::PerBatch`](crate::LockPolicy::PerBatch), the kernel) or
@@ -47,7 +53,7 @@ pub use entry::{MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD};
 use sparsemem::{BuddyPage, MIGRATE_PCPTYPES, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
 
 use crate::alloc::Allocator;
-use crate::era::PcpForm;
+use crate::era::{PcpForm, PcpThpLists};
 use crate::error::{FreeError, RequestError};
 use crate::gfp::{AllocContext, Gfp};
 use crate::list::{OwnedBlock, PcpList};
@@ -65,9 +71,11 @@ pub const PCP_BATCH_SCALE_MAX: u32 = 5;
 /// Lists for orders `0..=PAGE_ALLOC_COSTLY_ORDER`, one per migratetype.
 const NR_LOWORDER_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER as usize + 1);
 
-/// `NR_PCP_LISTS`: the low-order lists and two for `pageblock_order`
-/// (`NR_PCP_THP`: unmovable-or-reclaimable and movable).
-pub const NR_PCP_LISTS: usize = NR_LOWORDER_PCP_LISTS + 2;
+/// The most `NR_PCP_LISTS` any era has: the low-order lists and 5.14's
+/// one per migratetype for `pageblock_order` (`NR_PCP_THP`). Later eras
+/// use fewer THP lists ([`PcpThpLists`]) and leave the rest empty, which
+/// no walk over the lists can tell from the kernel's shorter array.
+pub const NR_PCP_LISTS: usize = NR_LOWORDER_PCP_LISTS + MIGRATE_PCPTYPES;
 
 /// One CPU's `per_cpu_pages` for one zone.
 #[derive(Default)]
@@ -89,6 +97,12 @@ struct Pcp<P> {
     /// `pcp->free_count`: pages freed lately (halved on each allocation),
     /// the size of the next drain (6.7).
     free_count: u64,
+    /// `free_count` at which a run of high-order frees drains
+    /// (`free_high`, 6.7): `batch`, from 6.16 `batch + high_min / 2`.
+    free_high_count: u64,
+    /// `pcp->free_factor`: the shift of the next drain's `batch` (5.14 to
+    /// 6.6; halved on each allocation).
+    free_factor: u32,
     /// `pcp->alloc_factor`: the shift of the next order-0 refill (6.7).
     alloc_factor: u32,
     /// `PCPF_PREV_FREE_HIGH_ORDER`: the last free was of an order from 1
@@ -104,7 +118,7 @@ struct Pcp<P> {
     /// `zone_statistics`' NUMA counts not yet folded in (5.13's
     /// `vm_numa_stat_diff`, 6.18's `vm_numa_event`).
     numa: NumaEvents,
-    /// `pcp->lock` (6.x).
+    /// `pcp->lock` (6.0 on).
     lock: TryLock,
 }
 
@@ -186,6 +200,11 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                     batch: zone.batch,
                     high_min: u64::from(zone.high),
                     high_max: u64::from(zone.high_max),
+                    free_high_count: if self.path.free_high_above_high_min {
+                        u64::from(zone.batch) + u64::from(zone.high) / 2
+                    } else {
+                        u64::from(zone.batch)
+                    },
                     ..Pcp::default()
                 })
                 .collect(),
@@ -240,11 +259,17 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     }
 
     /// `order_to_pindex` for a migratetype below `MIGRATE_PCPTYPES` (a
-    /// request's, or a pageblock's mapped by [`pcp_migratetype`]).
+    /// request's, or a pageblock's mapped by [`pcp_migratetype`]), with
+    /// the era's THP lists.
     #[inline(always)]
-    fn order_to_pindex(mt: Migratetype, order: Order) -> usize {
+    fn order_to_pindex(&self, mt: Migratetype, order: Order) -> usize {
         if order.get() > PAGE_ALLOC_COSTLY_ORDER {
-            NR_LOWORDER_PCP_LISTS + usize::from(mt == Migratetype::Movable)
+            NR_LOWORDER_PCP_LISTS
+                + match self.alloc.path.pcp_thp_lists {
+                    PcpThpLists::MovableOrNot => usize::from(mt == Migratetype::Movable),
+                    PcpThpLists::Shared => 0,
+                    PcpThpLists::PerMigratetype => mt.index(),
+                }
         } else {
             MIGRATE_PCPTYPES * order.index() + mt.index()
         }
@@ -264,7 +289,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         // A request's migratetype (`gfp_migratetype`, or Movable for all
         // without mobility grouping) always has a per-CPU list.
         debug_assert!(mt.index() < MIGRATE_PCPTYPES);
-        let pindex = Self::order_to_pindex(mt, order);
+        let pindex = self.order_to_pindex(mt, order);
         let pcp = &mut self.pcp[zid.index()];
         if pcp.lists[pindex].is_empty() {
             pcp.refill(alloc, zid, order, mt, pindex);
@@ -276,7 +301,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     }
 
     /// `rmqueue_pcplist`: [`PerCpu::__rmqueue_pcplist`] under the pcp lock
-    /// (6.x), prepared for the caller; `None` when the list cannot be
+    /// (6.0 on), prepared for the caller; `None` when the list cannot be
     /// refilled or the trylock fails, so the caller goes to the zone.
     #[inline(always)]
     fn rmqueue_pcplist<const TUNED: bool>(
@@ -293,6 +318,9 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         if TUNED {
             // Allocations shrink the next drain (6.7).
             self.pcp[zid.index()].free_count >>= 1;
+        } else {
+            // And before, its shift (5.14 to 6.6; 0 in the eras without).
+            self.pcp[zid.index()].free_factor >>= 1;
         }
         let block = self.__rmqueue_pcplist(zid, mt, order);
         if locked {
@@ -563,7 +591,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         } else {
             Migratetype::Movable
         };
-        let pindex = Self::order_to_pindex(pcp_migratetype(mt), order);
+        let pindex = self.order_to_pindex(pcp_migratetype(mt), order);
         let locked = alloc.path.pcp_lock;
         let pcp = &mut self.pcp[zid.index()];
         if mt == Migratetype::Isolate || (locked && !pcp.lock.try_lock()) {
@@ -578,8 +606,8 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             if free_high || pcp.count >= pcp.high || alloc.zones[zid.index()].below_high() {
                 pcp.commit_tuned(alloc, zid, pindex, free_high);
             }
-        } else if pcp.count >= pcp.high {
-            pcp.drain_batch(alloc, zid, pindex);
+        } else if pcp.count >= pcp.high || pcp.free_high_untuned(alloc, order) {
+            pcp.drain_untuned(alloc, zid, pindex, order);
         }
         if locked {
             pcp.lock.unlock();
@@ -599,11 +627,11 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     }
 
     /// `drain_pages_zone`: everything on this CPU's lists for zone `zid`
-    /// back to the buddy lists, starting at list 0 — from 6.x in chunks of
+    /// back to the buddy lists, starting at list 0 — from 6.10 in chunks of
     /// at most `batch << PCP_BATCH_SCALE_MAX` pages, each its own
-    /// `free_pcppages_bulk` (one zone-lock hold), 5.13 in one.
+    /// `free_pcppages_bulk` (one zone-lock hold), before in one.
     fn drain_pages_zone(&mut self, zid: ZoneId) {
-        let high_orders = self.alloc.path.pcp_high_orders;
+        let high_orders = self.alloc.path.pcp_drain_chunked;
         let pcp = &mut self.pcp[zid.index()];
         while pcp.count > 0 {
             let before = pcp.count;

@@ -72,7 +72,8 @@ impl<P: BuddyPage> Pcp<P> {
         let batch = self.batch;
         let count = if alloc.path.pcp_high_tuning {
             self.nr_pcp_alloc(alloc.zones[zid.index()].below_high(), order)
-        } else if order == Order::ZERO {
+        } else if order == Order::ZERO || batch <= 1 {
+            // A batch of 1 (a boot pageset, or a tiny zone) stays 1.
             batch
         } else {
             (batch >> order.get()).max(2)

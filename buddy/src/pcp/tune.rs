@@ -1,4 +1,4 @@
-//! 6.7's tuning of `pcp->high` (the 6.18 era).
+//! 6.7's tuning of `pcp->high` (the 6.8, 6.12 and 6.18 eras).
 //!
 //! From Linux 6.7 a CPU's `high` is not fixed: it starts at 0
 //! (`BOOT_PAGESET_HIGH`) and is clamped into `high_min..=high_max` where
@@ -39,7 +39,7 @@ impl<P: BuddyPage> Pcp<P> {
         let batch = u64::from(self.batch);
         let high_order = order.get() > 0 && order.get() <= PAGE_ALLOC_COSTLY_ORDER;
         let free_high =
-            high_order && self.prev_free_high_order && self.free_count >= batch + self.high_min / 2;
+            high_order && self.prev_free_high_order && self.free_count >= self.free_high_count;
         self.prev_free_high_order = high_order;
         if self.free_count < batch << PCP_BATCH_SCALE_MAX {
             self.free_count += order.nr_pages();

@@ -2,10 +2,12 @@
 //! field, each difference with its cause where one can be known.
 //!
 //! What can match: every field the kernel computes (watermarks,
-//! `protection`, `batch`, `high_min`, `high_max`, the vmstat threshold),
-//! once the managed pages, CPUs and sysctls are the machine's
-//! ([`kernel_zone_sizes`](super::kernel_zone_sizes)). What cannot: live
-//! state (`pages free`, a pageset's `count` and `high`), and `managed`
+//! `protection`, `batch`, `high_min`, `high_max`, the vmstat threshold,
+//! and before 6.7 each CPU's `high`), once the managed pages, CPUs and
+//! sysctls are the machine's
+//! ([`kernel_zone_sizes`](super::kernel_zone_sizes)); a field only one of
+//! the two formats prints is not compared. What cannot: live state
+//! (`pages free`, a pageset's `count` and, from 6.7, `high`), and `managed`
 //! itself unless it is taken from the machine — the kernel's excludes
 //! what memblock kept at boot (the memmap among it) and, with deferred
 //! struct page init, pages not yet initialised.
@@ -113,9 +115,13 @@ pub fn compare(ours: &Zoneinfo, theirs: &Zoneinfo, inputs: &SizingInputs) -> Vec
             .iter()
             .find(|s| s.node == t.node && KERNEL_ZONE_NAMES[s.zone] == t.zone);
         compare_counts(&mut diff, o, t);
-        compare_watermarks(&mut diff, o, t, own);
+        let promo = ours.format.has_promo() && theirs.format.has_promo();
+        compare_watermarks(&mut diff, o, t, own, promo);
         if let (Some(op), Some(tp)) = (&o.populated, &t.populated) {
-            compare_pagesets(&mut diff, op, tp, own);
+            // Before 6.7 every CPU's `high` is the zone's, computed like
+            // `high_min`; a file with `high_min` (6.13 on) tunes it.
+            let fixed_high = ours.format.high_is_the_zones() && !theirs.format.has_high_min_max();
+            compare_pagesets(&mut diff, op, tp, own, fixed_high);
         }
     }
     out
@@ -175,19 +181,23 @@ fn compare_counts(diff: &mut ZoneDiff<'_>, o: &ZoneInfo, t: &ZoneInfo) {
     diff.field("managed".into(), o.managed, t.managed, reserved);
 }
 
-/// The watermarks (`min`, `low`, `high`, `promo`) and `protection`.
+/// The watermarks (`min`, `low`, `high`, and `promo` when both formats
+/// print it) and `protection`.
 fn compare_watermarks(
     diff: &mut ZoneDiff<'_>,
     o: &ZoneInfo,
     t: &ZoneInfo,
     own: Option<&ZoneSizes>,
+    promo: bool,
 ) {
     let (ow, tw) = (o.watermarks, t.watermarks);
     let sw = own.map(|s| s.watermarks);
     diff.computed("min".into(), ow.min, tw.min, sw.map(|w| w.min));
     diff.computed("low".into(), ow.low, tw.low, sw.map(|w| w.low));
     diff.computed("high".into(), ow.high, tw.high, sw.map(|w| w.high));
-    diff.computed("promo".into(), ow.promo, tw.promo, sw.map(|w| w.promo));
+    if promo {
+        diff.computed("promo".into(), ow.promo, tw.promo, sw.map(|w| w.promo));
+    }
     for (j, (&a, &b)) in o.protection.iter().zip(&t.protection).enumerate() {
         let own_value = own.and_then(|s| s.protection.get(j).copied());
         diff.computed(format!("protection[{j}]"), a, b, own_value);
@@ -195,34 +205,36 @@ fn compare_watermarks(
 }
 
 /// A populated zone's pagesets, CPU by CPU, the number of online CPUs,
-/// and `start_pfn`.
+/// and `start_pfn`; each CPU's `high` is computed with `fixed_high`, else
+/// live state.
 fn compare_pagesets(
     diff: &mut ZoneDiff<'_>,
     op: &Populated,
     tp: &Populated,
     own: Option<&ZoneSizes>,
+    fixed_high: bool,
 ) {
     for (a, b) in op.pagesets.iter().zip(&tp.pagesets) {
         let cpu = b.cpu;
         let live = Some(Cause::LiveState);
         diff.field(format!("cpu {cpu} count"), a.count, b.count, live);
-        diff.field(format!("cpu {cpu} high"), a.high, b.high, live);
+        if fixed_high {
+            let own_high = own.map(|s| u64::from(s.high_min));
+            diff.computed(format!("cpu {cpu} high"), a.high, b.high, own_high);
+        } else {
+            diff.field(format!("cpu {cpu} high"), a.high, b.high, live);
+        }
         let own_batch = own.map(|s| u64::from(s.batch));
         diff.computed(format!("cpu {cpu} batch"), a.batch, b.batch, own_batch);
-        let own_min = own.map(|s| u64::from(s.high_min));
-        diff.computed(
-            format!("cpu {cpu} high_min"),
-            a.high_min,
-            b.high_min,
-            own_min,
-        );
-        let own_max = own.map(|s| u64::from(s.high_max));
-        diff.computed(
-            format!("cpu {cpu} high_max"),
-            a.high_max,
-            b.high_max,
-            own_max,
-        );
+        // Printed from 6.13 only: compared where both files have them.
+        if let (Some(am), Some(bm)) = (a.high_min, b.high_min) {
+            let own_min = own.map(|s| u64::from(s.high_min));
+            diff.computed(format!("cpu {cpu} high_min"), am, bm, own_min);
+        }
+        if let (Some(am), Some(bm)) = (a.high_max, b.high_max) {
+            let own_max = own.map(|s| u64::from(s.high_max));
+            diff.computed(format!("cpu {cpu} high_max"), am, bm, own_max);
+        }
         let own_t = own.map(|s| s.stat_threshold);
         diff.computed(
             format!("cpu {cpu} vm stats threshold"),

@@ -40,4 +40,4 @@ pub use freeinfo::{BuddyInfo, FREECOUNT_CAP, PageTypeInfo, ZoneFree, ZoneTypes};
 pub use parse::{ZoneinfoError, parse_zoneinfo};
 pub use parse_free::{FreeinfoError, parse_buddyinfo, parse_pagetypeinfo};
 pub use sizing::{SizingInputs, ZoneSizes, kernel_zone_sizes};
-pub use zoneinfo::{KERNEL_ZONE_NAMES, Pageset, Populated, ZoneInfo, Zoneinfo};
+pub use zoneinfo::{KERNEL_ZONE_NAMES, Pageset, Populated, ZoneInfo, Zoneinfo, ZoneinfoFormat};

@@ -1,5 +1,8 @@
-//! Reading a real `/proc/zoneinfo` (Linux 6.7 on: pagesets with `high_min`
-//! and `high_max`) back into [`Zoneinfo`].
+//! Reading a real `/proc/zoneinfo` back into [`Zoneinfo`], in the format
+//! of any release from 5.14 ([`ZoneinfoFormat`]): with or without `promo`
+//! (6.12 on), with or without the pagesets' `high_min` and `high_max`
+//! (6.13 on). The first zone decides the format, and every later zone
+//! must follow it.
 //!
 //! The reader is strict, because a comparison with a half-read file would
 //! be wrong without saying so: every line must be the one the kernel
@@ -7,12 +10,13 @@
 //! node's zones in `zone_type` order and the same zones on every node. A
 //! file that stops early (or whose last line has no newline) is
 //! [`ZoneinfoError::Truncated`]; a known line in the wrong place is
-//! [`ZoneinfoError::OutOfOrder`]; anything else is
-//! [`ZoneinfoError::Malformed`]. Each names its line.
+//! [`ZoneinfoError::OutOfOrder`]; a file in the format of a release
+//! pfnlab does not read is [`ZoneinfoError::Unsupported`]; anything else
+//! is [`ZoneinfoError::Malformed`]. Each names its line.
 
 use std::fmt;
 
-use super::zoneinfo::{KERNEL_ZONE_NAMES, Pageset, Populated, ZoneInfo, Zoneinfo};
+use super::zoneinfo::{KERNEL_ZONE_NAMES, Pageset, Populated, ZoneInfo, Zoneinfo, ZoneinfoFormat};
 use crate::watermark::Watermarks;
 
 /// Why a zoneinfo file could not be read; each names its 1-based line.
@@ -33,6 +37,13 @@ pub enum ZoneinfoError {
         found: String,
         /// What the kernel prints at this point.
         expected: String,
+    },
+    /// A zoneinfo in a format no release pfnlab reads prints.
+    Unsupported {
+        /// The line where it parts from the formats pfnlab reads.
+        line: usize,
+        /// The release it looks like.
+        looks_like: String,
     },
     /// A line that is not zoneinfo at all.
     Malformed {
@@ -67,6 +78,10 @@ impl fmt::Display for ZoneinfoError {
                 text,
                 expected,
             } => write!(f, "zoneinfo line {line}: `{text}` is not {expected}"),
+            ZoneinfoError::Unsupported { line, looks_like } => write!(
+                f,
+                "zoneinfo line {line}: this looks like {looks_like}; pfnlab reads the formats of Linux 5.14 to 6.18"
+            ),
         }
     }
 }
@@ -189,7 +204,26 @@ fn is_known(line: &str) -> bool {
         || is_stat(line)
 }
 
-/// Parses a `/proc/zoneinfo` of Linux 6.7 or later; see the module
+/// What the first zone showed of the file's format: whether it prints
+/// `promo` and, from its first pageset, `high_min` and `high_max`.
+#[derive(Default)]
+struct Layout {
+    promo: Option<bool>,
+    high_min_max: Option<bool>,
+}
+
+impl Layout {
+    /// The format, once the file is read.
+    fn format(&self) -> ZoneinfoFormat {
+        match (self.promo == Some(true), self.high_min_max) {
+            (true, Some(false)) => ZoneinfoFormat::V6_12,
+            (true, _) => ZoneinfoFormat::V6_13,
+            (false, _) => ZoneinfoFormat::V5_14,
+        }
+    }
+}
+
+/// Parses a `/proc/zoneinfo` of Linux 5.14 or later; see the module
 /// documentation for what is refused.
 pub fn parse_zoneinfo(text: &str) -> Result<Zoneinfo, ZoneinfoError> {
     let mut lines = Lines {
@@ -202,10 +236,11 @@ pub fn parse_zoneinfo(text: &str) -> Result<Zoneinfo, ZoneinfoError> {
             expected: "a `Node N, zone NAME` line".to_owned(),
         });
     }
+    let mut layout = Layout::default();
     let mut info = Zoneinfo::default();
     while lines.peek().is_some() {
         let header_line = lines.line_no();
-        let zone = parse_zone(&mut lines)?;
+        let zone = parse_zone(&mut lines, &mut layout)?;
         check_zone_order(&info, &zone, header_line)?;
         info.zones.push(zone);
     }
@@ -216,6 +251,7 @@ pub fn parse_zoneinfo(text: &str) -> Result<Zoneinfo, ZoneinfoError> {
         });
     }
     check_complete(&info, lines.lines.len() + 1)?;
+    info.format = layout.format();
     Ok(info)
 }
 
@@ -238,8 +274,36 @@ fn parse_header(lines: &mut Lines<'_>) -> Result<(u32, String), ZoneinfoError> {
     }
 }
 
+/// The label of line `line`, if it is `label value`.
+fn label_of(line: Option<&str>) -> Option<String> {
+    split_field(line?).map(|(label, _)| label)
+}
+
+/// Why the first zone's watermark block, which is not 5.14's or later's,
+/// cannot be read: the release it looks like, from the lines it lacks.
+/// `None` for a block that does not end in `protection:` (a truncated or
+/// foreign file, which the strict reading reports).
+fn older_than_supported(lines: &Lines<'_>) -> Option<ZoneinfoError> {
+    let rest = lines.lines.get(lines.at..)?;
+    let end = rest
+        .iter()
+        .take(ZONE_FIELDS.len() + 4)
+        .position(|l| l.trim_start().starts_with("protection:"))?;
+    let block: Vec<String> = rest[..end]
+        .iter()
+        .filter_map(|l| label_of(Some(l)))
+        .collect();
+    let missing = ["boost", "managed", "cma"]
+        .into_iter()
+        .find(|f| !block.iter().any(|l| l == f))?;
+    Some(ZoneinfoError::Unsupported {
+        line: lines.line_no(),
+        looks_like: format!("a kernel older than 5.14 (its zones have no `{missing}` line)"),
+    })
+}
+
 /// One zone, from its header to its last line.
-fn parse_zone(lines: &mut Lines<'_>) -> Result<ZoneInfo, ZoneinfoError> {
+fn parse_zone(lines: &mut Lines<'_>, layout: &mut Layout) -> Result<ZoneInfo, ZoneinfoError> {
     let (node, zone) = parse_header(lines)?;
     let node_stats = if lines.peek() == Some("  per-node stats") {
         lines.at += 1;
@@ -247,8 +311,21 @@ fn parse_zone(lines: &mut Lines<'_>) -> Result<ZoneInfo, ZoneinfoError> {
     } else {
         None
     };
+    if layout.promo.is_none()
+        && let Some(err) = older_than_supported(lines)
+    {
+        return Err(err);
+    }
     let mut v = [0u64; ZONE_FIELDS.len()];
     for (i, slot) in v.iter_mut().enumerate() {
+        if ZONE_FIELDS[i] == "promo" {
+            let promo = *layout
+                .promo
+                .get_or_insert_with(|| label_of(lines.peek()).as_deref() == Some("promo"));
+            if !promo {
+                continue;
+            }
+        }
         *slot = lines.field(&ZONE_FIELDS, i)?;
     }
     let protection = parse_protection(lines)?;
@@ -273,7 +350,7 @@ fn parse_zone(lines: &mut Lines<'_>) -> Result<ZoneInfo, ZoneinfoError> {
     };
     // `populated_zone`: present pages; the rest is printed only then.
     if info.present > 0 {
-        info.populated = Some(parse_populated(lines)?);
+        info.populated = Some(parse_populated(lines, layout)?);
     }
     Ok(info)
 }
@@ -299,7 +376,7 @@ fn parse_protection(lines: &mut Lines<'_>) -> Result<Vec<u64>, ZoneinfoError> {
 }
 
 /// The vmstat counters, pagesets and start pfn of a populated zone.
-fn parse_populated(lines: &mut Lines<'_>) -> Result<Populated, ZoneinfoError> {
+fn parse_populated(lines: &mut Lines<'_>, layout: &mut Layout) -> Result<Populated, ZoneinfoError> {
     let vm_stats = lines.stats()?;
     let expected = "`pagesets`";
     let line = lines.next(expected)?;
@@ -316,7 +393,7 @@ fn parse_populated(lines: &mut Lines<'_>) -> Result<Populated, ZoneinfoError> {
     }
     let mut pagesets = Vec::new();
     while lines.peek().is_some_and(|l| l.starts_with("    cpu: ")) {
-        pagesets.push(parse_pageset(lines)?);
+        pagesets.push(parse_pageset(lines, layout)?);
     }
     let node_unreclaimable = lines.field(&["node_unreclaimable:"], 0)? as u32;
     let start_pfn = lines.field(&["start_pfn:"], 0)?;
@@ -329,20 +406,35 @@ fn parse_populated(lines: &mut Lines<'_>) -> Result<Populated, ZoneinfoError> {
 }
 
 /// One CPU's pageset and its vmstat threshold.
-fn parse_pageset(lines: &mut Lines<'_>) -> Result<Pageset, ZoneinfoError> {
+fn parse_pageset(lines: &mut Lines<'_>, layout: &mut Layout) -> Result<Pageset, ZoneinfoError> {
     let cpu = lines.field(&["cpu:"], 0)? as u32;
     let mut v = [0u64; PAGESET_FIELDS.len()];
     for (i, slot) in v.iter_mut().enumerate() {
+        if PAGESET_FIELDS[i] == "high_min:" {
+            let has = *layout
+                .high_min_max
+                .get_or_insert_with(|| label_of(lines.peek()).as_deref() == Some("high_min:"));
+            if !has {
+                break;
+            }
+            if layout.promo == Some(false) {
+                return Err(ZoneinfoError::Unsupported {
+                    line: lines.line_no(),
+                    looks_like: "no release: pagesets with `high_min` (6.13 on) in zones without `promo` (6.12 on)".to_owned(),
+                });
+            }
+        }
         *slot = lines.field(&PAGESET_FIELDS, i)?;
     }
+    let printed = layout.high_min_max == Some(true);
     let stat_threshold = lines.field(&["vm stats threshold:"], 0)?;
     Ok(Pageset {
         cpu,
         count: v[0],
         high: v[1],
         batch: v[2],
-        high_min: v[3],
-        high_max: v[4],
+        high_min: printed.then_some(v[3]),
+        high_max: printed.then_some(v[4]),
         stat_threshold,
     })
 }

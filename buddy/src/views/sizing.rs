@@ -16,7 +16,7 @@ use crate::watermark::{
     MIN_PERCPU_PAGELIST_HIGH_FRACTION, NR_KERNEL_ZONES, Sysctls, Watermarks, node_lowmem_reserve,
     setup_per_zone_wmarks_with, stat_threshold, zone_highsize,
 };
-use crate::zone::zone_batchsize_for;
+use crate::zone::{PCP_HIGH_BATCHES, zone_batchsize_for};
 
 /// What the computed fields depend on, besides each zone's managed pages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,9 +49,11 @@ pub struct ZoneSizes {
     pub protection: [u64; NR_KERNEL_ZONES],
     /// `pcp->batch`.
     pub batch: u32,
-    /// `pcp->high_min`.
+    /// `pcp->high_min`: the zone's `high` before 6.7 (`6 × batch` before
+    /// 5.14).
     pub high_min: u32,
-    /// `pcp->high_max`.
+    /// `pcp->high_max` (6.7 on; before 6.7 no kernel has it, and this is
+    /// what 6.7's rule would give).
     pub high_max: u32,
     /// `stat_threshold`.
     pub stat_threshold: u64,
@@ -80,6 +82,7 @@ pub fn kernel_zone_sizes(zones: &[(u32, usize, u64)], inputs: &SizingInputs) -> 
         .iter()
         .zip(marks)
         .map(|(&(node, zone, managed), watermarks)| {
+            let watermarks = watermarks.in_era(inputs.era.has_wmark_promo());
             let mut per_node = [0; NR_KERNEL_ZONES];
             for &(_, z, m) in zones.iter().filter(|(n, _, _)| *n == node) {
                 per_node[z] += m;
@@ -94,6 +97,9 @@ pub fn kernel_zone_sizes(zones: &[(u32, usize, u64)], inputs: &SizingInputs) -> 
             };
             let highsize = |total| zone_highsize(total, batch, split);
             let (high_min, high_max) = match inputs.percpu_pagelist_high_fraction {
+                _ if !inputs.era.pcp_high_from_watermark() => {
+                    (PCP_HIGH_BATCHES * batch, PCP_HIGH_BATCHES * batch)
+                }
                 0 => (
                     highsize(watermarks.low),
                     highsize(managed / u64::from(MIN_PERCPU_PAGELIST_HIGH_FRACTION)),
@@ -150,8 +156,11 @@ impl Zoneinfo {
             info.protection = size.protection.to_vec();
             for p in info.populated.iter_mut().flat_map(|p| &mut p.pagesets) {
                 p.batch = u64::from(size.batch);
-                p.high_min = u64::from(size.high_min);
-                p.high_max = u64::from(size.high_max);
+                if self.format.high_is_the_zones() {
+                    p.high = u64::from(size.high_min);
+                }
+                p.high_min = p.high_min.map(|_| u64::from(size.high_min));
+                p.high_max = p.high_max.map(|_| u64::from(size.high_max));
                 p.stat_threshold = size.stat_threshold;
             }
         }

@@ -1,8 +1,10 @@
-//! `/proc/zoneinfo` as a value (`zoneinfo_show_print`), and the model's.
+//! `/proc/zoneinfo` as a value (`zoneinfo_show_print`), and the model's,
+//! in the format of its era's release ([`ZoneinfoFormat`]).
 
 use std::fmt;
 
 use crate::alloc::Allocator;
+use crate::era::Era;
 use crate::pcp::PerCpu;
 use crate::types::{BuddyModel, ZoneType};
 use crate::variant::Variant;
@@ -14,22 +16,103 @@ use crate::zone::Zone;
 pub const KERNEL_ZONE_NAMES: [&str; NR_KERNEL_ZONES] =
     ["DMA", "DMA32", "Normal", "Movable", "Device"];
 
-/// One CPU's pageset of a zone, as zoneinfo prints it (Linux 6.7 on).
+/// The layout `zoneinfo_show_print` prints in, by release, and what a
+/// pageset's `high` shows in it. The fields, in order (read in
+/// `mm/vmstat.c` of a 5.15-line tree, of 6.12 as the context of
+/// `f8780515fe91`, and of 6.18):
+///
+/// - every format: `Node N, zone NAME`, the per-node stats in a node's
+///   first populated zone, `pages free`, `boost`, `min`, `low`, `high`,
+///   [`promo`], `spanned`, `present`, `managed`, `cma`, `protection: (…)`,
+///   and for a populated zone its vmstat counters, `pagesets`, per online
+///   CPU `cpu:`, `count:`, `high:`, `batch:`, [`high_min:`, `high_max:`],
+///   `vm stats threshold:`, then `node_unreclaimable:` and `start_pfn:`;
+/// - `promo` from 6.12 (`528afe6b9605` "mm: print the promo watermark in
+///   zoneinfo"), in every zone;
+/// - `high_min:` and `high_max:` from 6.13 (`f8780515fe91` "mm: add pcp
+///   high_min high_max to proc zoneinfo"), which also realigned the
+///   pageset labels (`count:    ` where 6.12 printed `count: `).
+///
+/// [`ZoneinfoFormat::V5_14`] and [`ZoneinfoFormat::V6_7`] print the same
+/// lines; they differ in what `high` holds, so a file read back is the
+/// first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ZoneinfoFormat {
+    /// 5.14 to 6.6 (and pfnlab's older eras, whose layout pfnlab writes
+    /// as 5.14's): no `promo`, pagesets without `high_min`/`high_max`;
+    /// every CPU's `high` is its zone's, set at boot for every possible
+    /// CPU (`zone_pcp_update` from `setup_per_zone_wmarks`). A file
+    /// read back in this layout may be 6.7 to 6.11's too.
+    V5_14,
+    /// 6.7 to 6.11: the same lines; a CPU's `high` is tuned, 0 until the
+    /// CPU first frees to or refills from the zone.
+    V6_7,
+    /// 6.12: `promo` after `high`.
+    V6_12,
+    /// 6.13 on: pagesets with `high_min` and `high_max`.
+    #[default]
+    V6_13,
+}
+
+impl ZoneinfoFormat {
+    /// The format era `era`'s kernel prints.
+    pub fn of_era(era: Era) -> ZoneinfoFormat {
+        if era.since(6, 13) {
+            ZoneinfoFormat::V6_13
+        } else if era.since(6, 12) {
+            ZoneinfoFormat::V6_12
+        } else if era.pcp_high_tuning() {
+            ZoneinfoFormat::V6_7
+        } else {
+            ZoneinfoFormat::V5_14
+        }
+    }
+
+    /// The releases that print it.
+    pub fn releases(self) -> &'static str {
+        match self {
+            ZoneinfoFormat::V5_14 => "5.14 to 6.6",
+            ZoneinfoFormat::V6_7 => "6.7 to 6.11",
+            ZoneinfoFormat::V6_12 => "6.12",
+            ZoneinfoFormat::V6_13 => "6.13 on",
+        }
+    }
+
+    /// Whether the watermark block has a `promo` line.
+    pub fn has_promo(self) -> bool {
+        matches!(self, ZoneinfoFormat::V6_12 | ZoneinfoFormat::V6_13)
+    }
+
+    /// Whether each pageset has `high_min` and `high_max` lines.
+    pub fn has_high_min_max(self) -> bool {
+        self == ZoneinfoFormat::V6_13
+    }
+
+    /// Whether every CPU's `high` is its zone's value, set at boot,
+    /// rather than tuned per CPU.
+    pub fn high_is_the_zones(self) -> bool {
+        self == ZoneinfoFormat::V5_14
+    }
+}
+
+/// One CPU's pageset of a zone, as zoneinfo prints it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pageset {
     /// The CPU.
     pub cpu: u32,
     /// `pcp->count`: pages on its lists.
     pub count: u64,
-    /// `pcp->high`: live, tuned between `high_min` and `high_max` (0 until
-    /// the CPU first uses the zone's lists).
+    /// `pcp->high`: from 6.7 live, tuned between `high_min` and
+    /// `high_max` (0 until the CPU first uses the zone's lists); before,
+    /// the zone's.
     pub high: u64,
     /// `pcp->batch`.
     pub batch: u64,
-    /// `pcp->high_min`.
-    pub high_min: u64,
-    /// `pcp->high_max`.
-    pub high_max: u64,
+    /// `pcp->high_min`; `None` in a format that does not print it
+    /// (before 6.13).
+    pub high_min: Option<u64>,
+    /// `pcp->high_max`; `None` in a format that does not print it.
+    pub high_max: Option<u64>,
     /// `stat_threshold` of the CPU's `per_cpu_zonestats`.
     pub stat_threshold: u64,
 }
@@ -61,7 +144,8 @@ pub struct ZoneInfo {
     pub pages_free: u64,
     /// `watermark_boost`.
     pub boost: u64,
-    /// `min`, `low`, `high` and `promo`.
+    /// `min`, `low`, `high` and `promo` (`promo` 0 in a format that does
+    /// not print it).
     pub watermarks: Watermarks,
     /// `spanned_pages`.
     pub spanned: u64,
@@ -80,6 +164,8 @@ pub struct ZoneInfo {
 /// A whole `/proc/zoneinfo`: every node's zones in order.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Zoneinfo {
+    /// The layout it is printed in.
+    pub format: ZoneinfoFormat,
     /// The zones, node by node, each node's in `zone_type` order.
     pub zones: Vec<ZoneInfo>,
 }
@@ -105,8 +191,9 @@ fn write_stats(f: &mut fmt::Formatter<'_>, stats: &[(String, u64)]) -> fmt::Resu
         .try_for_each(|(name, value)| write!(f, "\n      {name:<12} {value}"))
 }
 
-impl fmt::Display for ZoneInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl ZoneInfo {
+    /// Writes the zone's entry in `format`.
+    fn write(&self, f: &mut fmt::Formatter<'_>, format: ZoneinfoFormat) -> fmt::Result {
         write!(f, "Node {}, zone {:>8}", self.node, self.zone)?;
         if let Some(stats) = &self.node_stats {
             f.write_str("\n  per-node stats")?;
@@ -116,19 +203,17 @@ impl fmt::Display for ZoneInfo {
         write!(
             f,
             "\n  pages free     {}\n        boost    {}\n        min      {}\
-             \n        low      {}\n        high     {}\n        promo    {}\
-             \n        spanned  {}\n        present  {}\n        managed  {}\
+             \n        low      {}\n        high     {}",
+            self.pages_free, self.boost, w.min, w.low, w.high,
+        )?;
+        if format.has_promo() {
+            write!(f, "\n        promo    {}", w.promo)?;
+        }
+        write!(
+            f,
+            "\n        spanned  {}\n        present  {}\n        managed  {}\
              \n        cma      {}\n        protection: (",
-            self.pages_free,
-            self.boost,
-            w.min,
-            w.low,
-            w.high,
-            w.promo,
-            self.spanned,
-            self.present,
-            self.managed,
-            self.cma
+            self.spanned, self.present, self.managed, self.cma
         )?;
         for (i, r) in self.protection.iter().enumerate() {
             write!(f, "{}{r}", if i == 0 { "" } else { ", " })?;
@@ -138,13 +223,28 @@ impl fmt::Display for ZoneInfo {
             write_stats(f, &p.vm_stats)?;
             f.write_str("\n  pagesets")?;
             for s in &p.pagesets {
-                write!(
-                    f,
-                    "\n    cpu: {}\n              count:    {}\n              high:     {}\
-                     \n              batch:    {}\n              high_min: {}\
-                     \n              high_max: {}\n  vm stats threshold: {}",
-                    s.cpu, s.count, s.high, s.batch, s.high_min, s.high_max, s.stat_threshold
-                )?;
+                if format.has_high_min_max() {
+                    write!(
+                        f,
+                        "\n    cpu: {}\n              count:    {}\n              high:     {}\
+                         \n              batch:    {}\n              high_min: {}\
+                         \n              high_max: {}",
+                        s.cpu,
+                        s.count,
+                        s.high,
+                        s.batch,
+                        s.high_min.unwrap_or(0),
+                        s.high_max.unwrap_or(0)
+                    )?;
+                } else {
+                    write!(
+                        f,
+                        "\n    cpu: {}\n              count: {}\n              high:  {}\
+                         \n              batch: {}",
+                        s.cpu, s.count, s.high, s.batch
+                    )?;
+                }
+                write!(f, "\n  vm stats threshold: {}", s.stat_threshold)?;
             }
             write!(
                 f,
@@ -158,7 +258,7 @@ impl fmt::Display for ZoneInfo {
 
 impl fmt::Display for Zoneinfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.zones.iter().try_for_each(|z| z.fmt(f))
+        self.zones.iter().try_for_each(|z| z.write(f, self.format))
     }
 }
 
@@ -180,10 +280,10 @@ fn empty_zone_watermarks(index: usize) -> Watermarks {
 }
 
 impl<M: BuddyModel, V: Variant> Allocator<M, V> {
-    /// The model's `/proc/zoneinfo`, with every CPU's lists empty (no
-    /// per-CPU handle is asked about): each pageset's `high` is a CPU's
-    /// starting `high` (0 from 6.7, as the kernel shows a CPU that has
-    /// not used the zone).
+    /// The model's `/proc/zoneinfo` in its era's format, with every CPU's
+    /// lists empty (no per-CPU handle is asked about): each pageset's
+    /// `high` is a CPU's starting `high` (the zone's before 6.7; from 6.7
+    /// 0, as the kernel shows a CPU that has not used the zone).
     pub fn zoneinfo(&self) -> Zoneinfo {
         self.zoneinfo_with(&[])
     }
@@ -193,6 +293,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// [`Allocator::nr_cpus`]) show empty lists.
     pub fn zoneinfo_with(&self, cpus: &[&PerCpu<'_, M, V>]) -> Zoneinfo {
         let nr_cpus = (self.nr_cpus() as usize).max(cpus.len());
+        let format = ZoneinfoFormat::of_era(self.options.era);
         let mut zones = Vec::new();
         for node in &self.nodes {
             for (index, name) in KERNEL_ZONE_NAMES.iter().enumerate() {
@@ -216,12 +317,15 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                     populated: None,
                 };
                 if let Some(zone) = zone.filter(|z| z.managed > 0) {
-                    self.fill_zone(&mut info, zone, cpus, nr_cpus);
+                    self.fill_zone(&mut info, zone, cpus, nr_cpus, format);
+                }
+                if !format.has_promo() {
+                    info.watermarks.promo = 0;
                 }
                 zones.push(info);
             }
         }
-        Zoneinfo { zones }
+        Zoneinfo { format, zones }
     }
 
     /// Fills a populated zone's entry from the model's zone.
@@ -231,6 +335,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         zone: &Zone<V, M::Page>,
         cpus: &[&PerCpu<'_, M, V>],
         nr_cpus: usize,
+        format: ZoneinfoFormat,
     ) {
         info.pages_free = zone.nr_free_pages_state();
         info.watermarks = zone.watermarks;
@@ -246,6 +351,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         } else {
             u64::from(zone.high)
         };
+        let min_max = |value: u32| format.has_high_min_max().then_some(u64::from(value));
         let pageset = |cpu: usize| {
             let live = cpus.get(cpu);
             Pageset {
@@ -255,8 +361,8 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 // `BOOT_PAGESET_HIGH` (0) until it first uses the zone.
                 high: live.map_or(idle_high, |c| c.high(zone.id)),
                 batch: u64::from(zone.batch),
-                high_min: u64::from(zone.high),
-                high_max: u64::from(zone.high_max),
+                high_min: min_max(zone.high),
+                high_max: min_max(zone.high_max),
                 stat_threshold: zone.stat_threshold as u64,
             }
         };

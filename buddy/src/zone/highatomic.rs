@@ -37,7 +37,8 @@ use crate::variant::Variant;
 
 impl<V: Variant, P: BuddyPage> Zone<V, P> {
     /// The most pages this zone may reserve, or `None` when it may
-    /// reserve none (6.13: a zone under 100 pageblocks).
+    /// reserve none (6.18's rules, 6.8's limit: a zone under 100
+    /// pageblocks).
     fn max_highatomic(&self, pageblock_nr_pages: u64) -> Option<u64> {
         let one_percent = self.managed / 100;
         match self.highatomic {
@@ -49,7 +50,8 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
     }
 
     /// `reserve_highatomic_pageblock`: after a successful high-order atomic
-    /// allocation of `order` at `pfn`, its pageblock (from 6.13, every
+    /// allocation of `order` at `pfn`, its pageblock (6.18's rules, from
+    /// 6.10: every
     /// pageblock of a block of a pageblock or more) becomes `HighAtomic`,
     /// unless the zone has reserved its limit or the pageblock's type may
     /// not merge with others. Returns whether it reserved.

@@ -82,7 +82,8 @@ pub struct Zone<V, P = Page> {
     pub(crate) nr_reserved_highatomic: Arc<AtomicU64>,
     /// The counter the watermark hides from a request without the
     /// reserve's rights, chosen once by the era: `nr_reserved_highatomic`
-    /// before 6.13, `nr_free_highatomic` after (one load on the path).
+    /// with 5.13's rules, `nr_free_highatomic` with 6.18's (6.12's
+    /// `c928807f6f6b`; one load on the path).
     highatomic_unusable: Arc<AtomicU64>,
     /// The era's rules for the reserve.
     pub(crate) highatomic: HighatomicRules,

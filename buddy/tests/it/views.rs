@@ -83,8 +83,8 @@ fn assert_exact_match(dir: &Path, info: &Zoneinfo, inputs: &SizingInputs) {
         for p in &populated.pagesets {
             let at = format!("{at} cpu {}", p.cpu);
             assert_eq!(u64::from(got.batch), p.batch, "{at}: batch");
-            assert_eq!(u64::from(got.high_min), p.high_min, "{at}: high_min");
-            assert_eq!(u64::from(got.high_max), p.high_max, "{at}: high_max");
+            assert_eq!(Some(u64::from(got.high_min)), p.high_min, "{at}: high_min");
+            assert_eq!(Some(u64::from(got.high_max)), p.high_max, "{at}: high_max");
             assert_eq!(got.stat_threshold, p.stat_threshold, "{at}: threshold");
         }
     }

@@ -23,9 +23,14 @@ use crate::workloads::{pcp_pairs, read_flags, timed_allocs, xorshift};
 pub const INIT_THREADS: [usize; 2] = [1, 2];
 
 /// Memory blocks per hot-add: 2 GiB of 128 MiB blocks, the 2019 cover
-/// letter's add (5.13 took one block per add, so one there).
+/// letter's add (5.13 to 6.6 took one block per add with
+/// memmap_on_memory, so one there).
 fn blocks_per_add(era: Era) -> u64 {
-    if era == Era::V5_13 { 1 } else { 16 }
+    if era.since(5, 13) && !era.since(6, 8) {
+        1
+    } else {
+        16
+    }
 }
 
 /// Runs every part with the model type the CLI chose.
