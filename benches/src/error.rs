@@ -36,6 +36,14 @@ pub enum RunError {
         /// The experiment.
         experiment: &'static str,
     },
+    /// Every row was refused (no model could be built, no size fit):
+    /// the run measured nothing.
+    NothingMeasured {
+        /// The experiment (`memdesc`).
+        experiment: &'static str,
+        /// Why, as the first refused row said it.
+        why: String,
+    },
     /// The hugetlb pool (or its HVO) refused a step.
     Hugetlb {
         /// The model.
@@ -60,6 +68,12 @@ impl fmt::Display for RunError {
             }
             RunError::Fixup(e) => write!(f, "timing the kernel's fault fixup: {e}"),
             RunError::Peer(e) => e.fmt(f),
+            RunError::NothingMeasured { experiment, why } => {
+                write!(
+                    f,
+                    "bench {experiment} measured nothing on this machine: {why}"
+                )
+            }
             RunError::Hugetlb { model, source } => write!(f, "{model}: {source}"),
         }
     }
@@ -71,7 +85,9 @@ impl std::error::Error for RunError {
             RunError::Model { source, .. } => Some(source),
             RunError::Layout(e) => Some(e),
             RunError::Json(e) => Some(e),
-            RunError::NotPositive { .. } | RunError::StartStateRefused { .. } => None,
+            RunError::NotPositive { .. }
+            | RunError::StartStateRefused { .. }
+            | RunError::NothingMeasured { .. } => None,
             RunError::Fixup(e) => Some(e),
             RunError::Peer(e) => Some(e),
             RunError::Hugetlb { source, .. } => Some(source),

@@ -60,6 +60,10 @@ impl<V: fmt::Debug, P, X> Measured for Row<V, P, X> {
     fn label(&self) -> String {
         format!("{:?} / {}", self.variant, self.model)
     }
+
+    fn host_kernel_only(&self) -> bool {
+        self.model == Subject::Kernel
+    }
 }
 
 /// A row without parameters (`"params": {}`).
@@ -152,6 +156,11 @@ pub trait Measured {
     fn measurement(&self) -> &Measurement;
     /// What the row is, for an error message (`list / vmemmap`).
     fn label(&self) -> String;
+    /// Whether the row times the host kernel alone (its fault fixup), a
+    /// reference beside the lab's rows rather than one of them.
+    fn host_kernel_only(&self) -> bool {
+        false
+    }
 }
 
 impl Measured for JsonRow {
@@ -161,6 +170,10 @@ impl Measured for JsonRow {
 
     fn label(&self) -> String {
         format!("{} / {}", self.variant, self.model)
+    }
+
+    fn host_kernel_only(&self) -> bool {
+        self.model == "kernel"
     }
 }
 

@@ -291,20 +291,25 @@ pub fn ratio_text(i: &Interval) -> String {
     }
 }
 
-/// A ratio as a table cell: `1.05 [1.01, 1.09]`, and `~` after it when
-/// no direction may be read from it (the interval holds 1, or reaches less
-/// than [`CONFIDENCE`]).
+/// A ratio as a table cell: `1.05 [1.01, 1.09]`, with a mark after it
+/// when no direction may be read from it, one mark per reason: `~` when
+/// the interval holds 1 (within noise), `?` when it excludes 1 but its
+/// trials cannot reach [`CONFIDENCE`] (a clear ratio at a lower level).
 pub fn ratio_cell(i: &Interval) -> String {
-    let noise = if i.ratio_verdict().is_decided() {
-        ""
-    } else {
-        "~"
+    let mark = match i.ratio_verdict() {
+        Verdict::Higher | Verdict::Lower => "",
+        Verdict::WithinNoise { .. } => "~",
+        Verdict::TooFewTrials { .. } => "?",
     };
-    format!("{:.2} [{:.2}, {:.2}]{noise}", i.median, i.lo, i.hi)
+    format!("{:.2} [{:.2}, {:.2}]{mark}", i.median, i.lo, i.hi)
 }
 
-/// What a table's `~` means, for the line under it.
-pub const NOISE_MARK: &str = "ratios: median [95 % interval]; ~ marks one that tells no direction (it holds 1, or its trials cannot reach 95 %)";
+/// What a table cell's marks mean ([`ratio_cell`]), for a legend.
+pub const MARKS: &str = "~: within noise, the interval holds 1; ?: the interval excludes 1, but its trials cannot reach 95 %";
+
+/// The line under a table of ratio cells: the cells' form and
+/// [`MARKS`].
+pub const NOISE_MARK: &str = "ratios: median [95 % interval]; ~: within noise, the interval holds 1; ?: the interval excludes 1, but its trials cannot reach 95 %";
 
 /// One sentence on a ranking, cheapest first: the cheapest is named only
 /// when the runner-up's interval over it excludes 1; the dearest is set
@@ -735,7 +740,7 @@ mod tests {
             ratio_text(&i),
             "2.00x [1.90, 2.10], at 75 %: 3 trials cannot reach 95 % for this comparison"
         );
-        assert!(ratio_cell(&i).ends_with('~'));
+        assert!(ratio_cell(&i).ends_with('?'));
         // One trial: its level is 0 %, and the trial is one.
         let one = Interval::of_ratio(&[2.0], &[1.0]).unwrap();
         assert!(
@@ -849,6 +854,23 @@ mod tests {
         assert_eq!(apart.method, Method::Unpaired);
         assert!(!apart.ratio_verdict().is_decided());
         assert!(ratio_text(&apart).contains("within noise"));
+    }
+
+    #[test]
+    fn each_mark_has_one_meaning() {
+        let noise = Interval::of_ratio(&[1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.02], &[1.0; 7]).unwrap();
+        assert!(matches!(noise.ratio_verdict(), Verdict::WithinNoise { .. }));
+        assert!(ratio_cell(&noise).ends_with("]~"));
+        let short = Interval::of_ratio(&[2.0, 2.1, 1.9], &[1.0; 3]).unwrap();
+        assert!(matches!(
+            short.ratio_verdict(),
+            Verdict::TooFewTrials { .. }
+        ));
+        assert!(ratio_cell(&short).ends_with("]?"));
+        let clear = Interval::of_ratio(&[2.0, 2.1, 1.9, 2.05, 1.95, 2.0, 2.02], &[1.0; 7]).unwrap();
+        assert!(clear.ratio_verdict().is_decided());
+        assert!(ratio_cell(&clear).ends_with(']'));
+        assert!(NOISE_MARK.ends_with(MARKS));
     }
 
     #[test]

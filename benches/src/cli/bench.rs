@@ -160,13 +160,8 @@ pub enum BenchCommand {
     Memdesc {
         #[command(flatten)]
         run: WithModel,
-        /// Only this size beside 64 bytes (64, 32, 16 or 8; default: all).
-        #[arg(long, value_parser = super::commands::parse_page_size)]
-        page_size: Option<sparsemem::PageSize>,
-        /// The largest span swept, in MiB of RAM (default: an 8-byte
-        /// memmap four times the LLC).
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-        max_span_mib: Option<u64>,
+        #[command(flatten)]
+        sweep: MemdescArgs,
     },
     /// When the memmap is written and where it lives: deferred
     /// init against threads, the allocation that grows the zone, the path
@@ -244,16 +239,8 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             };
             run_one::<hvo::Hvo>(&setup(run), &options)
         }
-        BenchCommand::Memdesc {
-            run,
-            page_size,
-            max_span_mib,
-        } => {
-            let options = memdesc::MemdescOptions {
-                size: page_size,
-                max_span_mib,
-            };
-            run_one::<memdesc::Memdesc>(&setup(run), &options)
+        BenchCommand::Memdesc { run, sweep } => {
+            run_one::<memdesc::Memdesc>(&setup(run), &sweep.into())
         }
         BenchCommand::MemmapLifecycle { run } => run_one::<MemmapLifecycle>(&setup(run), &()),
         BenchCommand::Unknown(args) => {
@@ -295,4 +282,56 @@ fn run_one<E: Experiment>(setup: &Setup, params: &E::Params) -> Result<(), CliEr
     print!("{}", prepared.header());
     print!("{}", prepared.run(params)?);
     Ok(())
+}
+
+/// `--cache-sizes L2,LLC`: two sysfs-style sizes, the LLC at least the L2.
+fn parse_cache_sizes(s: &str) -> Result<memdesc::CacheSizes, String> {
+    let parse = |t: &str| {
+        memdesc::parse_cache_size(t)
+            .filter(|&b| b > 0)
+            .ok_or_else(|| format!("`{t}` is not a cache size (for example 2M, 1024K)"))
+    };
+    let (l2, llc) = s
+        .split_once(',')
+        .ok_or_else(|| format!("`{s}`: give L2,LLC (for example 2M,256M)"))?;
+    let (l2_bytes, llc_bytes) = (parse(l2)?, parse(llc)?);
+    if llc_bytes < l2_bytes {
+        return Err(format!("`{s}`: the LLC is smaller than the L2"));
+    }
+    Ok(memdesc::CacheSizes {
+        l2_bytes,
+        llc_bytes,
+        from_sysfs: false,
+    })
+}
+
+/// `bench memdesc`'s own options.
+#[derive(clap::Args, Debug)]
+pub struct MemdescArgs {
+    /// Only this size beside 64 bytes (64, 32, 16 or 8; default: all).
+    #[arg(long, value_parser = super::commands::parse_page_size)]
+    page_size: Option<sparsemem::PageSize>,
+    /// The largest span swept, in MiB of RAM (default: an 8-byte
+    /// memmap four times the LLC, within the memmap budget).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_span_mib: Option<u64>,
+    /// Size the sweep for these caches rather than this machine's:
+    /// `L2,LLC` as sysfs writes sizes (`2M,256M`, `1024K,32M`).
+    #[arg(long, value_parser = parse_cache_sizes)]
+    cache_sizes: Option<memdesc::CacheSizes>,
+    /// Hold the sweep's memmaps (every size's at once) under this many
+    /// MiB, if less than this machine's budget (half its memory).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    memmap_budget_mib: Option<u64>,
+}
+
+impl From<MemdescArgs> for memdesc::MemdescOptions {
+    fn from(a: MemdescArgs) -> Self {
+        memdesc::MemdescOptions {
+            size: a.page_size,
+            max_span_mib: a.max_span_mib,
+            caches: a.cache_sizes,
+            memmap_budget_bytes: a.memmap_budget_mib.map(|mib| mib << 20),
+        }
+    }
 }

@@ -43,7 +43,7 @@ use crate::error::RunError;
 use crate::host_kernel::{HostError, HostPaths, hugetlb_pool, is_root};
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
-use crate::spread::{Comparison, Interval, ratio_cell};
+use crate::spread::{Comparison, Interval, MARKS, ratio_cell};
 use crate::timing::{Measurement, Plan};
 use crate::workloads::{compound_heads, valid_pfns};
 use pool::Pools;
@@ -495,11 +495,11 @@ impl Experiment for Hvo {
                 .map_or(String::new(), |v| v.as_str().unwrap_or("").into());
             out.push_str(&format!("  {name:<26} {:>20}\n", cell(m)));
         }
-        out.push_str(
-            "\nRatios are medians over this run's HVO-off pool [95 % interval of the interleaved trials; ~: within noise]; the published ratios compare each kernel with its own \
+        out.push_str(&format!(
+            "\nRatios are medians over this run's HVO-off pool [95 % interval of the interleaved trials; {MARKS}]; the published ratios compare each kernel with its own \
              HVO-off baseline (Oct 2023, 500,000 x 2 MiB, 8-socket Xeon). pfnlab's remap is user-space mmap/fallocate: \
              each mmap flushes on its own, so \"batched\" batches the steps, not the TLB flushes.\n",
-        );
+        ));
         out
     }
 }

@@ -153,6 +153,13 @@ impl<R: Measured> Measured for OrFixup<R> {
             OrFixup::Fixup(r) => r.label(),
         }
     }
+
+    fn host_kernel_only(&self) -> bool {
+        match self {
+            OrFixup::Lab(r) => r.host_kernel_only(),
+            OrFixup::Fixup(_) => true,
+        }
+    }
 }
 
 /// `rows`, then the fixup's.

@@ -485,6 +485,14 @@ impl<'a, E: Experiment> Prepared<'a, E> {
         let rows = E::rows(ctx, &results);
         check_positive(&rows)?;
         let table = E::render(ctx, &results) + &record.text();
+        // The host kernel's fixup is a reference beside the lab's rows:
+        // alone, it answers nothing the experiment asked.
+        if rows.iter().all(Measured::host_kernel_only) {
+            return Err(RunError::NothingMeasured {
+                experiment: E::ID.name(),
+                why: first_refusal(&table),
+            });
+        }
         if let Some(out) = self.out {
             out.write(&Report {
                 experiment: E::ID.name().into(),
@@ -498,6 +506,18 @@ impl<'a, E: Experiment> Prepared<'a, E> {
         }
         Ok(table)
     }
+}
+
+/// The reason the first refused row of a rendered table gives (its text
+/// after `not built: `), for a run that measured nothing.
+fn first_refusal(table: &str) -> String {
+    table
+        .lines()
+        .find_map(|l| {
+            l.split_once("not built: ")
+                .map(|(_, why)| why.trim().to_owned())
+        })
+        .unwrap_or_else(|| "no row was produced".into())
 }
 
 /// `ns (cycles)` for a table cell.

@@ -194,6 +194,20 @@ pub enum SnapshotError {
     NoPagetypeinfo,
     /// The snapshot's free blocks do not fit the allocator.
     StartState(StartStateError),
+    /// The machine was still in deferred struct page init: a zone's
+    /// pagetypeinfo counts fewer pageblocks than its present pages fill.
+    DeferredInit {
+        /// The zone's node.
+        node: u32,
+        /// The zone's name.
+        zone: String,
+        /// Pageblocks its pagetypeinfo counts.
+        blocks: u64,
+        /// Its present pages.
+        present: u64,
+        /// Its managed pages.
+        managed: u64,
+    },
     /// A firmware entry or `/proc/iomem` that does not parse.
     MemoryMap(String),
     /// Neither a firmware memory map nor a readable `/proc/iomem`.
@@ -225,6 +239,16 @@ impl fmt::Display for SnapshotError {
                 "the snapshot has no pagetypeinfo (reading /proc/pagetypeinfo needs root)",
             ),
             SnapshotError::StartState(e) => write!(f, "the snapshot's start state: {e}"),
+            SnapshotError::DeferredInit {
+                node,
+                zone,
+                blocks,
+                present,
+                managed,
+            } => write!(
+                f,
+                "the snapshot's node {node} zone {zone} counts {blocks} pageblocks for {present} present pages ({managed} managed): the machine was still in deferred struct page init, and a start state from a machine in deferred init is not modelled (a snapshot taken once `managed` is close to `present` is)"
+            ),
             SnapshotError::MemoryMap(e) => write!(f, "the snapshot's memory map: {e}"),
             SnapshotError::NoMemoryMap => f.write_str(
                 "the snapshot has no memory map (no /sys/firmware/memmap, and /proc/iomem unread or all zero)",
@@ -353,11 +377,22 @@ impl Snapshot {
         alloc: &mut Allocator<M, V>,
         seed: u64,
     ) -> Result<Vec<(Pfn, Order)>, SnapshotError> {
-        let types = self.pagetypeinfo()?.ok_or(SnapshotError::NoPagetypeinfo)?;
+        let types = self.start_types()?;
         let buddy = self.buddyinfo()?;
         alloc
             .set_start_state_with(&types, buddy.as_ref(), seed)
             .map_err(SnapshotError::StartState)
+    }
+
+    /// The pagetypeinfo a start state takes its free blocks from, refused
+    /// when the snapshot has none or its machine was still in deferred
+    /// struct page init ([`SnapshotError::DeferredInit`]).
+    pub fn start_types(&self) -> Result<PageTypeInfo, SnapshotError> {
+        let types = self.pagetypeinfo()?.ok_or(SnapshotError::NoPagetypeinfo)?;
+        if let Some(zones) = self.zoneinfo()? {
+            start::still_deferred(&types, &zones)?;
+        }
+        Ok(types)
     }
 
     /// The memory map's entries: the firmware map's, else `/proc/iomem`'s

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use buddy::views::{BuddyInfo, PageTypeInfo};
+use buddy::views::{BuddyInfo, PageTypeInfo, Zoneinfo};
 use buddy::{AllocError, Allocator, BuddyModel, Variant};
 use serde::Serialize;
 
@@ -36,9 +36,7 @@ impl StartState {
     /// is built.
     pub fn load(path: &Path, seed: u64) -> Result<StartState, SnapshotError> {
         let snapshot = Snapshot::load(path)?;
-        let types = snapshot
-            .pagetypeinfo()?
-            .ok_or(SnapshotError::NoPagetypeinfo)?;
+        let types = snapshot.start_types()?;
         Ok(StartState {
             record: StartStateRecord {
                 snapshot: path.to_owned(),
@@ -75,4 +73,31 @@ impl StartState {
             self.record.seed
         )
     }
+}
+
+/// Refuses a snapshot of a machine still in deferred struct page init: a
+/// zone whose pagetypeinfo counts fewer pageblocks than its present pages
+/// fill by more than one (a zone's edges may cut one short). The kernel
+/// counts a pageblock only when its first `struct page` is initialised
+/// and in the zone (`pagetypeinfo_showblockcount_print`), and adds pages
+/// to `managed` as deferred init frees them (`__free_pages_core`), so
+/// such a machine's free lists cover part of each deferred zone.
+pub(super) fn still_deferred(types: &PageTypeInfo, zones: &Zoneinfo) -> Result<(), SnapshotError> {
+    let per_block = 1u64 << types.pageblock_order;
+    for t in &types.zones {
+        let Some(z) = zones.zone(t.node, &t.zone) else {
+            continue;
+        };
+        let blocks: u64 = t.blocks.iter().sum();
+        if (blocks + 1) * per_block < z.present {
+            return Err(SnapshotError::DeferredInit {
+                node: t.node,
+                zone: t.zone.clone(),
+                blocks,
+                present: z.present,
+                managed: z.managed,
+            });
+        }
+    }
+    Ok(())
 }

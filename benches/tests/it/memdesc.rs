@@ -254,3 +254,119 @@ fn a_refused_size_or_model_is_one_line_and_exit_2() {
     ];
     assert_refused(&args, "cannot hold");
 }
+
+/// A machine whose LLC is 1 GiB, with 64 MiB for the sweep's memmaps: the
+/// sweep stops at the budget, says so in the table and the JSON, and says
+/// that no size's memmap passed the LLC.
+#[test]
+fn a_large_llc_is_swept_to_the_budget_and_says_the_llc_was_not_exceeded() {
+    let s = Scratch::new("big-llc");
+    let layout = s.file("small.toml", SMALL);
+    let json = s.path("memdesc.json");
+    let args = [
+        "bench",
+        "memdesc",
+        "--quick",
+        "--model",
+        "flat",
+        "--layout",
+        &layout,
+        "--cache-sizes",
+        "2M,1G",
+        "--memmap-budget-mib",
+        "64",
+        "--json",
+        &json,
+    ];
+    let out = pfnlab(&args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("caches (cpu0, given: --cache-sizes): L2 2.0 MiB, LLC 1.0 GiB"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sweep stops at 512 Ki pages, short of the caches' top")
+            && text.contains("memmap budget of 64.0 MiB"),
+        "{text}"
+    );
+    for size in [64, 32, 16, 8] {
+        assert!(
+            text.contains(&format!("{size} B never exceeds the LLC")),
+            "{text}"
+        );
+    }
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let sweep: Vec<&Value> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["variant"] == "pfn_to_page")
+        .collect();
+    assert!(!sweep.is_empty());
+    for r in sweep {
+        assert!(
+            r["params"]["span_pages"].as_u64().unwrap() <= 512 << 10,
+            "{r}"
+        );
+        assert_eq!(r["sweep_cap"]["budget"]["budget_bytes"], 64u64 << 20, "{r}");
+        assert_eq!(r["llc_bytes"], 1u64 << 30, "{r}");
+    }
+}
+
+/// A budget that cannot hold even the smallest span measures nothing:
+/// one line and exit status 2, no report written.
+#[test]
+fn a_budget_below_the_smallest_span_measures_nothing_and_exits_2() {
+    let s = Scratch::new("no-budget");
+    let layout = s.file("small.toml", SMALL);
+    let json = s.path("memdesc.json");
+    assert_refused(
+        &[
+            "bench",
+            "memdesc",
+            "--quick",
+            "--layout",
+            &layout,
+            "--cache-sizes",
+            "2M,1G",
+            "--memmap-budget-mib",
+            "1",
+            "--json",
+            &json,
+        ],
+        "bench memdesc measured nothing on this machine: the smallest span, 16384 pages, needs 1.9 MiB",
+    );
+    assert!(!PathBuf::from(&json).exists());
+    for (bad, needle) in [
+        ("2M", "give L2,LLC"),
+        ("2M,lots", "`lots` is not a cache size"),
+        ("1G,2M", "the LLC is smaller than the L2"),
+        ("0,2M", "`0` is not a cache size"),
+    ] {
+        assert_refused(
+            &["bench", "memdesc", "--quick", "--cache-sizes", bad],
+            needle,
+        );
+    }
+}
+
+/// 16 TiB of RAM: no model's memmap fits this machine's budget, so an
+/// experiment on it measures nothing (the host kernel's fixup, timed
+/// beside the models, answers nothing alone): one line, exit status 2.
+#[test]
+fn every_model_refused_measures_nothing_and_exits_2() {
+    let s = Scratch::new("huge");
+    let huge = s.file(
+        "huge.toml",
+        "[[range]]\nstart = 0x100000\nend = 0x100000000000\nkind = \"ram\"\n",
+    );
+    for experiment in ["memdesc", "pfn-valid"] {
+        assert_refused(
+            &["bench", experiment, "--quick", "--layout", &huge],
+            &format!(
+                "bench {experiment} measured nothing on this machine: cannot build the memory model: memmap needs"
+            ),
+        );
+    }
+}

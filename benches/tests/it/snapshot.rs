@@ -249,3 +249,33 @@ fn the_default_comparison_bulk_and_replay_start_from_a_snapshot() {
     assert!(msg.contains("/nonexistent.json"), "{msg}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// This machine's snapshot taken while its Normal zone was still in
+/// (lazily) deferred struct page init: its layout and views load, and a
+/// start state from it is one line and exit status 2 that says why.
+#[test]
+fn a_snapshot_in_deferred_init_is_a_layout_but_no_start_state() {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/snapshot-deferred.json")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let snap = Snapshot::load(Path::new(&fixture)).unwrap();
+    let zones = snap.zoneinfo().unwrap().unwrap();
+    let normal = zones.zone(0, "Normal").unwrap();
+    assert!(normal.managed < normal.present, "{normal:?}");
+    let spec = format!("snapshot:{fixture}");
+    let layout = stdout(&pfnlab(&["layout", "--layout", &spec]));
+    assert!(layout.contains("present pages: "), "{layout}");
+    for args in [
+        vec!["buddyinfo", "--layout", &spec, "--start-state", &spec],
+        vec!["--start-state", &spec, "--quick"],
+        vec!["bench", "bulk", "--quick", "--start-state", &spec],
+    ] {
+        let err = refused(&pfnlab(&args));
+        assert!(
+            err.contains("zone Normal counts 7680 pageblocks for 5505024 present pages (3932160 managed): the machine was still in deferred struct page init"),
+            "{args:?}: {err}"
+        );
+    }
+}

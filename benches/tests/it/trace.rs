@@ -319,6 +319,40 @@ fn an_order_above_max_page_order_is_a_counted_refusal() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Four pages allocated and freed on one CPU end on its per-CPU list:
+/// the trace drained nothing, so neither did the replay, though dropping
+/// its handles at the end gives the pages back (and conserves them).
+#[test]
+fn the_final_drain_of_the_replays_handles_is_not_counted() {
+    let mut text = String::new();
+    for (i, pfn) in [0x1000, 0x1001, 0x1002, 0x1003].into_iter().enumerate() {
+        text += &format!(
+            "a-1 [000] ..... 1.{i:06}: mm_page_alloc: page=00000000aa pfn={pfn:#x} order=0 migratetype=1 gfp_flags=GFP_KERNEL\n"
+        );
+    }
+    for (i, pfn) in [0x1000, 0x1001, 0x1002, 0x1003].into_iter().enumerate() {
+        text += &format!(
+            "a-1 [000] ..... 2.{i:06}: mm_page_free: page=00000000aa pfn={pfn:#x} order=0\n"
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("pfnlab-drain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("pairs.txt");
+    std::fs::write(&path, text).unwrap();
+    let layout = Layout::preset("x86-pci-hole").unwrap();
+    let r = &replay(&path, &layout, &[ModelKind::Flat], ReplayOptions::default())[0];
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(r.events.allocs, 4);
+    assert!(r.allocator.pcp_refills >= 1, "{:?}", r.allocator);
+    assert_eq!(
+        (r.allocator.pcp_drains, r.allocator.pcp_drain_blocks),
+        (0, 0),
+        "{:?}",
+        r.allocator
+    );
+    assert!(r.allocator.conserved);
+}
+
 /// A source of endless trace lines, made as they are read.
 struct Endless {
     line: Vec<u8>,

@@ -20,7 +20,7 @@ pub mod sim;
 
 pub use measure::{Calibration, LockConfig, LockResults, LockRun, PROJECTED_CPUS, job_set};
 
-use crate::spread::{Comparison, Interval, ratio_cell};
+use crate::spread::{Comparison, Interval, MARKS, ratio_cell};
 use buddy::{LockPolicy, ZoneLockKind};
 use serde::Serialize;
 
@@ -235,7 +235,7 @@ impl LockResults {
     fn projection_table(&self) -> String {
         let mut t = format!(
             "\nPROJECTION (discrete-event model, docs/experiments.md): per-batch / per-page completion, and the order-1 requests' mean wait; \
-             measured: median [95 % interval] of the interleaved trials (~: within noise); model: median [95 % interval] of one projection per trial, each from its own chunk of the calibration's jobs and that trial's handoff\n\
+             measured: median [95 % interval] of the interleaved trials ({MARKS}); model: median [95 % interval] of one projection per trial, each from its own chunk of the calibration's jobs and that trial's handoff\n\
              {:<8} {:>22}",
             "lock", "measured"
         );

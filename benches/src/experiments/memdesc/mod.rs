@@ -33,7 +33,8 @@ use vmemmap::VmemmapOptions;
 
 use self::alloc::{AllocWork, SizedAllocator, sized_allocator};
 use self::sized::{BuildableAt, SizedModel, SizedVisitor, build_sized, with_model_at};
-use self::sweep::{CacheSizes, starts_missing};
+use self::sweep::starts_missing;
+pub use self::sweep::{CacheSizes, SweepCap, parse_cache_size};
 use super::{Ctx, Experiment, ExperimentId};
 use crate::error::RunError;
 use crate::models::ModelKind;
@@ -51,6 +52,12 @@ pub struct MemdescOptions {
     /// `--max-span-mib`: the largest span swept, in MiB of RAM (default:
     /// an 8-byte memmap four times the LLC).
     pub max_span_mib: Option<u64>,
+    /// `--cache-sizes`: size the sweep for these caches rather than this
+    /// machine's sysfs (another machine's, or a test's).
+    pub caches: Option<CacheSizes>,
+    /// `--memmap-budget-mib`: the memmap bytes the sizes' sweep models may
+    /// hold at once, if less than this machine's budget (half its memory).
+    pub memmap_budget_bytes: Option<u64>,
 }
 
 impl MemdescOptions {
@@ -114,10 +121,16 @@ pub struct ModelRun {
 /// What `bench memdesc` measures.
 #[derive(Clone, Debug)]
 pub struct MemdescResults {
-    /// This machine's caches.
+    /// The caches the sweep was sized for: this machine's, or those given
+    /// ([`MemdescOptions::caches`]).
     pub caches: CacheSizes,
+    /// Whether [`MemdescResults::caches`] were given rather than read.
+    pub caches_given: bool,
     /// The spans swept, in pages, ascending.
     pub spans: Vec<u64>,
+    /// Why the sweep stops where it does, when not where the caches put
+    /// its top ([`SweepCap`]).
+    pub cap: Option<SweepCap>,
     /// The sweep layout's page size in bytes.
     pub page_bytes: u64,
     /// RAM bytes of the run's layout (for bytes per TiB).
@@ -305,14 +318,33 @@ impl Experiment for Memdesc {
     type Row = MemdescRow;
 
     fn measure(ctx: &Ctx, options: &MemdescOptions) -> Result<MemdescResults, RunError> {
-        let caches = CacheSizes::read();
+        let caches = options.caches.unwrap_or_else(CacheSizes::read);
         let page_bytes = ctx.layout.geometry().page_size();
-        let max_pages = options.max_span_mib.map(|mib| (mib << 20) / page_bytes);
-        let step = if ctx.plan.scale < 1.0 { 2 } else { 1 };
-        let spans = caches.spans(step, max_pages);
-        let top = *spans.last().expect("at least one span");
-        let layout = sweep_layout(&ctx.layout, top)?;
         let sizes = options.sizes();
+        let budget = options
+            .memmap_budget_bytes
+            .unwrap_or(u64::MAX)
+            .min(sparsemem::memmap::host_memory_bytes() / 2);
+        let step = if ctx.plan.scale < 1.0 { 2 } else { 1 };
+        let (spans, cap) = sweep::capped_spans(
+            &caches,
+            step,
+            options.max_span_mib.map(|mib| (mib << 20) / page_bytes),
+            (budget, sizes.iter().map(|s| s.bytes()).sum()),
+        );
+        let top = *spans.last().expect("at least one span");
+        let bytes_per_page: u64 = sizes.iter().map(|s| s.bytes()).sum();
+        if top.saturating_mul(bytes_per_page) > budget {
+            return Err(RunError::NothingMeasured {
+                experiment: Self::ID.name(),
+                why: format!(
+                    "the smallest span, {top} pages, needs {} of memmap at once ({bytes_per_page} B per page), more than the memmap budget of {}",
+                    crate::units::human_bytes(top * bytes_per_page),
+                    crate::units::human_bytes(budget)
+                ),
+            });
+        }
+        let layout = sweep_layout(&ctx.layout, top)?;
         let mut models = Vec::new();
         for kind in ctx.models() {
             match measure_model(ctx, kind, &sizes, (&layout, &spans)) {
@@ -332,7 +364,9 @@ impl Experiment for Memdesc {
         }
         Ok(MemdescResults {
             caches,
+            caches_given: options.caches.is_some(),
             spans,
+            cap,
             page_bytes,
             ram_bytes: ctx.layout.present_pages() * page_bytes,
             models,

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use sparsemem::PageSize;
 
-use super::sweep::MISS_FACTOR;
+use super::sweep::{MISS_FACTOR, SweepCap};
 use super::{Ctx, MemdescResults, ModelRun, SizeRun};
 use crate::models::ModelKind;
 use crate::report::Row;
@@ -98,6 +98,10 @@ pub struct MemdescExtra {
     /// (absent: not within the sweep).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub starts_missing_span: Option<u64>,
+    /// `pfn_to_page` rows: what stopped the sweep short of the top the
+    /// caches ask for (absent: nothing did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep_cap: Option<SweepCap>,
 }
 
 /// One row of `bench memdesc`'s report.
@@ -159,6 +163,7 @@ pub fn rows(ctx: &Ctx, results: &MemdescResults) -> Vec<MemdescRow> {
                         extra.span_memmap_bytes = Some(span * s.size.bytes());
                         extra.llc_bytes = Some(results.caches.llc_bytes);
                         extra.starts_missing_span = missing.map(|j| results.spans[j]);
+                        extra.sweep_cap = results.cap;
                     }
                     let params = MemdescParams {
                         page_size: s.size.bytes(),
@@ -229,7 +234,9 @@ pub fn render(ctx: &Ctx, results: &MemdescResults) -> String {
     let c = &results.caches;
     let mut t = format!(
         "struct page at each size, sizes interleaved per trial; ns per op, and [xratio to 64 B]\ncaches (cpu0{}): L2 {}, LLC {}; sweep: random pfn_to_page + page_zonenum, one dependent chain, over the first SPAN pages of a one-range layout\nstarts missing the LLC: first span past the in-LLC reference (largest span whose memmap fits in half the LLC) whose interval's lower bound is above {MISS_FACTOR}x the reference, and stays so\n",
-        if c.from_sysfs {
+        if results.caches_given {
+            ", given: --cache-sizes"
+        } else if c.from_sysfs {
             ", sysfs"
         } else {
             ", assumed: sysfs unreadable"
@@ -237,6 +244,18 @@ pub fn render(ctx: &Ctx, results: &MemdescResults) -> String {
         human_bytes(c.l2_bytes),
         human_bytes(c.llc_bytes),
     );
+    t += &match results.cap {
+        None => String::new(),
+        Some(SweepCap::MaxSpan) => "sweep stops at --max-span-mib\n".into(),
+        Some(SweepCap::Budget {
+            budget_bytes,
+            bytes_per_page,
+        }) => format!(
+            "sweep stops at {} pages, short of the caches' top: every size's memmap is built at once ({bytes_per_page} B per page), and a larger span would pass the memmap budget of {}\n",
+            pages(*results.spans.last().unwrap_or(&0)),
+            human_bytes(budget_bytes)
+        ),
+    };
     for (kind, run) in &results.models {
         match run {
             Ok(run) => t += &model_table(ctx, *kind, run, results),
@@ -289,10 +308,22 @@ fn model_table(ctx: &Ctx, kind: ModelKind, run: &ModelRun, r: &MemdescResults) -
                 human_bytes(r.spans[j] * s.size.bytes()),
                 (r.spans[j] * s.size.bytes()) as f64 / r.caches.llc_bytes as f64
             ),
-            None => format!(
-                "{} B does not start missing the LLC within the sweep\n",
-                s.size
-            ),
+            None => {
+                let top = r.spans.last().map_or(0, |&p| p * s.size.bytes());
+                if top <= r.caches.llc_bytes {
+                    format!(
+                        "{} B never exceeds the LLC: the top span's memmap is {}, the LLC {}\n",
+                        s.size,
+                        human_bytes(top),
+                        human_bytes(r.caches.llc_bytes)
+                    )
+                } else {
+                    format!(
+                        "{} B does not start missing the LLC within the sweep\n",
+                        s.size
+                    )
+                }
+            }
         };
     }
     t + &alloc_table(ctx, run)

@@ -96,6 +96,48 @@ impl CacheSizes {
     }
 }
 
+/// What stopped the sweep below the top the caches ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SweepCap {
+    /// `--max-span-mib`.
+    MaxSpan,
+    /// The memmap budget: every size's sweep model is built at once, so
+    /// the top span times the sizes' bytes must fit in it.
+    Budget {
+        /// The budget, in bytes.
+        budget_bytes: u64,
+        /// The sizes' bytes per page, summed.
+        bytes_per_page: u64,
+    },
+}
+
+/// [`CacheSizes::spans`], capped by `max_pages` and by the memmap budget
+/// (`budget_bytes` for `bytes_per_page` of every size's memmap at once);
+/// says which cap stopped the sweep, if one did.
+pub fn capped_spans(
+    caches: &CacheSizes,
+    step: u32,
+    max_pages: Option<u64>,
+    (budget_bytes, bytes_per_page): (u64, u64),
+) -> (Vec<u64>, Option<SweepCap>) {
+    let wanted = *caches.spans(step, None).last().expect("at least one span");
+    let budget_pages = budget_bytes / bytes_per_page.max(1);
+    let (limit, cap) = match max_pages {
+        Some(m) if m <= budget_pages => (Some(m), SweepCap::MaxSpan),
+        _ => (
+            Some(budget_pages),
+            SweepCap::Budget {
+                budget_bytes,
+                bytes_per_page,
+            },
+        ),
+    };
+    let spans = caches.spans(step, limit);
+    let top = *spans.last().expect("at least one span");
+    (spans, (top < wanted).then_some(cap))
+}
+
 /// The largest power of two at most `n` (`n` ≥ 1).
 fn prev_power_of_two(n: u64) -> u64 {
     1 << (63 - n.leading_zeros())
@@ -138,6 +180,39 @@ pub fn starts_missing(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_large_llc_is_swept_up_to_the_budget_and_no_further() {
+        let big = CacheSizes {
+            l2_bytes: 2 << 20,
+            llc_bytes: 1 << 30,
+            from_sysfs: false,
+        };
+        // The caches ask for 512 Mi pages; 64 MiB at 120 B a page holds
+        // 559,240, so the top is 512 Ki.
+        let (spans, cap) = capped_spans(&big, 1, None, (64 << 20, 120));
+        assert_eq!(*spans.last().unwrap(), 512 << 10);
+        assert_eq!(
+            cap,
+            Some(SweepCap::Budget {
+                budget_bytes: 64 << 20,
+                bytes_per_page: 120
+            })
+        );
+        // --max-span-mib below the budget's top is the cap that applies.
+        let (spans, cap) = capped_spans(&big, 1, Some(64 << 10), (64 << 20, 120));
+        assert_eq!(
+            (*spans.last().unwrap(), cap),
+            (64 << 10, Some(SweepCap::MaxSpan))
+        );
+        // A budget that holds the caches' whole sweep caps nothing.
+        let small = CacheSizes {
+            llc_bytes: 8 << 20,
+            ..big
+        };
+        let (spans, cap) = capped_spans(&small, 1, None, (u64::MAX, 120));
+        assert_eq!((*spans.last().unwrap(), cap), (4 << 20, None));
+    }
+
     use super::*;
     use crate::spread::Method;
 

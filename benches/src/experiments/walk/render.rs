@@ -5,7 +5,7 @@ use buddy::MemmapInitForm;
 
 use super::{Case, CompactShape, HostWalk, WalkResults, WalkRow, Walker};
 use crate::models::ModelKind;
-use crate::spread::{Comparison, Interval, ratio_cell};
+use crate::spread::{Comparison, Interval, MARKS, ratio_cell};
 use crate::timing::Measurement;
 use crate::units::fmt_ns;
 
@@ -41,7 +41,7 @@ fn timed(rows: &[WalkRow], case: Case) -> Option<&Measurement> {
 /// `a` over `b` as a table states it: `x1.52 [1.40, 1.61]` (`~` when it
 /// tells no direction).
 fn times(a: &Measurement, b: &Measurement) -> String {
-    Interval::between(a, b).map_or("x?".into(), |i| format!("x{}", ratio_cell(&i)))
+    Interval::between(a, b).map_or("x n/a".into(), |i| format!("x{}", ratio_cell(&i)))
 }
 
 fn render_sweep(r: &WalkResults) -> String {
@@ -94,8 +94,10 @@ fn render_sweep(r: &WalkResults) -> String {
     for (model, layout, why) in &r.refused {
         out += &format!("{layout:<34} {:<15} not built: {why}\n", model.name());
     }
-    out += "* timed over a slice, 64 chunks spread evenly over the span (a per-pfn walk of a huge span, or one that faults per hole pfn); per pfn of the slice stands for per pfn of the span.\n\
-            speedup: per-pfn over for_each_valid_pfn, per pfn of span, median [95 % interval of the interleaved trials] (~: within noise).\n\n";
+    out += &format!(
+        "* timed over a slice, 64 chunks spread evenly over the span (a per-pfn walk of a huge span, or one that faults per hole pfn); per pfn of the slice stands for per pfn of the span.\n\
+         speedup: per-pfn over for_each_valid_pfn, per pfn of span, median [95 % interval of the interleaved trials] ({MARKS}).\n\n"
+    );
     out
 }
 

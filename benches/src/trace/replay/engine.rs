@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use buddy::{AllocError, Allocator, BuddyModel, Era, PerCpu, RequestError, Variant};
+use buddy::{AllocError, Allocator, BuddyModel, Era, PerCpu, RequestError, Variant, ZoneStats};
 use serde::Serialize;
 use sparsemem::{Layout, NodeId, Order, Pfn};
 
@@ -530,6 +530,9 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
         first_verify_failure,
         ..
     } = state;
+    // The per-CPU counts as the trace ends: dropping the handles drains
+    // their lists, which the recording has no events for.
+    let at_end = alloc.stats_total();
     drop(cpus);
     let held_pages: u64 = held.values().map(|(_, o)| o.nr_pages()).sum();
     let ns_per_cycle = 1e9 / tsc_hz() as f64;
@@ -539,16 +542,19 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
         alloc_ns: alloc_cycles as f64 * ns_per_cycle,
         free_ns: free_cycles as f64 * ns_per_cycle,
         events,
-        allocator: allocator_counts(alloc, held_pages, options.start_state_pages),
+        allocator: allocator_counts(alloc, &at_end, held_pages, options.start_state_pages),
         verify_failures,
         first_verify_failure,
     })
 }
 
 /// The allocator's own counts at the end of a pass, with `held_pages`
-/// still held by the replay.
+/// still held by the replay: the per-CPU refills and drains from `at_end`
+/// (read as the last event was replayed, before the handles' final
+/// drain), the rest after it.
 fn allocator_counts<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
+    at_end: &ZoneStats,
     held_pages: u64,
     start_state_pages: u64,
 ) -> AllocatorCounts {
@@ -565,10 +571,10 @@ fn allocator_counts<M: BuddyModel, V: Variant>(
     AllocatorCounts {
         merges: stats.merges,
         splits: stats.splits,
-        pcp_refills: stats.pcp_refills,
-        pcp_drains: stats.pcp_drains,
-        pcp_refill_blocks: stats.pcp_refill_blocks,
-        pcp_drain_blocks: stats.pcp_drain_blocks,
+        pcp_refills: at_end.pcp_refills,
+        pcp_drains: at_end.pcp_drains,
+        pcp_refill_blocks: at_end.pcp_refill_blocks,
+        pcp_drain_blocks: at_end.pcp_drain_blocks,
         zone_lock_acquisitions: alloc.zones().iter().map(|z| z.lock_acquisitions()).sum(),
         fragmentation_index: fragmentation_index(
             &free_blocks,
