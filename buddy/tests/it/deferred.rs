@@ -226,18 +226,19 @@ fn deferred_init_ends_as_a_plain_build() {
     runner
         .run(&strategy, |(layout, late, threads, orders)| {
             let n = run_models(&layout, late, threads, &orders).map_err(TestCaseError::fail)?;
+            if n == 0 {
+                // A layout that fits the first window whole defers
+                // nothing: another is drawn, so every case counted
+                // compares at least one deferred build.
+                return Err(TestCaseError::reject("nothing deferred"));
+            }
             compared.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
             Ok(())
         })
         .unwrap();
-    // Most small layouts fit the first window whole and defer nothing;
-    // about one build in three defers, so a quarter of the cases is a
-    // floor that a run with nothing compared cannot pass and a seed
-    // cannot fail.
     let compared = compared.into_inner();
-    eprintln!("deferred builds compared: {compared} in {cases} cases");
     assert!(
-        compared >= (cases / 4).max(2),
+        compared >= cases,
         "only {compared} deferred builds were compared in {cases} cases"
     );
 }
