@@ -96,6 +96,15 @@ impl Era {
         self >= Era::V6_18
     }
 
+    /// Whether the kernel has `alloc_pages_nolock` and `free_pages_nolock`,
+    /// the allocation and free for any context that only ever try a lock
+    /// (Linux 6.15 on: `try_alloc_pages`, commit 97769a53f117, renamed
+    /// `alloc_pages_nolock` in 6.16; `free_pages_nolock`, commit
+    /// 8c57b687e833).
+    pub fn has_alloc_nolock(self) -> bool {
+        self >= Era::V6_18
+    }
+
     /// Whether pfnlab models this era's per-call entry of the single-page
     /// path ([`Mechanisms::entry`]): the 5.13 and 6.18 allocators'. The
     /// 2.6 eras' entry (no scoped GFP constraints, a different
@@ -174,6 +183,11 @@ pub enum NotInEra {
         /// The era asked for.
         era: Era,
     },
+    /// `alloc_pages_nolock` and `free_pages_nolock`, which arrived in 6.15.
+    AllocNolock {
+        /// The era asked for.
+        era: Era,
+    },
 }
 
 impl fmt::Display for NotInEra {
@@ -200,6 +214,10 @@ impl fmt::Display for NotInEra {
             NotInEra::HighFraction { era } => write!(
                 f,
                 "percpu_pagelist_high_fraction arrived in Linux 5.14; era {era} sizes pcp->high as 6 × batch"
+            ),
+            NotInEra::AllocNolock { era } => write!(
+                f,
+                "alloc_pages_nolock and free_pages_nolock arrived in Linux 6.15; era {era} has no allocation that only tries its locks"
             ),
         }
     }
@@ -416,6 +434,9 @@ mod tests {
                 e.check_variant::<KernelHoleCheck>().is_ok(),
                 e <= Era::V5_13
             );
+        }
+        for e in Era::ALL {
+            assert_eq!(e.has_alloc_nolock(), e == Era::V6_18);
         }
         let why = Era::V6_18.check_variant::<KernelHoleCheck>().unwrap_err();
         assert!(why.to_string().contains("removed in 5.14"), "{why}");
