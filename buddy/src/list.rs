@@ -616,12 +616,14 @@ impl<P: BuddyPage> TrylockFreePages<P> {
             if at.is_null() {
                 return None;
             }
-            // SAFETY: (1) `at` was listed by `add`, so it heads an owned
+            let here = at.cast_const();
+            // SAFETY: (1) `here` was listed by `add`, so it heads an owned
             // block whose descriptor is live while the allocator (and so
             // `model`) is borrowed; (2) the swap made this caller the only
             // holder of every page it took: unlinking, unmarking and
-            // detaching are its writes.
-            let here = at.cast_const();
+            // detaching are its writes; (3) the token's invariants held
+            // when `add` took it, and nothing but this list touched the
+            // block since, so they hold again once it is unlinked.
             let block = unsafe {
                 let page = &*here;
                 let order = Order::saturating(page.private() as u8);
