@@ -76,6 +76,34 @@ impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
     /// ([`RequestError::NotInEra`]), an order the per-CPU lists do not
     /// hold ([`RequestError::NolockOrder`]), and a zone deferred init may
     /// still grow ([`RequestError::DeferredPages`]).
+    ///
+    /// ```
+    /// use buddy::{Allocator, Era, Kernel, Options, RequestError};
+    /// use sparsemem::{Layout, NodeId, Order, SparseExtreme};
+    ///
+    /// let layout = Layout::preset("x86-pci-hole")?;
+    /// let model = SparseExtreme::new(&layout)?;
+    /// let alloc = Allocator::<_, Kernel>::new(model, &layout, Options::for_era(Era::V6_18))?;
+    /// let mut cpu = alloc.cpu_on(NodeId::ZERO)?;
+    /// if let Some(pfn) = cpu.alloc_pages_nolock(Order::ZERO)? {
+    ///     cpu.free_pages_nolock(pfn, Order::ZERO)?;
+    /// }
+    /// // Above PAGE_ALLOC_COSTLY_ORDER, and not a THP: refused at once.
+    /// assert!(matches!(
+    ///     cpu.alloc_pages_nolock(Order::new(5)),
+    ///     Err(RequestError::NolockOrder { .. })
+    /// ));
+    ///
+    /// // 5.13 has neither call.
+    /// let model = SparseExtreme::new(&layout)?;
+    /// let old = Allocator::<_, Kernel>::new(model, &layout, Options::for_era(Era::V5_13))?;
+    /// let mut cpu = old.cpu_on(NodeId::ZERO)?;
+    /// assert!(matches!(
+    ///     cpu.alloc_pages_nolock(Order::ZERO),
+    ///     Err(RequestError::NotInEra(_))
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn alloc_pages_nolock(&mut self, order: Order) -> Result<Option<Pfn>, RequestError> {
         let alloc = self.alloc;
         let era = alloc.options.era;
