@@ -5,7 +5,10 @@
 //! its CPU until the holder releases. Three kinds, as the kernel's
 //! `spinlock_t` was over the eras ([`ZoneLockKind`]): the unfair byte lock
 //! (test-and-test-and-set), the ticket lock and the queued (MCS) lock.
-//! Every acquisition is counted.
+//! `try_lock` (`spin_trylock`) takes the lock only if it is free and never
+//! waits, as the paths that may run in any context (6.15's
+//! `alloc_pages_nolock`, `free_pages_nolock`) take it. Every acquisition
+//! is counted.
 //!
 //! # Safety
 //! The lock hands out `&mut T` through a guard; exclusivity comes from the
@@ -13,9 +16,10 @@
 //! `Release` on giving it up, so everything the previous holder wrote is
 //! visible to the next:
 //! - unfair: the `locked` flag, swapped false → true, stored false;
-//! - ticket: `owner` reaching the ticket drawn from `next`, then bumped;
-//! - queued: the holder is the thread whose queue node the tail swap
-//!   linked behind none, or whose predecessor cleared its node's `waiting`
+//! - ticket: `owner` reaching the ticket drawn from `next`, then bumped
+//!   (a try draws only the ticket `owner` already shows);
+//! - queued: the holder is the thread whose queue node the tail swap (or
+//!   a try's compare-exchange from an empty queue) linked behind none, or whose predecessor cleared its node's `waiting`
 //!   flag. Queue nodes are per-thread (thread-local, as the kernel's are
 //!   per-CPU) and outlive every use: a thread cannot exit while it waits
 //!   or holds, and its successor reads the node only until it is handed
