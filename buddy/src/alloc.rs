@@ -561,7 +561,11 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         let (block, zid) = self.claim_for_free(pfn, order)?;
         let zone = &self.zones[zid.index()];
         let mut area = zone.free_area.lock();
-        let waited = zone.free_trylock_pages(&self.model, &mut area);
+        let waited = if self.path.alloc_nolock {
+            zone.free_trylock_pages(&self.model, &mut area)
+        } else {
+            0
+        };
         area.free_one(&self.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);

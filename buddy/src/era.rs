@@ -295,6 +295,10 @@ pub(crate) struct Path {
     pub(crate) pcp_high_orders: bool,
     pub(crate) pcp_lock: bool,
     pub(crate) pcp_high_tuning: bool,
+    /// `alloc_pages_nolock` and `free_pages_nolock` exist (6.15 on), so a
+    /// locked `free_one_page` checks the zone's `trylock_free_pages`
+    /// first; an older era's path has no such check.
+    pub(crate) alloc_nolock: bool,
     /// The per-call entry ([`Mechanisms::entry`]).
     pub(crate) entry: bool,
     /// 5.13's NUMA counters: 16-bit per-CPU diffs folded at
@@ -317,6 +321,7 @@ impl Path {
             pcp_high_orders: era.pcp_high_orders(),
             pcp_lock: era.pcp_lock(),
             pcp_high_tuning: era.pcp_high_tuning() && m.watermarks,
+            alloc_nolock: era.has_alloc_nolock(),
             entry: era.models_entry() && m.entry,
             numa_stat_diffs: era <= Era::V5_13,
             zone_lock: crate::ZoneLockKind::Unfair,

@@ -600,7 +600,11 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         let order = block.order();
         let zone = &self.alloc.zones[zid.index()];
         let mut area = zone.free_area.lock();
-        let waited = zone.free_trylock_pages(&self.alloc.model, &mut area);
+        let waited = if self.alloc.path.alloc_nolock {
+            zone.free_trylock_pages(&self.alloc.model, &mut area)
+        } else {
+            0
+        };
         area.free_one(&self.alloc.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);
