@@ -469,23 +469,9 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         self.rmqueue_buddy_locked(zone, zone.free_area.lock(), order, mt, gfp)
     }
 
-    /// [`Allocator::rmqueue_buddy`] with `ALLOC_TRYLOCK` (Linux 6.15,
-    /// commit 97769a53f117): `None` at once when the zone lock is held
-    /// (`spin_trylock_irqsave`).
-    pub(crate) fn rmqueue_buddy_trylock(
-        &self,
-        zid: ZoneId,
-        order: Order,
-        mt: Migratetype,
-        gfp: Gfp,
-    ) -> Option<Pfn> {
-        let zone = self.zones.get(zid.index())?;
-        self.rmqueue_buddy_locked(zone, zone.free_area.try_lock()?, order, mt, gfp)
-    }
-
     /// The body of `rmqueue_buddy` once `area` holds zone `zone`'s lock.
     #[inline(always)]
-    fn rmqueue_buddy_locked(
+    pub(crate) fn rmqueue_buddy_locked(
         &self,
         zone: &Zone<V, M::Page>,
         mut area: SpinGuard<'_, FreeArea<V, M::Page>>,
@@ -561,11 +547,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         let (block, zid) = self.claim_for_free(pfn, order)?;
         let zone = &self.zones[zid.index()];
         let mut area = zone.free_area.lock();
-        let waited = if self.path.alloc_nolock {
-            zone.free_trylock_pages(&self.model, &mut area)
-        } else {
-            0
-        };
+        let waited = zone.free_trylock_pages(&self.model, &mut area);
         area.free_one(&self.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);

@@ -295,9 +295,7 @@ pub(crate) struct Path {
     pub(crate) pcp_high_orders: bool,
     pub(crate) pcp_lock: bool,
     pub(crate) pcp_high_tuning: bool,
-    /// `alloc_pages_nolock` and `free_pages_nolock` exist (6.15 on), so a
-    /// locked `free_one_page` checks the zone's `trylock_free_pages`
-    /// first; an older era's path has no such check.
+    /// `alloc_pages_nolock` and `free_pages_nolock` exist (6.15 on).
     pub(crate) alloc_nolock: bool,
     /// The per-call entry ([`Mechanisms::entry`]).
     pub(crate) entry: bool,

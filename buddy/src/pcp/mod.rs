@@ -600,11 +600,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         let order = block.order();
         let zone = &self.alloc.zones[zid.index()];
         let mut area = zone.free_area.lock();
-        let waited = if self.alloc.path.alloc_nolock {
-            zone.free_trylock_pages(&self.alloc.model, &mut area)
-        } else {
-            0
-        };
+        let waited = zone.free_trylock_pages(&self.alloc.model, &mut area);
         area.free_one(&self.alloc.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);

@@ -51,6 +51,7 @@
 use sparsemem::{Migratetype, Order, Pfn};
 
 use super::{PerCpu, pcp_migratetype};
+use crate::alloc::Allocator;
 use crate::era::NotInEra;
 use crate::error::{FreeError, RequestError};
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
@@ -64,6 +65,22 @@ pub const GFP_NOLOCK: Gfp = Gfp::NOWARN
     .union(Gfp::ZERO)
     .union(Gfp::NOMEMALLOC)
     .union(Gfp::COMP);
+
+impl<M: BuddyModel, V: Variant> Allocator<M, V> {
+    /// `rmqueue_buddy` with `ALLOC_TRYLOCK` (Linux 6.15, commit
+    /// 97769a53f117): `None` at once when the zone lock is held
+    /// (`spin_trylock_irqsave`).
+    fn rmqueue_buddy_trylock(
+        &self,
+        zid: ZoneId,
+        order: Order,
+        mt: Migratetype,
+        gfp: Gfp,
+    ) -> Option<Pfn> {
+        let zone = self.zones.get(zid.index())?;
+        self.rmqueue_buddy_locked(zone, zone.free_area.try_lock()?, order, mt, gfp)
+    }
+}
 
 impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
     /// `alloc_pages_nolock(0, NUMA_NO_NODE, order)`: a block of `order`

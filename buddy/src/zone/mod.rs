@@ -99,6 +99,10 @@ pub struct Zone<V, P = Page> {
     /// could not free because the zone lock was held, waiting for the
     /// next free that takes it ([`Zone::free_trylock_pages`]).
     pub(crate) trylock_free_pages: TrylockFreePages<P>,
+    /// Whether the era has `free_pages_nolock` (6.15 on), so a locked
+    /// free checks `trylock_free_pages` at all; an older era's path has no
+    /// such check.
+    alloc_nolock: bool,
 }
 
 /// `pcp->high` before 5.14: six batches (`pageset_set_batch`,
@@ -145,6 +149,7 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
             contiguous: false,
             below_high: AtomicBool::new(false),
             trylock_free_pages: TrylockFreePages::default(),
+            alloc_nolock: path.alloc_nolock,
         }
     }
 
@@ -161,14 +166,14 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
     /// `trylock_free_pages` goes to the free lists
     /// (`split_large_buddy`, and a `PGFREE` event each). Returns the pages
     /// freed, for the caller's `NR_FREE_PAGES`. One load when the list is
-    /// empty, as the kernel's `llist_empty`.
+    /// empty, as the kernel's `llist_empty`; none before 6.15.
     #[inline(always)]
     pub(crate) fn free_trylock_pages<M: BuddyModel<Page = P>>(
         &self,
         model: &M,
         area: &mut FreeArea<V, P>,
     ) -> u64 {
-        if self.trylock_free_pages.is_empty() {
+        if !self.alloc_nolock || self.trylock_free_pages.is_empty() {
             return 0;
         }
         self.drain_trylock_free_pages(model, area)
