@@ -22,11 +22,11 @@ use crate::error::{FreeError, RequestError};
 use crate::frames::Frames;
 use crate::gfp::{AllocContext, AllocFlags, Gfp, GfpError};
 use crate::list::OwnedBlock;
-use crate::lock::ZoneLockKind;
+use crate::lock::{SpinGuard, ZoneLockKind};
 use crate::node::{Node, NodeMask};
 use crate::types::{BuddyModel, ZoneId, ZoneStats};
 use crate::variant::Variant;
-use crate::zone::{ClaimError, Zone, claim_for_free};
+use crate::zone::{ClaimError, FreeArea, Zone, claim_for_free};
 
 /// How the zone lock is taken around a per-CPU batch.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -126,6 +126,11 @@ impl<M: BuddyModel, V> Drop for Allocator<M, V> {
     fn drop(&mut self) {
         if <M::Page as sparsemem::BuddyPage>::LINKS_IN_PAGE {
             return;
+        }
+        for zone in &self.zones {
+            // Blocks `free_pages_nolock` left waiting give their `struct
+            // buddy`s back as they are taken.
+            zone.trylock_free_pages.take_all(&self.model).for_each(drop);
         }
         for zone in &mut self.zones {
             let area = zone.free_area.get_mut();
@@ -461,7 +466,19 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         gfp: Gfp,
     ) -> Option<Pfn> {
         let zone = self.zones.get(zid.index())?;
-        let mut area = zone.free_area.lock();
+        self.rmqueue_buddy_locked(zone, zone.free_area.lock(), order, mt, gfp)
+    }
+
+    /// The body of `rmqueue_buddy` once `area` holds zone `zone`'s lock.
+    #[inline(always)]
+    pub(crate) fn rmqueue_buddy_locked(
+        &self,
+        zone: &Zone<V, M::Page>,
+        mut area: SpinGuard<'_, FreeArea<V, M::Page>>,
+        order: Order,
+        mt: Migratetype,
+        gfp: Gfp,
+    ) -> Option<Pfn> {
         let block = area.rmqueue(&self.model, order, mt)?;
         area.stats.allocs[order.index()] += 1;
         drop(area);
@@ -522,16 +539,20 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         Ok(())
     }
 
-    /// `__free_pages` on the zone path, after the misuse checks.
+    /// `__free_pages` on the zone path, after the misuse checks: the
+    /// block straight to the buddy lists under the zone lock
+    /// (`free_one_page`), after the blocks `free_pages_nolock` left
+    /// waiting (6.15).
     pub fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
         let (block, zid) = self.claim_for_free(pfn, order)?;
         let zone = &self.zones[zid.index()];
         let mut area = zone.free_area.lock();
+        let waited = zone.free_trylock_pages(&self.model, &mut area);
         area.free_one(&self.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);
         if self.path.watermarks {
-            zone.mod_free_pages(order.nr_pages() as i64);
+            zone.mod_free_pages((order.nr_pages() + waited) as i64);
         }
         Ok(())
     }

@@ -57,6 +57,19 @@ pub enum RequestError {
     },
     /// The allocator has no zone with this id.
     UnknownZone(ZoneId),
+    /// A call the era does not have (`alloc_pages_nolock` before 6.15).
+    NotInEra(NotInEra),
+    /// `alloc_pages_nolock` of an order the per-CPU lists do not hold
+    /// (`!pcp_allowed_order`: above `PAGE_ALLOC_COSTLY_ORDER` and not a
+    /// THP's): the kernel returns NULL before looking at any zone.
+    NolockOrder {
+        /// The order asked for.
+        order: Order,
+    },
+    /// `alloc_pages_nolock` while deferred struct page init may still grow
+    /// a zone (`deferred_pages_enabled`): `_deferred_grow_zone` takes the
+    /// zone lock, so the kernel returns NULL before looking at any zone.
+    DeferredPages,
 }
 
 /// Why a free was refused; the block stays as it was.
@@ -106,6 +119,8 @@ pub enum FreeError {
     /// A [`PageChain`](crate::PageChain) of another allocator handed to a
     /// per-CPU handle's bulk list free.
     ForeignChain,
+    /// A call the era does not have (`free_pages_nolock` before 6.15).
+    NotInEra(NotInEra),
 }
 
 /// Why memory cannot be given to a zone (boot, online) or taken back from
@@ -388,6 +403,16 @@ impl fmt::Display for RequestError {
             RequestError::UnknownZone(zid) => {
                 write!(f, "zone {} does not exist in this allocator", zid.index())
             }
+            RequestError::NotInEra(e) => write!(f, "{e}"),
+            RequestError::NolockOrder { order } => write!(
+                f,
+                "alloc_pages_nolock serves only orders the per-CPU lists hold \
+                 (up to PAGE_ALLOC_COSTLY_ORDER, and a THP's); order {order} is not one"
+            ),
+            RequestError::DeferredPages => f.write_str(
+                "alloc_pages_nolock serves nothing while deferred struct page init \
+                 may still grow a zone (growing takes the zone lock)",
+            ),
         }
     }
 }
@@ -419,6 +444,7 @@ impl fmt::Display for FreeError {
             FreeError::DeviceMemory { pfn } => device_memory(f, *pfn),
             FreeError::Order(e) => write!(f, "{e}"),
             FreeError::ForeignChain => f.write_str(FOREIGN_CHAIN),
+            FreeError::NotInEra(e) => write!(f, "{e}"),
         }
     }
 }
@@ -521,6 +547,7 @@ impl std::error::Error for RequestError {
         match self {
             RequestError::Order(e) => Some(e),
             RequestError::Gfp(e) => Some(e),
+            RequestError::NotInEra(e) => Some(e),
             _ => None,
         }
     }
@@ -530,6 +557,7 @@ impl std::error::Error for FreeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             FreeError::Order(e) => Some(e),
+            FreeError::NotInEra(e) => Some(e),
             _ => None,
         }
     }

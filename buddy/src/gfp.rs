@@ -422,6 +422,18 @@ impl AllocFlags {
         highatomic_fallback: false,
     };
 
+    /// `alloc_pages_nolock`'s flags: `ALLOC_TRYLOCK` alone (Linux 6.15,
+    /// commit 97769a53f117), so the min watermark (`ALLOC_WMARK_MIN` is 0)
+    /// with no reserve. The trylock itself is the path's, not a flag here.
+    pub(crate) const TRYLOCK: AllocFlags = AllocFlags {
+        wmark: Some(Wmark::Min),
+        min_reserve: false,
+        non_block: false,
+        reserves: false,
+        highatomic: false,
+        highatomic_fallback: false,
+    };
+
     /// No watermark at all (`ALLOC_NO_WATERMARKS`).
     pub(crate) const NO_WATERMARKS: AllocFlags = AllocFlags {
         wmark: None,

@@ -75,8 +75,9 @@
 //!    `hotplug`, `compaction` (the scanners), `hugetlb` (the hugetlb pool),
 //!    each over the allocator;
 //! 7. `pcp` (the per-CPU handle), then `pcp::refill`, `pcp::drain` (and
-//!    its order of lists), `pcp::bulk` and `pcp::tune` (6.7's tuning of
-//!    `high`);
+//!    its order of lists), `pcp::bulk`, `pcp::tune` (6.7's tuning of
+//!    `high`) and `pcp::nolock` (6.15's `alloc_pages_nolock` and
+//!    `free_pages_nolock`, which only try their locks);
 //! 8. `views` (the kernel's `/proc` views of the zones, the zoneinfo
 //!    reader and the sizing from the sysctls), over the allocator and its
 //!    per-CPU handles;
@@ -153,7 +154,7 @@ pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_i
 pub use memmap_on_memory::{MemmapOnMemory, MemmapOnMemoryError, memmap_on_memory_pages, pmd_size};
 pub use memory_notify::{MemoryAction, MemoryNotifierFn, MemoryNotify, NotifierId, NotifyResult};
 pub use node::{Node, NodeMask};
-pub use pcp::{MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD, PerCpu};
+pub use pcp::{GFP_NOLOCK, MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD, PerCpu};
 pub use start_state::StartStateError;
 pub use types::{
     BuddyModel, HighatomicRules, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, NumaEvents, ZoneId, ZoneStats,

@@ -12,8 +12,10 @@
 //! Above the raw list sit the safe faces the rest of the allocator uses:
 //! [`OwnedBlock`], a block that no list holds and that its holder owns
 //! (taken off a free list, or claimed by a free), [`PcpList`], a per-CPU
-//! list that only takes and gives such blocks, and [`ChainList`], the
-//! allocated pages of a [`PageChain`](crate::PageChain). Allocation and free paths
+//! list that only takes and gives such blocks, [`ChainList`], the
+//! allocated pages of a [`PageChain`](crate::PageChain), and
+//! [`TrylockFreePages`] (`llist`), the blocks a free that only tries the
+//! zone lock leaves waiting. Allocation and free paths
 //! move blocks between lists by moving tokens, so only this module and the
 //! buddy algorithm in `zone` write a `struct page`.
 //!
@@ -28,6 +30,10 @@
 use sparsemem::{BuddyPage, MAX_PAGE_ORDER_LIMIT, Order, PageFlag, Pfn};
 
 use crate::types::BuddyModel;
+
+mod llist;
+
+pub(crate) use llist::TrylockFreePages;
 
 /// A doubly linked list of pages through their `lru` links, counting its
 /// pages when `COUNTED` (a zone's free list, whose counts are `nr_free`)

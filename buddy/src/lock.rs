@@ -5,7 +5,10 @@
 //! its CPU until the holder releases. Three kinds, as the kernel's
 //! `spinlock_t` was over the eras ([`ZoneLockKind`]): the unfair byte lock
 //! (test-and-test-and-set), the ticket lock and the queued (MCS) lock.
-//! Every acquisition is counted.
+//! `try_lock` (`spin_trylock`) takes the lock only if it is free and never
+//! waits, as the paths that may run in any context (6.15's
+//! `alloc_pages_nolock`, `free_pages_nolock`) take it. Every acquisition
+//! is counted.
 //!
 //! # Safety
 //! The lock hands out `&mut T` through a guard; exclusivity comes from the
@@ -13,9 +16,10 @@
 //! `Release` on giving it up, so everything the previous holder wrote is
 //! visible to the next:
 //! - unfair: the `locked` flag, swapped false → true, stored false;
-//! - ticket: `owner` reaching the ticket drawn from `next`, then bumped;
-//! - queued: the holder is the thread whose queue node the tail swap
-//!   linked behind none, or whose predecessor cleared its node's `waiting`
+//! - ticket: `owner` reaching the ticket drawn from `next`, then bumped
+//!   (a try draws only the ticket `owner` already shows);
+//! - queued: the holder is the thread whose queue node the tail swap (or
+//!   a try's compare-exchange from an empty queue) linked behind none, or whose predecessor cleared its node's `waiting`
 //!   flag. Queue nodes are per-thread (thread-local, as the kernel's are
 //!   per-CPU) and outlive every use: a thread cannot exit while it waits
 //!   or holds, and its successor reads the node only until it is handed
@@ -135,6 +139,87 @@ impl<T> SpinLock<T> {
         let taken = self.acquisitions.load(Ordering::Relaxed);
         self.acquisitions.store(taken + 1, Ordering::Relaxed);
         SpinGuard { lock: self, node }
+    }
+
+    /// `spin_trylock`: the lock if it is free now, else `None` at once —
+    /// never a wait (`spin_trylock_irqsave`, which 6.15's
+    /// `alloc_pages_nolock` and `free_pages_nolock` take the zone lock
+    /// with). For a fair lock "free" means no holder and no waiter, as
+    /// `arch_spin_trylock` of the ticket lock and `queued_spin_trylock`
+    /// read it: a try never jumps a queue.
+    #[inline]
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        let node = match self.kind {
+            ZoneLockKind::Unfair => {
+                // Acquire on success: pairs with the Release store of the
+                // previous holder's unlock.
+                self.locked
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .ok()?;
+                std::ptr::null()
+            }
+            ZoneLockKind::Ticket => {
+                // Acquire: pairs with the previous holder's Release store of
+                // `owner`. With `next == owner` nobody holds or waits; the
+                // compare-exchange draws ticket `owner` only if nobody drew
+                // one since, and `owner` cannot move while nobody holds.
+                let owner = self.owner.load(Ordering::Acquire);
+                self.next
+                    .compare_exchange(
+                        owner,
+                        owner.wrapping_add(1),
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .ok()?;
+                std::ptr::null()
+            }
+            ZoneLockKind::Queued => self.try_lock_queued()?,
+        };
+        // As in `lock`: a holder-only statistic.
+        let taken = self.acquisitions.load(Ordering::Relaxed);
+        self.acquisitions.store(taken + 1, Ordering::Relaxed);
+        Some(SpinGuard { lock: self, node })
+    }
+
+    /// The queued lock's try: this thread's next free node becomes the
+    /// tail only if the queue is empty; returns it, or gives it back.
+    #[inline(never)]
+    fn try_lock_queued(&self) -> Option<*const McsNode> {
+        if !self.tail.load(Ordering::Relaxed).is_null() {
+            return None;
+        }
+        let index = MCS_USED.with(|used| {
+            let bits = used.get();
+            let i = bits.trailing_ones() as usize;
+            assert!(
+                i < MCS_NODES,
+                "more than {MCS_NODES} zone locks held at once"
+            );
+            used.set(bits | 1 << i);
+            i
+        });
+        let node: *const McsNode = MCS.with(|nodes| &nodes[index] as *const McsNode);
+        // SAFETY: the node is this thread's, marked used for this lock only,
+        // and lives as long as the thread (module contract).
+        let n = unsafe { &*node };
+        n.next.store(std::ptr::null_mut(), Ordering::Relaxed);
+        n.waiting.store(false, Ordering::Relaxed);
+        // AcqRel on success: Acquire to see the previous holder's writes
+        // (its Release compare-exchange emptied the queue), Release to
+        // publish the node before a successor links to it.
+        match self.tail.compare_exchange(
+            std::ptr::null_mut(),
+            node.cast_mut(),
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => Some(node),
+            Err(_) => {
+                Self::release_node(node);
+                None
+            }
+        }
     }
 
     #[inline(always)]
@@ -346,6 +431,65 @@ mod tests {
             let total = threads as u64 * rounds;
             assert_eq!(*lock.lock(), total, "{kind:?}");
             assert_eq!(lock.acquisitions(), total + 1, "{kind:?}");
+        }
+    }
+
+    /// A try takes a free lock of every kind, fails at once while it is
+    /// held (by this thread's guard or another thread's), counts only
+    /// what it took, and leaves the lock whole for the next holder.
+    #[test]
+    fn try_lock_takes_a_free_lock_and_fails_on_a_held_one() {
+        for kind in ZoneLockKind::ALL {
+            let lock = SpinLock::with_kind(0u64, kind);
+            let mut g = lock.try_lock().expect("free");
+            *g += 1;
+            assert!(lock.try_lock().is_none(), "{kind:?}: held by this thread");
+            std::thread::scope(|s| {
+                s.spawn(|| assert!(lock.try_lock().is_none(), "{kind:?}: held elsewhere"));
+            });
+            drop(g);
+            let held = lock.lock();
+            std::thread::scope(|s| {
+                s.spawn(|| assert!(lock.try_lock().is_none(), "{kind:?}: lock()'s holder"));
+            });
+            drop(held);
+            *lock.try_lock().expect("free again") += 1;
+            assert_eq!(*lock.lock(), 2, "{kind:?}");
+            assert_eq!(
+                lock.acquisitions(),
+                4,
+                "{kind:?}: failed tries are not counted"
+            );
+        }
+    }
+
+    /// Tries and spinning takers mixed on several threads still exclude
+    /// each other: every increment lands once.
+    #[test]
+    fn try_lock_excludes_spinning_holders() {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+        for kind in ZoneLockKind::ALL {
+            let lock = SpinLock::with_kind(0u64, kind);
+            let rounds = if cfg!(miri) { 50 } else { 5_000 };
+            let tried = std::sync::atomic::AtomicU64::new(0);
+            std::thread::scope(|s| {
+                for t in 0..threads {
+                    let (lock, tried) = (&lock, &tried);
+                    s.spawn(move || {
+                        for _ in 0..rounds {
+                            if t % 2 == 0 {
+                                *lock.lock() += 1;
+                            } else if let Some(mut g) = lock.try_lock() {
+                                *g += 1;
+                                tried.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    });
+                }
+            });
+            let spinners = threads.div_ceil(2) as u64;
+            let total = spinners * rounds + tried.load(Ordering::Relaxed);
+            assert_eq!(*lock.lock(), total, "{kind:?}");
         }
     }
 

@@ -363,10 +363,11 @@ pub fn check_descriptors_all_free<M: BuddyModel, V: Variant>(
     Ok(())
 }
 
-/// Conservation (free + on pcp lists + allocated == managed) and the free
-/// lists' structure ([`check_structure`]); where listed pages keep their
-/// links in a `struct buddy` (16 bytes), also that no allocated page of
-/// `reference` holds one.
+/// Conservation (free + on pcp lists + waiting on the zones'
+/// `trylock_free_pages` + allocated == managed) and the free lists'
+/// structure ([`check_structure`]); where listed pages keep their links in
+/// a `struct buddy` (16 bytes), also that no allocated page of `reference`
+/// holds one.
 pub fn check_conservation<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     pcp_pages: u64,
@@ -375,9 +376,14 @@ pub fn check_conservation<M: BuddyModel, V: Variant>(
     check_structure(alloc, reference)?;
     let managed: u64 = alloc.zones().iter().map(|z| z.managed_pages()).sum();
     let free: u64 = alloc.zones().iter().map(|z| z.nr_free_pages()).sum();
-    if free + pcp_pages + reference.pages() != managed {
+    let waiting: u64 = alloc
+        .zones()
+        .iter()
+        .map(|z| z.nr_trylock_free_pages())
+        .sum();
+    if free + pcp_pages + waiting + reference.pages() != managed {
         return Err(format!(
-            "conservation: free {free} + pcp {pcp_pages} + allocated {} != managed {managed}",
+            "conservation: free {free} + pcp {pcp_pages} + waiting {waiting} + allocated {} != managed {managed}",
             reference.pages()
         ));
     }
@@ -431,6 +437,22 @@ macro_rules! for_each_buddy_layout {
         }
     };
 }
+
+/// Zone `zid`'s lock, held until dropped: a holder to set against the
+/// paths that only try it (`alloc_pages_nolock`, `free_pages_nolock`).
+/// `None` for an id of no zone.
+pub fn hold_zone_lock<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    zid: ZoneId,
+) -> Option<ZoneLockHeld<'_, V, M::Page>> {
+    Some(ZoneLockHeld(alloc.zone(zid)?.free_area.lock()))
+}
+
+/// A zone lock held by [`hold_zone_lock`]; dropping it unlocks.
+pub struct ZoneLockHeld<'a, V, P>(
+    // Held for its drop.
+    #[allow(dead_code)] crate::lock::SpinGuard<'a, crate::zone::FreeArea<V, P>>,
+);
 
 /// The GFP used by the tests: any zone.
 pub const GFP: Gfp = Gfp::HIGHUSER_MOVABLE;

@@ -279,6 +279,15 @@ impl Era {
         self.since(6, 0)
     }
 
+    /// Whether the kernel has `alloc_pages_nolock` and `free_pages_nolock`,
+    /// the allocation and free for any context that only ever try a lock:
+    /// 6.15, `97769a53f117` "mm, bpf: Introduce try_alloc_pages() for
+    /// opportunistic page allocation" (renamed `alloc_pages_nolock` in
+    /// 6.16) and `8c57b687e833` "mm, bpf: Introduce free_pages_nolock()".
+    pub const fn has_alloc_nolock(self) -> bool {
+        self.since(6, 15)
+    }
+
     /// Whether the zone has the `WMARK_PROMO` watermark, `high` plus the
     /// low-to-high step: 5.18, `c574bbe91703` "NUMA balancing: optimize
     /// page placement for memory tiering system", whose
@@ -426,6 +435,11 @@ pub enum NotInEra {
         /// The era asked for.
         era: Era,
     },
+    /// `alloc_pages_nolock` and `free_pages_nolock`, which arrived in 6.15.
+    AllocNolock {
+        /// The era asked for.
+        era: Era,
+    },
 }
 
 impl fmt::Display for NotInEra {
@@ -452,6 +466,10 @@ impl fmt::Display for NotInEra {
             NotInEra::HighFraction { era } => write!(
                 f,
                 "percpu_pagelist_high_fraction arrived in Linux 5.14; era {era} sizes pcp->high as 6 × batch"
+            ),
+            NotInEra::AllocNolock { era } => write!(
+                f,
+                "alloc_pages_nolock and free_pages_nolock arrived in Linux 6.15; era {era} has no allocation that only tries its locks"
             ),
         }
     }
@@ -531,6 +549,8 @@ pub(crate) struct Path {
     pub(crate) pcp_thp_lists: PcpThpLists,
     pub(crate) pcp_lock: bool,
     pub(crate) pcp_high_tuning: bool,
+    /// `alloc_pages_nolock` and `free_pages_nolock` exist (6.15 on).
+    pub(crate) alloc_nolock: bool,
     /// 5.14's `free_factor` on the untuned path ([`Era::pcp_free_factor`]).
     pub(crate) pcp_free_factor: bool,
     /// 5.18's `free_high` on the untuned path: with `free_factor`
@@ -568,6 +588,7 @@ impl Path {
             pcp_thp_lists: era.pcp_thp_lists(),
             pcp_lock: era.pcp_lock(),
             pcp_high_tuning: era.pcp_high_tuning() && m.watermarks,
+            alloc_nolock: era.has_alloc_nolock(),
             pcp_free_factor: era.pcp_free_factor(),
             pcp_free_high: era.pcp_free_factor() && era.pcp_free_high(),
             free_high_above_high_min: era.pcp_free_high_above_high_min(),

@@ -168,6 +168,7 @@ fn the_new_eras_switch_at_their_releases() {
     assert_eq!(on(Era::pcp_free_high), [V6_1, V6_6, V6_8, V6_12, V6_18]);
     assert_eq!(on(Era::pcp_lock), [V6_1, V6_6, V6_8, V6_12, V6_18]);
     assert_eq!(on(Era::pcp_high_tuning), [V6_8, V6_12, V6_18]);
+    assert_eq!(on(Era::has_alloc_nolock), [V6_18]);
     assert_eq!(on(Era::bulk_grows_deferred_zone), [V6_12, V6_18]);
     assert_eq!(on(Era::highatomic_6_18_rules), [V6_12, V6_18]);
     assert_eq!(on(Era::pcp_free_high_above_high_min), [V6_18]);

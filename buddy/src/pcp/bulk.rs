@@ -81,7 +81,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         {
             let mut taken = 0;
             while got < want {
-                match self.__rmqueue_pcplist(zid, ac.migratetype, Order::ZERO) {
+                match self.__rmqueue_pcplist::<false>(zid, ac.migratetype, Order::ZERO) {
                     Some(block) => {
                         taken += 1;
                         if per_page && let Some(p) = preferred {

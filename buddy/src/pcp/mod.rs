@@ -30,8 +30,11 @@
 //! ([`tune`]; the vmstat tick is [`PerCpu::vmstat_update`]). `high` and
 //! `batch` are copied into the handle's `per_cpu_pages` when it is made,
 //! as the kernel keeps them per CPU; they change only with `&mut` on the
-//! allocator. From 6.0 a failed trylock sends the request to the zone; in pfnlab it only fails
-//! in a test, since no interrupt or remote drain shares a handle's lists.
+//! allocator. From 6.0 a failed trylock sends the request to the zone; in
+//! pfnlab it only fails inside an interrupt modelled on the handle
+//! (`with_pcp_locked`, for tests), since no remote drain shares a handle's
+//! lists. The allocation and free that only ever try their locks,
+//! `alloc_pages_nolock` and `free_pages_nolock` (6.15), are [`nolock`]'s.
 //! Refill and drain take the zone lock once per batch
 //! ([`LockPolicy::PerBatch`](crate::LockPolicy::PerBatch), the kernel) or
 //! once per block ([`LockPolicy::PerPage`](crate::LockPolicy::PerPage), the
@@ -49,6 +52,7 @@ mod bulk;
 mod entry;
 
 pub use entry::{MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD};
+pub use nolock::GFP_NOLOCK;
 
 use sparsemem::{BuddyPage, MIGRATE_PCPTYPES, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn};
 
@@ -276,10 +280,11 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     }
 
     /// `__rmqueue_pcplist`: one block of `order` from zone `zid`'s list for
-    /// `mt`, refilled with `rmqueue_bulk` when empty; the caller holds the
-    /// pcp lock where the era has one.
+    /// `mt`, refilled with `rmqueue_bulk` when empty — with `TRYLOCK`
+    /// (`ALLOC_TRYLOCK`, 6.15) only if the zone lock is free; the caller
+    /// holds the pcp lock where the era has one.
     #[inline(always)]
-    fn __rmqueue_pcplist(
+    fn __rmqueue_pcplist<const TRYLOCK: bool>(
         &mut self,
         zid: ZoneId,
         mt: Migratetype,
@@ -292,7 +297,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         let pindex = self.order_to_pindex(mt, order);
         let pcp = &mut self.pcp[zid.index()];
         if pcp.lists[pindex].is_empty() {
-            pcp.refill(alloc, zid, order, mt, pindex);
+            pcp.refill(alloc, zid, order, mt, pindex, TRYLOCK);
         }
         let block = pcp.lists[pindex].pop_front(&alloc.model, order)?;
         pcp.count -= order.nr_pages();
@@ -304,7 +309,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// (6.0 on), prepared for the caller; `None` when the list cannot be
     /// refilled or the trylock fails, so the caller goes to the zone.
     #[inline(always)]
-    fn rmqueue_pcplist<const TUNED: bool>(
+    fn rmqueue_pcplist<const TUNED: bool, const TRYLOCK: bool>(
         &mut self,
         zid: ZoneId,
         mt: Migratetype,
@@ -322,7 +327,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             // And before, its shift (5.14 to 6.6; 0 in the eras without).
             self.pcp[zid.index()].free_factor >>= 1;
         }
-        let block = self.__rmqueue_pcplist(zid, mt, order);
+        let block = self.__rmqueue_pcplist::<TRYLOCK>(zid, mt, order);
         if locked {
             self.pcp[zid.index()].lock.unlock();
         }
@@ -339,7 +344,8 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         order: Order,
     ) -> Option<Pfn> {
         if self.pcp_allowed_order(order)
-            && let Some(pfn) = self.rmqueue_pcplist::<TUNED>(zid, ac.migratetype, order, ac.gfp)
+            && let Some(pfn) =
+                self.rmqueue_pcplist::<TUNED, false>(zid, ac.migratetype, order, ac.gfp)
         {
             return Some(pfn);
         }
@@ -615,15 +621,19 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         Ok(())
     }
 
-    /// `free_one_page`: a claimed block straight to the zone's buddy lists.
+    /// `free_one_page`: a claimed block straight to the zone's buddy lists,
+    /// after the blocks `free_pages_nolock` left waiting (6.15).
     #[inline(never)]
     fn free_one_page(&mut self, zid: ZoneId, block: OwnedBlock<M::Page>) {
         let order = block.order();
-        let mut area = self.alloc.zones[zid.index()].free_area.lock();
+        let zone = &self.alloc.zones[zid.index()];
+        let mut area = zone.free_area.lock();
+        let waited = zone.free_trylock_pages(&self.alloc.model, &mut area);
         area.free_one(&self.alloc.model, block);
         area.stats.frees[order.index()] += 1;
         drop(area);
-        self.pcp[zid.index()].mod_free_pages(self.alloc, zid, order.nr_pages() as i64);
+        let pages = order.nr_pages() + waited;
+        self.pcp[zid.index()].mod_free_pages(self.alloc, zid, pages as i64);
     }
 
     /// `drain_pages_zone`: everything on this CPU's lists for zone `zid`
@@ -709,6 +719,7 @@ impl<M: BuddyModel, V: Variant> Drop for PerCpu<'_, M, V> {
 }
 
 mod drain;
+mod nolock;
 mod refill;
 mod tune;
 

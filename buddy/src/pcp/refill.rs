@@ -14,7 +14,11 @@ use crate::zone::FreeArea;
 
 impl<P: BuddyPage> Pcp<P> {
     /// `rmqueue_bulk`: moves up to `count` blocks of `order` from the zone
-    /// to the list `pindex`; returns how many.
+    /// to the list `pindex`; returns how many. With `trylock`
+    /// (`ALLOC_TRYLOCK`, Linux 6.15, commit 97769a53f117) the zone lock is
+    /// only tried (`spin_trylock_irqsave`): held, it moves nothing (per
+    /// block, the first held lock ends the batch).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn rmqueue_bulk<M: BuddyModel<Page = P>, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
@@ -23,8 +27,16 @@ impl<P: BuddyPage> Pcp<P> {
         count: u32,
         mt: Migratetype,
         pindex: usize,
+        trylock: bool,
     ) -> u32 {
         let zone = &alloc.zones[zid.index()];
+        let acquire = || {
+            if trylock {
+                zone.free_area.try_lock()
+            } else {
+                Some(zone.free_area.lock())
+            }
+        };
         let mut moved = 0;
         let mut first = true;
         let mut take = |area: &mut FreeArea<V, P>, pcp: &mut Pcp<P>| {
@@ -38,13 +50,17 @@ impl<P: BuddyPage> Pcp<P> {
         };
         match alloc.options.lock_policy {
             LockPolicy::PerBatch => {
-                let mut area = zone.free_area.lock();
-                while moved < count && take(&mut area, self).is_some() {
-                    moved += 1;
+                if let Some(mut area) = acquire() {
+                    while moved < count && take(&mut area, self).is_some() {
+                        moved += 1;
+                    }
                 }
             }
             LockPolicy::PerPage => {
-                while moved < count && take(&mut zone.free_area.lock(), self).is_some() {
+                while moved < count
+                    && let Some(mut area) = acquire()
+                    && take(&mut area, self).is_some()
+                {
                     moved += 1;
                 }
             }
@@ -58,7 +74,8 @@ impl<P: BuddyPage> Pcp<P> {
     /// An empty list's refill, out of the hot path: `rmqueue_bulk` of
     /// `nr_pcp_alloc` blocks — `batch`, and for higher orders
     /// `batch >> order`, at least 2; from 6.7 scaled and raising `high`
-    /// ([`tune`]).
+    /// ([`tune`]). With `trylock` the zone lock is only tried, as
+    /// [`Pcp::rmqueue_bulk`] says.
     #[cold]
     #[inline(never)]
     pub(super) fn refill<M: BuddyModel<Page = P>, V: Variant>(
@@ -68,6 +85,7 @@ impl<P: BuddyPage> Pcp<P> {
         order: Order,
         mt: Migratetype,
         pindex: usize,
+        trylock: bool,
     ) {
         let batch = self.batch;
         let count = if alloc.path.pcp_high_tuning {
@@ -78,6 +96,6 @@ impl<P: BuddyPage> Pcp<P> {
         } else {
             (batch >> order.get()).max(2)
         };
-        self.rmqueue_bulk(alloc, zid, order, count, mt, pindex);
+        self.rmqueue_bulk(alloc, zid, order, count, mt, pindex, trylock);
     }
 }

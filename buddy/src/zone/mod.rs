@@ -37,7 +37,7 @@ use sparsemem::{BuddyPage, NR_PAGE_ORDERS, NodeId, Order, Page, PageFlag, PageLa
 use crate::era::{Era, Path};
 use crate::error::RangeError;
 use crate::gfp::{AllocFlags, Wmark};
-use crate::list::{OwnedBlock, page_offset};
+use crate::list::{OwnedBlock, TrylockFreePages, page_offset};
 use crate::lock::SpinLock;
 use crate::types::{BuddyModel, HighatomicRules, MAX_NR_ZONES, ZoneId, ZoneStats, ZoneType};
 use crate::variant::Variant;
@@ -96,6 +96,14 @@ pub struct Zone<V, P = Page> {
     /// that brought it back above. A hint read without a lock, so
     /// `Relaxed`, as the kernel's `test_bit`/`set_bit` on `zone->flags`.
     pub(crate) below_high: AtomicBool,
+    /// `zone->trylock_free_pages` (6.15): blocks `free_pages_nolock`
+    /// could not free because the zone lock was held, waiting for the
+    /// next free that takes it ([`Zone::free_trylock_pages`]).
+    pub(crate) trylock_free_pages: TrylockFreePages<P>,
+    /// Whether the era has `free_pages_nolock` (6.15 on), so a locked
+    /// free checks `trylock_free_pages` at all; an older era's path has no
+    /// such check.
+    alloc_nolock: bool,
 }
 
 /// `pcp->high` before 5.14: six batches (`pageset_set_batch`,
@@ -141,7 +149,53 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
             stat_threshold: 0,
             contiguous: false,
             below_high: AtomicBool::new(false),
+            trylock_free_pages: TrylockFreePages::default(),
+            alloc_nolock: path.alloc_nolock,
         }
+    }
+
+    /// Pages freed by `free_pages_nolock` that wait on
+    /// `zone->trylock_free_pages` for the next free that takes the zone
+    /// lock: neither allocated nor on a free list, and not counted in
+    /// `NR_FREE_PAGES` until then.
+    pub fn nr_trylock_free_pages(&self) -> u64 {
+        self.trylock_free_pages.nr_pages()
+    }
+
+    /// `free_one_page`'s first step once it holds the zone lock (`area`,
+    /// its guard's) without `FPI_TRYLOCK` (6.15): every block waiting on
+    /// `trylock_free_pages` goes to the free lists
+    /// (`split_large_buddy`, and a `PGFREE` event each). Returns the pages
+    /// freed, for the caller's `NR_FREE_PAGES`. One load when the list is
+    /// empty, as the kernel's `llist_empty`; none before 6.15.
+    #[inline(always)]
+    pub(crate) fn free_trylock_pages<M: BuddyModel<Page = P>>(
+        &self,
+        model: &M,
+        area: &mut FreeArea<V, P>,
+    ) -> u64 {
+        if !self.alloc_nolock || self.trylock_free_pages.is_empty() {
+            return 0;
+        }
+        self.drain_trylock_free_pages(model, area)
+    }
+
+    /// The drain of [`Zone::free_trylock_pages`], out of line.
+    #[cold]
+    #[inline(never)]
+    fn drain_trylock_free_pages<M: BuddyModel<Page = P>>(
+        &self,
+        model: &M,
+        area: &mut FreeArea<V, P>,
+    ) -> u64 {
+        let mut pages = 0;
+        for block in self.trylock_free_pages.take_all(model) {
+            let order = block.order();
+            area.free_one(model, block);
+            area.stats.frees[order.index()] += 1;
+            pages += order.nr_pages();
+        }
+        pages
     }
 
     /// `MAX_PAGE_ORDER` of this zone's geometry.

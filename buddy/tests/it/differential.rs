@@ -4,8 +4,8 @@
 
 use buddy::testing::{GFP, Reference, check_conservation, free_all_and_check, snapshot};
 use buddy::{
-    Allocator, BuddyModel, Config, Era, InitError, Mechanisms, Options, PageChain, RangeError,
-    RequestError, Variant,
+    Allocator, BuddyModel, Config, Era, FreeError, InitError, Mechanisms, Options, PageChain,
+    RangeError, RequestError, Variant,
 };
 use proptest::prelude::*;
 use sparsemem::reference::Semantics;
@@ -21,6 +21,10 @@ enum Op {
     BulkList(usize),
     BulkArray(usize, usize),
     Drain,
+    /// `alloc_pages_nolock` (6.18; refused in the other eras).
+    NolockAlloc(u8),
+    /// `free_pages_nolock` (in the other eras refused, then freed as usual).
+    NolockFree(usize),
 }
 
 fn arb_ops() -> impl Strategy<Value = Vec<Op>> {
@@ -30,6 +34,8 @@ fn arb_ops() -> impl Strategy<Value = Vec<Op>> {
         1 => (1usize..200).prop_map(Op::BulkList),
         1 => (1usize..200, 0usize..200).prop_map(|(n, pre)| Op::BulkArray(n, pre)),
         1 => Just(Op::Drain),
+        2 => (0u8..=10).prop_map(Op::NolockAlloc),
+        2 => any::<usize>().prop_map(Op::NolockFree),
     ];
     prop::collection::vec(op, 1..60)
 }
@@ -157,6 +163,26 @@ fn run<M: BuddyModel, V: Variant>(
                 }
             }
             Op::Drain => cpu.drain(),
+            Op::NolockAlloc(order) => {
+                let order = Order::new(order);
+                match cpu.alloc_pages_nolock(order) {
+                    Ok(Some(pfn)) => reference.record(layout, pfn, order)?,
+                    Ok(None)
+                    | Err(RequestError::NotInEra(_) | RequestError::NolockOrder { .. }) => {}
+                    Err(e) => return Err(format!("alloc_pages_nolock: {e}")),
+                }
+            }
+            Op::NolockFree(i) => {
+                if let Some((pfn, order)) = reference.take(i) {
+                    match cpu.free_pages_nolock(pfn, order) {
+                        Ok(()) => {}
+                        Err(FreeError::NotInEra(_)) => cpu
+                            .free_pages(pfn, order)
+                            .map_err(|e| format!("free {pfn}/{order}: {e}"))?,
+                        Err(e) => return Err(format!("free_pages_nolock {pfn}/{order}: {e}")),
+                    }
+                }
+            }
         }
         check_conservation(&alloc, cpu.total_count(), &reference)?;
     }

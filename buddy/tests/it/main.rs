@@ -24,6 +24,7 @@ mod memmap_on_memory_frames;
 mod migratetype;
 mod miri;
 mod misuse;
+mod nolock;
 mod pcp;
 mod pcp_eras;
 mod pcp_tuning;

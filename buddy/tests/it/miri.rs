@@ -4,9 +4,12 @@
 //! SPARSEMEM_EXTREME and FLATMEM on a layout with a hole, at 64 and 32
 //! bytes per `struct page`, plus hot add and remove. Also runs as an ordinary test.
 
-use buddy::testing::{Reference, check_conservation, free_all_and_check, snapshot};
+use std::sync::mpsc;
+
+use buddy::testing::{Reference, check_conservation, free_all_and_check, hold_zone_lock, snapshot};
 use buddy::{
     Allocator, BuddyModel, Era, FreeError, Gfp, KernelHoleCheck, MemHotplugError, Options, Variant,
+    ZoneId,
 };
 use sparsemem::table::Extreme;
 use sparsemem::{
@@ -132,6 +135,78 @@ fn allocator_at_8_bytes() {
     exercise::<_, KernelHoleCheck>(extreme, &layout, Era::V5_13);
     let flat = Flat::<Page8>::build(&layout).unwrap();
     exercise::<_, buddy::Config<true, true, true>>(flat, &layout, Era::V2_6_9);
+}
+
+/// `free_pages_nolock` on two threads at once while a third holds the
+/// zone lock: both add to the zone's waiting `llist` concurrently (its
+/// compare-exchange loop and the pages' links), then a locked free takes
+/// the whole list (its swap) and frees every block; at 64 and 16 bytes,
+/// where a waiting head holds a `struct buddy`.
+#[test]
+fn nolock_frees_wait_and_drain() {
+    let layout = layout();
+    nolock_exercise(SparseExtreme::new(&layout).unwrap());
+    nolock_exercise(Sparse::<Extreme, Page16>::build(&layout).unwrap());
+}
+
+fn nolock_exercise<M: BuddyModel>(model: M) {
+    let layout = layout();
+    let options = Options {
+        pcp_batch: Some(7),
+        ..Options::for_era(Era::V6_18)
+    };
+    let alloc = Allocator::<M, buddy::Kernel>::new(model, &layout, options).unwrap();
+    let initial = snapshot(&alloc);
+    let zid = ZoneId::new(0);
+    let blocks: Vec<(Pfn, Order)> = (0..8u8)
+        .map(|i| {
+            let order = Order::new(i % 2 * 4);
+            let pfn = alloc
+                .alloc_pages(order, Gfp::KERNEL, NodeId::new(0), None)
+                .unwrap();
+            (pfn, order)
+        })
+        .collect();
+    let waiting: u64 = blocks.iter().map(|&(_, o)| o.nr_pages()).sum();
+    let (held_tx, held_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let alloc = &alloc;
+        s.spawn(move || {
+            let guard = hold_zone_lock(alloc, zid).unwrap();
+            held_tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+            drop(guard);
+        });
+        held_rx.recv().unwrap();
+        let workers: Vec<_> = blocks
+            .chunks(4)
+            .map(|part| {
+                s.spawn(move || {
+                    let mut cpu = alloc.cpu_on(NodeId::new(0)).unwrap();
+                    cpu.with_pcp_locked(zid, |cpu| {
+                        for &(pfn, order) in part {
+                            cpu.free_pages_nolock(pfn, order).unwrap();
+                        }
+                    })
+                    .unwrap();
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(alloc.zones()[0].nr_trylock_free_pages(), waiting);
+        done_tx.send(()).unwrap();
+    });
+    check_conservation(&alloc, 0, &Reference::default()).unwrap();
+    let pfn = alloc
+        .alloc_pages(Order::ZERO, Gfp::KERNEL, NodeId::new(0), None)
+        .unwrap();
+    alloc.free_pages(pfn, Order::ZERO).unwrap();
+    assert_eq!(alloc.zones()[0].nr_trylock_free_pages(), 0);
+    let cpu = alloc.cpu_on(NodeId::new(0)).unwrap();
+    free_all_and_check(cpu, &mut Reference::default(), &initial).unwrap();
 }
 
 #[test]
