@@ -47,9 +47,10 @@ pub struct Options {
     pub pcp_batch: Option<u32>,
     /// The kernel whose mechanisms the allocator models (default 6.18).
     pub era: Era,
-    /// CPUs the machine has, over which `zone_highsize` splits a node's
-    /// low watermark (default: this machine's, `available_parallelism`,
-    /// spread evenly over the nodes with memory).
+    /// Online CPUs (`num_online_cpus`, default: this machine's,
+    /// `available_parallelism`). `zone_highsize` splits a node's low
+    /// watermark over its own CPUs: these spread evenly over the nodes with
+    /// memory, unless [`Allocator::set_node_cpus`] gives each node's.
     pub cpus: Option<u32>,
     /// Which of the era's mechanisms run (default: all).
     pub mechanisms: Mechanisms,
@@ -115,6 +116,10 @@ pub struct Allocator<M: BuddyModel, V> {
     pub(crate) deferred: crate::memmap_init::Deferred,
     /// The memory hotplug notifier chain online and offline call.
     pub(crate) memory_chain: crate::memory_notify::MemoryNotifierChain,
+    /// The CPUs of each node, by node id, when given
+    /// ([`Allocator::set_node_cpus`]); empty: [`Options::cpus`] spread
+    /// evenly over the nodes.
+    pub(crate) node_cpus: Vec<u32>,
     pub(crate) _variant: PhantomData<V>,
 }
 

@@ -210,6 +210,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             altmaps: Default::default(),
             deferred: Deferred::new(Vec::new()),
             memory_chain: Default::default(),
+            node_cpus: Vec::new(),
             _variant: PhantomData,
         };
         let max_order = layout.geometry().max_order();
@@ -276,11 +277,11 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         );
         let cpus = self.nr_cpus();
         let nodes = self.nodes.len().max(1) as u32;
-        let split = cpus.div_ceil(nodes).max(1);
         let page_shift = self.model.geometry().page_shift();
         let promo = self.options.era.has_wmark_promo();
         for (zone, marks) in self.zones.iter_mut().zip(marks) {
             zone.watermarks = marks.in_era(promo);
+            let split = split_cpus(&self.node_cpus, zone.node.get(), cpus, nodes);
             zone.set_pcp_sizes(
                 self.options.era,
                 self.options.pcp_batch,
@@ -304,6 +305,26 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         }
     }
 
+    /// Gives the CPUs of each node, by node id, as the kernel's
+    /// `cpumask_of_node` counts them (a node's
+    /// `/sys/devices/system/node/nodeN/cpulist`), and sizes every zone's
+    /// per-CPU `high` again (`zone_pcp_update`). `zone_highsize` splits a
+    /// node's share over these; a node without CPUs, or beyond the list,
+    /// splits over every online CPU ([`Options::cpus`]). Under fake NUMA
+    /// every node lists the same CPUs, so the counts may add up to more
+    /// than the online CPUs. An empty list goes back to the online CPUs
+    /// spread evenly over the nodes.
+    pub fn set_node_cpus(&mut self, cpus: &[u32]) {
+        self.node_cpus = cpus.to_vec();
+        self.setup_watermarks_and_pcp();
+    }
+
+    /// The CPUs of each node as [`Allocator::set_node_cpus`] gave them
+    /// (empty when it has not).
+    pub fn node_cpus(&self) -> &[u32] {
+        &self.node_cpus
+    }
+
     /// The CPUs the machine has ([`Options::cpus`], or this machine's).
     pub fn nr_cpus(&self) -> u32 {
         self.options
@@ -316,5 +337,18 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         let triples: Vec<(ZoneId, NodeId, ZoneType)> =
             self.zones.iter().map(|z| (z.id, z.node, z.kind)).collect();
         self.nodes = build_nodes(&triples);
+    }
+}
+
+/// `zone_highsize`'s `nr_split_cpus` for a zone of `node`: the node's CPUs
+/// as given (`cpumask_weight(cpumask_of_node())`), all `online` when it
+/// has none; without a list, the online CPUs spread over `nodes`.
+fn split_cpus(node_cpus: &[u32], node: u16, online: u32, nodes: u32) -> u32 {
+    if node_cpus.is_empty() {
+        return online.div_ceil(nodes).max(1);
+    }
+    match node_cpus.get(usize::from(node)) {
+        Some(&n) if n > 0 => n,
+        _ => online.max(1),
     }
 }

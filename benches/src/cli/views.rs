@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use buddy::views::{SizingInputs, Zoneinfo, compare, kernel_zone_sizes, parse_zoneinfo};
 use buddy::{Allocator, Era, Kernel, NR_KERNEL_ZONES, Options, Sysctls};
 use pfnlab::layout_spec::LayoutSpec;
-use pfnlab::snapshot::{Snapshot, SysctlText};
+use pfnlab::snapshot::{Snapshot, SysctlText, parse_cpulist};
 use sparsemem::SparseExtreme;
 
 use super::{CliError, load_layout, parse_layout};
@@ -27,9 +27,18 @@ pub struct ModelArgs {
     /// else 6.18).
     #[arg(long, value_parser = Era::parse)]
     era: Option<Era>,
-    /// Online CPUs, spread evenly over the nodes (default: this machine's).
+    /// Online CPUs (default: this machine's), spread evenly over the nodes
+    /// unless `--node-cpus` gives each node's.
     #[arg(long)]
     cpus: Option<u32>,
+    /// Each node's CPU count, by node id, comma-separated (`2,2,0,0`: two
+    /// nodes of two CPUs, two without): what the node's `cpulist` names,
+    /// which under fake NUMA is every CPU on every node. The per-CPU `high`
+    /// of a node's zones is split over its CPUs, over every online CPU on
+    /// a node without any (default: `--sysctls`' machine's nodes, else the
+    /// online CPUs spread evenly).
+    #[arg(long, value_parser = parse_node_cpus)]
+    node_cpus: Option<NodeCpus>,
     /// `vm.min_free_kbytes` (default: the kernel's own, khugepaged's when
     /// THP is enabled).
     #[arg(long)]
@@ -93,6 +102,21 @@ pub struct ZoneinfoArgs {
 #[derive(Clone, Copy)]
 pub struct Ratio([u64; NR_KERNEL_ZONES]);
 
+/// `--node-cpus`: each node's CPU count, by node id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeCpus(Vec<u32>);
+
+fn parse_node_cpus(text: &str) -> Result<NodeCpus, String> {
+    text.split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .map_err(|_| format!("`{n}` is not a CPU count (give one per node: `2,2,0,0`)"))
+        })
+        .collect::<Result<_, _>>()
+        .map(NodeCpus)
+}
+
 /// Where `--sysctls` reads from.
 #[derive(Clone)]
 pub enum SysctlSource {
@@ -123,9 +147,66 @@ fn parse_sysctls(text: &str) -> Result<SysctlSource, String> {
     }
 }
 
-/// The four sysctls' texts, THP's mode and the CPU count, as one machine
-/// gave them: [`SysctlText`] is the snapshot's form of each.
-fn machine_sysctls(source: &SysctlSource) -> Result<(SysctlText, Option<u32>), CliError> {
+/// What one machine gave of the inputs: the four sysctls' texts and THP's
+/// mode ([`SysctlText`] is the snapshot's form of each), the online CPU
+/// count, and each node's CPU count by node id (empty when unknown).
+struct Machine {
+    text: SysctlText,
+    cpus: Option<u32>,
+    node_cpus: Vec<u32>,
+}
+
+/// Each node's CPU count by node id from `(id, cpulist)` pairs; a node
+/// not listed, or whose cpulist was not read, has none.
+fn node_cpu_counts<'a>(
+    nodes: impl Iterator<Item = (u16, Option<&'a str>)>,
+) -> Result<Vec<u32>, CliError> {
+    let mut counts = Vec::new();
+    for (id, cpulist) in nodes {
+        let n = match cpulist {
+            Some(list) => parse_cpulist(list).ok_or_else(|| {
+                CliError(format!(
+                    "node{id}/cpulist: `{}` is not a cpulist",
+                    list.trim()
+                ))
+            })?,
+            None => 0,
+        };
+        let i = usize::from(id);
+        if counts.len() <= i {
+            counts.resize(i + 1, 0);
+        }
+        counts[i] = n;
+    }
+    Ok(counts)
+}
+
+/// This machine's nodes and the CPUs each lists
+/// (`/sys/devices/system/node/nodeN/cpulist`).
+fn host_node_cpus() -> Result<Vec<u32>, CliError> {
+    let dir = Path::new("/sys/devices/system/node");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut nodes = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|n| n.strip_prefix("node")) else {
+            continue;
+        };
+        let Ok(id) = id.parse::<u16>() else {
+            continue;
+        };
+        nodes.push((
+            id,
+            std::fs::read_to_string(entry.path().join("cpulist")).ok(),
+        ));
+    }
+    node_cpu_counts(nodes.iter().map(|(id, list)| (*id, list.as_deref())))
+}
+
+/// The inputs as one machine gave them.
+fn machine_sysctls(source: &SysctlSource) -> Result<Machine, CliError> {
     let vm = "/proc/sys/vm";
     match source {
         SysctlSource::Host => {
@@ -139,11 +220,21 @@ fn machine_sysctls(source: &SysctlSource) -> Result<(SysctlText, Option<u32>), C
                 ))?,
                 transparent_hugepage: read("/sys/kernel/mm/transparent_hugepage/enabled")?,
             };
-            Ok((text, None))
+            Ok(Machine {
+                text,
+                cpus: None,
+                node_cpus: host_node_cpus()?,
+            })
         }
         SysctlSource::Snapshot(path) => {
             let snapshot = Snapshot::load(path)?;
-            Ok((snapshot.sysctls, snapshot.cpus))
+            let node_cpus =
+                node_cpu_counts(snapshot.nodes.iter().map(|n| (n.id, n.cpulist.as_deref())))?;
+            Ok(Machine {
+                text: snapshot.sysctls,
+                cpus: snapshot.cpus,
+                node_cpus,
+            })
         }
     }
 }
@@ -160,18 +251,34 @@ fn read(path: &Path) -> Result<String, CliError> {
     std::fs::read_to_string(path).map_err(|e| CliError(format!("{}: {e}", path.display())))
 }
 
-/// The sysctls, THP and CPU count: the machine's with `--sysctls`
-/// (this one's, or a snapshot's), else the defaults, each overridden by
-/// its own option.
-fn inputs(args: &ModelArgs, era: Era) -> Result<(Sysctls, u32, u32), CliError> {
+/// The sysctls, THP and CPUs the zones are sized from.
+struct Inputs {
+    sysctls: Sysctls,
+    /// `vm.percpu_pagelist_high_fraction`.
+    fraction: u32,
+    /// Online CPUs.
+    cpus: u32,
+    /// Each node's CPU count by node id; empty: `cpus` spread evenly.
+    node_cpus: Vec<u32>,
+}
+
+/// The sysctls, THP and CPUs: the machine's with `--sysctls` (this one's,
+/// or a snapshot's), else the defaults, each overridden by its own option.
+fn inputs(args: &ModelArgs, era: Era) -> Result<Inputs, CliError> {
     let mut sysctls = Sysctls {
         thp: era >= Era::V5_13,
         ..Sysctls::default()
     };
     let mut fraction = 0;
     let mut cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let mut node_cpus = Vec::new();
     if let Some(source) = &args.sysctls {
-        let (text, machine_cpus) = machine_sysctls(source)?;
+        let Machine {
+            text,
+            cpus: machine_cpus,
+            node_cpus: machine_nodes,
+        } = machine_sysctls(source)?;
+        node_cpus = machine_nodes;
         sysctls.min_free_kbytes = Some(number(
             text.min_free_kbytes.as_deref(),
             "vm.min_free_kbytes",
@@ -207,7 +314,20 @@ fn inputs(args: &ModelArgs, era: Era) -> Result<(Sysctls, u32, u32), CliError> {
     }
     fraction = args.percpu_pagelist_high_fraction.unwrap_or(fraction);
     cpus = args.cpus.unwrap_or(cpus);
-    Ok((sysctls, fraction, cpus))
+    if let Some(NodeCpus(given)) = &args.node_cpus {
+        node_cpus = given.clone();
+    }
+    if let Some((node, n)) = node_cpus.iter().enumerate().find(|(_, n)| **n > cpus) {
+        return Err(CliError(format!(
+            "node {node}: {n} CPUs, more than the {cpus} online (--cpus)"
+        )));
+    }
+    Ok(Inputs {
+        sysctls,
+        fraction,
+        cpus,
+        node_cpus,
+    })
 }
 
 /// The era: `--era`, else the kernel's of the first snapshot given
@@ -245,7 +365,12 @@ fn build(
     outer: Option<LayoutSpec>,
 ) -> Result<(Allocator<SparseExtreme, Kernel>, SizingInputs), CliError> {
     let (era, note) = era_of(args, outer.as_ref())?;
-    let (sysctls, fraction, cpus) = inputs(args, era)?;
+    let Inputs {
+        sysctls,
+        fraction,
+        cpus,
+        node_cpus,
+    } = inputs(args, era)?;
     let layout = load_layout(args.layout.as_ref().or(outer.as_ref()))?;
     let options = Options {
         cpus: Some(cpus),
@@ -262,16 +387,24 @@ fn build(
         .transpose()?;
     let model = SparseExtreme::new(&layout)?;
     let mut alloc = Allocator::new(model, &layout, options)?;
+    if !node_cpus.is_empty() {
+        alloc.set_node_cpus(&node_cpus);
+    }
     if let Some(snapshot) = &start {
         snapshot.start_state(&mut alloc, args.seed)?;
     }
     let nodes = alloc.nodes().len().max(1) as u32;
-    let per_node = cpus.div_ceil(nodes).max(1);
+    let cpus_per_node = if node_cpus.is_empty() {
+        vec![cpus.div_ceil(nodes).max(1); nodes as usize]
+    } else {
+        node_cpus
+    };
     let g = layout.geometry();
     let inputs = SizingInputs {
         sysctls,
         percpu_pagelist_high_fraction: fraction,
-        cpus_per_node: vec![per_node; nodes as usize],
+        cpus_per_node,
+        online_cpus: cpus,
         page_shift: g.page_shift(),
         pageblock_order: u32::from(g.pageblock_order().get()),
         era,

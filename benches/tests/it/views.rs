@@ -249,6 +249,14 @@ fn bad_input_is_one_line_and_exit_2() {
         "2 ratios",
     );
     fails_with(&[&base[..], &["--sysctls", "elsewhere"]].concat(), "host");
+    fails_with(
+        &[&base[..], &["--node-cpus", "3,1"]].concat(),
+        "node 0: 3 CPUs, more than the 2 online",
+    );
+    fails_with(
+        &[&base[..], &["--node-cpus", "2,x"]].concat(),
+        "`x` is not a CPU count",
+    );
     let old = s.path("old-format");
     let no_boost: String = text
         .lines()

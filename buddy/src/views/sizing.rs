@@ -26,8 +26,14 @@ pub struct SizingInputs {
     pub sysctls: Sysctls,
     /// `vm.percpu_pagelist_high_fraction` (0: the watermark rule).
     pub percpu_pagelist_high_fraction: u32,
-    /// CPUs of each node (`cpumask_of_node`), indexed by node id.
+    /// CPUs of each node (`cpumask_weight(cpumask_of_node())`), indexed
+    /// by node id: a node without CPUs, or beyond the list, splits its
+    /// `high` over every online CPU. Under fake NUMA every node lists the
+    /// same CPUs.
     pub cpus_per_node: Vec<u32>,
+    /// Online CPUs (`num_online_cpus`), which `stat_threshold` and a
+    /// CPU-less node's `high` use.
+    pub online_cpus: u32,
     /// `PAGE_SHIFT`.
     pub page_shift: u32,
     /// `pageblock_order`.
@@ -77,7 +83,7 @@ pub fn kernel_zone_sizes(zones: &[(u32, usize, u64)], inputs: &SizingInputs) -> 
         1 << inputs.pageblock_order,
         &inputs.sysctls,
     );
-    let online: u32 = inputs.cpus_per_node.iter().sum();
+    let online = inputs.online_cpus.max(1);
     zones
         .iter()
         .zip(marks)

@@ -57,6 +57,7 @@ fn inputs(dir: &Path, min_free_from_file: bool) -> SizingInputs {
         },
         percpu_pagelist_high_fraction: number(dir, "percpu_pagelist_high_fraction") as u32,
         cpus_per_node: vec![cpus],
+        online_cpus: cpus,
         page_shift: 12,
         pageblock_order: 9,
         era: Era::V6_18,
@@ -79,7 +80,7 @@ fn assert_exact_match(dir: &Path, info: &Zoneinfo, inputs: &SizingInputs) {
         let Some(populated) = &want.populated else {
             continue;
         };
-        assert_eq!(populated.pagesets.len() as u32, inputs.cpus_per_node[0]);
+        assert_eq!(populated.pagesets.len() as u32, inputs.online_cpus);
         for p in &populated.pagesets {
             let at = format!("{at} cpu {}", p.cpu);
             assert_eq!(u64::from(got.batch), p.batch, "{at}: batch");
@@ -256,6 +257,75 @@ fn a_reordered_zoneinfo_is_refused() {
     ));
 }
 
+/// Each node's CPUs split its zones' per-CPU `high` (`zone_highsize`): as
+/// given, over every online CPU on a node without any, and under fake NUMA,
+/// where every node lists every CPU, over all of them on each node. The
+/// model's zoneinfo agrees with [`kernel_zone_sizes`] given the same CPUs,
+/// and an empty list spreads the online CPUs over the nodes again.
+#[test]
+fn a_nodes_cpus_split_its_zones_high() {
+    use sparsemem::{Geometry, Layout, MemRange, RangeKind, SparseExtreme};
+    let ranges = (0..4u64)
+        .map(|n| {
+            let start = (4 << 30) + (n << 30);
+            MemRange::new(start, start + (1 << 30), RangeKind::Ram, n as u16)
+        })
+        .collect();
+    let layout = Layout::new(Geometry::X86_64, ranges, "four nodes").unwrap();
+    let options = buddy::Options {
+        cpus: Some(2),
+        ..buddy::Options::default()
+    };
+    let model = SparseExtreme::new(&layout).unwrap();
+    let mut alloc = buddy::Allocator::<_, Kernel>::new(model, &layout, options).unwrap();
+    let high_mins = |info: &Zoneinfo| -> Vec<u64> {
+        info.zones
+            .iter()
+            .filter_map(|z| z.populated.as_ref())
+            .map(|p| p.pagesets[0].high_min.unwrap())
+            .collect()
+    };
+    let spread = high_mins(&alloc.zoneinfo());
+    assert_eq!(spread.len(), 4, "one Normal zone per node");
+    // Two CPUs over four nodes: one each, so each zone's whole low mark.
+    for (node_cpus, splits) in [
+        (vec![2, 2, 2, 2], [2, 2, 2, 2]),
+        (vec![1, 1, 0, 0], [1, 1, 2, 2]),
+        (vec![2], [2, 2, 2, 2]),
+    ] {
+        alloc.set_node_cpus(&node_cpus);
+        let info = alloc.zoneinfo();
+        let inputs = SizingInputs {
+            sysctls: Sysctls::default(),
+            percpu_pagelist_high_fraction: 0,
+            cpus_per_node: node_cpus.clone(),
+            online_cpus: 2,
+            page_shift: 12,
+            pageblock_order: 9,
+            era: Era::V6_18,
+        };
+        assert_exact_match(Path::new("four nodes"), &info, &inputs);
+        let populated = info.zones.iter().filter(|z| z.populated.is_some());
+        for ((zone, high_min), split) in populated.zip(high_mins(&info)).zip(splits) {
+            let batch = zone.populated.as_ref().unwrap().pagesets[0].batch as u32;
+            let want = buddy::zone_highsize(zone.watermarks.low, batch, split);
+            assert_eq!(
+                high_min,
+                u64::from(want),
+                "{node_cpus:?} node {}",
+                zone.node
+            );
+        }
+        assert_ne!(
+            high_mins(&info),
+            spread,
+            "{node_cpus:?} changes some zone's high"
+        );
+    }
+    alloc.set_node_cpus(&[]);
+    assert_eq!(high_mins(&alloc.zoneinfo()), spread);
+}
+
 /// The model's own views: zoneinfo reads back through the parser and
 /// agrees with [`kernel_zone_sizes`] on its own managed pages; buddyinfo
 /// and pagetypeinfo count what the free lists hold.
@@ -290,6 +360,7 @@ fn the_models_views_agree_with_its_zones() {
         sysctls,
         percpu_pagelist_high_fraction: 0,
         cpus_per_node: vec![2],
+        online_cpus: 2,
         page_shift: 12,
         pageblock_order: 9,
         era: Era::V6_18,

@@ -42,6 +42,7 @@ fn inputs(era: Era) -> SizingInputs {
         },
         percpu_pagelist_high_fraction: 0,
         cpus_per_node: vec![2],
+        online_cpus: 2,
         page_shift: 12,
         pageblock_order: 9,
         era,
