@@ -3,9 +3,12 @@
 //! (a split of a `MAX_PAGE_ORDER` block and the merges back), with the
 //! era's mechanisms added one at a time, per model: bookkeeping, the
 //! pageblock lookups, watermarks with the GFP flags and counters, page
-//! preparation and checks, the kernel's per-call entry (5.13 and 6.18),
-//! and last `__GFP_ZERO` on real frames. Each row also carries
-//! the share spent in memory-model operations.
+//! preparation and checks, the kernel's per-call entry (5.13 on), and
+//! last `__GFP_ZERO` on real frames. Each row also carries the share spent
+//! in memory-model operations. In an era with `alloc_pages_nolock` (6.15
+//! on), the full path's step also prices an `alloc_pages_nolock` +
+//! `free_pages_nolock` pair beside an ordinary per-CPU pair, their trials
+//! interleaved.
 //!
 //! The share is measured by counting, not by subtraction: the same path
 //! runs once over [`Counted`], which records how many `pfn_valid`,
@@ -26,11 +29,11 @@
 pub mod pairs;
 pub mod sizes;
 
-use buddy::{AllocError, Allocator, Gfp, Kernel, Mechanisms, Options};
+use buddy::{AllocError, Allocator, BuddyModel, Gfp, Kernel, Mechanisms, Options, PerCpu, Variant};
 use std::fmt;
 
 use serde::Serialize;
-use sparsemem::Layout;
+use sparsemem::{Layout, Order};
 use vmemmap::VmemmapOptions;
 
 use super::{Ctx, Experiment, ExperimentId, cell};
@@ -156,6 +159,27 @@ pub struct StepResult {
     pub pcp: PathCost,
     /// On the zone path.
     pub zone: PathCost,
+    /// The per-call entry's step in an era with `alloc_pages_nolock`:
+    /// its pair priced beside an ordinary per-CPU pair.
+    pub nolock: Option<NolockCost>,
+}
+
+/// An `alloc_pages_nolock` + `free_pages_nolock` pair of order 0 and the
+/// ordinary per-CPU pair (`alloc_pages` + `free_pages`, GFP_KERNEL) it was
+/// timed beside, trial by trial.
+#[derive(Clone, Debug)]
+pub struct NolockCost {
+    /// The nolock pair, with its memory-model share.
+    pub nolock: PathCost,
+    /// The ordinary pair, in the same trials.
+    pub pcp: Measurement,
+}
+
+impl NolockCost {
+    /// The nolock pair over the ordinary one, paired by trial.
+    pub fn ratio(&self) -> Option<Interval> {
+        Interval::between(&self.nolock.pair, &self.pcp).ok()
+    }
 }
 
 /// Which path to time.
@@ -163,6 +187,25 @@ pub struct StepResult {
 enum Which {
     Pcp,
     Zone,
+    /// `alloc_pages_nolock` + `free_pages_nolock` through the per-CPU
+    /// lists.
+    Nolock,
+}
+
+/// `n` order-0 `alloc_pages_nolock` + `free_pages_nolock` pairs on `cpu`.
+/// The era must have them and the zone memory to spare, as every path
+/// here assumes.
+fn nolock_pairs<M: BuddyModel, V: Variant>(cpu: &mut PerCpu<'_, M, V>, n: u64) -> u64 {
+    let mut acc = 0;
+    for _ in 0..n {
+        let pfn = cpu
+            .alloc_pages_nolock(Order::ZERO)
+            .expect("an era with alloc_pages_nolock")
+            .expect("memory");
+        acc ^= pfn.get();
+        cpu.free_pages_nolock(pfn, Order::ZERO).expect("free");
+    }
+    acc
 }
 
 /// Runs `n` pairs of `which` on `alloc` (a fresh per-CPU handle for the
@@ -180,6 +223,10 @@ fn pairs<M: buddy::BuddyModel>(
             pcp_pairs_gfp(&mut cpu, n, gfp)
         }
         Which::Zone => zone_pairs_gfp(alloc, node, n, gfp),
+        Which::Nolock => {
+            let mut cpu = alloc.cpu_on(node).expect("a node with memory");
+            nolock_pairs(&mut cpu, n)
+        }
     }
 }
 
@@ -210,6 +257,13 @@ fn model_cost<M: Buildable>(
             zone_pairs_gfp(&alloc, node, 1, gfp);
             alloc.model().reset();
             zone_pairs_gfp(&alloc, node, n, gfp);
+            alloc.model().ops()
+        }
+        Which::Nolock => {
+            let mut cpu = alloc.cpu_on(node).expect("a node with memory");
+            nolock_pairs(&mut cpu, 1);
+            alloc.model().reset();
+            nolock_pairs(&mut cpu, n);
             alloc.model().ops()
         }
     };
@@ -244,10 +298,7 @@ impl Visitor {
         which: Which,
     ) -> Result<Vec<PathCost>, AllocError> {
         let plan = self.plan;
-        let n = match which {
-            Which::Pcp => plan.iters(2_000_000, 20_000),
-            Which::Zone => plan.iters(200_000, 2_000),
-        };
+        let n = iters(plan, which);
         let mut allocs = STEPS
             .iter()
             .map(|&step| {
@@ -261,24 +312,84 @@ impl Visitor {
             n
         });
         drop(allocs);
-        let counted = n.min(20_000);
         STEPS
             .iter()
             .zip(timed)
             .map(|(&step, pair)| {
                 let o = self.step_options(step);
-                let (ops, costs) =
-                    model_cost::<M>(layout, options, o, which, counted, plan.trials)?;
-                let (model_ns, model_cycles) = ops.model_ns_per(counted, &costs);
-                Ok(PathCost {
-                    pair,
-                    ops_per_pair: std::array::from_fn(|i| ops.counts[i] as f64 / counted as f64),
-                    model_ns,
-                    model_cycles,
-                })
+                priced::<M>(layout, options, o, which, n, pair, plan.trials)
             })
             .collect()
     }
+
+    /// The nolock pair and the ordinary per-CPU pair with every mechanism
+    /// of the era (the per-call entry's step), their trials interleaved,
+    /// and the nolock pair's model calls counted and priced.
+    fn nolock<M: Buildable>(
+        &self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<NolockCost, AllocError> {
+        let plan = self.plan;
+        let n = iters(plan, Which::Nolock);
+        let o = self.step_options(Step::Entry);
+        let mut allocs = [Which::Pcp, Which::Nolock]
+            .into_iter()
+            .map(|which| {
+                Ok((
+                    Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, o)?,
+                    which,
+                ))
+            })
+            .collect::<Result<Vec<_>, AllocError>>()?;
+        let mut timed = plan.measure_interleaved(&mut allocs, |(alloc, which)| {
+            std::hint::black_box(pairs(alloc, *which, n, GFP));
+            n
+        });
+        drop(allocs);
+        let nolock_pair = timed.pop().expect("two variants");
+        let pcp = timed.pop().expect("two variants");
+        let nolock = priced::<M>(
+            layout,
+            options,
+            o,
+            Which::Nolock,
+            n,
+            nolock_pair,
+            plan.trials,
+        )?;
+        Ok(NolockCost { nolock, pcp })
+    }
+}
+
+/// Pairs per trial on `which` path.
+fn iters(plan: Plan, which: Which) -> u64 {
+    match which {
+        Which::Pcp | Which::Nolock => plan.iters(2_000_000, 20_000),
+        Which::Zone => plan.iters(200_000, 2_000),
+    }
+}
+
+/// `pair` (of `n` pairs per trial) with the model calls of up to 20,000
+/// pairs counted and priced.
+fn priced<M: Buildable>(
+    layout: &Layout,
+    options: VmemmapOptions,
+    alloc_options: Options,
+    which: Which,
+    n: u64,
+    pair: Measurement,
+    trials: usize,
+) -> Result<PathCost, AllocError> {
+    let counted = n.min(20_000);
+    let (ops, costs) = model_cost::<M>(layout, options, alloc_options, which, counted, trials)?;
+    let (model_ns, model_cycles) = ops.model_ns_per(counted, &costs);
+    Ok(PathCost {
+        pair,
+        ops_per_pair: std::array::from_fn(|i| ops.counts[i] as f64 / counted as f64),
+        model_ns,
+        model_cycles,
+    })
 }
 
 impl ModelVisitor for Visitor {
@@ -291,10 +402,24 @@ impl ModelVisitor for Visitor {
     ) -> Result<Vec<StepResult>, AllocError> {
         let pcp = self.path::<M>(layout, options, Which::Pcp)?;
         let zone = self.path::<M>(layout, options, Which::Zone)?;
+        let mut nolock = if self.era.has_alloc_nolock() {
+            Some(self.nolock::<M>(layout, options)?)
+        } else {
+            None
+        };
         Ok(STEPS
             .iter()
             .zip(pcp.into_iter().zip(zone))
-            .map(|(&step, (pcp, zone))| StepResult { step, pcp, zone })
+            .map(|(&step, (pcp, zone))| StepResult {
+                step,
+                pcp,
+                zone,
+                nolock: if step == Step::Entry {
+                    nolock.take()
+                } else {
+                    None
+                },
+            })
             .collect())
     }
 }
@@ -304,8 +429,8 @@ impl ModelVisitor for Visitor {
 fn over_previous(steps: &[StepResult], path: PathKind) -> Vec<Option<Interval>> {
     fn of(s: &StepResult, path: PathKind) -> &Measurement {
         match path {
-            PathKind::Pcp => &s.pcp.pair,
             PathKind::Zone => &s.zone.pair,
+            PathKind::Pcp | PathKind::Nolock => &s.pcp.pair,
         }
     }
     std::iter::once(None)
@@ -376,9 +501,13 @@ pub enum PathKind {
     Pcp,
     /// On the zone path.
     Zone,
+    /// `alloc_pages_nolock` + `free_pages_nolock`, through the per-CPU
+    /// lists (the per-call entry's step only).
+    Nolock,
 }
 
-/// A row's variant: the path and the step (`pcp-pageblock lookups`).
+/// A row's variant: the path and the step (`pcp-pageblock lookups`;
+/// `nolock` alone, which has one step).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct BreakdownVariant {
     /// The path.
@@ -389,11 +518,11 @@ pub struct BreakdownVariant {
 
 impl fmt::Display for BreakdownVariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = match self.path {
-            PathKind::Pcp => "pcp",
-            PathKind::Zone => "zone",
-        };
-        write!(f, "{path}-{}", self.step.name())
+        match self.path {
+            PathKind::Pcp => write!(f, "pcp-{}", self.step.name()),
+            PathKind::Zone => write!(f, "zone-{}", self.step.name()),
+            PathKind::Nolock => f.write_str("nolock"),
+        }
     }
 }
 
@@ -492,7 +621,9 @@ impl Experiment for Breakdown {
                         entry: m.entry && ctx.era.models_entry(),
                     },
                 };
-                for (path, p) in [(PathKind::Pcp, &s.pcp), (PathKind::Zone, &s.zone)] {
+                let nolock = s.nolock.as_ref().map(|n| (PathKind::Nolock, &n.nolock));
+                let paths = [(PathKind::Pcp, &s.pcp), (PathKind::Zone, &s.zone)];
+                for (path, p) in paths.into_iter().chain(nolock) {
                     let share = ModelShare {
                         model_ops_per_pair: OpsPerPair(p.ops_per_pair),
                         model_ns_per_pair: p.model_ns,
@@ -539,6 +670,10 @@ impl Experiment for Breakdown {
                     }
                 }
             }
+            for ratio in steps.iter().filter_map(|s| s.nolock.as_ref()?.ratio()) {
+                let what = format!("{kind} nolock pair / pcp pair");
+                out.push(Comparison::from_interval(what, ratio));
+            }
         }
         out
     }
@@ -568,6 +703,15 @@ fn model_table(kind: ModelKind, steps: &[StepResult]) -> String {
     }
     table +=
         &format!("{NOISE_MARK}; the steps' trials are interleaved, so each ratio is paired.\n");
+    if let Some(n) = steps.iter().find_map(|s| s.nolock.as_ref()) {
+        table += &format!(
+            "alloc_pages_nolock + free_pages_nolock, per pair: {} (model share {:.0}%), the ordinary pcp pair in the same trials {}: {}\n",
+            cell(&n.nolock.pair),
+            100.0 * n.nolock.share(),
+            cell(&n.pcp),
+            n.ratio().as_ref().map_or("-".into(), ratio_cell),
+        );
+    }
     if let Some(last) = steps.last() {
         table += &format!(
             "full path, per pcp pair: {}; model time {} ns ({:.0} cycles)\nfull path, per zone pair: {}; model time {} ns ({:.0} cycles)\n",

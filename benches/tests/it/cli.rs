@@ -436,7 +436,14 @@ fn run_quick(exp: &str, extra: &[&str]) {
             }
         }
         "breakdown" => {
-            assert_eq!(rows.len(), 2 * 6, "two paths, six steps");
+            // 6.18 has alloc_pages_nolock: its pair is the one row more.
+            assert_eq!(
+                rows.len(),
+                2 * 6 + 1,
+                "two paths, six steps, the nolock pair"
+            );
+            let nolock = rows.iter().find(|r| r["variant"] == "nolock").unwrap();
+            assert_eq!(nolock["params"]["mechanisms"]["entry"], true, "{nolock}");
             for r in &rows {
                 let share = r["model_share"].as_f64().unwrap();
                 assert!((0.0..=1.0).contains(&share), "{r}");
