@@ -1,12 +1,19 @@
 //! Bulk allocation through the per-CPU lists (`alloc_pages_bulk`, 2021).
 //!
-//! One call checks the low watermark once, with the request's page count
-//! on top, picks the first zone that passes and fills a list or an array
-//! from that zone's order-0 pcp list under one pcp lock, refilling it as
-//! needed. When no zone passes, or the zone runs dry before the first page,
-//! it allocates one page the ordinary way and returns, as the kernel does.
+//! One call checks the low watermark once, with the request's `nr_pages`
+//! on top (an array's length, its filled slots included), picks the first
+//! zone that passes and fills a list or an array from that zone's order-0
+//! pcp list under one pcp lock, refilling it as needed. A request for one
+//! page — `nr_pages` less the array's leading filled slots — goes to the
+//! ordinary one-page allocation instead, and so does one no zone passes
+//! for, or whose zone runs dry before the first page, as the kernel's do.
 //! The array form fills only empty slots and returns how many slots are
 //! populated, counting those that were already full.
+//!
+//! From 6.12 a zone short of the watermark that still has deferred struct
+//! pages is grown and checked again before the loop moves on
+//! ([`crate::Allocator::bulk_grow_zone`]); before, the zone is passed over,
+//! and only the one-page fallback can grow it.
 
 use sparsemem::{Order, Pfn};
 
@@ -18,14 +25,50 @@ use crate::list::OwnedBlock;
 use crate::types::{BuddyModel, MAX_BULK, ZoneId};
 use crate::variant::Variant;
 
+/// The counts `alloc_pages_bulk_noprof` works from.
+#[derive(Clone, Copy, Debug)]
+struct BulkCounts {
+    /// `nr_pages`: a list's length, or an array's with its filled slots.
+    nr_pages: usize,
+    /// `nr_populated` on entry: the array's leading filled slots.
+    nr_populated: usize,
+    /// The pages to take: the array's empty slots (`nr_pages` for a list).
+    want: usize,
+}
+
+impl BulkCounts {
+    /// A list of `nr_pages`: nothing populated, every page wanted.
+    fn list(nr_pages: usize) -> BulkCounts {
+        BulkCounts {
+            nr_pages,
+            nr_populated: 0,
+            want: nr_pages,
+        }
+    }
+}
+
 impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
-    /// The zone a bulk request of `nr_pages` is served from
-    /// (`__alloc_pages_bulk`, 5.13): the first zone of the zonelist the
-    /// request and the cpuset allow whose low watermark holds with
-    /// `nr_pages` on top — one check per call, not per page.
+    /// The zone a bulk request of `nr_pages` is served from: the first
+    /// zone of the zonelist the request and the cpuset allow whose low
+    /// watermark holds with `nr_pages` on top — one check per call, not
+    /// per page. A zone that fails it is grown and checked again where the
+    /// era's bulk path does that ([`crate::Allocator::bulk_grow_zone`]).
     ///
-    /// A zone short of its watermark with deferred pages is grown first
-    /// where the era's bulk path does it ([`crate::Allocator::bulk_grow_zone`]).
+    /// `mm/page_alloc.c: alloc_pages_bulk_noprof`, its zone loop in 6.18 as
+    /// 6.12's `4be9064baac0` wrote it (6.15 gave `cond_accept_memory` its
+    /// `alloc_flags`; pfnlab has no unaccepted memory):
+    ///
+    /// ```c
+    /// retry_this_zone:
+    ///     mark = wmark_pages(zone, alloc_flags & ALLOC_WMARK_MASK) + nr_pages;
+    ///     if (zone_watermark_fast(zone, 0, mark, ...)) break;
+    ///     if (cond_accept_memory(zone, 0, alloc_flags)) goto retry_this_zone;
+    ///     if (deferred_pages_enabled())
+    ///         if (_deferred_grow_zone(zone, 0)) goto retry_this_zone;
+    /// ```
+    ///
+    /// 5.13 to 6.11 have only the mark and the `break`: a zone that fails
+    /// is passed over.
     fn bulk_zone(&self, ac: &AllocContext, nr_pages: usize) -> Option<ZoneId> {
         let alloc = self.alloc;
         self.node.zonelist(ac.gfp).iter().copied().find(|&zid| {
@@ -45,63 +88,41 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         })
     }
 
-    /// `__alloc_pages_bulk`: up to `want` pages from one zone's per-CPU
-    /// list, each given to `put` with its token (`put` says whether it
-    /// kept the page), under one pcp
-    /// lock (6.0 on). When no zone passes its watermark, the trylock fails, or
-    /// the zone runs dry before the first page, it allocates one page the
-    /// ordinary way and returns, as the kernel does. Returns how many pages
-    /// `put` got.
+    /// `alloc_pages_bulk_noprof` (`__alloc_pages_bulk` before 6.10): up
+    /// to `counts.want` pages from one zone's per-CPU list, each given to
+    /// `put` with its token (`put` says whether it kept the page), under
+    /// one pcp lock (6.0 on); `counts.nr_pages` is the watermark check's
+    /// extra. When `nr_pages - nr_populated` is 1 ("Use the single page
+    /// allocator for one page"), no zone passes its watermark, the trylock
+    /// fails, or the zone runs dry before the first page, it allocates one
+    /// page the ordinary way and returns, as the kernel does. Returns how
+    /// many pages `put` got.
     fn alloc_bulk(
         &mut self,
         gfp: Gfp,
-        want: usize,
+        counts: BulkCounts,
         mut put: impl FnMut(Pfn, Option<OwnedBlock<M::Page>>) -> bool,
     ) -> Result<usize, RequestError> {
-        if want > MAX_BULK {
-            return Err(RequestError::BulkTooLarge { requested: want });
+        let BulkCounts {
+            nr_pages,
+            nr_populated,
+            want,
+        } = counts;
+        debug_assert!(want <= nr_pages - nr_populated);
+        if nr_pages > MAX_BULK {
+            return Err(RequestError::BulkTooLarge {
+                requested: nr_pages,
+            });
         }
         if want == 0 {
             return Ok(0);
         }
         let ac = self.alloc.prepare_alloc_pages(gfp)?;
-        // The entry's preferred zone, for `zone_statistics`: 5.13 counts
-        // each page (its NUMA counters were per-CPU diffs, updated with
-        // interrupts off), 5.14 on once per call with the pages taken.
-        let preferred = if self.alloc.path.entry {
-            self.first_zones_zonelist(&ac)
-        } else {
-            None
-        };
-        let per_page = self.alloc.path.numa_stat_diffs;
-        let locked = self.alloc.path.pcp_lock;
         let mut got = 0;
-        if let Some(zid) = self.bulk_zone(&ac, want)
-            && (!locked || self.pcp[zid.index()].lock.try_lock())
+        if nr_pages - nr_populated > 1
+            && let Some(zid) = self.bulk_zone(&ac, nr_pages)
         {
-            let mut taken = 0;
-            while got < want {
-                match self.__rmqueue_pcplist::<false>(zid, ac.migratetype, Order::ZERO) {
-                    Some(block) => {
-                        taken += 1;
-                        if per_page && let Some(p) = preferred {
-                            self.zone_statistics(p, zid, 1);
-                        }
-                        let pfn = self.alloc.prep_block(&block, gfp.without(Gfp::COMP));
-                        got += usize::from(put(pfn, Some(block)));
-                    }
-                    None => break,
-                }
-            }
-            if locked {
-                self.pcp[zid.index()].lock.unlock();
-            }
-            if !per_page
-                && taken > 0
-                && let Some(p) = preferred
-            {
-                self.zone_statistics(p, zid, taken);
-            }
+            got = self.take_bulk(zid, &ac, gfp, want, &mut put);
         }
         if got == 0
             && let Ok(pfn) = self.alloc(gfp)
@@ -109,6 +130,56 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             got = usize::from(put(pfn, None));
         }
         Ok(got)
+    }
+
+    /// The batch of [`PerCpu::alloc_bulk`] from zone `zid`'s order-0 pcp
+    /// list: up to `want` pages given to `put`, under the pcp lock when
+    /// the era has one (nothing when the trylock fails). Returns how many
+    /// pages `put` got.
+    fn take_bulk(
+        &mut self,
+        zid: ZoneId,
+        ac: &AllocContext,
+        gfp: Gfp,
+        want: usize,
+        put: &mut impl FnMut(Pfn, Option<OwnedBlock<M::Page>>) -> bool,
+    ) -> usize {
+        // The entry's preferred zone, for `zone_statistics`: 5.13 counts
+        // each page (its NUMA counters were per-CPU diffs, updated with
+        // interrupts off), 5.14 on once per call with the pages taken.
+        let preferred = if self.alloc.path.entry {
+            self.first_zones_zonelist(ac)
+        } else {
+            None
+        };
+        let per_page = self.alloc.path.numa_stat_diffs;
+        let locked = self.alloc.path.pcp_lock;
+        if locked && !self.pcp[zid.index()].lock.try_lock() {
+            return 0;
+        }
+        let (mut got, mut taken) = (0, 0);
+        while got < want {
+            let Some(block) = self.__rmqueue_pcplist::<false>(zid, ac.migratetype, Order::ZERO)
+            else {
+                break;
+            };
+            taken += 1;
+            if per_page && let Some(p) = preferred {
+                self.zone_statistics(p, zid, 1);
+            }
+            let pfn = self.alloc.prep_block(&block, gfp.without(Gfp::COMP));
+            got += usize::from(put(pfn, Some(block)));
+        }
+        if locked {
+            self.pcp[zid.index()].lock.unlock();
+        }
+        if !per_page
+            && taken > 0
+            && let Some(p) = preferred
+        {
+            self.zone_statistics(p, zid, taken);
+        }
+        got
     }
 
     /// `alloc_pages_bulk_list`: threads up to `nr_pages` order-0 pages onto
@@ -125,7 +196,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             return Err(RequestError::ForeignChain);
         }
         let alloc = self.alloc;
-        self.alloc_bulk(gfp, nr_pages, |pfn, block| {
+        self.alloc_bulk(gfp, BulkCounts::list(nr_pages), |pfn, block| {
             // The one page of the fallback comes as a pfn: claim it back. A
             // claim fails only if another thread freed the pfn meanwhile (a
             // misuse); the page is then that thread's doing, not listed.
@@ -163,7 +234,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         gfp: Gfp,
         out: &mut Vec<Pfn>,
     ) -> Result<usize, RequestError> {
-        self.alloc_bulk(gfp, nr_pages, |pfn, _| {
+        self.alloc_bulk(gfp, BulkCounts::list(nr_pages), |pfn, _| {
             out.push(pfn);
             true
         })
@@ -183,9 +254,13 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
                 requested: slots.len(),
             });
         }
-        let empty = slots.iter().filter(|s| s.is_none()).count();
+        let counts = BulkCounts {
+            nr_pages: slots.len(),
+            nr_populated: slots.iter().take_while(|s| s.is_some()).count(),
+            want: slots.iter().filter(|s| s.is_none()).count(),
+        };
         let mut free_slots = slots.iter_mut().filter(|s| s.is_none());
-        self.alloc_bulk(gfp, empty, |pfn, _| {
+        self.alloc_bulk(gfp, counts, |pfn, _| {
             if let Some(slot) = free_slots.next() {
                 *slot = Some(pfn);
             }

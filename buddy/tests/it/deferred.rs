@@ -22,7 +22,7 @@ use vmemmap::{VmemmapProbe, VmemmapTable};
 use crate::common::two_zone_layout;
 
 /// The allocator of the fixed-layout tests (no holes, 6.18's variant).
-type Alloc<M> = Allocator<M, Kernel>;
+pub(crate) type Alloc<M> = Allocator<M, Kernel>;
 
 /// What a `struct page` says about its state: flags, zone, node, section,
 /// counts, mapping, and the order of a free head (a stale `private` on
@@ -80,7 +80,8 @@ fn free_blocks<M: BuddyModel, V: Variant>(alloc: &Allocator<M, V>) -> BTreeSet<(
         .collect()
 }
 
-fn deferred(era: Era) -> Options {
+/// Options for `era` with deferred struct page init.
+pub(crate) fn deferred(era: Era) -> Options {
     Options {
         deferred_init: true,
         ..Options::for_era(era)
@@ -356,7 +357,7 @@ fn a_miss_grows_the_zone_a_section_at_a_time() {
 }
 
 /// Normal's pages of the allocation results, checked not poisoned.
-fn normal_pages<M: BuddyModel>(alloc: &Alloc<M>, got: &[Pfn]) -> usize {
+pub(crate) fn normal_pages<M: BuddyModel>(alloc: &Alloc<M>, got: &[Pfn]) -> usize {
     let normal = alloc
         .zones()
         .iter()

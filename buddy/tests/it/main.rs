@@ -8,6 +8,7 @@ mod common;
 
 mod compaction;
 mod deferred;
+mod deferred_bulk;
 #[cfg(feature = "uffd")]
 mod deferred_uffd;
 mod descriptors;
