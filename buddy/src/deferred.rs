@@ -54,12 +54,25 @@
 //! takes) switches between the same two forms on the key and grows on a
 //! miss at any order, as `get_page_from_freelist` does. Bulk allocation
 //! grows a zone short of its watermark in its own zone loop from 6.12, as
-//! `__alloc_pages_bulk` does since Kirill Shutemov's `4be9064baac0`
-//! beside unaccepted memory's; before (5.13 to 6.8) it moves on to the
-//! next zone, and grows only through its one-page fallback when no zone
-//! is left. Left out: 6.18's single padata job per zone and its
-//! section-per-step `deferred_grow_zone` (every era here frees per
-//! `MAX_PAGE_ORDER` block).
+//! `alloc_pages_bulk_noprof` does since Kirill Shutemov's `4be9064baac0`
+//! ("mm: accept memory in __alloc_pages_bulk()", 6.12-rc1) beside
+//! unaccepted memory's; before (pfnlab's 5.13 to 6.8) it moves on to the
+//! next zone, and grows only through its one-page allocation: when no
+//! zone is left, or when one page is all the call wants.
+//!
+//! A grow initialises and frees a section at a time, each in
+//! `MAX_PAGE_ORDER` blocks, until a whole section's worth of pages (the
+//! request's, rounded up to a section) was added: 6.18's
+//! `deferred_grow_zone`, which since Mike Rapoport's `3acb913c9d5b`
+//! (6.18-rc1) calls `deferred_init_memmap_chunk` per section. Before, it
+//! walked `MAX_PAGE_ORDER` blocks and checked the quota where a block
+//! crossed into another section, which stops at the same pfn where the
+//! memory has no holes. Left out: 6.18's single padata job per zone
+//! (pfnlab's init threads claim sections of the node's range), and the
+//! grow's unlocked first read of `first_deferred_pfn`, after which a grow
+//! that waited for the resize lock while another grew returns true
+//! without growing; pfnlab's reads it under the lock and grows on from
+//! there.
 //!
 //! # Safety
 //! Deferred pages are written through `&Page` while the allocator is
@@ -227,8 +240,28 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// `deferred_grow_zone`: when zone `zid` still has deferred pages past
     /// `first_deferred_pfn`, initialises and frees whole sections from
     /// there until at least `1 << order` pages, rounded up to a section,
-    /// were added (fewer where the zone ends). True when it grew the zone
-    /// (or found it finished just now, so one retry is worth it).
+    /// were added (fewer where the zone ends), and moves
+    /// `first_deferred_pfn` past them (`ULONG_MAX` at the zone's end). True
+    /// when it grew the zone.
+    ///
+    /// `mm/mm_init.c: deferred_grow_zone` (6.18):
+    ///
+    /// ```c
+    /// unsigned long nr_pages_needed = SECTION_ALIGN_UP(1 << order);
+    /// ...
+    /// for (spfn = first_deferred_pfn, epfn = SECTION_ALIGN_UP(spfn + 1);
+    ///      nr_pages < nr_pages_needed && spfn < zone_end_pfn(zone);
+    ///      spfn = epfn, epfn += PAGES_PER_SECTION)
+    ///     nr_pages += deferred_init_memmap_chunk(spfn, epfn, zone);
+    /// pgdat->first_deferred_pfn = nr_pages ? spfn : ULONG_MAX;
+    /// ...
+    /// return nr_pages > 0;
+    /// ```
+    ///
+    /// `first_deferred_pfn` is section-aligned and the zone's last pfn is
+    /// memory, so a grow that finds the zone unfinished always adds pages;
+    /// one that ends at the zone's end leaves nothing for the next, which
+    /// returns false, as the kernel's does when it counts no pages.
     #[cold]
     #[inline(never)]
     pub fn deferred_grow_zone(&self, zid: ZoneId, order: Order) -> bool {
@@ -275,12 +308,26 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         None
     }
 
-    /// `__alloc_pages_bulk`'s zone loop on a zone short of its watermark:
+    /// The bulk allocator's zone loop on a zone short of its watermark:
     /// while the `deferred_pages` key is on and the era's bulk path grows
-    /// zones ([`Era::bulk_grows_deferred_zone`]: 6.12's and later do,
-    /// `goto retry_this_zone` after `_deferred_grow_zone(zone, 0)`; before,
-    /// from 5.13's 2021 original, it moves on to the next zone), grow zone
-    /// `zid` a section at a time until `above` (its watermark check) holds.
+    /// zones ([`Era::bulk_grows_deferred_zone`]), grow zone `zid` a section
+    /// at a time (`deferred_grow_zone` of order 0) until `above`, its
+    /// watermark check, holds; true when it does, false when the grow
+    /// gives up first, and the loop moves on to the next zone.
+    ///
+    /// `mm/page_alloc.c: alloc_pages_bulk_noprof` (6.18; 6.12's
+    /// `4be9064baac0`), after the failed `zone_watermark_fast`:
+    ///
+    /// ```c
+    /// /* Try again if zone has deferred pages */
+    /// if (deferred_pages_enabled()) {
+    ///     if (_deferred_grow_zone(zone, 0))
+    ///         goto retry_this_zone;
+    /// }
+    /// ```
+    ///
+    /// 5.13's `__alloc_pages_bulk` to 6.11's `alloc_pages_bulk_noprof`
+    /// move on to the next zone instead.
     #[cold]
     #[inline(never)]
     pub(crate) fn bulk_grow_zone(&self, zid: ZoneId, above: impl Fn() -> bool) -> bool {
