@@ -107,8 +107,30 @@ save() {
   done
 }
 
-# The free lists first, back to back, so the two show one state.
-save /proc/pagetypeinfo /proc/buddyinfo
+# The free lists first, back to back, and again (up to 8 times) until
+# buddyinfo's counts are pagetypeinfo's sums over the migratetypes, so
+# the two show one state (a count pagetypeinfo caps at 100000 is a
+# lower bound).
+mkdir -p /snap/proc
+tries=0
+while :; do
+  cat /proc/pagetypeinfo >/snap/proc/pagetypeinfo
+  cat /proc/buddyinfo >/snap/proc/buddyinfo
+  tries=$((tries + 1))
+  awk '
+    FNR == NR && /^Node.*, type / {
+      for (i = 7; i <= NF; i++) { s[$2 $4, i] += $i; if ($i >= 100000) cap[$2 $4, i] = 1 }
+      next
+    }
+    FNR != NR && /^Node/ {
+      for (i = 5; i <= NF; i++) {
+        k = $2 $4 ","
+        if (s[k, i + 2] != $i && !(cap[k, i + 2] && s[k, i + 2] <= $i)) bad = 1
+      }
+    }
+    END { exit bad }' /snap/proc/pagetypeinfo /snap/proc/buddyinfo && break
+  [ "$tries" -lt 8 ] || break
+done
 save /proc/zoneinfo /proc/meminfo /proc/vmstat /proc/iomem /proc/cmdline /proc/version
 save /proc/sys/kernel/osrelease
 for f in min_free_kbytes lowmem_reserve_ratio watermark_scale_factor percpu_pagelist_high_fraction; do
@@ -207,7 +229,7 @@ unpack() {
     failed "$name" "files missing or damaged"
     return 1
   fi
-  echo "$name: $n files, $(du -sk "$dest" | cut -f1) KiB in $dest"
+  echo "$name: $n files, $(find "$dest" -type f -exec cat {} + | wc -c) bytes in $dest"
 }
 
 # failed NAME WHY: says so, with the end of the guest's console.
