@@ -20,10 +20,10 @@
 #
 # Needs qemu-system-x86 and busybox-static (installed with apt-get when
 # missing; root in CI). Uses KVM when a guest boots on /dev/kvm, and
-# TCG otherwise. Each boot prints its wall time; a guest that does not finish
-# within GUESTS_TIMEOUT seconds (default 300), or a file that is missing
-# or does not match its checksum, fails the run non-zero, naming the
-# layout, after the other layouts have run.
+# TCG otherwise. Each boot prints its wall time; a guest that does not
+# finish within GUESTS_TIMEOUT seconds (default 300), or a file that is
+# missing or does not match its checksum, fails the run non-zero, naming
+# the layout, after the other layouts have run.
 set -euo pipefail
 
 usage() {
@@ -291,15 +291,22 @@ chmod 755 "$tmp/initrd/init"
 
 # KVM when /dev/kvm opens and a guest boots on it: nested under some
 # hypervisors it opens but the guest hangs or QEMU aborts, so a guest
-# that only powers off must do so within 30 s first.
-printf '#!/bin/busybox sh\n/bin/busybox poweroff -f\n' >"$tmp/initrd/probe"
+# whose /probe only says so and powers off must do that within 30 s
+# first.
+cat >"$tmp/initrd/probe" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox mount -t devtmpfs devtmpfs /dev
+echo @@probe-ok >/dev/ttyS0
+/bin/busybox poweroff -f
+EOF
 chmod 755 "$tmp/initrd/probe"
 (cd "$tmp/initrd" && find . | busybox cpio -o -H newc -R 0:0 2>/dev/null) | gzip -9 >"$tmp/initrd.gz"
 accel=()
 if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
-  if timeout 30 qemu-system-x86_64 -enable-kvm -nographic -no-reboot -monitor none -m 256M \
+  timeout 30 qemu-system-x86_64 -enable-kvm -nographic -no-reboot -monitor none -m 256M \
     -kernel "$vmlinuz" -initrd "$tmp/initrd.gz" -append "console=ttyS0 panic=-1 rdinit=/probe" \
-    </dev/null >"$tmp/kvm-probe.log" 2>&1; then
+    -serial "file:$tmp/kvm-probe.console" </dev/null >"$tmp/kvm-probe.log" 2>&1 || true
+  if tr -d '\r' <"$tmp/kvm-probe.console" 2>/dev/null | grep -q '@@probe-ok'; then
     accel=(-enable-kvm)
     echo "accelerator: KVM"
   else
