@@ -13,7 +13,9 @@
 # devtmpfs, copies the files below, and writes each to the second serial
 # port between `@@begin PATH BYTES MD5` and `@@end PATH` lines, in base64,
 # then `@@done` and powers off. The kernel's own console is the first
-# serial port, so its messages never mix with the files.
+# serial port, so its messages never mix with the files. The kernel
+# boots with `nokaslr`: a randomised physical load address moves its
+# image, and the managed pages it takes, from node to node between boots.
 #
 # Where the kernel has a link, nodeN/memoryM to a memory block, the saved
 # root has an empty file of that name: pfnlab reads the name only.
@@ -107,15 +109,23 @@ save() {
   done
 }
 
-# The free lists first, back to back, and again (up to 8 times) until
-# buddyinfo's counts are pagetypeinfo's sums over the migratetypes, so
-# the two show one state (a count pagetypeinfo caps at 100000 is a
-# lower bound).
+# The free lists first: buddyinfo and pagetypeinfo read by one cat into
+# a file whose pages exist already (zeroed, written in place), so that
+# nothing between the two reads allocates from the CPU's node (its
+# per-CPU lists refill from the free lists in batches as small as one
+# page with 64 fake nodes); again, up to 32 times, until buddyinfo's
+# counts are pagetypeinfo's sums over the migratetypes, the two then
+# showing one state (a count pagetypeinfo caps at 100000 is a lower
+# bound).
 mkdir -p /snap/proc
-tries=0
+head -c 1048576 /dev/zero >/tmp/pair
+tries=0 pair=differ
 while :; do
-  cat /proc/pagetypeinfo >/snap/proc/pagetypeinfo
-  cat /proc/buddyinfo >/snap/proc/buddyinfo
+  dd if=/dev/zero of=/tmp/pair bs=65536 count=16 conv=notrunc 2>/dev/null
+  cat /proc/buddyinfo /proc/pagetypeinfo 1<>/tmp/pair
+  tr -d '\000' </tmp/pair | awk '
+    /^Page block order/ { out = "/snap/proc/pagetypeinfo" }
+    { print > (out ? out : "/snap/proc/buddyinfo") }'
   tries=$((tries + 1))
   awk '
     FNR == NR && /^Node.*, type / {
@@ -128,9 +138,11 @@ while :; do
         if (s[k, i + 2] != $i && !(cap[k, i + 2] && s[k, i + 2] <= $i)) bad = 1
       }
     }
-    END { exit bad }' /snap/proc/pagetypeinfo /snap/proc/buddyinfo && break
-  [ "$tries" -lt 8 ] || break
+    END { exit bad }' /snap/proc/pagetypeinfo /snap/proc/buddyinfo && { pair=agree; break; }
+  [ "$tries" -lt 32 ] || break
 done
+rm /tmp/pair
+echo "@@pair $pair $tries"
 save /proc/zoneinfo /proc/meminfo /proc/vmstat /proc/iomem /proc/cmdline /proc/version
 save /proc/sys/kernel/osrelease
 for f in min_free_kbytes lowmem_reserve_ratio watermark_scale_factor percpu_pagelist_high_fraction; do
@@ -177,7 +189,7 @@ boot() {
   timeout "$boot_timeout" qemu-system-x86_64 "${accel[@]}" -nographic -no-reboot -monitor none \
     -m "$mem" -smp "$smp" "${numa[@]}" \
     -kernel "$vmlinuz" -initrd "$tmp/initrd.gz" \
-    -append "console=ttyS0 panic=-1${params:+ $params}" \
+    -append "console=ttyS0 panic=-1 nokaslr${params:+ $params}" \
     -serial "file:$dir/console.log" -serial "file:$dir/data.log" \
     </dev/null >"$dir/qemu.log" 2>&1 || rc=$?
   local took
@@ -191,6 +203,12 @@ boot() {
     return 1
   fi
   echo "$name: booted and saved in ${took} s (-m $mem -smp $smp, ${params:-no layout parameters})"
+  local pair
+  pair=$(tr -d '\r' <"$dir/data.log" | awk '/^@@pair / { print $2, $3 }')
+  case $pair in
+    "agree "*) echo "$name: buddyinfo and pagetypeinfo agree (read ${pair#agree } times)" ;;
+    *) echo "$name: warning: buddyinfo and pagetypeinfo still differ after ${pair#* } reads" >&2 ;;
+  esac
   rm -rf "$dest"
   mkdir -p "$dest"
   unpack "$name" "$dir" "$dest"
@@ -284,7 +302,8 @@ dpkg-deb -x "$tmp"/"$pkg"_*.deb "$tmp/pkg"
 vmlinuz=$(echo "$tmp"/pkg/boot/vmlinuz-*)
 [ -f "$vmlinuz" ] || { echo "guests.sh: $pkg has no /boot/vmlinuz-*" >&2; exit 1; }
 
-mkdir -p "$tmp/initrd/bin" "$tmp/initrd/proc" "$tmp/initrd/sys" "$tmp/initrd/dev" "$tmp/initrd/snap"
+mkdir -p "$tmp/initrd/bin" "$tmp/initrd/proc" "$tmp/initrd/sys" "$tmp/initrd/dev" "$tmp/initrd/snap" \
+  "$tmp/initrd/tmp"
 cp /bin/busybox "$tmp/initrd/bin/busybox"
 guest_init >"$tmp/initrd/init"
 chmod 755 "$tmp/initrd/init"
