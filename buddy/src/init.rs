@@ -274,6 +274,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             g.page_size(),
             g.pageblock_nr_pages(),
             &self.options.sysctls,
+            self.options.era,
         );
         let cpus = self.nr_cpus();
         let nodes = self.nodes.len().max(1) as u32;

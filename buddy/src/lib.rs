@@ -52,9 +52,9 @@
 //! 1. `types` (zone types and ids, statistics, limits), `lock` (the zone
 //!    lock), `variant` (the compile-time variants), `list` (the intrusive
 //!    lists and the owned-block token): nothing of the crate;
-//! 2. `era` (each kernel's mechanisms), `gfp` (GFP masks), `watermark`
-//!    (the kernel's formulas), `frames` (real frames),
-//!    `memory_notify` (the memory hotplug notifier chain), then
+//! 2. `era` (each kernel's mechanisms), `gfp` (GFP masks), `frames`
+//!    (real frames), `memory_notify` (the memory hotplug notifier chain),
+//!    then `watermark` (the kernel's formulas, by era) and
 //!    `memmap_on_memory` (its gate, by era);
 //! 3. `error` (one enum per domain, and their join), `node` (nodes,
 //!    zonelists, node masks), `memmap_init` (the boot memmap walk's

@@ -9,10 +9,13 @@
 //! (`set_recommended_min_free_kbytes`) to eleven pageblocks per populated
 //! zone up to ZONE_NORMAL — two free, and `MIGRATE_PCPTYPES²` almost free
 //! — at most 5 % of lowmem; a value set with the sysctl replaces both
-//! ([`Sysctls`]). `__setup_per_zone_wmarks`: each such zone's
-//! `min` is its share of `min_free_kbytes` by managed pages; a Movable
-//! zone's `min` is `managed / 1024` clamped to 32..128 pages
-//! (`SWAP_CLUSTER_MAX`); the distances `min → low → high → promo` are the
+//! ([`Sysctls`]). `__setup_per_zone_wmarks`: each zone's `min` is its
+//! share of `min_free_kbytes` by managed pages, except that from Linux 6.6
+//! a Movable zone, like highmem, is left out of the pages shared over and
+//! its `min` is `managed / 1024` clamped to 32..128 pages
+//! (`SWAP_CLUSTER_MAX`; [`Era::movable_wmarks_like_highmem`]: before 6.6
+//! it takes its share, so the other zones' `min` are smaller by its part);
+//! the distances `min → low → high → promo` are the
 //! larger of `min / 4` and `managed × watermark_scale_factor / 10000` (10
 //! by default, 0.1 %; `WMARK_PROMO` is Linux 5.18's, for memory tiering,
 //! and 0 in an era before it). `setup_per_zone_lowmem_reserve` keeps part of each lower zone
@@ -20,12 +23,14 @@
 //! path checks them as `zone_watermark_fast` does (see
 //! [`Allocator`](crate::Allocator)).
 
+use crate::era::Era;
 use crate::types::{MAX_NR_ZONES, ZoneType};
 
 /// `watermark_scale_factor`'s default: 10, in units of 0.01 %.
 pub const WATERMARK_SCALE_FACTOR: u64 = 10;
 
-/// `SWAP_CLUSTER_MAX`: the smallest `min` of a Movable zone, in pages.
+/// `SWAP_CLUSTER_MAX`: the smallest `min` of a Movable zone from Linux
+/// 6.6, in pages.
 pub const SWAP_CLUSTER_MAX: u64 = 32;
 
 /// One zone's watermarks, in pages (`_watermark[WMARK_MIN/LOW/HIGH]`).
@@ -117,15 +122,18 @@ pub fn recommended_min_free_kbytes(
     kbytes.max(current_kbytes)
 }
 
-/// `min_free_kbytes` as the kernel settles it for zones `(type, managed
-/// pages)` of pages of `page_size` bytes in pageblocks of
+/// `min_free_kbytes` as the kernel of `era` settles it for zones `(type,
+/// managed pages)` of pages of `page_size` bytes in pageblocks of
 /// `pageblock_nr_pages`: the sysctl's value if set, else
-/// `calculate_min_free_kbytes`, raised by khugepaged when THP is enabled.
+/// `calculate_min_free_kbytes`, raised by khugepaged when THP is enabled
+/// (khugepaged's cap counts the pages above the high watermarks that
+/// value gives, which follow the era).
 pub fn resolve_min_free_kbytes(
     zones: &[(ZoneType, u64)],
     page_size: u64,
     pageblock_nr_pages: u64,
     sysctls: &Sysctls,
+    era: Era,
 ) -> u64 {
     if let Some(kbytes) = sysctls.min_free_kbytes {
         return kbytes;
@@ -140,6 +148,7 @@ pub fn resolve_min_free_kbytes(
         zones,
         base * 1024 / page_size,
         sysctls.watermark_scale_factor,
+        era,
     );
     let free_buffer: u64 = zones
         .iter()
@@ -151,43 +160,60 @@ pub fn resolve_min_free_kbytes(
     recommended_min_free_kbytes(populated, pageblock_nr_pages, free_buffer, page_size, base)
 }
 
-/// `__setup_per_zone_wmarks` over `(type, managed pages)` of every zone,
-/// for pages of `page_size` bytes, with `min_free_kbytes` and
-/// `watermark_scale_factor` at their defaults (no THP); the watermarks in
-/// the same order.
+/// `__setup_per_zone_wmarks` of today's kernel over `(type, managed
+/// pages)` of every zone, for pages of `page_size` bytes, with
+/// `min_free_kbytes` and `watermark_scale_factor` at their defaults (no
+/// THP); the watermarks in the same order.
 pub fn setup_per_zone_wmarks(zones: &[(ZoneType, u64)], page_size: u64) -> Vec<Watermarks> {
-    setup_per_zone_wmarks_with(zones, page_size, 1 << 9, &Sysctls::default())
+    setup_per_zone_wmarks_with(
+        zones,
+        page_size,
+        1 << 9,
+        &Sysctls::default(),
+        Era::default(),
+    )
 }
 
-/// `__setup_per_zone_wmarks` with the `sysctls` given (`min_free_kbytes`
-/// resolved by [`resolve_min_free_kbytes`]).
+/// `__setup_per_zone_wmarks` of the kernel of `era` with the `sysctls`
+/// given (`min_free_kbytes` resolved by [`resolve_min_free_kbytes`]).
 pub fn setup_per_zone_wmarks_with(
     zones: &[(ZoneType, u64)],
     page_size: u64,
     pageblock_nr_pages: u64,
     sysctls: &Sysctls,
+    era: Era,
 ) -> Vec<Watermarks> {
-    let kbytes = resolve_min_free_kbytes(zones, page_size, pageblock_nr_pages, sysctls);
+    let kbytes = resolve_min_free_kbytes(zones, page_size, pageblock_nr_pages, sysctls, era);
     wmarks_for(
         zones,
         kbytes * 1024 / page_size,
         sysctls.watermark_scale_factor,
+        era,
     )
 }
 
 /// The watermarks for `pages_min` pages of `min_free_kbytes` and
-/// `scale_factor`.
-fn wmarks_for(zones: &[(ZoneType, u64)], pages_min: u64, scale_factor: u64) -> Vec<Watermarks> {
+/// `scale_factor` in `era`.
+fn wmarks_for(
+    zones: &[(ZoneType, u64)],
+    pages_min: u64,
+    scale_factor: u64,
+    era: Era,
+) -> Vec<Watermarks> {
+    // `is_highmem(zone) || zone_idx(zone) == ZONE_MOVABLE` from 6.6; an
+    // x86_64 kernel has no highmem.
+    let like_highmem =
+        |kind: ZoneType| kind == ZoneType::Movable && era.movable_wmarks_like_highmem();
     let lowmem_pages: u64 = zones
         .iter()
-        .filter(|(kind, _)| *kind != ZoneType::Movable)
+        .filter(|(kind, _)| !like_highmem(*kind))
         .map(|(_, managed)| managed)
         .sum();
     zones
         .iter()
         .map(|&(kind, managed)| {
             let share = (pages_min * managed).checked_div(lowmem_pages).unwrap_or(0);
-            let min = if kind == ZoneType::Movable {
+            let min = if like_highmem(kind) {
                 (managed / 1024).clamp(SWAP_CLUSTER_MAX, 128)
             } else {
                 share
@@ -301,6 +327,53 @@ mod tests {
         assert_eq!(w[3].min, 128, "Movable: managed / 1024 capped at 128");
         assert_eq!(zone_highsize(10_000, 63, 2), 5_000);
         assert_eq!(zone_highsize(100, 63, 2), 252, "at least 4 batches");
+    }
+
+    /// Before 6.6 a Movable zone is one more lowmem zone: it takes its
+    /// share of `min_free_kbytes`, the others' shares shrink by it, and an
+    /// empty one has no watermarks; from 6.6 it is left out and clamped
+    /// like highmem.
+    #[test]
+    fn movable_takes_its_share_until_6_6() {
+        let sysctls = Sysctls {
+            min_free_kbytes: Some(45_056),
+            ..Sysctls::default()
+        };
+        let pages_min = 45_056 / 4;
+        let zones = [
+            (ZoneType::Dma, 3_840),
+            (ZoneType::Dma32, 765_920),
+            (ZoneType::Movable, 232_530),
+        ];
+        let lowmem: u64 = zones.iter().map(|(_, m)| m).sum();
+        let marks = |era| setup_per_zone_wmarks_with(&zones, 4096, 512, &sysctls, era);
+        let old = marks(Era::V6_1);
+        for ((_, managed), w) in zones.iter().zip(&old) {
+            assert_eq!(w.min, pages_min * managed / lowmem);
+        }
+        assert_eq!((old[0].min, old[1].min, old[2].min), (43, 8_607, 2_613));
+        assert_eq!(old[2].low - old[2].min, old[2].min / 4);
+        let new = marks(Era::V6_6);
+        let lowmem = lowmem - 232_530;
+        for ((_, managed), w) in zones.iter().zip(&new).take(2) {
+            assert_eq!(w.min, pages_min * managed / lowmem);
+        }
+        assert_eq!((new[0].min, new[1].min, new[2].min), (56, 11_207, 128));
+        // The distances still come from the share over the other zones.
+        let share = pages_min * 232_530 / lowmem;
+        assert_eq!(new[2].low - new[2].min, share / 4);
+        let empty = [(ZoneType::Dma32, 765_920), (ZoneType::Movable, 0)];
+        let movable = |era| setup_per_zone_wmarks_with(&empty, 4096, 512, &sysctls, era)[1];
+        assert_eq!(movable(Era::V6_1), Watermarks::default());
+        assert_eq!(movable(Era::V5_13), Watermarks::default());
+        let clamped = Watermarks {
+            min: SWAP_CLUSTER_MAX,
+            low: SWAP_CLUSTER_MAX,
+            high: SWAP_CLUSTER_MAX,
+            promo: SWAP_CLUSTER_MAX,
+        };
+        assert_eq!(movable(Era::V6_6), clamped);
+        assert_eq!(movable(Era::V6_18), clamped);
     }
 
     #[test]

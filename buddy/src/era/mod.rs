@@ -22,6 +22,7 @@
 //! | drain | `batch << free_factor`, round-robin | = | + `free_high`, each list in turn (5.18) | = | `free_count` (6.7) | = |
 //! | `pcp->lock` | — | — | yes (6.0) | = | = | = |
 //! | `WMARK_PROMO` | — | — | yes (5.18) | = | = | = |
+//! | Movable's `min` | its share of `min_free_kbytes` | = | = | 32..128 pages, like highmem | = | = |
 //! | bulk allocator grows a deferred zone | — | — | — | — | — | yes |
 //! | HIGHATOMIC rules | 5.13's | = | = | = | = | 6.18's |
 //!
@@ -29,9 +30,11 @@
 //! one order-0 list, one per migratetype (2.6.25 to 5.13), or one per
 //! migratetype and order (5.14 on) with a `pcp->lock` (6.0 on). A freed
 //! block whose next-order buddy is free goes to the tail of its list from
-//! 2.6.35 (`buddy_merge_likely`). Watermark checks, the GFP mask (6.18's
-//! bits) and page preparation with its checks on free are the same in
-//! every era.
+//! 2.6.35 (`buddy_merge_likely`). A Movable zone's watermarks follow the
+//! era ([`Era::movable_wmarks_like_highmem`]): the seeds' 2.6 and 5.13
+//! eras give it its share of `min_free_kbytes`, 6.18 the small clamp.
+//! Watermark checks, the GFP mask (6.18's bits) and page preparation with
+//! its checks on free are the same in every era.
 //!
 //! The buddy-tracking variant stays a type parameter
 //! ([`Variant`](crate::Variant)), and an era refuses a variant it did not
@@ -297,6 +300,20 @@ impl Era {
     /// [`ZoneinfoFormat`]: crate::views::ZoneinfoFormat
     pub const fn has_wmark_promo(self) -> bool {
         self.since(5, 18)
+    }
+
+    /// Whether `__setup_per_zone_wmarks` treats ZONE_MOVABLE as it treats
+    /// highmem: its managed pages left out of the lowmem pages that
+    /// `min_free_kbytes` is shared over, and its `min` `managed / 1024`
+    /// clamped to `SWAP_CLUSTER_MAX`..128, so an empty Movable zone has
+    /// 32; before, on a kernel without highmem, Movable is one more
+    /// lowmem zone with its share (an empty one 0): 6.6, liuq's
+    /// "mm/page_alloc: fix min_free_kbytes calculation regarding
+    /// ZONE_MOVABLE" (its mainline id is unsure). `min_free_kbytes`
+    /// itself never counted Movable (`nr_free_buffer_pages`, and
+    /// khugepaged's count of zones up to `gfp_zone(GFP_USER)`).
+    pub const fn movable_wmarks_like_highmem(self) -> bool {
+        self.since(6, 6)
     }
 
     /// Whether the bulk allocator grows a deferred zone short of its

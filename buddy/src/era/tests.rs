@@ -172,6 +172,10 @@ fn the_new_eras_switch_at_their_releases() {
     assert_eq!(on(Era::bulk_grows_deferred_zone), [V6_12, V6_18]);
     assert_eq!(on(Era::highatomic_6_18_rules), [V6_12, V6_18]);
     assert_eq!(on(Era::pcp_free_high_above_high_min), [V6_18]);
+    assert_eq!(
+        on(Era::movable_wmarks_like_highmem),
+        [V6_6, V6_8, V6_12, V6_18]
+    );
     assert_eq!(V5_15.pcp_thp_lists(), PcpThpLists::PerMigratetype);
     assert_eq!(V6_6.pcp_thp_lists(), PcpThpLists::Shared);
     assert_eq!(V6_12.pcp_thp_lists(), PcpThpLists::MovableOrNot);

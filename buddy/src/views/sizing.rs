@@ -38,7 +38,8 @@ pub struct SizingInputs {
     pub page_shift: u32,
     /// `pageblock_order`.
     pub pageblock_order: u32,
-    /// The kernel (`zone_batchsize`'s cap changed after 2.6).
+    /// The kernel (`zone_batchsize`'s cap changed after 2.6; a Movable
+    /// zone's watermarks at 6.6).
     pub era: Era,
 }
 
@@ -82,6 +83,7 @@ pub fn kernel_zone_sizes(zones: &[(u32, usize, u64)], inputs: &SizingInputs) -> 
         page_size,
         1 << inputs.pageblock_order,
         &inputs.sysctls,
+        inputs.era,
     );
     let online = inputs.online_cpus.max(1);
     zones

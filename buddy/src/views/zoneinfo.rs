@@ -262,11 +262,12 @@ impl fmt::Display for Zoneinfo {
     }
 }
 
-/// The watermarks `__setup_per_zone_wmarks` gives a zone type that has no
-/// pages: a Movable zone's `min` is clamped up to `SWAP_CLUSTER_MAX`, and
-/// every distance is 0.
-fn empty_zone_watermarks(index: usize) -> Watermarks {
-    let mark = if index == ZoneType::Movable as usize {
+/// The watermarks `__setup_per_zone_wmarks` of `era` gives a zone type
+/// that has no pages: from 6.6 a Movable zone's `min` is clamped up to
+/// `SWAP_CLUSTER_MAX` ([`Era::movable_wmarks_like_highmem`]); every other
+/// mark is 0, and every distance.
+fn empty_zone_watermarks(index: usize, era: Era) -> Watermarks {
+    let mark = if index == ZoneType::Movable as usize && era.movable_wmarks_like_highmem() {
         SWAP_CLUSTER_MAX
     } else {
         0
@@ -308,7 +309,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                     node_stats: None,
                     pages_free: 0,
                     boost: 0,
-                    watermarks: empty_zone_watermarks(index),
+                    watermarks: empty_zone_watermarks(index, self.options.era),
                     spanned: 0,
                     present: 0,
                     managed: 0,

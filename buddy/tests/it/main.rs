@@ -34,5 +34,6 @@ mod start_state;
 mod stress;
 mod views;
 mod views_formats;
+mod views_guests;
 mod walk;
 mod watermark;

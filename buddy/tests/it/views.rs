@@ -113,13 +113,13 @@ fn the_default_min_free_kbytes_is_khugepageds() {
             .into_iter()
             .filter_map(|(_, z, m)| Some((*ZoneType::ALL.get(z)?, m)))
             .collect();
-        let derived = resolve_min_free_kbytes(&zones, 4096, 512, &inputs.sysctls);
+        let derived = resolve_min_free_kbytes(&zones, 4096, 512, &inputs.sysctls, Era::V6_18);
         assert_eq!(derived, number(&dir, "min_free_kbytes"), "{dir:?}");
         let without_thp = Sysctls {
             thp: false,
             ..inputs.sysctls
         };
-        assert!(resolve_min_free_kbytes(&zones, 4096, 512, &without_thp) < derived);
+        assert!(resolve_min_free_kbytes(&zones, 4096, 512, &without_thp, Era::V6_18) < derived);
         assert_exact_match(&dir, &info, &inputs);
     }
 }
