@@ -205,8 +205,9 @@ impl Era {
     /// `PAGE_ALLOC_COSTLY_ORDER` and of `pageblock_order` (THP), one list per
     /// migratetype and order, rather than order-0 pages only: 5.14,
     /// `44042b449872` "mm/page_alloc: allow high-order pages to be stored
-    /// on the per-cpu lists". How many THP lists there are is
-    /// [`Era::pcp_thp_lists`].
+    /// on the per-cpu lists". How many THP lists there are changes with
+    /// the release too (one per migratetype in 5.14 and 5.15, one in 6.1
+    /// to 6.8, two from 6.12).
     pub const fn pcp_high_orders(self) -> bool {
         self.since(5, 14)
     }

@@ -23,9 +23,9 @@ pub const KERNEL_ZONE_NAMES: [&str; NR_KERNEL_ZONES] =
 ///
 /// - every format: `Node N, zone NAME`, the per-node stats in a node's
 ///   first populated zone, `pages free`, `boost`, `min`, `low`, `high`,
-///   [`promo`], `spanned`, `present`, `managed`, `cma`, `protection: (…)`,
+///   \[`promo`\], `spanned`, `present`, `managed`, `cma`, `protection: (…)`,
 ///   and for a populated zone its vmstat counters, `pagesets`, per online
-///   CPU `cpu:`, `count:`, `high:`, `batch:`, [`high_min:`, `high_max:`],
+///   CPU `cpu:`, `count:`, `high:`, `batch:`, \[`high_min:`, `high_max:`\],
 ///   `vm stats threshold:`, then `node_unreclaimable:` and `start_pfn:`;
 /// - `promo` from 6.12 (`528afe6b9605` "mm: print the promo watermark in
 ///   zoneinfo"), in every zone;
