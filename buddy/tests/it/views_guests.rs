@@ -190,4 +190,3 @@ fn every_6_1_guests_empty_zones_have_no_watermarks() {
     // Every node but movablecore-1g's: 4 + 2 + 1 + 64 + 1.
     assert_eq!(movable, 72, "the empty Movable zones checked");
 }
-
