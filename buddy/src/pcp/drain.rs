@@ -1,13 +1,16 @@
 //! Draining a CPU's lists back to its zone: `free_pcppages_bulk`, the
 //! batch drained once the lists reach `high`, and the order of lists each
-//! era's drain takes ([`DrainOrder`]).
+//! era's drain takes ([`DrainOrder`]), and a CPU's whole drain and vmstat
+//! tick.
 //!
 //! The zone lock is taken once per batch ([`LockPolicy::PerBatch`]) or
 //! once per block ([`LockPolicy::PerPage`]).
 
 use sparsemem::{BuddyPage, MIGRATE_PCPTYPES, Order};
 
-use super::{NR_PCP_LISTS, PAGE_ALLOC_COSTLY_ORDER, Pcp, pindex_to_order};
+use super::{
+    NR_PCP_LISTS, PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX, Pcp, PerCpu, pindex_to_order,
+};
 use crate::alloc::{Allocator, LockPolicy};
 use crate::list::PcpList;
 use crate::types::{BuddyModel, ZoneId};
@@ -207,6 +210,59 @@ impl DrainOrder {
                 *batch_free -= 1;
                 Some(*list)
             }
+        }
+    }
+}
+
+impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
+    /// `drain_pages_zone`: everything on this CPU's lists for zone `zid`
+    /// back to the buddy lists, starting at list 0 — from 6.10 in chunks of
+    /// at most `batch << PCP_BATCH_SCALE_MAX` pages, each its own
+    /// `free_pcppages_bulk` (one zone-lock hold), before in one.
+    fn drain_pages_zone(&mut self, zid: ZoneId) {
+        let high_orders = self.alloc.path.pcp_drain_chunked;
+        let pcp = &mut self.pcp[zid.index()];
+        while pcp.count > 0 {
+            let before = pcp.count;
+            let chunk = if high_orders {
+                before.min(u64::from(pcp.batch) << PCP_BATCH_SCALE_MAX)
+            } else {
+                before
+            };
+            pcp.free_pcppages_bulk(self.alloc, zid, chunk, 0);
+            // `count` is the pages on the lists, so a drain always frees.
+            debug_assert!(pcp.count < before, "pcp->count without pages");
+            if pcp.count >= before {
+                break;
+            }
+        }
+    }
+
+    /// `refresh_cpu_vm_stats(do_pagesets)`, the vmstat work each CPU runs
+    /// every `vm.stat_interval` (1 s): this CPU's `NR_FREE_PAGES` deltas
+    /// folded into its zones and, from 6.7, each zone's `high` decayed and
+    /// the excess drained (`decay_pcp_high`). Returns whether anything
+    /// changed, so the kernel would run it again.
+    pub fn vmstat_update(&mut self) -> bool {
+        let mut todo = false;
+        for (z, pcp) in self.pcp.iter_mut().enumerate() {
+            let diff = std::mem::take(&mut pcp.stat_diff);
+            if diff != 0 {
+                self.alloc.zones[z].mod_free_pages(diff);
+                todo = true;
+            }
+            if self.alloc.path.pcp_high_tuning {
+                todo |= pcp.decay_pcp_high(self.alloc, ZoneId::new(z as u8));
+            }
+        }
+        todo
+    }
+
+    /// Returns every page on this CPU's lists to the buddy lists
+    /// (`drain_local_pages`).
+    pub fn drain(&mut self) {
+        for z in 0..self.pcp.len() {
+            self.drain_pages_zone(ZoneId::new(z as u8));
         }
     }
 }

@@ -635,57 +635,6 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         let pages = order.nr_pages() + waited;
         self.pcp[zid.index()].mod_free_pages(self.alloc, zid, pages as i64);
     }
-
-    /// `drain_pages_zone`: everything on this CPU's lists for zone `zid`
-    /// back to the buddy lists, starting at list 0 — from 6.10 in chunks of
-    /// at most `batch << PCP_BATCH_SCALE_MAX` pages, each its own
-    /// `free_pcppages_bulk` (one zone-lock hold), before in one.
-    fn drain_pages_zone(&mut self, zid: ZoneId) {
-        let high_orders = self.alloc.path.pcp_drain_chunked;
-        let pcp = &mut self.pcp[zid.index()];
-        while pcp.count > 0 {
-            let before = pcp.count;
-            let chunk = if high_orders {
-                before.min(u64::from(pcp.batch) << PCP_BATCH_SCALE_MAX)
-            } else {
-                before
-            };
-            pcp.free_pcppages_bulk(self.alloc, zid, chunk, 0);
-            // `count` is the pages on the lists, so a drain always frees.
-            debug_assert!(pcp.count < before, "pcp->count without pages");
-            if pcp.count >= before {
-                break;
-            }
-        }
-    }
-
-    /// `refresh_cpu_vm_stats(do_pagesets)`, the vmstat work each CPU runs
-    /// every `vm.stat_interval` (1 s): this CPU's `NR_FREE_PAGES` deltas
-    /// folded into its zones and, from 6.7, each zone's `high` decayed and
-    /// the excess drained (`decay_pcp_high`). Returns whether anything
-    /// changed, so the kernel would run it again.
-    pub fn vmstat_update(&mut self) -> bool {
-        let mut todo = false;
-        for (z, pcp) in self.pcp.iter_mut().enumerate() {
-            let diff = std::mem::take(&mut pcp.stat_diff);
-            if diff != 0 {
-                self.alloc.zones[z].mod_free_pages(diff);
-                todo = true;
-            }
-            if self.alloc.path.pcp_high_tuning {
-                todo |= pcp.decay_pcp_high(self.alloc, ZoneId::new(z as u8));
-            }
-        }
-        todo
-    }
-
-    /// Returns every page on this CPU's lists to the buddy lists
-    /// (`drain_local_pages`).
-    pub fn drain(&mut self) {
-        for z in 0..self.pcp.len() {
-            self.drain_pages_zone(ZoneId::new(z as u8));
-        }
-    }
 }
 
 /// The per-CPU list a freed block of pageblock migratetype `mt` goes on:
