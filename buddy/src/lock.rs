@@ -189,22 +189,7 @@ impl<T> SpinLock<T> {
         if !self.tail.load(Ordering::Relaxed).is_null() {
             return None;
         }
-        let index = MCS_USED.with(|used| {
-            let bits = used.get();
-            let i = bits.trailing_ones() as usize;
-            assert!(
-                i < MCS_NODES,
-                "more than {MCS_NODES} zone locks held at once"
-            );
-            used.set(bits | 1 << i);
-            i
-        });
-        let node: *const McsNode = MCS.with(|nodes| &nodes[index] as *const McsNode);
-        // SAFETY: the node is this thread's, marked used for this lock only,
-        // and lives as long as the thread (module contract).
-        let n = unsafe { &*node };
-        n.next.store(std::ptr::null_mut(), Ordering::Relaxed);
-        n.waiting.store(false, Ordering::Relaxed);
+        let node = Self::claim_node(false);
         // AcqRel on success: Acquire to see the previous holder's writes
         // (its Release compare-exchange emptied the queue), Release to
         // publish the node before a successor links to it.
@@ -248,22 +233,10 @@ impl<T> SpinLock<T> {
     /// Queues this thread's next free node and spins on it; returns it.
     #[inline(never)]
     fn lock_queued(&self) -> *const McsNode {
-        let index = MCS_USED.with(|used| {
-            let bits = used.get();
-            let i = bits.trailing_ones() as usize;
-            assert!(
-                i < MCS_NODES,
-                "more than {MCS_NODES} zone locks held at once"
-            );
-            used.set(bits | 1 << i);
-            i
-        });
-        let node: *const McsNode = MCS.with(|nodes| &nodes[index] as *const McsNode);
-        // SAFETY: the node is this thread's, marked used for this lock only,
-        // and lives as long as the thread (module contract).
+        let node = Self::claim_node(true);
+        // SAFETY: `claim_node` gives a node of this thread's, used for this
+        // lock only, that lives as long as the thread (module contract).
         let n = unsafe { &*node };
-        n.next.store(std::ptr::null_mut(), Ordering::Relaxed);
-        n.waiting.store(true, Ordering::Relaxed);
         // AcqRel: Acquire to see the predecessor's node initialised (and the
         // previous holder's writes when the queue was empty), Release to
         // publish this node before a successor links to it.
@@ -321,6 +294,29 @@ impl<T> SpinLock<T> {
     }
 
     /// Marks this thread's `node` free for its next lock.
+    /// This thread's next free queue node, marked used, with no successor
+    /// and `waiting` as given.
+    #[inline(always)]
+    fn claim_node(waiting: bool) -> *const McsNode {
+        let index = MCS_USED.with(|used| {
+            let bits = used.get();
+            let i = bits.trailing_ones() as usize;
+            assert!(
+                i < MCS_NODES,
+                "more than {MCS_NODES} zone locks held at once"
+            );
+            used.set(bits | 1 << i);
+            i
+        });
+        let node: *const McsNode = MCS.with(|nodes| &nodes[index] as *const McsNode);
+        // SAFETY: the node is this thread's, marked used for this lock only,
+        // and lives as long as the thread (module contract).
+        let n = unsafe { &*node };
+        n.next.store(std::ptr::null_mut(), Ordering::Relaxed);
+        n.waiting.store(waiting, Ordering::Relaxed);
+        node
+    }
+
     fn release_node(node: *const McsNode) {
         let index = MCS.with(|nodes| nodes.iter().position(|n| std::ptr::eq(n, node)));
         if let Some(i) = index {

@@ -590,14 +590,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             self.free_one_page(zid, block);
             return Ok(());
         }
-        // `get_pfnblock_migratetype`: the per-free memory-model lookup (the
-        // one list of an era without migratetypes needs none).
-        let mt = if alloc.path.migratetypes {
-            alloc.model.get_pfnblock_migratetype(pfn)
-        } else {
-            Migratetype::Movable
-        };
-        let pindex = self.order_to_pindex(pcp_migratetype(mt), order);
+        let (mt, pindex) = self.free_list_of(pfn, order);
         let locked = alloc.path.pcp_lock;
         let pcp = &mut self.pcp[zid.index()];
         if mt == Migratetype::Isolate || (locked && !pcp.lock.try_lock()) {
@@ -619,6 +612,19 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             pcp.lock.unlock();
         }
         Ok(())
+    }
+
+    /// A freed block's pageblock migratetype (`get_pfnblock_migratetype`,
+    /// the per-free memory-model lookup; the one list of an era without
+    /// migratetypes needs none) and the per-CPU list it goes on.
+    #[inline(always)]
+    pub(super) fn free_list_of(&self, pfn: Pfn, order: Order) -> (Migratetype, usize) {
+        let mt = if self.alloc.path.migratetypes {
+            self.alloc.model.get_pfnblock_migratetype(pfn)
+        } else {
+            Migratetype::Movable
+        };
+        (mt, self.order_to_pindex(pcp_migratetype(mt), order))
     }
 
     /// `free_one_page`: a claimed block straight to the zone's buddy lists,

@@ -50,7 +50,7 @@
 
 use sparsemem::{Migratetype, Order, Pfn};
 
-use super::{PerCpu, pcp_migratetype};
+use super::PerCpu;
 use crate::alloc::Allocator;
 use crate::era::NotInEra;
 use crate::error::{FreeError, RequestError};
@@ -189,12 +189,7 @@ impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
             self.free_one_page_trylock(zid, block);
             return Ok(());
         }
-        let mt = if alloc.path.migratetypes {
-            alloc.model.get_pfnblock_migratetype(pfn)
-        } else {
-            Migratetype::Movable
-        };
-        let pindex = self.order_to_pindex(pcp_migratetype(mt), order);
+        let (mt, pindex) = self.free_list_of(pfn, order);
         let pcp = &mut self.pcp[zid.index()];
         if mt == Migratetype::Isolate || !pcp.lock.try_lock() {
             self.free_one_page_trylock(zid, block);

@@ -44,6 +44,21 @@ fn allocator(era: Era, kind: ZoneLockKind) -> Allocator<SparseExtreme, Kernel> {
     alloc
 }
 
+/// One ZONE_NORMAL of 64 MiB above 4 GiB.
+fn normal_64mib() -> Layout {
+    Layout::new(
+        Geometry::X86_64,
+        vec![MemRange::new(
+            4 * GIB,
+            4 * GIB + (64 << 20),
+            RangeKind::Ram,
+            0,
+        )],
+        "64 MiB normal",
+    )
+    .expect("a valid layout")
+}
+
 /// Runs `body` while another thread holds zone `ZID`'s lock.
 fn with_zone_locked_elsewhere<M: BuddyModel, R>(
     alloc: &Allocator<M, Kernel>,
@@ -456,17 +471,7 @@ fn waiting_blocks_at_every_page_size() {
 }
 
 fn waiting_blocks_at<P: BuddyPage>() -> Result<(), String> {
-    let layout = Layout::new(
-        Geometry::X86_64,
-        vec![MemRange::new(
-            4 * GIB,
-            4 * GIB + (64 << 20),
-            RangeKind::Ram,
-            0,
-        )],
-        "64 MiB normal",
-    )
-    .map_err(|e| e.to_string())?;
+    let layout = normal_64mib();
     let model = Sparse::<Extreme, P>::build(&layout).map_err(|e| e.to_string())?;
     let alloc = Allocator::<_, Kernel>::new(model, &layout, Options::for_era(Era::V6_18))
         .map_err(|e| e.to_string())?;
@@ -517,17 +522,7 @@ fn waiting_blocks_at<P: BuddyPage>() -> Result<(), String> {
 /// comes back cleared though the last holder wrote over it.
 #[test]
 fn a_nolock_allocation_is_zeroed() {
-    let layout = Layout::new(
-        Geometry::X86_64,
-        vec![MemRange::new(
-            4 * GIB,
-            4 * GIB + (64 << 20),
-            RangeKind::Ram,
-            0,
-        )],
-        "64 MiB normal",
-    )
-    .unwrap();
+    let layout = normal_64mib();
     let options = Options {
         frames: true,
         ..Options::for_era(Era::V6_18)
