@@ -11,10 +11,11 @@
 //! every max-order block that holds memory has all its descriptors and the
 //! buddy may read a buddy's descriptor without `pfn_valid`. pfnlab's
 //! `ARCH_PFN_OFFSET` is the array's first pfn and `max_mapnr` its length:
-//! `pfn_valid` answers "a descriptor exists" over the whole array. (Kernel
-//! architectures set `max_mapnr` to `max_pfn - ARCH_PFN_OFFSET`, leaving
-//! the rounded tail's descriptors allocated and initialised but invalid; x86
-//! used `ARCH_PFN_OFFSET` 0.) FLATMEM has no memory hotplug and no
+//! `pfn_valid` answers "a descriptor exists" over the whole array. (Until
+//! Linux 6.15 each architecture set `max_mapnr`, to `max_pfn -
+//! ARCH_PFN_OFFSET`, leaving the rounded tail's descriptors allocated and
+//! initialised but invalid; since 6.15 the core sets it when it allocates
+//! the FLATMEM map. x86 used `ARCH_PFN_OFFSET` 0.) FLATMEM has no memory hotplug and no
 //! ZONE_DEVICE: a layout with `hotplug` or `device` ranges is refused.
 
 use crate::error::{BuildError, HOTPLUG_MODELS, HotplugError, NO_HOTPLUG, VMEMMAP_MODELS};

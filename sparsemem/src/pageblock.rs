@@ -42,7 +42,11 @@ pub const MIGRATE_PCPTYPES: usize = 3;
 /// `MIGRATE_TYPES`: every migratetype pfnlab models.
 pub const MIGRATE_TYPES: usize = 5;
 
-/// `NR_PAGEBLOCK_BITS`: 3 bits of migratetype and the compaction skip bit.
+/// `NR_PAGEBLOCK_BITS`: 3 bits of migratetype and the compaction skip bit,
+/// as before Linux 6.17. 6.17 ("mm/page_isolation: make page isolation a
+/// standalone bit") moves isolation out of the migratetype into a bit of
+/// its own and rounds the count up to 8; pfnlab keeps `MIGRATE_ISOLATE` a
+/// migratetype in every era.
 pub const NR_PAGEBLOCK_BITS: u32 = 4;
 
 /// Most pageblocks a section may have: what a section's inline bitmap

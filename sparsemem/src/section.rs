@@ -67,8 +67,10 @@ pub struct SectionUsage {
     pub pageblock_flags: crate::pageblock::SectionBlockFlags,
 }
 
-/// One section-table entry: 16 bytes, as in the kernel, so a 4 KiB root page
-/// of the EXTREME table holds 256 of them.
+/// One section-table entry: 16 bytes, as in a kernel without
+/// `CONFIG_PAGE_EXTENSION`, so a 4 KiB root page of the EXTREME table holds
+/// 256 of them. (That option adds a `page_ext` pointer and a pad word: 32
+/// bytes and 128 per root page. pfnlab has no page extensions.)
 ///
 /// Invariants:
 /// - when `SECTION_HAS_MEM_MAP` is set, the decoded map plus any pfn of a

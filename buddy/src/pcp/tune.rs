@@ -18,8 +18,9 @@
 //! it.
 //!
 //! Not modelled: `ZONE_RECLAIM_ACTIVE` (set by kswapd, which pfnlab does
-//! not have), `PCPF_FREE_HIGH_BATCH` (set for batched folio frees; pfnlab
-//! frees blocks one at a time), and the NUMA expiry that drains a remote
+//! not have), `PCPF_FREE_HIGH_BATCH` (set by `zone_pcp_update_cacheinfo`
+//! when a CPU's share of the data cache holds more than three batches;
+//! pfnlab reads no cache sizes for the lists), and the NUMA expiry that drains a remote
 //! zone's lists after three idle vmstat ticks.
 
 use super::{PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX, Pcp};
