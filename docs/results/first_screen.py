@@ -70,11 +70,19 @@ def reading(report):
             continue
         have.sort()
         (low, cheap), (high, dear) = have[0], have[-1]
-        line = f"- {name}: {cheap} is cheapest ({number(low)} ns), {dear} dearest ({number(high)} ns"
         label = {"alloc-free-nocheck": "alloc+free", "pfn_valid-valid": "pfn_valid valid"}.get(variant)
         c = comparison(report, f"{dear} / {cheap}: {label}") if label else None
+        ratio = f"{number(c['median'])}× [{number(c['lo'])}, {number(c['hi'])}]" if c else None
+        if c and c["hi"] < 1:
+            # The medians and the paired trials disagree: the run drifted
+            # between the models' trials, so its medians rank nothing.
+            lines.append(f"- {name}: no order in this run. By median {cheap} is cheapest "
+                         f"({number(low)} ns) and {dear} dearest ({number(high)} ns), but "
+                         f"trial by trial {dear} costs {ratio} {cheap}'s: the trials drifted.")
+            continue
+        line = f"- {name}: {cheap} is cheapest ({number(low)} ns), {dear} dearest ({number(high)} ns"
         if c:
-            line += f", {number(c['median'])}× [{number(c['lo'])}, {number(c['hi'])}] {cheap}'s"
+            line += f", {ratio} {cheap}'s"
         lines.append(line + ").")
     return lines
 
