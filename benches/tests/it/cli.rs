@@ -417,7 +417,11 @@ fn run_quick(exp: &str, extra: &[&str]) {
             let walk = |v: &str| rows.iter().find(|r| r["variant"] == v).unwrap();
             assert_eq!(rows.len(), 5);
             let old = walk("2.6.18");
-            positive(&old["check_share"], "check_share");
+            // A share of two timings: a quick run may time the table walk
+            // no cheaper than 2.6.18's, so only its range is certain; the
+            // mutex counts below show what the check costs.
+            let share = old["check_share"].as_f64().expect("check_share");
+            assert!((0.0..1.0).contains(&share), "check_share = {share}");
             positive(&old["ratio_to_seed"], "ratio_to_seed");
             assert_eq!(old["seed"]["check_ticks"], 10_599.0);
             // The second pass takes callback_mutex for each zone

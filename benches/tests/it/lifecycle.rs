@@ -157,7 +157,8 @@ fn bench_memmap_lifecycle_quick_reports_every_part() {
             .all(|r| r["memmap_gb_per_s"].as_f64().unwrap() > 0.0)
     );
     assert!(init[1]["projected_speedup_52_threads"].as_f64().unwrap() >= 1.0);
-    assert!((init[1]["published_speedup_52_threads"].as_f64().unwrap() - 12.44).abs() < 0.01);
+    // The merged series' 1785.7 ms → 138.0 ms.
+    assert!((init[1]["published_speedup_52_threads"].as_f64().unwrap() - 12.94).abs() < 0.01);
 
     // One grow per deferred section, every trial: 6 sections, 3 trials.
     let grew = rows(&v, "grow-on-miss");
