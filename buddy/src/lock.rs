@@ -293,7 +293,6 @@ impl<T> SpinLock<T> {
         Self::release_node(node);
     }
 
-    /// Marks this thread's `node` free for its next lock.
     /// This thread's next free queue node, marked used, with no successor
     /// and `waiting` as given.
     #[inline(always)]
@@ -317,6 +316,7 @@ impl<T> SpinLock<T> {
         node
     }
 
+    /// Marks this thread's `node` free for its next lock.
     fn release_node(node: *const McsNode) {
         let index = MCS.with(|nodes| nodes.iter().position(|n| std::ptr::eq(n, node)));
         if let Some(i) = index {
