@@ -690,11 +690,14 @@ fn replay_prints_every_model_and_writes_json() {
     let s = Scratch::new("replay");
     let json = s.path("replay.json");
     let text = trace_data("ls-gzip.trace.txt");
+    let layout = s.path("pci-hole-4g.toml");
+    std::fs::write(&layout, crate::trace::PCI_HOLE_4G).unwrap();
+    let layout = layout.to_str().unwrap();
     let out = pfnlab(&[
         "replay",
         &text,
         "--layout",
-        "preset:x86-pci-hole",
+        layout,
         "--model",
         "flat,vmemmap-probe",
         "--verify",
@@ -747,7 +750,7 @@ fn replay_prints_every_model_and_writes_json() {
         "replay",
         &text,
         "--layout",
-        "preset:x86-pci-hole",
+        layout,
         "--model",
         "flat,sparse",
         "--trials",
