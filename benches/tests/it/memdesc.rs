@@ -49,6 +49,15 @@ end = 0x40000000
 kind = "ram"
 "#;
 
+/// A quarter of [`SMALL`]: `bench breakdown` builds an allocator per step
+/// and path at each size.
+const QUARTER: &str = r#"
+[[range]]
+start = 0x100000
+end = 0x10000000
+kind = "ram"
+"#;
+
 /// [`SMALL`] plus device memory, which FLATMEM cannot hold.
 const DEVICE: &str = r#"
 [[range]]
@@ -195,7 +204,7 @@ fn assert_model_call_rows(rows: &[Value], size: u64) {
 #[test]
 fn breakdown_below_64_bytes_times_the_pair_at_every_size() {
     let s = Scratch::new("breakdown");
-    let layout = s.file("small.toml", SMALL);
+    let layout = s.file("quarter.toml", QUARTER);
     for size in [32, 16, 8] {
         let rows = breakdown_at(&s, &layout, size);
         assert_model_call_rows(&rows, size);
