@@ -311,9 +311,11 @@ pub const MARKS: &str = "~: within noise, the interval holds 1; ?: the interval 
 /// [`MARKS`].
 pub const NOISE_MARK: &str = "ratios: median [95 % interval]; ~: within noise, the interval holds 1; ?: the interval excludes 1, but its trials cannot reach 95 %";
 
-/// One sentence on a ranking, cheapest first: the cheapest is named only
-/// when the runner-up's interval over it excludes 1; the dearest is set
-/// beside it with its interval.
+/// One sentence on a ranking, cheapest first by median: the cheapest is
+/// named only when the runner-up's interval over it lies wholly above 1.
+/// Wholly below 1, the medians and the trials disagree (paired trials that
+/// drifted between the models), and the sentence says the run has no
+/// order. The dearest is set beside it with its interval.
 pub fn rank_sentence(what: &str, ranked: &[(&str, &Measurement)]) -> String {
     let Some(&(best, b)) = ranked.first() else {
         return String::new();
@@ -325,15 +327,20 @@ pub fn rank_sentence(what: &str, ranked: &[(&str, &Measurement)]) -> String {
     let Ok(i) = Interval::between(n, b) else {
         return String::new();
     };
-    let mut s = if i.ratio_verdict().is_decided() {
-        format!(
+    let mut s = match i.ratio_verdict() {
+        Verdict::Higher => format!(
             "{best} is cheapest on {what} ({} ns); the next, {next}, costs {} as much ({} ns).",
             ns(b),
             ratio_text(&i),
             ns(n)
-        )
-    } else {
-        format!(
+        ),
+        Verdict::Lower => format!(
+            "No order on {what} in this run: by median {best} is cheapest ({} ns) and {next} next ({} ns), but trial by trial {next} costs {} {best}'s: the trials drifted.",
+            ns(b),
+            ns(n),
+            ratio_text(&i)
+        ),
+        _ => format!(
             "No one is cheapest on {what}, {}: {best} {} ns against {next} {} ns ({next} / {best} = {:.2}x [{:.2}, {:.2}]).",
             i.ratio_verdict(),
             ns(b),
@@ -341,7 +348,7 @@ pub fn rank_sentence(what: &str, ranked: &[(&str, &Measurement)]) -> String {
             i.median,
             i.lo,
             i.hi
-        )
+        ),
     };
     if let Some(&(worst, w)) = ranked.last().filter(|_| ranked.len() > 2)
         && let Ok(i) = Interval::between(w, b)

@@ -92,11 +92,13 @@ pub struct AllocatorCounts {
     pub pcp_refills: u64,
     /// Per-CPU drains (`free_pcppages_bulk`).
     pub pcp_drains: u64,
-    /// Blocks those refills took from the zone (the trace's
-    /// `percpu_refill=1` events count the same).
+    /// Blocks those refills took from the zone. The trace's nearest count,
+    /// its `percpu_refill=1` events, also marks blocks allocated past the
+    /// per-CPU lists and misses the steal path's (docs/trace.md).
     pub pcp_refill_blocks: u64,
-    /// Blocks those drains gave back (the trace's `mm_page_pcpu_drain`
-    /// events count the same).
+    /// Blocks those drains gave back. The trace's nearest count, its
+    /// `mm_page_pcpu_drain` events, also counts lists drained for another
+    /// CPU (docs/trace.md).
     pub pcp_drain_blocks: u64,
     /// Zone-lock acquisitions.
     pub zone_lock_acquisitions: u64,
