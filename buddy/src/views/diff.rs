@@ -37,9 +37,12 @@ pub enum Cause {
     /// value: its sysctls (`min_free_kbytes`, `watermark_scale_factor`,
     /// `lowmem_reserve_ratio`, `percpu_pagelist_high_fraction`) or CPU
     /// count are not the ones given, or its managed pages changed since
-    /// its kernel computed the value (deferred init grows a zone after
-    /// boot; `protection` follows at once, the watermarks and pagesets
-    /// wait for the next `setup_per_zone_wmarks`).
+    /// its kernel computed the value: deferred init grows a zone after
+    /// boot (`protection` follows at once, the watermarks and pagesets
+    /// wait for the next `setup_per_zone_wmarks`), and so does each page
+    /// the kernel frees after sizing its zones, its init sections and the
+    /// initrd among them (`free_reserved_page`, which adds to the zone's
+    /// managed pages and recomputes nothing).
     Inputs,
     /// The zone is missing from one side.
     Missing,
@@ -55,7 +58,7 @@ impl fmt::Display for Cause {
             }
             Cause::FollowsManaged => "follows managed, which differs",
             Cause::Inputs => {
-                "the machine's sysctls or CPUs are not the ones given, or its managed changed since its kernel computed this (deferred init)"
+                "the machine's sysctls or CPUs are not the ones given, or its managed changed since its kernel computed this (deferred init, or pages freed after boot: init sections, the initrd)"
             }
             Cause::Missing => "zone missing on one side",
         })
