@@ -23,6 +23,24 @@ use crate::reference::{Reference, Semantics};
 use crate::table::MemoryKind;
 use crate::types::{NodeId, Pfn};
 
+/// `x86-pci-hole`'s shape (RAM below 3 GiB, a 1 GiB PCI hole, RAM from
+/// 4 GiB: ZONE_DMA, ZONE_DMA32 and ZONE_NORMAL) with `gib_above_4g` GiB
+/// above the hole instead of the preset's 28, for tests that build
+/// allocators over the whole layout and need the zones, not the size.
+pub fn pci_hole_layout(gib_above_4g: u64) -> Layout {
+    const GIB: u64 = 1 << 30;
+    Layout::new(
+        Geometry::X86_64,
+        vec![
+            MemRange::new(0, 3 * GIB, RangeKind::Ram, 0),
+            MemRange::new(3 * GIB, 4 * GIB, RangeKind::Reserved, 0),
+            MemRange::new(4 * GIB, (4 + gib_above_4g) * GIB, RangeKind::Ram, 0),
+        ],
+        "x86-pci-hole's shape",
+    )
+    .expect("a valid layout")
+}
+
 /// How many cases a generated suite runs: `PFNLAB_PROPTEST_CASES` when it
 /// holds a number (CI samples the suites under QEMU with a few); `full`,
 /// the suite's own count, with `PFNLAB_TEST_FULL` set (as CI's full step

@@ -65,16 +65,7 @@ fn small_layout(s: &Scratch) -> String {
 /// each small enough that filling 43 of them is quick.
 fn fake_numa_layout(s: &Scratch) -> String {
     let p = s.path("fake-numa-64.toml");
-    let nodes: String = (0..64u64)
-        .map(|n| {
-            format!(
-                "[[range]]\nstart = {:#x}\nend = {:#x}\nkind = \"ram\"\nnode = {n}\n",
-                n << 23,
-                (n + 1) << 23
-            )
-        })
-        .collect();
-    std::fs::write(&p, nodes).unwrap();
+    std::fs::write(&p, crate::cpuset::fake_numa_64_toml()).unwrap();
     p.display().to_string()
 }
 
@@ -691,7 +682,7 @@ fn replay_prints_every_model_and_writes_json() {
     let json = s.path("replay.json");
     let text = trace_data("ls-gzip.trace.txt");
     let layout = s.path("pci-hole-4g.toml");
-    std::fs::write(&layout, crate::trace::PCI_HOLE_4G).unwrap();
+    std::fs::write(&layout, crate::trace::replay_layout().to_toml()).unwrap();
     let layout = layout.to_str().unwrap();
     let out = pfnlab(&[
         "replay",

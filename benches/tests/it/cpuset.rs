@@ -8,11 +8,11 @@ use buddy::{Allocator, Kernel, NodeMask, Options};
 use pfnlab::experiments::cpuset::{CpusetWalk, Cpusets, Walker};
 use sparsemem::{Layout, NodeId, SparseExtreme};
 
-/// `numa=fake=64` on 512 MiB instead of the preset's 3 GiB: the walker
-/// fills the nodes outside the cpuset page by page, and the counts depend
-/// on the number of nodes and zones, not on their size.
-fn fake_numa_64() -> Layout {
-    let nodes: String = (0..64u64)
+/// `numa=fake=64` on 512 MiB instead of the preset's 3 GiB, as a layout
+/// file: the walker fills the nodes outside the cpuset page by page, and
+/// the counts depend on the number of nodes and zones, not on their size.
+pub(crate) fn fake_numa_64_toml() -> String {
+    (0..64u64)
         .map(|n| {
             format!(
                 "[[range]]\nstart = {:#x}\nend = {:#x}\nkind = \"ram\"\nnode = {n}\n",
@@ -20,12 +20,11 @@ fn fake_numa_64() -> Layout {
                 (n + 1) << 23
             )
         })
-        .collect();
-    Layout::from_toml(&nodes).unwrap()
+        .collect()
 }
 
 fn walk_counts(walk: CpusetWalk) -> (pfnlab::experiments::cpuset::WalkCounts, usize, usize) {
-    let layout = fake_numa_64();
+    let layout = Layout::from_toml(&fake_numa_64_toml()).unwrap();
     let nodes = layout.nodes();
     let allowed = NodeMask::of(nodes[21..].iter().copied());
     let cpusets = Cpusets::new(&nodes, &allowed);

@@ -24,29 +24,11 @@ const RECORDING: &str = "gzip-dd.trace.zst";
 /// The kernel's own `trace` file, committed as test data.
 const TEXT: &str = "ls-gzip.trace.txt";
 
-/// x86-pci-hole's shape (ZONE_DMA, then ZONE_DMA32 up to a 1 GiB PCI hole,
-/// ZONE_NORMAL above 4 GiB) at 4 GiB of RAM instead of 31: every allocator a
+/// x86-pci-hole's zones at 4 GiB of RAM instead of 31: every allocator a
 /// replay builds initialises an eighth of the struct pages, and the
 /// recordings' working sets fit in it many times over.
-pub(crate) const PCI_HOLE_4G: &str = r#"
-[[range]]
-start = 0x0
-end = 0xc0000000
-kind = "ram"
-
-[[range]]
-start = 0xc0000000
-end = 0x100000000
-kind = "reserved"
-
-[[range]]
-start = 0x100000000
-end = 0x140000000
-kind = "ram"
-"#;
-
-fn replay_layout() -> Layout {
-    Layout::from_toml(PCI_HOLE_4G).unwrap()
+pub(crate) fn replay_layout() -> Layout {
+    sparsemem::testing::pci_hole_layout(1)
 }
 
 fn read_all(reader: TraceReader) -> Result<Vec<Event>, TraceError> {
@@ -645,7 +627,7 @@ fn the_replay_says_what_it_did_not_count() {
     let dir = std::env::temp_dir().join(format!("pfnlab-uncounted-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let layout = dir.join("pci-hole-4g.toml");
-    std::fs::write(&layout, PCI_HOLE_4G).unwrap();
+    std::fs::write(&layout, replay_layout().to_toml()).unwrap();
     let run = |extra: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_pfnlab"))
             .args([

@@ -317,33 +317,14 @@ fn empty_drains_cost_nothing_and_drop_folds_pending_counts() {
 
 /// An allocator over `preset:x86-pci-hole` for `cpus` CPUs in `era`, with
 /// `percpu_pagelist_high_fraction` set to `fraction`.
-/// x86-pci-hole's shape (ZONE_DMA, ZONE_DMA32 up to a 1 GiB PCI hole,
-/// ZONE_NORMAL above 4 GiB) with 4 GiB above the hole instead of 28: a
-/// Normal zone still large enough for the largest `zone_batchsize`, at a
-/// quarter of the struct pages to initialise.
-const PCI_HOLE_7G: &str = r#"
-[[range]]
-start = 0x0
-end = 0xc0000000
-kind = "ram"
-
-[[range]]
-start = 0xc0000000
-end = 0x100000000
-kind = "reserved"
-
-[[range]]
-start = 0x100000000
-end = 0x200000000
-kind = "ram"
-"#;
-
 fn x86_allocator(
     era: buddy::Era,
     cpus: u32,
     fraction: u32,
 ) -> Result<Allocator<SparseExtreme, Kernel>, InitError> {
-    let layout = sparsemem::Layout::from_toml(PCI_HOLE_7G).unwrap();
+    // 4 GiB above the hole: a Normal zone still large enough for the
+    // largest zone_batchsize, at a quarter of the preset's struct pages.
+    let layout = sparsemem::testing::pci_hole_layout(4);
     let options = Options {
         era,
         cpus: Some(cpus),
