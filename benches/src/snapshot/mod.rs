@@ -395,9 +395,14 @@ impl Snapshot {
         Ok(types)
     }
 
-    /// The memory map's entries: the firmware map's, else `/proc/iomem`'s
-    /// top level (as the live host loader chooses).
+    /// The memory map's entries: `/proc/iomem`'s top level (the kernel's
+    /// own map, with page 0 and `memmap=` ranges reserved) when it was
+    /// read as root, else the firmware map, as the live host loader
+    /// chooses.
     pub fn memory_map(&self) -> Result<Vec<FirmwareEntry>, SnapshotError> {
+        if let Some(Ok(entries)) = self.iomem.as_deref().map(parse_iomem) {
+            return Ok(entries);
+        }
         if !self.firmware_memmap.is_empty() {
             let mut entries = self
                 .firmware_memmap

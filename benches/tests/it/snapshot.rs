@@ -261,6 +261,52 @@ fn the_default_comparison_bulk_and_replay_start_from_a_snapshot() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A snapshot's layout is the RAM the kernel was given: saved as root,
+/// `/proc/iomem` holds the kernel's own map, so the Debian 12 guests'
+/// zones start where theirs do (page 0 reserved by `trim_bios_range`) and
+/// the `memmap=` ranges are holes, and every zone's `start_pfn`,
+/// `spanned` and `present` match the guest's zoneinfo.
+#[test]
+fn a_guests_snapshot_has_the_ram_its_kernel_was_given() {
+    let dir = std::env::temp_dir().join(format!("pfnlab-guest-ram-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let guests = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/guests/6.1");
+    for guest in [
+        "plain",
+        "memmap-holes",
+        "four-cpus-two-nodes",
+        "cpuless-nodes",
+    ] {
+        let root = format!("{guests}/{guest}");
+        let json = dir.join(format!("{guest}.json"));
+        let made = pfnlab(&["snapshot", "--root", &root, "--out", json.to_str().unwrap()]);
+        assert!(made.status.success(), "{guest}: {made:?}");
+        let spec = format!("snapshot:{}", json.display());
+        let theirs = format!("{root}/proc/zoneinfo");
+        let out = stdout(&pfnlab(&[
+            "zoneinfo",
+            "--layout",
+            &spec,
+            "--compare",
+            &theirs,
+        ]));
+        let layout: Vec<&str> = out
+            .lines()
+            .filter(|l| {
+                [" start_pfn:", " spanned:", " present:"]
+                    .iter()
+                    .any(|f| l.contains(f))
+            })
+            .collect();
+        assert!(layout.is_empty(), "{guest}: {layout:?}");
+        assert!(
+            out.contains("fields differ") || out.contains("match"),
+            "{guest}: {out}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// This machine's snapshot taken while its Normal zone was still in
 /// (lazily) deferred struct page init: its layout and views load, and a
 /// start state from it is one line and exit status 2 that says why.

@@ -1,10 +1,13 @@
 //! Reading the live host's physical memory map.
 //!
-//! `/sys/firmware/memmap/N/{start,end,type}` is the firmware (e820) map as
-//! the kernel received it, `end` inclusive; "System RAM" becomes RAM and
-//! every other type reserved. Where it is missing, the top level of
-//! `/proc/iomem` serves (same rule; it needs root, or every address reads as
-//! zero). Node ids come from the memory-block links in
+//! The top level of `/proc/iomem` is the kernel's own memory map: on x86
+//! the e820 table after the kernel's edits (`trim_bios_range` reserves page
+//! 0, `memmap=` reserves ranges, `mem=` cuts the top), so its "System RAM"
+//! is the RAM memblock was given. It needs root (every address reads as
+//! zero otherwise); without it, `/sys/firmware/memmap/N/{start,end,type}`
+//! serves, the map as the firmware handed it over (`e820_table_firmware`),
+//! `end` inclusive. Either way "System RAM" becomes RAM and every other
+//! type reserved. Node ids come from the memory-block links in
 //! `/sys/devices/system/node/nodeN/memoryM` (block `M` covers
 //! `[M * block_size_bytes, (M + 1) * block_size_bytes)`); RAM ranges that
 //! straddle nodes are split. Overlapping firmware entries are clipped so
@@ -255,18 +258,17 @@ fn push_split_by_node(out: &mut Vec<MemRange>, r: MemRange, nodes: Option<&NodeM
 /// Loads the host layout from `sources`.
 pub(super) fn load(sources: &HostSources) -> Result<Layout, LayoutError> {
     let nodes = read_node_map(sources);
-    let firmware = parse_firmware_memmap(&sources.firmware_memmap);
-    if let Ok(entries) = &firmware {
-        return entries_to_layout(entries, nodes.as_ref(), "host");
-    }
     let iomem = fs::read_to_string(&sources.iomem)
         .map_err(|e| format!("{}: {e}", sources.iomem.display()))
         .and_then(|t| parse_iomem(&t));
-    match iomem {
+    if let Ok(entries) = &iomem {
+        return entries_to_layout(entries, nodes.as_ref(), "host");
+    }
+    match parse_firmware_memmap(&sources.firmware_memmap) {
         Ok(entries) => entries_to_layout(&entries, nodes.as_ref(), "host"),
-        Err(iomem_err) => Err(LayoutError::Host(format!(
-            "{}; {iomem_err}",
-            firmware.err().unwrap_or_default()
+        Err(firmware_err) => Err(LayoutError::Host(format!(
+            "{firmware_err}; {}",
+            iomem.err().unwrap_or_default()
         ))),
     }
 }

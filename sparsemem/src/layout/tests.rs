@@ -352,6 +352,39 @@ fn host_loader_falls_back_to_iomem_and_reports_both_failures() {
     );
 }
 
+/// With both sources readable, the kernel's own map wins: page 0, which
+/// the firmware lists as RAM and x86's `trim_bios_range` reserves, is a
+/// hole, as it is in the kernel's zones (`start_pfn 1`). Read without
+/// root, `/proc/iomem`'s addresses are all zero and the firmware map
+/// serves.
+#[test]
+fn the_kernels_own_map_wins_over_the_firmwares() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fw = tmp.path().join("memmap");
+    write_firmware(&fw, &FIRMWARE_SAMPLE);
+    fs::write(tmp.path().join("iomem"), IOMEM_SAMPLE).unwrap();
+    let mut sources = HostSources {
+        firmware_memmap: fw,
+        iomem: tmp.path().join("iomem"),
+        node_dir: tmp.path().join("no-node"),
+        memory_dir: tmp.path().join("no-memory"),
+    };
+    let first_ram = |l: &Layout| l.ram_ranges().next().map(|(_, first, _)| first.get());
+    let kernels = host::load(&sources).unwrap();
+    assert_eq!(first_ram(&kernels), Some(1));
+    assert_eq!(kernels.present_pages(), 0x9e + 0xbff00 + 0x540000);
+    fs::write(
+        tmp.path().join("iomem"),
+        "00000000-00000000 : Reserved\n00000000-00000000 : System RAM\n",
+    )
+    .unwrap();
+    let firmwares = host::load(&sources).unwrap();
+    assert_eq!(first_ram(&firmwares), Some(0));
+    assert_eq!(firmwares.present_pages(), kernels.present_pages() + 1);
+    sources.iomem = tmp.path().join("no-iomem");
+    assert_eq!(host::load(&sources).unwrap().ranges(), firmwares.ranges());
+}
+
 /// The live host's two sources agree on RAM: the same early sections and
 /// page counts within 1 MiB (the kernel trims the first page and a few
 /// firmware pages out of "System RAM" in /proc/iomem).
