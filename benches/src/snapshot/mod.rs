@@ -400,9 +400,10 @@ impl Snapshot {
     /// read as root, else the firmware map, as the live host loader
     /// chooses.
     pub fn memory_map(&self) -> Result<Vec<FirmwareEntry>, SnapshotError> {
-        if let Some(Ok(entries)) = self.iomem.as_deref().map(parse_iomem) {
-            return Ok(entries);
-        }
+        let iomem = match self.iomem.as_deref().map(parse_iomem) {
+            Some(Ok(entries)) => return Ok(entries),
+            unread_or_bad => unread_or_bad,
+        };
         if !self.firmware_memmap.is_empty() {
             let mut entries = self
                 .firmware_memmap
@@ -416,14 +417,11 @@ impl Snapshot {
             entries.sort();
             return Ok(entries);
         }
-        let iomem = self.iomem.as_deref().ok_or(SnapshotError::NoMemoryMap)?;
-        parse_iomem(iomem).map_err(|why| {
-            if why.contains("reads as zero") {
-                SnapshotError::NoMemoryMap
-            } else {
-                SnapshotError::MemoryMap(format!("/proc/iomem: {why}"))
-            }
-        })
+        match iomem {
+            Some(Err(why)) if why.contains("reads as zero") => Err(SnapshotError::NoMemoryMap),
+            Some(Err(why)) => Err(SnapshotError::MemoryMap(format!("/proc/iomem: {why}"))),
+            _ => Err(SnapshotError::NoMemoryMap),
+        }
     }
 
     /// Which node each memory block is on, from the nodes' links; `None`
