@@ -329,7 +329,7 @@ fn firmware_sample_parses_with_inclusive_ends_and_nodes() {
 }
 
 #[test]
-fn host_loader_falls_back_to_iomem_and_reports_both_failures() {
+fn host_loader_reads_iomem_alone_and_reports_both_failures() {
     let tmp = tempfile::tempdir().unwrap();
     fs::write(tmp.path().join("iomem"), IOMEM_SAMPLE).unwrap();
     let mut sources = HostSources {
