@@ -44,6 +44,8 @@ pub enum RunError {
         /// Why, as the first refused row said it.
         why: String,
     },
+    /// The recording an experiment replays cannot be read.
+    Trace(crate::trace::TraceError),
     /// The hugetlb pool (or its HVO) refused a step.
     Hugetlb {
         /// The model.
@@ -75,6 +77,7 @@ impl fmt::Display for RunError {
                 )
             }
             RunError::Hugetlb { model, source } => write!(f, "{model}: {source}"),
+            RunError::Trace(e) => e.fmt(f),
         }
     }
 }
@@ -91,6 +94,7 @@ impl std::error::Error for RunError {
             RunError::Fixup(e) => Some(e),
             RunError::Peer(e) => Some(e),
             RunError::Hugetlb { source, .. } => Some(source),
+            RunError::Trace(e) => Some(e),
         }
     }
 }

@@ -323,6 +323,10 @@ pub struct MemdescArgs {
     /// MiB, if less than this machine's budget (half its memory).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     memmap_budget_mib: Option<u64>,
+    /// The recording the replay row replays at every size (default
+    /// `benches/tests/data/gzip-dd.trace.zst` in the source tree).
+    #[arg(long)]
+    trace: Option<PathBuf>,
 }
 
 impl From<MemdescArgs> for memdesc::MemdescOptions {
@@ -332,6 +336,7 @@ impl From<MemdescArgs> for memdesc::MemdescOptions {
             max_span_mib: a.max_span_mib,
             caches: a.cache_sizes,
             memmap_budget_bytes: a.memmap_budget_mib.map(|mib| mib << 20),
+            trace: a.trace,
         }
     }
 }

@@ -79,6 +79,11 @@ const MODELS: [&str; 5] = [
 ];
 const SIZES: [u64; 4] = [64, 32, 16, 8];
 
+/// A file of the suite's data, as an argument.
+fn data(name: &str) -> String {
+    format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
 fn run_json(args: &[&str], json: &str) -> Value {
     let out = pfnlab(args);
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -98,6 +103,9 @@ fn memdesc_quick_has_every_size_and_model_with_intervals() {
     let s = Scratch::new("rows");
     let layout = s.file("small.toml", SMALL);
     let json = s.path("memdesc.json");
+    // The short text recording: the replay row's code is the same for any
+    // recording, and the shipped one is replayed by the LLC test below.
+    let trace = data("ls-gzip.trace.txt");
     let args = [
         "bench",
         "memdesc",
@@ -106,6 +114,8 @@ fn memdesc_quick_has_every_size_and_model_with_intervals() {
         &layout,
         "--max-span-mib",
         "256",
+        "--trace",
+        &trace,
         "--json",
         &json,
     ];
@@ -146,6 +156,7 @@ fn memdesc_quick_has_every_size_and_model_with_intervals() {
                 let n = of(model, size, work).len();
                 assert_eq!(n, 1, "{model} {size} {work}");
             }
+            assert_eq!(of(model, size, "replay")[0]["trace"], "ls-gzip.trace.txt");
         }
         // Memmap halves with each size.
         let resident = |size| {
@@ -262,6 +273,17 @@ fn a_refused_size_or_model_is_one_line_and_exit_2() {
         &device,
     ];
     assert_refused(&args, "cannot hold");
+    // A recording that cannot be read is refused before anything runs.
+    let bad = s.file(
+        "bad.txt",
+        "a-1 [000] ..... 1.0: mm_page_free: page=1 pfn=0x10\n",
+    );
+    for (trace, needle) in [
+        ("/nonexistent/trace", "cannot open /nonexistent/trace"),
+        (bad.as_str(), "line 1: no order"),
+    ] {
+        assert_refused(&["bench", "memdesc", "--quick", "--trace", trace], needle);
+    }
 }
 
 /// A machine whose LLC is 1 GiB, with 64 MiB for the sweep's memmaps: the
@@ -313,6 +335,10 @@ fn a_large_llc_is_swept_to_the_budget_and_says_the_llc_was_not_exceeded() {
         .filter(|r| r["variant"] == "pfn_to_page")
         .collect();
     assert!(!sweep.is_empty());
+    assert!(
+        text.contains("replaying gzip-dd.trace.zst"),
+        "the shipped recording by default: {text}"
+    );
     for r in sweep {
         assert!(
             r["params"]["span_pages"].as_u64().unwrap() <= 512 << 10,

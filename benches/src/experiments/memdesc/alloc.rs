@@ -2,8 +2,9 @@
 //! layout: an order-0 alloc+free through the per-CPU lists, the zone
 //! path's split+merge pair (an order-0 request splits a `MAX_PAGE_ORDER`
 //! block down and its free merges it back, reading each buddy's
-//! descriptor), a 128-page bulk array, and a replay of the recording that
-//! ships with the repository (`benches/tests/data/gzip-dd.trace.zst`).
+//! descriptor), a 128-page bulk array, and a replay of a recording (by
+//! default the one that ships with the repository,
+//! `benches/tests/data/gzip-dd.trace.zst`).
 //!
 //! The allocator runs at every size: `buddy::BuddyModel` asks for a
 //! `BuddyPage` layout, and all four are one (64 and 32 bytes hold the
@@ -11,7 +12,7 @@
 //! `struct buddy` from a slab cache, 8 bytes that and an allocated page's
 //! in a memdesc from a second one).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use buddy::{AllocError, Allocator, BuddyModel, Gfp, Kernel, Options};
 use sparsemem::{Layout, Page8, Page16, Pfn};
@@ -26,7 +27,7 @@ use crate::workloads::{bulk_arrays, pcp_pairs, pcp_pairs_gfp, zone_pairs, zone_p
 /// Pages per bulk request: the 2021 series' largest array.
 pub const BULK_PAGES: usize = 128;
 
-/// The recording the replay row replays.
+/// The recording the replay row replays unless told another.
 pub fn shipped_trace() -> PathBuf {
     [env!("CARGO_MANIFEST_DIR"), "tests/data/gzip-dd.trace.zst"]
         .iter()
@@ -83,9 +84,9 @@ pub trait SizedAllocator {
     fn run(&self, work: AllocWork, n: u64) -> u64;
     /// `n` order-0 pairs of `gfp` on `path`; returns a fold of the pfns.
     fn pairs(&self, path: PairPath, n: u64, gfp: Gfp) -> u64;
-    /// Replays the shipped recording through a fresh allocator of the same
-    /// type; returns ns per event of the replay loop.
-    fn replay(&self) -> Result<f64, TraceError>;
+    /// Replays the recording at `trace` through a fresh allocator of the
+    /// same type; returns ns per event of the replay loop.
+    fn replay(&self, trace: &Path) -> Result<f64, TraceError>;
 }
 
 /// An allocator over a model of type `M`, with what it was built from so
@@ -145,7 +146,7 @@ impl<M: BuddyModel + BuildAt> SizedAllocator for Rig<M> {
         }
     }
 
-    fn replay(&self) -> Result<f64, TraceError> {
+    fn replay(&self, trace: &Path) -> Result<f64, TraceError> {
         let built = M::build_at(&self.layout, self.options).map_err(AllocError::from);
         let alloc = built
             .and_then(|m| {
@@ -156,8 +157,7 @@ impl<M: BuddyModel + BuildAt> SizedAllocator for Rig<M> {
                 )?)
             })
             .map_err(|e| TraceError::file(format!("replay allocator: {e}")))?;
-        let path = shipped_trace();
-        let open = || TraceReader::open(&path);
+        let open = || TraceReader::open(trace);
         let options = ReplayOptions {
             era: self.alloc_options.era,
             ..ReplayOptions::default()

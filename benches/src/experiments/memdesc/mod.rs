@@ -11,7 +11,7 @@
 //!   the LLC ([`sweep`]);
 //! - the allocator's rows ([`alloc`]) at the sizes the allocator runs at:
 //!   order-0 pcp alloc+free, the zone path's split+merge pair, bulk-128,
-//!   and a replay of the shipped recording. Sizes it does not run at yet
+//!   and a replay of a recording (the shipped one by default). Sizes it does not run at yet
 //!   say so in one line and give no rows.
 //!
 //! Every ratio to 64 bytes carries its paired interval (the runner's
@@ -27,6 +27,8 @@ mod render;
 pub mod sized;
 pub mod sweep;
 
+use std::path::{Path, PathBuf};
+
 use buddy::AllocError;
 use sparsemem::{Layout, MemRange, MemmapBytes, PageSize, Pfn, RangeKind};
 use vmemmap::VmemmapOptions;
@@ -40,12 +42,13 @@ use crate::error::RunError;
 use crate::models::ModelKind;
 use crate::spread::{Comparison, Interval};
 use crate::timing::{Measurement, Plan, next_set};
+use crate::trace::format::TraceReader;
 use crate::workloads::valid_pfns;
 
 pub use render::{MemdescExtra, MemdescParams, MemdescRow, MemdescWork};
 
 /// `bench memdesc`'s own options.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct MemdescOptions {
     /// `--page-size`: this size beside 64 bytes (default: all four).
     pub size: Option<PageSize>,
@@ -58,6 +61,9 @@ pub struct MemdescOptions {
     /// `--memmap-budget-mib`: the memmap bytes the sizes' sweep models may
     /// hold at once, if less than this machine's budget (half its memory).
     pub memmap_budget_bytes: Option<u64>,
+    /// `--trace`: the recording the replay row replays (default
+    /// [`alloc::shipped_trace`]).
+    pub trace: Option<PathBuf>,
 }
 
 impl MemdescOptions {
@@ -107,7 +113,7 @@ pub struct AllocRun {
     pub split_merge: Measurement,
     /// Per page of a 128-page bulk array and its frees.
     pub bulk: Measurement,
-    /// Per event of the shipped recording, or why it could not replay.
+    /// Per event of the recording's replay, or why it could not replay.
     pub replay: Result<Measurement, String>,
 }
 
@@ -135,6 +141,8 @@ pub struct MemdescResults {
     pub page_bytes: u64,
     /// RAM bytes of the run's layout (for bytes per TiB).
     pub ram_bytes: u64,
+    /// The file name of the recording the replay rows replayed.
+    pub trace: String,
     /// Each model's run, or why it was not built.
     pub models: Vec<(ModelKind, Result<ModelRun, String>)>,
 }
@@ -170,6 +178,7 @@ fn measure_model(
     kind: ModelKind,
     sizes: &[PageSize],
     sweep: (&Layout, &[u64]),
+    trace: &Path,
 ) -> Result<ModelRun, AllocError> {
     let plan = ctx.plan;
     let stage = |what: &str| ctx.progress.stage(format!("{kind}: {what}"));
@@ -197,7 +206,7 @@ fn measure_model(
         .collect();
     drop(rigs);
     stage("the allocator");
-    let allocs = measure_allocators(ctx, kind, sizes)?;
+    let allocs = measure_allocators(ctx, kind, sizes, trace)?;
     let sizes = sizes
         .iter()
         .zip(allocs)
@@ -230,6 +239,7 @@ fn measure_allocators(
     ctx: &Ctx,
     kind: ModelKind,
     sizes: &[PageSize],
+    trace: &Path,
 ) -> Result<Vec<AllocRun>, AllocError> {
     let plan = ctx.plan;
     let visitor = || AllocVisitor {
@@ -265,7 +275,7 @@ fn measure_allocators(
         bulk_rounds,
         alloc::BULK_PAGES as u64,
     );
-    let replay = replays(&running, plan);
+    let replay = replays(&running, plan, trace);
     Ok(pcp
         .into_iter()
         .zip(split)
@@ -282,12 +292,16 @@ fn measure_allocators(
 
 /// The replay at each size, trial by trial in turn after one warm-up
 /// replay each; a fresh allocator per replay, built outside the timing.
-fn replays(running: &[&dyn SizedAllocator], plan: Plan) -> Vec<Result<Measurement, String>> {
+fn replays(
+    running: &[&dyn SizedAllocator],
+    plan: Plan,
+    trace: &Path,
+) -> Vec<Result<Measurement, String>> {
     let mut ns: Vec<Result<Vec<f64>, String>> = vec![Ok(Vec::new()); running.len()];
     for round in 0..=plan.trials {
         for (a, out) in running.iter().zip(ns.iter_mut()) {
             let Ok(trials) = out else { continue };
-            match a.replay() {
+            match a.replay(trace) {
                 Ok(t) if round > 0 => trials.push(t),
                 Ok(_) => {}
                 Err(e) => *out = Err(e.to_string()),
@@ -318,6 +332,12 @@ impl Experiment for Memdesc {
     type Row = MemdescRow;
 
     fn measure(ctx: &Ctx, options: &MemdescOptions) -> Result<MemdescResults, RunError> {
+        let trace = options.trace.clone().unwrap_or_else(alloc::shipped_trace);
+        // A recording that cannot be read is the run's error, not a
+        // failed row at every size of every model.
+        TraceReader::open(&trace)
+            .and_then(|r| r.read_all())
+            .map_err(RunError::Trace)?;
         let caches = options.caches.unwrap_or_else(CacheSizes::read);
         let page_bytes = ctx.layout.geometry().page_size();
         let sizes = options.sizes();
@@ -347,7 +367,7 @@ impl Experiment for Memdesc {
         let layout = sweep_layout(&ctx.layout, top)?;
         let mut models = Vec::new();
         for kind in ctx.models() {
-            match measure_model(ctx, kind, &sizes, (&layout, &spans)) {
+            match measure_model(ctx, kind, &sizes, (&layout, &spans), &trace) {
                 Ok(run) => models.push((kind, Ok(run))),
                 // A model the user chose and the layout refuses at a size
                 // is the run's error; among every model, one line of the
@@ -369,6 +389,10 @@ impl Experiment for Memdesc {
             cap,
             page_bytes,
             ram_bytes: ctx.layout.present_pages() * page_bytes,
+            trace: trace.file_name().map_or_else(
+                || trace.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
             models,
         })
     }

@@ -30,7 +30,7 @@ pub enum MemdescWork {
     /// Per page of a 128-page bulk array allocation and its frees.
     #[serde(rename = "bulk_128")]
     Bulk128,
-    /// Per event of the shipped recording's replay.
+    /// Per event of the recording's replay.
     #[serde(rename = "replay")]
     Replay,
 }
@@ -70,7 +70,7 @@ pub struct MemdescParams {
 }
 
 /// A row's extra fields.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct MemdescExtra {
     /// This row's time over the same row's at 64 bytes, paired.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -102,6 +102,9 @@ pub struct MemdescExtra {
     /// caches ask for (absent: nothing did).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sweep_cap: Option<SweepCap>,
+    /// `replay` rows: the file name of the recording replayed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// One row of `bench memdesc`'s report.
@@ -158,6 +161,9 @@ pub fn rows(ctx: &Ctx, results: &MemdescResults) -> Vec<MemdescRow> {
                         extra.memmap_resident = Some(s.memmap.resident);
                         extra.memmap_tables = Some(s.memmap.tables);
                         extra.memmap_resident_per_tib = Some(per_tib(s, results));
+                    }
+                    if work == MemdescWork::Replay {
+                        extra.trace = Some(results.trace.clone());
                     }
                     if let Some(span) = span {
                         extra.span_memmap_bytes = Some(span * s.size.bytes());
@@ -326,11 +332,14 @@ fn model_table(ctx: &Ctx, kind: ModelKind, run: &ModelRun, r: &MemdescResults) -
             }
         };
     }
-    t + &alloc_table(ctx, run)
+    t + &alloc_table(ctx, run, &r.trace)
 }
 
-fn alloc_table(ctx: &Ctx, run: &ModelRun) -> String {
-    let mut t = format!("allocator, era {}:\n{:<6}", ctx.era, "size");
+fn alloc_table(ctx: &Ctx, run: &ModelRun, trace: &str) -> String {
+    let mut t = format!(
+        "allocator, era {}, replaying {trace}:\n{:<6}",
+        ctx.era, "size"
+    );
     for w in MemdescWork::ALLOCATOR {
         t += &format!(" {:>30}", w.name());
     }
