@@ -424,21 +424,26 @@ impl Snapshot {
         }
     }
 
-    /// Which node each memory block is on, from the nodes' links; `None`
-    /// without a block size or any link (one node then).
+    /// Which node each address is on: from the zoneinfo's node spans
+    /// when it has them (exact where nodes are smaller than a memory
+    /// block, as under fake NUMA), else from the nodes' memory block
+    /// links; `None` without either (one node then).
     pub fn node_map(&self) -> Option<NodeMap> {
-        let size = self.memory_block_size.as_deref()?;
-        let block_size_bytes = u64::from_str_radix(size.trim().trim_start_matches("0x"), 16)
-            .ok()
-            .filter(|&b| b > 0)?;
-        let blocks: std::collections::BTreeMap<u64, u16> = self
-            .nodes
-            .iter()
-            .flat_map(|n| n.memory_blocks.iter().map(move |&b| (b, n.id)))
-            .collect();
-        (!blocks.is_empty()).then_some(NodeMap {
-            block_size_bytes,
-            blocks,
+        let from_zoneinfo = self
+            .proc
+            .zoneinfo
+            .as_deref()
+            .and_then(|text| NodeMap::from_zoneinfo(text, self.page_size));
+        from_zoneinfo.or_else(|| {
+            let size = self.memory_block_size.as_deref()?;
+            let block_size_bytes =
+                u64::from_str_radix(size.trim().trim_start_matches("0x"), 16).ok()?;
+            let blocks: std::collections::BTreeMap<u64, u16> = self
+                .nodes
+                .iter()
+                .flat_map(|n| n.memory_blocks.iter().map(move |&b| (b, n.id)))
+                .collect();
+            NodeMap::from_blocks(block_size_bytes, &blocks)
         })
     }
 

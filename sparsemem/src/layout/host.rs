@@ -32,6 +32,8 @@ pub struct HostSources {
     pub node_dir: PathBuf,
     /// `/sys/devices/system/memory`.
     pub memory_dir: PathBuf,
+    /// `/proc/zoneinfo`: each node's span.
+    pub zoneinfo: PathBuf,
 }
 
 impl HostSources {
@@ -42,6 +44,7 @@ impl HostSources {
             iomem: "/proc/iomem".into(),
             node_dir: "/sys/devices/system/node".into(),
             memory_dir: "/sys/devices/system/memory".into(),
+            zoneinfo: "/proc/zoneinfo".into(),
         }
     }
 }
@@ -121,17 +124,95 @@ pub fn parse_iomem(text: &str) -> Result<Vec<FirmwareEntry>, String> {
     Ok(entries)
 }
 
-/// Which node each memory block is on.
+/// Which node each physical address is on: `[start, end)` byte ranges,
+/// ascending and disjoint, each on one node. An address no range holds
+/// (a hole, or a block no node links) stays on the node below it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeMap {
-    /// Size of a memory block (`block_size_bytes`).
-    pub block_size_bytes: u64,
-    /// Block number → node id.
-    pub blocks: BTreeMap<u64, u16>,
+    ranges: Vec<(u64, u64, u16)>,
+}
+
+impl NodeMap {
+    /// From the nodes' `memoryN` links: block number → node, each block
+    /// `block_size_bytes` long. `None` without a block size or a link.
+    pub fn from_blocks(block_size_bytes: u64, blocks: &BTreeMap<u64, u16>) -> Option<NodeMap> {
+        let mut ranges: Vec<(u64, u64, u16)> = Vec::new();
+        for (&block, &node) in blocks {
+            let start = block.checked_mul(block_size_bytes)?;
+            let end = start.checked_add(block_size_bytes)?;
+            match ranges.last_mut() {
+                Some(last) if last.1 == start && last.2 == node => last.1 = end,
+                _ => ranges.push((start, end, node)),
+            }
+        }
+        (block_size_bytes > 0 && !ranges.is_empty()).then_some(NodeMap { ranges })
+    }
+
+    /// From `/proc/zoneinfo`: each node from its lowest zone's `start_pfn`
+    /// to its highest zone's end (`start_pfn + spanned`), in pages of
+    /// `page_size` bytes. Exact to the page where a node is smaller than a
+    /// memory block, as `numa=fake=` makes them (a block's link names one
+    /// node). `None` when no zone spans a page, or when two nodes' spans
+    /// overlap (memory interleaved between nodes, which the kernel
+    /// allows): the memory blocks' links decide then.
+    pub fn from_zoneinfo(text: &str, page_size: u64) -> Option<NodeMap> {
+        let mut spans: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
+        let (mut node, mut spanned) = (None, 0u64);
+        for line in text.lines() {
+            let line = line.trim();
+            if let Some(rest) = line.strip_prefix("Node ") {
+                node = rest.split(',').next()?.trim().parse::<u16>().ok();
+                spanned = 0;
+            } else if let Some(n) = line.strip_prefix("spanned") {
+                spanned = n.trim().parse().ok()?;
+            } else if let Some(n) = line.strip_prefix("start_pfn:") {
+                let start: u64 = n.trim().parse().ok()?;
+                if spanned == 0 {
+                    continue;
+                }
+                let span = (start, start.checked_add(spanned)?);
+                let e = spans.entry(node?).or_insert(span);
+                *e = (e.0.min(span.0), e.1.max(span.1));
+            }
+        }
+        let mut ranges: Vec<(u64, u64, u16)> = spans
+            .into_iter()
+            .map(|(node, (start, end))| {
+                Some((
+                    start.checked_mul(page_size)?,
+                    end.checked_mul(page_size)?,
+                    node,
+                ))
+            })
+            .collect::<Option<_>>()?;
+        ranges.sort_unstable();
+        let disjoint = ranges.windows(2).all(|w| w[0].1 <= w[1].0);
+        (disjoint && !ranges.is_empty()).then_some(NodeMap { ranges })
+    }
+
+    /// The `[start, end)` byte ranges and their nodes, ascending.
+    pub fn ranges(&self) -> &[(u64, u64, u16)] {
+        &self.ranges
+    }
+
+    /// The node of the range holding `addr`, if one does.
+    pub fn node_at(&self, addr: u64) -> Option<u16> {
+        let i = self.ranges.partition_point(|r| r.1 <= addr);
+        self.ranges.get(i).filter(|r| r.0 <= addr).map(|r| r.2)
+    }
+}
+
+/// Each address's node: from `/proc/zoneinfo`'s node spans when it can be
+/// read, else from the node directory's `memoryN` links.
+fn read_node_map(sources: &HostSources) -> Option<NodeMap> {
+    fs::read_to_string(&sources.zoneinfo)
+        .ok()
+        .and_then(|text| NodeMap::from_zoneinfo(&text, crate::memmap::host_page_size() as u64))
+        .or_else(|| read_block_node_map(sources))
 }
 
 /// Memory block → node, from the node directory's `memoryN` links.
-fn read_node_map(sources: &HostSources) -> Option<NodeMap> {
+fn read_block_node_map(sources: &HostSources) -> Option<NodeMap> {
     let block = parse_hex(
         &read_trimmed(&sources.memory_dir.join("block_size_bytes")).ok()?,
         "block_size_bytes",
@@ -150,10 +231,7 @@ fn read_node_map(sources: &HostSources) -> Option<NodeMap> {
             }
         }
     }
-    (block > 0 && !map.is_empty()).then_some(NodeMap {
-        block_size_bytes: block,
-        blocks: map,
-    })
+    NodeMap::from_blocks(block, &map)
 }
 
 /// The geometry of a machine of architecture `arch` (as
@@ -232,27 +310,22 @@ pub fn entries_to_layout_with(
 }
 
 fn push_split_by_node(out: &mut Vec<MemRange>, r: MemRange, nodes: Option<&NodeMap>) {
-    let Some(NodeMap {
-        block_size_bytes: block,
-        blocks: map,
-    }) = nodes
-    else {
+    let Some(map) = nodes else {
         out.push(r);
         return;
     };
-    let node_at = |addr: u64| map.get(&(addr / block)).copied();
-    let mut start = r.start.get();
-    let mut node = node_at(start).unwrap_or(0);
-    let mut at = (start / block + 1) * block;
-    while at < r.end.get() {
-        if let Some(n) = node_at(at).filter(|&n| n != node) {
-            out.push(MemRange::new(start, at, r.kind, node));
-            start = at;
-            node = n;
+    let (mut start, end) = (r.start.get(), r.end.get());
+    let mut node = map.node_at(start).unwrap_or(0);
+    // Where a node's range starts inside `r`, the node may change.
+    for &(at, _, n) in map.ranges() {
+        if at <= start || at >= end || n == node {
+            continue;
         }
-        at += block;
+        out.push(MemRange::new(start, at, r.kind, node));
+        start = at;
+        node = n;
     }
-    out.push(MemRange::new(start, r.end.get(), r.kind, node));
+    out.push(MemRange::new(start, end, r.kind, node));
 }
 
 /// Loads the host layout from `sources`.

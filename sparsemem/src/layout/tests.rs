@@ -311,6 +311,7 @@ fn firmware_sample_parses_with_inclusive_ends_and_nodes() {
         iomem: tmp.path().join("absent"),
         node_dir: tmp.path().join("node"),
         memory_dir: mem,
+        zoneinfo: tmp.path().join("absent"),
     };
     let l = host::load(&sources).unwrap();
     let ram: Vec<_> = l
@@ -337,6 +338,7 @@ fn host_loader_reads_iomem_alone_and_reports_both_failures() {
         iomem: tmp.path().join("iomem"),
         node_dir: tmp.path().join("no-node"),
         memory_dir: tmp.path().join("no-memory"),
+        zoneinfo: tmp.path().join("no-zoneinfo"),
     };
     assert_eq!(
         host::load(&sources).unwrap().present_pages(),
@@ -368,6 +370,7 @@ fn the_kernels_own_map_wins_over_the_firmwares() {
         iomem: tmp.path().join("iomem"),
         node_dir: tmp.path().join("no-node"),
         memory_dir: tmp.path().join("no-memory"),
+        zoneinfo: tmp.path().join("no-zoneinfo"),
     };
     let first_ram = |l: &Layout| l.ram_ranges().next().map(|(_, first, _)| first.get());
     let kernels = host::load(&sources).unwrap();
@@ -560,4 +563,76 @@ fn to_toml_reads_back_as_the_same_layout() {
     let back = Layout::from_toml(&custom.to_toml()).unwrap();
     assert_eq!(back.geometry(), custom.geometry());
     assert_eq!(back.ranges(), custom.ranges());
+}
+
+/// Three fake nodes of 48 MiB, smaller than a 128 MiB memory block: each
+/// node spans from its lowest zone's `start_pfn` to its highest zone's
+/// end, zones spanning nothing count for nothing, and one RAM range is
+/// split where each node starts.
+const FAKE_NODES: &str = "\
+Node 0, zone      DMA
+        spanned  4095
+  start_pfn:           1
+Node 0, zone    DMA32
+        spanned  8192
+  start_pfn:           4096
+Node 0, zone   Normal
+        spanned  0
+Node 1, zone      DMA
+        spanned  0
+Node 1, zone    DMA32
+        spanned  12288
+  start_pfn:           12288
+Node 2, zone    DMA32
+        spanned  12288
+  start_pfn:           24576
+";
+
+#[test]
+fn zoneinfo_spans_place_nodes_smaller_than_a_block() {
+    let map = NodeMap::from_zoneinfo(FAKE_NODES, 4096).unwrap();
+    let mib = 1 << 20;
+    assert_eq!(
+        map.ranges(),
+        [
+            (4096, 48 * mib, 0),
+            (48 * mib, 96 * mib, 1),
+            (96 * mib, 144 * mib, 2)
+        ]
+    );
+    assert_eq!(map.node_at(0), None);
+    assert_eq!(map.node_at(48 * mib - 1), Some(0));
+    assert_eq!(map.node_at(48 * mib), Some(1));
+    assert_eq!(map.node_at(144 * mib), None);
+
+    let entries = vec![(0x1000, 144 * mib, "System RAM".to_owned())];
+    let l = crate::layout::entries_to_layout_with(&entries, Some(&map), "fake", Geometry::X86_64)
+        .unwrap();
+    let ranges: Vec<(u64, u64, u16)> = l
+        .ranges()
+        .iter()
+        .map(|r| (r.start.get(), r.end.get(), r.node))
+        .collect();
+    assert_eq!(
+        ranges,
+        [
+            (0x1000, 48 * mib, 0),
+            (48 * mib, 96 * mib, 1),
+            (96 * mib, 144 * mib, 2)
+        ]
+    );
+}
+
+/// Spans that overlap (memory interleaved between nodes) cannot say which
+/// node an address is on, and a zoneinfo with no spanned zone says
+/// nothing: the memory blocks' links decide then.
+#[test]
+fn overlapping_or_empty_zoneinfo_spans_give_no_node_map() {
+    let overlapping = "Node 0, zone Normal\n spanned 100\n start_pfn: 0\nNode 1, zone Normal\n spanned 100\n start_pfn: 50\n";
+    assert_eq!(NodeMap::from_zoneinfo(overlapping, 4096), None);
+    assert_eq!(
+        NodeMap::from_zoneinfo("Node 0, zone DMA\n spanned 0\n", 4096),
+        None
+    );
+    assert_eq!(NodeMap::from_zoneinfo("", 4096), None);
 }
