@@ -16,6 +16,7 @@ use std::fmt;
 
 use super::sizing::{SizingInputs, ZoneSizes, kernel_zone_sizes};
 use super::zoneinfo::{KERNEL_ZONE_NAMES, Populated, ZoneInfo, Zoneinfo};
+use crate::Watermarks;
 
 /// Why a field differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,13 +194,30 @@ fn compare_watermarks(
     own: Option<&ZoneSizes>,
     promo: bool,
 ) {
-    let (ow, tw) = (o.watermarks, t.watermarks);
+    // From 5.0 zoneinfo prints each watermark with the zone's
+    // `watermark_boost` added (`min_wmark_pages()` and the others), a
+    // boost `boost_watermark()` raised after a fallback stole a pageblock
+    // and kswapd lets decay: live state. What `__setup_per_zone_wmarks()`
+    // computed is the printed value less the boost.
+    diff.field("boost".into(), o.boost, t.boost, Some(Cause::LiveState));
+    let boosted = o.boost > 0 || t.boost > 0;
+    let name = |w: &str| match boosted {
+        true => format!("{w} less boost"),
+        false => w.to_owned(),
+    };
+    let net = |z: &ZoneInfo, w: Watermarks| Watermarks {
+        min: w.min.saturating_sub(z.boost),
+        low: w.low.saturating_sub(z.boost),
+        high: w.high.saturating_sub(z.boost),
+        promo: w.promo.saturating_sub(z.boost),
+    };
+    let (ow, tw) = (net(o, o.watermarks), net(t, t.watermarks));
     let sw = own.map(|s| s.watermarks);
-    diff.computed("min".into(), ow.min, tw.min, sw.map(|w| w.min));
-    diff.computed("low".into(), ow.low, tw.low, sw.map(|w| w.low));
-    diff.computed("high".into(), ow.high, tw.high, sw.map(|w| w.high));
+    diff.computed(name("min"), ow.min, tw.min, sw.map(|w| w.min));
+    diff.computed(name("low"), ow.low, tw.low, sw.map(|w| w.low));
+    diff.computed(name("high"), ow.high, tw.high, sw.map(|w| w.high));
     if promo {
-        diff.computed("promo".into(), ow.promo, tw.promo, sw.map(|w| w.promo));
+        diff.computed(name("promo"), ow.promo, tw.promo, sw.map(|w| w.promo));
     }
     for (j, (&a, &b)) in o.protection.iter().zip(&t.protection).enumerate() {
         let own_value = own.and_then(|s| s.protection.get(j).copied());

@@ -11,7 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use buddy::views::{SizingInputs, ZoneSizes, Zoneinfo, kernel_zone_sizes, parse_zoneinfo};
+use buddy::views::{
+    Cause, SizingInputs, ZoneSizes, Zoneinfo, compare, kernel_zone_sizes, parse_zoneinfo,
+};
 use buddy::{Era, Sysctls};
 
 fn guests() -> PathBuf {
@@ -189,4 +191,59 @@ fn every_6_1_guests_empty_zones_have_no_watermarks() {
     }
     // Every node but movablecore-1g's: 4 + 2 + 1 + 64 + 1.
     assert_eq!(movable, 72, "the empty Movable zones checked");
+}
+
+/// `numa=fake=64`: node 0's DMA zone was boosted when the guest's files
+/// were saved (`boost 512`, after a fallback stole a pageblock), and
+/// zoneinfo prints each watermark with the boost added. The comparison
+/// holds the model's watermarks (never boosted) against the printed ones
+/// less the boost, and names the boost itself as live state.
+#[test]
+fn a_boosted_zone_is_compared_without_its_boost() {
+    let dir = guests().join("numa-fake-64");
+    let theirs = parse_zoneinfo(&read(&dir, "proc/zoneinfo")).unwrap();
+    let dma = theirs.zone(0, "DMA").unwrap();
+    assert_eq!((dma.boost, dma.watermarks.min), (512, 675));
+    let mut ours = theirs.clone();
+    let zone = ours
+        .zones
+        .iter_mut()
+        .find(|z| z.node == 0 && z.zone == "DMA")
+        .unwrap();
+    zone.boost = 0;
+    zone.watermarks.min -= 512;
+    zone.watermarks.low -= 512;
+    zone.watermarks.high -= 512;
+    let given = inputs(&dir, Era::V6_1);
+    let named = |ours: &Zoneinfo| -> Vec<(String, u64, u64, Option<Cause>)> {
+        compare(ours, &theirs, &given)
+            .into_iter()
+            .map(|d| {
+                (
+                    format!("{} {} {}", d.node, d.zone, d.field),
+                    d.ours,
+                    d.theirs,
+                    d.cause,
+                )
+            })
+            .collect()
+    };
+    let boost = ("0 DMA boost".to_owned(), 0, 512, Some(Cause::LiveState));
+    assert_eq!(named(&ours), [boost.clone()]);
+
+    // A watermark of the model's that is off is named against the
+    // computed value, 163, not the printed 675.
+    let zone = ours
+        .zones
+        .iter_mut()
+        .find(|z| z.node == 0 && z.zone == "DMA")
+        .unwrap();
+    zone.watermarks.min -= 1;
+    let diffs = named(&ours);
+    assert_eq!(diffs.len(), 2, "{diffs:?}");
+    assert_eq!(diffs[0], boost);
+    assert_eq!(
+        (diffs[1].0.as_str(), diffs[1].1, diffs[1].2),
+        ("0 DMA min less boost", 162, 163)
+    );
 }
