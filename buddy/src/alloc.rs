@@ -78,6 +78,10 @@ pub struct Options {
     /// for [`Allocator::deferred_init_memmap`] or an allocation's
     /// [`Allocator::deferred_grow_zone`] (default: off).
     pub deferred_init: bool,
+    /// `kernelcore=` and `movablecore=` (2.6.23 on): the top of each
+    /// node's memory becomes ZONE_MOVABLE at boot (default: neither, no
+    /// movable zone).
+    pub movable_core: crate::MovableCore,
 }
 
 impl Options {

@@ -22,6 +22,7 @@ use crate::era::{NotInEra, Path};
 use crate::error::{InitError, ModelMismatch};
 use crate::frames::Frames;
 use crate::memmap_init::{Deferred, DeferredZone, poison_deferred};
+use crate::movable::{MovableCore, zone_movable_pfns};
 use crate::node::build_nodes;
 use crate::types::{BuddyModel, MAX_ZONES, ZoneId, ZoneType};
 use crate::variant::Variant;
@@ -43,8 +44,91 @@ fn ram_zone(limits: ZoneLimits, addr: u64) -> ZoneType {
     }
 }
 
-/// `(node, type) -> pfn ranges` of a layout's boot memory.
-fn zone_parts(layout: &Layout) -> BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> {
+/// `(node, type) -> pfn ranges` of a layout's boot memory, each node's
+/// top in ZONE_MOVABLE when `movable` asks for it.
+fn zone_parts(
+    layout: &Layout,
+    movable: MovableCore,
+) -> BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> {
+    let parts = kernel_zone_parts(layout);
+    match movable.is_set() {
+        true => split_movable(parts, layout, movable),
+        false => parts,
+    }
+}
+
+/// ZONE_MOVABLE from `kernelcore=` or `movablecore=`: on a node whose
+/// movable zone starts at pfn `p`, every zone's memory from `p` on is
+/// ZONE_MOVABLE's (`adjust_zone_range_for_zone_movable`).
+fn split_movable(
+    parts: BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>>,
+    layout: &Layout,
+    movable: MovableCore,
+) -> BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> {
+    // `find_usable_zone_for_movable`: the highest zone type with memory.
+    let Some(movable_zone) = parts.keys().map(|k| k.1).max() else {
+        return parts;
+    };
+    // Its lowest possible pfn (`arch_zone_lowest_possible_pfn`): where the
+    // zones below it end, or the lowest RAM pfn for the lowest zone.
+    let g = layout.geometry();
+    let limits = g.zone_limits();
+    let below = match movable_zone {
+        ZoneType::Dma => None,
+        ZoneType::Dma32 => limits.dma,
+        ZoneType::Normal | ZoneType::Movable => limits.dma32.or(limits.dma),
+    };
+    let lowest_ram = layout
+        .ram_ranges()
+        .map(|(_, a, _)| a.get())
+        .min()
+        .unwrap_or(0);
+    let zone_start = below.map_or(lowest_ram, |b| b >> g.page_shift());
+    let mut ram: BTreeMap<NodeId, Vec<(u64, u64)>> = BTreeMap::new();
+    for (r, first, end) in layout.ram_ranges() {
+        ram.entry(Layout::node_id(r))
+            .or_default()
+            .push((first.get(), end.get()));
+    }
+    for ranges in ram.values_mut() {
+        ranges.sort_unstable();
+    }
+    let starts = zone_movable_pfns(movable, &ram, zone_start, layout);
+    let mut out: BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> = BTreeMap::new();
+    for ((node, kind), ranges) in parts {
+        for (a, b) in ranges {
+            let (a, b) = (a.get(), b.get());
+            match starts.get(&node).copied() {
+                Some(p) if a >= p => push_part(&mut out, node, ZoneType::Movable, a, b),
+                Some(p) if b > p => {
+                    push_part(&mut out, node, kind, a, p);
+                    push_part(&mut out, node, ZoneType::Movable, p, b);
+                }
+                _ => push_part(&mut out, node, kind, a, b),
+            }
+        }
+    }
+    for ranges in out.values_mut() {
+        ranges.sort_unstable();
+    }
+    out
+}
+
+fn push_part(
+    out: &mut BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>>,
+    node: NodeId,
+    kind: ZoneType,
+    a: u64,
+    b: u64,
+) {
+    out.entry((node, kind))
+        .or_default()
+        .push((Pfn::new(a), Pfn::new(b)));
+}
+
+/// `(node, type) -> pfn ranges` of a layout's boot memory by the
+/// geometry's zone limits alone.
+fn kernel_zone_parts(layout: &Layout) -> BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> {
     let g = layout.geometry();
     let limits = g.zone_limits();
     let bounds: Vec<u64> = [limits.dma, limits.dma32]
@@ -177,9 +261,13 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             .check_variant::<V>()
             .map_err(InitError::EraMismatch)?;
         check_high_fraction(&options)?;
+        options
+            .movable_core
+            .check_era(options.era)
+            .map_err(InitError::EraMismatch)?;
         check_model(&model, layout)?;
         let mut model = model;
-        let parts = zone_parts(layout);
+        let parts = zone_parts(layout, options.movable_core);
         let deferred = deferred_zones(&mut model, &parts, layout, &options)?;
         if parts.len() > MAX_ZONES {
             return Err(InitError::TooManyZones);

@@ -36,7 +36,8 @@ pub enum ZoneType {
     Dma32,
     /// Everything else that booted.
     Normal,
-    /// Hot-added memory, onlined movable.
+    /// Hot-added memory onlined movable, and the top of each node's boot
+    /// memory with `kernelcore=` or `movablecore=`.
     Movable,
 }
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use buddy::views::{SizingInputs, Zoneinfo, compare, kernel_zone_sizes, parse_zoneinfo};
-use buddy::{Allocator, Era, Kernel, NR_KERNEL_ZONES, Options, Sysctls};
+use buddy::{Allocator, Era, Kernel, MovableCore, NR_KERNEL_ZONES, Options, Sysctls};
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::snapshot::{Snapshot, SysctlText, parse_cpulist};
 use sparsemem::SparseExtreme;
@@ -58,9 +58,20 @@ pub struct ModelArgs {
     /// THP kernels ship).
     #[arg(long, value_name = "true|false")]
     thp: Option<bool>,
-    /// `host`: take the four sysctls, THP and the CPU count from this
-    /// machine; `snapshot:FILE`: from the machine a snapshot was taken
-    /// on. The options above override them.
+    /// `kernelcore=`: the memory every allocation may use (`2G`, `60%`),
+    /// spread over the nodes; the rest of each node is ZONE_MOVABLE
+    /// (2.6.23 on, percentages 4.17 on; default: the kernel command line
+    /// of `--sysctls`' machine, else none).
+    #[arg(long)]
+    kernelcore: Option<buddy::CoreSize>,
+    /// `movablecore=`: the memory for ZONE_MOVABLE (`1G`, `25%`), at the
+    /// top of each node (default: as `--kernelcore`).
+    #[arg(long)]
+    movablecore: Option<buddy::CoreSize>,
+    /// `host`: take the four sysctls, THP, the CPU count and
+    /// `kernelcore=`/`movablecore=` (from the kernel command line) from
+    /// this machine; `snapshot:FILE`: from the machine a snapshot was
+    /// taken on. The options above override them.
     #[arg(long, value_parser = parse_sysctls)]
     sysctls: Option<SysctlSource>,
     /// Deferred struct page init (Linux 4.2 on): show the zones as boot
@@ -154,6 +165,8 @@ struct Machine {
     text: SysctlText,
     cpus: Option<u32>,
     node_cpus: Vec<u32>,
+    /// Its kernel command line, when read.
+    cmdline: Option<String>,
 }
 
 /// Each node's CPU count by node id from `(id, cpulist)` pairs; a node
@@ -224,6 +237,7 @@ fn machine_sysctls(source: &SysctlSource) -> Result<Machine, CliError> {
                 text,
                 cpus: None,
                 node_cpus: host_node_cpus()?,
+                cmdline: std::fs::read_to_string("/proc/cmdline").ok(),
             })
         }
         SysctlSource::Snapshot(path) => {
@@ -234,6 +248,7 @@ fn machine_sysctls(source: &SysctlSource) -> Result<Machine, CliError> {
                 text: snapshot.sysctls,
                 cpus: snapshot.cpus,
                 node_cpus,
+                cmdline: snapshot.kernel.cmdline,
             })
         }
     }
@@ -260,6 +275,8 @@ struct Inputs {
     cpus: u32,
     /// Each node's CPU count by node id; empty: `cpus` spread evenly.
     node_cpus: Vec<u32>,
+    /// `kernelcore=` and `movablecore=`.
+    movable: MovableCore,
 }
 
 /// The sysctls, THP and CPUs: the machine's with `--sysctls` (this one's,
@@ -272,13 +289,19 @@ fn inputs(args: &ModelArgs, era: Era) -> Result<Inputs, CliError> {
     let mut fraction = 0;
     let mut cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let mut node_cpus = Vec::new();
+    let mut movable = MovableCore::default();
     if let Some(source) = &args.sysctls {
         let Machine {
             text,
             cpus: machine_cpus,
             node_cpus: machine_nodes,
+            cmdline,
         } = machine_sysctls(source)?;
         node_cpus = machine_nodes;
+        if let Some(line) = cmdline {
+            movable = MovableCore::from_cmdline(&line)
+                .map_err(|e| CliError(format!("the kernel command line: {e}")))?;
+        }
         sysctls.min_free_kbytes = Some(number(
             text.min_free_kbytes.as_deref(),
             "vm.min_free_kbytes",
@@ -313,6 +336,8 @@ fn inputs(args: &ModelArgs, era: Era) -> Result<Inputs, CliError> {
         sysctls.thp = t;
     }
     fraction = args.percpu_pagelist_high_fraction.unwrap_or(fraction);
+    movable.kernelcore = args.kernelcore.or(movable.kernelcore);
+    movable.movablecore = args.movablecore.or(movable.movablecore);
     cpus = args.cpus.unwrap_or(cpus);
     if let Some(NodeCpus(given)) = &args.node_cpus {
         node_cpus = given.clone();
@@ -327,6 +352,7 @@ fn inputs(args: &ModelArgs, era: Era) -> Result<Inputs, CliError> {
         fraction,
         cpus,
         node_cpus,
+        movable,
     })
 }
 
@@ -370,6 +396,7 @@ fn build(
         fraction,
         cpus,
         node_cpus,
+        movable,
     } = inputs(args, era)?;
     let layout = load_layout(args.layout.as_ref().or(outer.as_ref()))?;
     let options = Options {
@@ -377,6 +404,7 @@ fn build(
         sysctls,
         percpu_pagelist_high_fraction: fraction,
         deferred_init: args.deferred_init,
+        movable_core: movable,
         ..Options::for_era(era)
     };
     // The snapshot is read and checked before anything is built.

@@ -267,7 +267,11 @@ fn the_default_comparison_bulk_and_replay_start_from_a_snapshot() {
 /// the `memmap=` ranges are holes, and every zone's `start_pfn`,
 /// `spanned` and `present` match the guest's zoneinfo. Under
 /// `numa=fake=64` the nodes are smaller than a memory block: they come
-/// from the zoneinfo's spans, so each fake node holds its own zones.
+/// from the zoneinfo's spans, so each fake node holds its own zones; and
+/// `movablecore=1G` on the saved kernel command line puts the RAM above
+/// 4 GiB in ZONE_MOVABLE, as the guest's kernel did. Started from its own
+/// free lists, each guest's buddyinfo and pagetypeinfo come out as its
+/// kernel printed them.
 #[test]
 fn a_guests_snapshot_has_the_ram_its_kernel_was_given() {
     let dir = std::env::temp_dir().join(format!("pfnlab-guest-ram-{}", std::process::id()));
@@ -279,6 +283,7 @@ fn a_guests_snapshot_has_the_ram_its_kernel_was_given() {
         "four-cpus-two-nodes",
         "cpuless-nodes",
         "numa-fake-64",
+        "movablecore-1g",
     ] {
         let root = format!("{guests}/{guest}");
         let json = dir.join(format!("{guest}.json"));
@@ -289,6 +294,8 @@ fn a_guests_snapshot_has_the_ram_its_kernel_was_given() {
         let out = stdout(&pfnlab(&[
             "zoneinfo",
             "--layout",
+            &spec,
+            "--sysctls",
             &spec,
             "--compare",
             &theirs,
@@ -306,6 +313,27 @@ fn a_guests_snapshot_has_the_ram_its_kernel_was_given() {
             out.contains("fields differ") || out.contains("match"),
             "{guest}: {out}"
         );
+        // Started from its own free lists, the model prints the guest's
+        // buddyinfo and pagetypeinfo.
+        for view in ["buddyinfo", "pagetypeinfo"] {
+            let ours = stdout(&pfnlab(&[
+                view,
+                "--layout",
+                &spec,
+                "--sysctls",
+                &spec,
+                "--start-state",
+                &spec,
+            ]));
+            let theirs = std::fs::read_to_string(format!("{root}/proc/{view}")).unwrap();
+            let words = |t: &str| -> Vec<String> {
+                t.lines()
+                    .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                    .filter(|l| !l.is_empty())
+                    .collect()
+            };
+            assert_eq!(words(&ours), words(&theirs), "{guest} {view}");
+        }
     }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -280,6 +280,22 @@ fn bad_input_is_one_line_and_exit_2() {
         "looks like a kernel older than 5.14",
     );
     fails_with(&[&base[..], &["--era", "6.2"]].concat(), "6.1, 6.6, 6.8");
+    fails_with(
+        &[&base[..], &["--movablecore", "101%"]].concat(),
+        "a percentage above 100",
+    );
+    fails_with(
+        &[&base[..], &["--kernelcore", "mirror"]].concat(),
+        "mirrored memory",
+    );
+    fails_with(
+        &[&base[..], &["--era", "2.6.9", "--movablecore", "1G"]].concat(),
+        "arrived with ZONE_MOVABLE in Linux 2.6.23",
+    );
+    fails_with(
+        &[&base[..], &["--era", "2.6.23", "--kernelcore", "50%"]].concat(),
+        "take a percentage from Linux 4.17",
+    );
 }
 
 /// `--sysctls snapshot:FILE` sizes the zones from the snapshot's machine.

@@ -458,6 +458,14 @@ pub enum NotInEra {
         /// The era asked for.
         era: Era,
     },
+    /// `kernelcore=` or `movablecore=`, which arrived in 2.6.23 (their
+    /// percentages in 4.17).
+    MovableCore {
+        /// The era asked for.
+        era: Era,
+        /// Whether it was a percentage the era did not take.
+        percent: bool,
+    },
 }
 
 impl fmt::Display for NotInEra {
@@ -484,6 +492,17 @@ impl fmt::Display for NotInEra {
             NotInEra::HighFraction { era } => write!(
                 f,
                 "percpu_pagelist_high_fraction arrived in Linux 5.14; era {era} sizes pcp->high as 6 × batch"
+            ),
+            NotInEra::MovableCore {
+                era,
+                percent: false,
+            } => write!(
+                f,
+                "kernelcore= and movablecore= arrived with ZONE_MOVABLE in Linux 2.6.23; era {era} has no movable zone"
+            ),
+            NotInEra::MovableCore { era, percent: true } => write!(
+                f,
+                "kernelcore= and movablecore= take a percentage from Linux 4.17; era {era} takes a size"
             ),
             NotInEra::AllocNolock { era } => write!(
                 f,

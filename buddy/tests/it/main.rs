@@ -25,6 +25,7 @@ mod memmap_on_memory_frames;
 mod migratetype;
 mod miri;
 mod misuse;
+mod movable_core;
 mod nolock;
 mod pcp;
 mod pcp_eras;

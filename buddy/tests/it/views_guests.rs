@@ -229,7 +229,7 @@ fn a_boosted_zone_is_compared_without_its_boost() {
             .collect()
     };
     let boost = ("0 DMA boost".to_owned(), 0, 512, Some(Cause::LiveState));
-    assert_eq!(named(&ours), [boost.clone()]);
+    assert_eq!(named(&ours), std::slice::from_ref(&boost));
 
     // A watermark of the model's that is off is named against the
     // computed value, 163, not the printed 675.
