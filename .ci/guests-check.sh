@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Holds pfnlab's model against Linux 6.1 itself. Boots Debian 12's own
+# kernel on each LAYOUT with .ci/guests.sh (default: fake NUMA with 64
+# nodes, memmap= holes, movablecore=, more CPUs than nodes), then, from
+# each guest's saved files and a `pfnlab snapshot --root` of them:
+#
+# - `zoneinfo --era 6.1 --compare`, with the snapshot's layout, sysctls,
+#   CPUs and kernel command line, sized from the guest's own managed
+#   pages, names no zone missing on either side and no `start_pfn`,
+#   `spanned` or `present` that differs (the computed fields may differ
+#   by the pages the kernel freed after sizing its zones, which its files
+#   do not record; docs/kernel-views.md);
+# - `pagetypeinfo --start-state` prints the guest's pagetypeinfo;
+# - `buddyinfo --start-state` prints the guest's buddyinfo, where the
+#   guest's two files show one state (its /init reads them until they
+#   agree, up to 32 times, and says when they never did).
+#
+#   .ci/guests-check.sh PFNLAB [LAYOUT...]
+#
+# Fails non-zero, naming each guest and view that differs, after every
+# guest has been checked.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ $# -ge 1 ] || { echo "usage: $0 PFNLAB [LAYOUT...]" >&2; exit 2; }
+pfnlab=$(realpath "$1")
+shift
+layouts=("$@")
+[ ${#layouts[@]} -gt 0 ] || layouts=(numa-fake-64 memmap-holes movablecore-1g four-cpus-two-nodes)
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bash .ci/guests.sh "$work/guests" "${layouts[@]}" | tee "$work/boot.log"
+
+# The file without blank lines, each line's runs of blanks as one space.
+words() {
+  sed -e 's/[[:space:]]\+/ /g' -e 's/ $//' "$1" | grep -v '^$' || true
+}
+
+failed=()
+for layout in "${layouts[@]}"; do
+  root="$work/guests/$layout"
+  snap="$work/$layout.json"
+  before=${#failed[@]}
+  if ! "$pfnlab" snapshot --root "$root" --out "$snap" >/dev/null 2>"$work/err"; then
+    echo "$layout: pfnlab snapshot failed: $(cat "$work/err")" >&2
+    failed+=("$layout snapshot")
+    continue
+  fi
+  spec="snapshot:$snap"
+  inputs=(--layout "$spec" --sysctls "$spec")
+  if ! "$pfnlab" zoneinfo --era 6.1 "${inputs[@]}" --managed-from "$root/proc/zoneinfo" \
+    --compare "$root/proc/zoneinfo" >"$work/$layout.zoneinfo" 2>"$work/err"; then
+    echo "$layout: pfnlab zoneinfo failed: $(cat "$work/err")" >&2
+    failed+=("$layout zoneinfo")
+    continue
+  fi
+  layout_diffs=$(grep -E " (start_pfn|spanned|present): |zone missing" "$work/$layout.zoneinfo" || true)
+  if [ -n "$layout_diffs" ]; then
+    echo "$layout: zoneinfo's layout differs:" >&2
+    echo "$layout_diffs" >&2
+    failed+=("$layout zoneinfo")
+  fi
+  views=(pagetypeinfo)
+  if grep -q "^$layout: buddyinfo and pagetypeinfo agree" "$work/boot.log"; then
+    views+=(buddyinfo)
+  else
+    echo "$layout: the guest's buddyinfo and pagetypeinfo never agreed; buddyinfo not compared"
+  fi
+  for view in "${views[@]}"; do
+    if ! "$pfnlab" "$view" --era 6.1 "${inputs[@]}" --start-state "$spec" \
+      >"$work/$layout.$view" 2>"$work/err"; then
+      echo "$layout: pfnlab $view failed: $(cat "$work/err")" >&2
+      failed+=("$layout $view")
+    elif ! diff <(words "$work/$layout.$view") <(words "$root/proc/$view") >"$work/$layout.$view.diff"; then
+      echo "$layout: $view from the start state differs from the guest's:" >&2
+      head -20 "$work/$layout.$view.diff" >&2
+      failed+=("$layout $view")
+    fi
+  done
+  if [ ${#failed[@]} -eq "$before" ]; then
+    joined=$(printf '%s and ' "${views[@]}")
+    echo "$layout: the zones' layout and its ${joined% and } are the guest kernel's"
+  fi
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "differs from Linux 6.1: ${failed[*]}" >&2
+  exit 1
+fi
+echo "every guest's layout and free lists are the model's"
