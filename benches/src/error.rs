@@ -44,8 +44,9 @@ pub enum RunError {
         /// Why, as the first refused row said it.
         why: String,
     },
-    /// The recording an experiment replays cannot be read.
-    Trace(crate::trace::TraceError),
+    /// The recording an experiment replays cannot be read: why, as the
+    /// trace reader said it.
+    Trace(String),
     /// The hugetlb pool (or its HVO) refused a step.
     Hugetlb {
         /// The model.
@@ -77,7 +78,7 @@ impl fmt::Display for RunError {
                 )
             }
             RunError::Hugetlb { model, source } => write!(f, "{model}: {source}"),
-            RunError::Trace(e) => e.fmt(f),
+            RunError::Trace(why) => f.write_str(why),
         }
     }
 }
@@ -94,7 +95,7 @@ impl std::error::Error for RunError {
             RunError::Fixup(e) => Some(e),
             RunError::Peer(e) => Some(e),
             RunError::Hugetlb { source, .. } => Some(source),
-            RunError::Trace(e) => Some(e),
+            RunError::Trace(_) => None,
         }
     }
 }

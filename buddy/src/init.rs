@@ -161,9 +161,14 @@ fn kernel_zone_parts(layout: &Layout) -> BTreeMap<(NodeId, ZoneType), Vec<(Pfn, 
 /// `percpu_pagelist_high_fraction_sysctl_handler`'s check: 0 or at least
 /// `MIN_PERCPU_PAGELIST_HIGH_FRACTION` (8), and only in an era that has the
 /// sysctl (5.14 on; 2.6's `percpu_pagelist_fraction` set `high` and
-/// `batch` by another rule, which pfnlab does not model).
-fn check_high_fraction(options: &Options) -> Result<(), InitError> {
+/// `batch` by another rule, which pfnlab does not model); and
+/// `kernelcore=`/`movablecore=` only in an era that takes them.
+fn check_options(options: &Options) -> Result<(), InitError> {
     let fraction = options.percpu_pagelist_high_fraction;
+    options
+        .movable_core
+        .check_era(options.era)
+        .map_err(InitError::EraMismatch)?;
     if fraction == 0 {
         return Ok(());
     }
@@ -260,11 +265,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             .era
             .check_variant::<V>()
             .map_err(InitError::EraMismatch)?;
-        check_high_fraction(&options)?;
-        options
-            .movable_core
-            .check_era(options.era)
-            .map_err(InitError::EraMismatch)?;
+        check_options(&options)?;
         check_model(&model, layout)?;
         let mut model = model;
         let parts = zone_parts(layout, options.movable_core);

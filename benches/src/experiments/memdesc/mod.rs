@@ -337,7 +337,7 @@ impl Experiment for Memdesc {
         // failed row at every size of every model.
         TraceReader::open(&trace)
             .and_then(|r| r.read_all())
-            .map_err(RunError::Trace)?;
+            .map_err(|e| RunError::Trace(e.to_string()))?;
         let caches = options.caches.unwrap_or_else(CacheSizes::read);
         let page_bytes = ctx.layout.geometry().page_size();
         let sizes = options.sizes();
