@@ -78,27 +78,25 @@ fn split_movable(
         ZoneType::Dma32 => limits.dma,
         ZoneType::Normal | ZoneType::Movable => limits.dma32.or(limits.dma),
     };
-    let lowest_ram = layout
-        .ram_ranges()
-        .map(|(_, a, _)| a.get())
-        .min()
-        .unwrap_or(0);
-    let zone_start = below.map_or(lowest_ram, |b| b >> g.page_shift());
-    let mut ram: BTreeMap<NodeId, Vec<(u64, u64)>> = BTreeMap::new();
+    let lowest_ram = layout.ram_ranges().map(|(_, a, _)| a).min();
+    let zone_start = below.map_or(lowest_ram.unwrap_or(Pfn::new(0)), |b| {
+        Pfn::new(b >> g.page_shift())
+    });
+    let mut ram: BTreeMap<NodeId, Vec<(Pfn, Pfn)>> = BTreeMap::new();
     for (r, first, end) in layout.ram_ranges() {
         ram.entry(Layout::node_id(r))
             .or_default()
-            .push((first.get(), end.get()));
+            .push((first, end));
     }
     for ranges in ram.values_mut() {
         ranges.sort_unstable();
     }
-    let starts = zone_movable_pfns(movable, &ram, zone_start, layout);
+    let starts = zone_movable_pfns(movable, &ram, zone_start, g);
     let mut out: BTreeMap<(NodeId, ZoneType), Vec<(Pfn, Pfn)>> = BTreeMap::new();
     for ((node, kind), ranges) in parts {
         for (a, b) in ranges {
             let (a, b) = (a.get(), b.get());
-            match starts.get(&node).copied() {
+            match starts.get(&node).map(|p| p.get()) {
                 Some(p) if a >= p => push_part(&mut out, node, ZoneType::Movable, a, b),
                 Some(p) if b > p => {
                     push_part(&mut out, node, kind, a, p);

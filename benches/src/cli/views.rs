@@ -277,6 +277,9 @@ struct Inputs {
     node_cpus: Vec<u32>,
     /// `kernelcore=` and `movablecore=`.
     movable: MovableCore,
+    /// Why the machine's command line gave none, when it named them in a
+    /// form pfnlab does not model.
+    movable_ignored: Option<&'static str>,
 }
 
 /// The sysctls, THP and CPUs: the machine's with `--sysctls` (this one's,
@@ -290,6 +293,7 @@ fn inputs(args: &ModelArgs, era: Era) -> Result<Inputs, CliError> {
     let mut cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let mut node_cpus = Vec::new();
     let mut movable = MovableCore::default();
+    let mut movable_ignored = None;
     if let Some(source) = &args.sysctls {
         let Machine {
             text,
@@ -299,8 +303,7 @@ fn inputs(args: &ModelArgs, era: Era) -> Result<Inputs, CliError> {
         } = machine_sysctls(source)?;
         node_cpus = machine_nodes;
         if let Some(line) = cmdline {
-            movable = MovableCore::from_cmdline(&line)
-                .map_err(|e| CliError(format!("the kernel command line: {e}")))?;
+            (movable, movable_ignored) = MovableCore::from_cmdline(&line);
         }
         sysctls.min_free_kbytes = Some(number(
             text.min_free_kbytes.as_deref(),
@@ -353,6 +356,7 @@ fn inputs(args: &ModelArgs, era: Era) -> Result<Inputs, CliError> {
         cpus,
         node_cpus,
         movable,
+        movable_ignored,
     })
 }
 
@@ -397,6 +401,7 @@ fn build(
         cpus,
         node_cpus,
         movable,
+        movable_ignored,
     } = inputs(args, era)?;
     let layout = load_layout(args.layout.as_ref().or(outer.as_ref()))?;
     let options = Options {
@@ -440,6 +445,9 @@ fn build(
     // Said once the model is built, so an error stays one line.
     if let Some(note) = note {
         eprintln!("{note}");
+    }
+    if let Some(why) = movable_ignored {
+        eprintln!("no ZONE_MOVABLE from the machine's command line: {why}");
     }
     Ok((alloc, inputs))
 }

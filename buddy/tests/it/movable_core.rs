@@ -84,10 +84,10 @@ fn movablecore_puts_the_top_of_the_nodes_in_zone_movable() {
 #[test]
 fn eras_before_the_parameters_refuse_them() {
     let layout = Layout::from_toml(TWO_NODES).unwrap();
-    let size = MovableCore::from_cmdline("movablecore=1G").unwrap();
+    let size = MovableCore::from_cmdline("movablecore=1G").0;
     let err = with(&layout, size, Era::V2_6_9).err().expect("refused");
     assert!(err.to_string().contains("2.6.23"), "{err}");
-    let percent = MovableCore::from_cmdline("kernelcore=50%").unwrap();
+    let percent = MovableCore::from_cmdline("kernelcore=50%").0;
     let err = with(&layout, percent, Era::V2_6_23).err().expect("refused");
     assert!(err.to_string().contains("4.17"), "{err}");
     assert!(with(&layout, percent, Era::V5_13).is_ok());
