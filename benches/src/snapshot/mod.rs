@@ -425,17 +425,12 @@ impl Snapshot {
     }
 
     /// Which node each address is on: from the zoneinfo's node spans
-    /// when it has them (exact where nodes are smaller than a memory
-    /// block, as under fake NUMA), else from the nodes' memory block
-    /// links; `None` without either (one node then).
+    /// where it has them (exact where nodes are smaller than a memory
+    /// block, as under fake NUMA), and the nodes' memory block links for
+    /// the rest (offline memory is in no zone's span); `None` without
+    /// either (one node then).
     pub fn node_map(&self) -> Option<NodeMap> {
-        let from_zoneinfo = self
-            .proc
-            .zoneinfo
-            .as_deref()
-            .and_then(|text| NodeMap::from_zoneinfo(text, self.page_size));
-        from_zoneinfo.or_else(|| {
-            let size = self.memory_block_size.as_deref()?;
+        let blocks = self.memory_block_size.as_deref().and_then(|size| {
             let block_size_bytes =
                 u64::from_str_radix(size.trim().trim_start_matches("0x"), 16).ok()?;
             let blocks: std::collections::BTreeMap<u64, u16> = self
@@ -444,7 +439,16 @@ impl Snapshot {
                 .flat_map(|n| n.memory_blocks.iter().map(move |&b| (b, n.id)))
                 .collect();
             NodeMap::from_blocks(block_size_bytes, &blocks)
-        })
+        });
+        let spans = self
+            .proc
+            .zoneinfo
+            .as_deref()
+            .and_then(|text| NodeMap::from_zoneinfo(text, self.page_size));
+        match spans {
+            Some(spans) => Some(spans.or_else(blocks)),
+            None => blocks,
+        }
     }
 
     /// The machine's layout, in the geometry of its architecture and page

@@ -125,8 +125,10 @@ pub fn parse_iomem(text: &str) -> Result<Vec<FirmwareEntry>, String> {
 }
 
 /// Which node each physical address is on: `[start, end)` byte ranges,
-/// ascending and disjoint, each on one node. An address no range holds
-/// (a hole, or a block no node links) stays on the node below it.
+/// each on one node. Invariants:
+/// - the ranges are ascending and disjoint, none empty;
+/// - an address no range holds (a hole, or memory no source places) is on
+///   the node of the nearest range below it, or above it when none is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeMap {
     ranges: Vec<(u64, u64, u16)>,
@@ -195,20 +197,65 @@ impl NodeMap {
         &self.ranges
     }
 
+    /// This map, and `other`'s ranges for what this one does not cover:
+    /// zoneinfo's spans cover only memory online in a zone, and the block
+    /// links also place offline memory.
+    pub fn or_else(self, other: Option<NodeMap>) -> NodeMap {
+        let Some(other) = other else { return self };
+        let mut ranges = self.ranges.clone();
+        for &(start, end, node) in &other.ranges {
+            let mut at = start;
+            for &(a, b, _) in &self.ranges {
+                if b <= at || a >= end {
+                    continue;
+                }
+                if a > at {
+                    ranges.push((at, a, node));
+                }
+                at = at.max(b);
+            }
+            if at < end {
+                ranges.push((at, end, node));
+            }
+        }
+        ranges.sort_unstable();
+        debug_assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0));
+        NodeMap { ranges }
+    }
+
     /// The node of the range holding `addr`, if one does.
     pub fn node_at(&self, addr: u64) -> Option<u16> {
         let i = self.ranges.partition_point(|r| r.1 <= addr);
         self.ranges.get(i).filter(|r| r.0 <= addr).map(|r| r.2)
     }
+
+    /// The node `addr` is on: its range's, else the nearest range's below
+    /// it, else above it (`None` for an empty map).
+    pub fn node_near(&self, addr: u64) -> Option<u16> {
+        let i = self.ranges.partition_point(|r| r.1 <= addr);
+        match self.ranges.get(i) {
+            Some(r) if r.0 <= addr => Some(r.2),
+            _ => i
+                .checked_sub(1)
+                .and_then(|below| self.ranges.get(below))
+                .or_else(|| self.ranges.get(i))
+                .map(|r| r.2),
+        }
+    }
 }
 
-/// Each address's node: from `/proc/zoneinfo`'s node spans when it can be
-/// read, else from the node directory's `memoryN` links.
+/// Each address's node: from `/proc/zoneinfo`'s node spans where it can
+/// be read, and the node directory's `memoryN` links for the rest.
 fn read_node_map(sources: &HostSources) -> Option<NodeMap> {
-    fs::read_to_string(&sources.zoneinfo)
+    let blocks = read_block_node_map(sources);
+    let page_size = crate::memmap::host_page_size() as u64;
+    let spans = fs::read_to_string(&sources.zoneinfo)
         .ok()
-        .and_then(|text| NodeMap::from_zoneinfo(&text, crate::memmap::host_page_size() as u64))
-        .or_else(|| read_block_node_map(sources))
+        .and_then(|text| NodeMap::from_zoneinfo(&text, page_size));
+    match spans {
+        Some(spans) => Some(spans.or_else(blocks)),
+        None => blocks,
+    }
 }
 
 /// Memory block → node, from the node directory's `memoryN` links.
@@ -315,7 +362,7 @@ fn push_split_by_node(out: &mut Vec<MemRange>, r: MemRange, nodes: Option<&NodeM
         return;
     };
     let (mut start, end) = (r.start.get(), r.end.get());
-    let mut node = map.node_at(start).unwrap_or(0);
+    let mut node = map.node_near(start).unwrap_or(0);
     // Where a node's range starts inside `r`, the node may change.
     for &(at, _, n) in map.ranges() {
         if at <= start || at >= end || n == node {

@@ -636,3 +636,34 @@ fn overlapping_or_empty_zoneinfo_spans_give_no_node_map() {
     );
     assert_eq!(NodeMap::from_zoneinfo("", 4096), None);
 }
+
+/// Offline memory is in no zone's span, but its block links still name
+/// its node: the block links fill what the spans leave, and memory that
+/// neither places is on the nearest node below it (above, at the bottom).
+#[test]
+fn block_links_place_what_the_spans_leave() {
+    let mib = 1u64 << 20;
+    let spans = NodeMap::from_zoneinfo(FAKE_NODES, 4096).unwrap();
+    // 128 MiB blocks: blocks 0 and 1 linked to node 0, block 3 (offline,
+    // 384-512 MiB, past every span) to node 2.
+    let blocks = NodeMap::from_blocks(
+        128 * mib,
+        &std::collections::BTreeMap::from([(0, 0), (1, 0), (3, 2)]),
+    );
+    let map = spans.clone().or_else(blocks);
+    // Page 0 (below node 0's span) from block 0, then the spans, then the
+    // rest of block 1 and the offline block 3.
+    assert_eq!(map.ranges()[0], (0, 4096, 0));
+    assert_eq!(&map.ranges()[1..4], spans.ranges());
+    assert_eq!(
+        &map.ranges()[4..],
+        [(144 * mib, 256 * mib, 0), (384 * mib, 512 * mib, 2)]
+    );
+    assert_eq!(map.node_at(400 * mib), Some(2));
+    // Between 256 and 384 MiB nothing places memory: the node below.
+    assert_eq!(map.node_at(300 * mib), None);
+    assert_eq!(map.node_near(300 * mib), Some(0));
+    assert_eq!(map.node_near(600 * mib), Some(2));
+    assert_eq!(spans.node_near(0), Some(0), "below every range: the first");
+    assert_eq!(spans.clone().or_else(None), spans);
+}
