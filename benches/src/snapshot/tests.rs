@@ -209,6 +209,6 @@ fn a_zoneinfo_in_6_1s_format_is_read() {
     snap.proc.zoneinfo = Some(v6_1.to_owned());
     let snap = Snapshot::from_json(&snap.to_json()).unwrap();
     let info = snap.zoneinfo().unwrap().expect("the 6.1 zoneinfo");
-    assert_eq!(info.format, buddy::views::ZoneinfoFormat::V5_14);
+    assert_eq!(info.format, buddy::views::ZoneinfoFormat::V5_16);
     assert_eq!(info.to_string(), v6_1);
 }

@@ -269,12 +269,12 @@ fn bad_input_is_one_line_and_exit_2() {
         "`x` is not a CPU count",
     );
     let old = s.path("old-format");
-    let no_boost: String = text
+    let no_managed: String = text
         .lines()
-        .filter(|l| !l.starts_with("        boost"))
+        .filter(|l| !l.starts_with("        managed"))
         .map(|l| format!("{l}\n"))
         .collect();
-    std::fs::write(&old, no_boost).unwrap();
+    std::fs::write(&old, no_managed).unwrap();
     fails_with(
         &[&base[..], &["--compare", &old]].concat(),
         "looks like a kernel older than 5.14",

@@ -208,6 +208,7 @@ fn is_known(line: &str) -> bool {
 /// `promo` and, from its first pageset, `high_min` and `high_max`.
 #[derive(Default)]
 struct Layout {
+    boost: Option<bool>,
     promo: Option<bool>,
     high_min_max: Option<bool>,
 }
@@ -218,7 +219,8 @@ impl Layout {
         match (self.promo == Some(true), self.high_min_max) {
             (true, Some(false)) => ZoneinfoFormat::V6_12,
             (true, _) => ZoneinfoFormat::V6_13,
-            (false, _) => ZoneinfoFormat::V5_14,
+            (false, _) if self.boost == Some(false) => ZoneinfoFormat::V5_14,
+            (false, _) => ZoneinfoFormat::V5_16,
         }
     }
 }
@@ -293,7 +295,7 @@ fn older_than_supported(lines: &Lines<'_>) -> Option<ZoneinfoError> {
         .iter()
         .filter_map(|l| label_of(Some(l)))
         .collect();
-    let missing = ["boost", "managed", "cma"]
+    let missing = ["managed", "cma"]
         .into_iter()
         .find(|f| !block.iter().any(|l| l == f))?;
     Some(ZoneinfoError::Unsupported {
@@ -318,6 +320,14 @@ fn parse_zone(lines: &mut Lines<'_>, layout: &mut Layout) -> Result<ZoneInfo, Zo
     }
     let mut v = [0u64; ZONE_FIELDS.len()];
     for (i, slot) in v.iter_mut().enumerate() {
+        if ZONE_FIELDS[i] == "boost" {
+            let boost = *layout
+                .boost
+                .get_or_insert_with(|| label_of(lines.peek()).as_deref() == Some("boost"));
+            if !boost {
+                continue;
+            }
+        }
         if ZONE_FIELDS[i] == "promo" {
             let promo = *layout
                 .promo
@@ -327,6 +337,13 @@ fn parse_zone(lines: &mut Lines<'_>, layout: &mut Layout) -> Result<ZoneInfo, Zo
             }
         }
         *slot = lines.field(&ZONE_FIELDS, i)?;
+    }
+    if layout.promo == Some(true) && layout.boost == Some(false) {
+        return Err(ZoneinfoError::Unsupported {
+            line: lines.line_no(),
+            looks_like: "no release: zones with `promo` (6.12 on) and without `boost` (5.16 on)"
+                .to_owned(),
+        });
     }
     let protection = parse_protection(lines)?;
     let mut info = ZoneInfo {

@@ -22,28 +22,36 @@ pub const KERNEL_ZONE_NAMES: [&str; NR_KERNEL_ZONES] =
 /// `f8780515fe91`, and of 6.18):
 ///
 /// - every format: `Node N, zone NAME`, the per-node stats in a node's
-///   first populated zone, `pages free`, `boost`, `min`, `low`, `high`,
+///   first populated zone, `pages free`, \[`boost`\], `min`, `low`, `high`,
 ///   \[`promo`\], `spanned`, `present`, `managed`, `cma`, `protection: (…)`,
 ///   and for a populated zone its vmstat counters, `pagesets`, per online
 ///   CPU `cpu:`, `count:`, `high:`, `batch:`, \[`high_min:`, `high_max:`\],
 ///   `vm stats threshold:`, then `node_unreclaimable:` and `start_pfn:`;
+/// - `boost` from 5.16 (not in 5.14 and 5.15);
 /// - `promo` from 6.12 (`528afe6b9605` "mm: print the promo watermark in
 ///   zoneinfo"), in every zone;
 /// - `high_min:` and `high_max:` from 6.13 (`f8780515fe91` "mm: add pcp
 ///   high_min high_max to proc zoneinfo"), which also realigned the
 ///   pageset labels (`count:    ` where 6.12 printed `count: `).
 ///
-/// [`ZoneinfoFormat::V5_14`] and [`ZoneinfoFormat::V6_7`] print the same
+/// [`ZoneinfoFormat::V5_16`] and [`ZoneinfoFormat::V6_7`] print the same
 /// lines; they differ in what `high` holds, so a file read back is the
 /// first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ZoneinfoFormat {
-    /// 5.14 to 6.6 (and pfnlab's older eras, whose layout pfnlab writes
-    /// as 5.14's): no `promo`, pagesets without `high_min`/`high_max`;
-    /// every CPU's `high` is its zone's, set at boot for every possible
-    /// CPU (`zone_pcp_update` from `setup_per_zone_wmarks`). A file
-    /// read back in this layout may be 6.7 to 6.11's too.
+    /// 5.14 and 5.15 (and pfnlab's older eras, whose layout pfnlab writes
+    /// as 5.14's): as [`ZoneinfoFormat::V5_16`] without the `boost` line,
+    /// which 5.16 added ("mm: Show watermark_boost of zone in zoneinfo",
+    /// posted September 2021). From 5.0 the printed
+    /// watermarks include the boost, so in this format a boosted zone's
+    /// cannot be told from its computed ones.
     V5_14,
+    /// 5.16 to 6.6: `boost`, no `promo`, pagesets without
+    /// `high_min`/`high_max`; every CPU's `high` is its zone's, set at
+    /// boot for every possible CPU (`zone_pcp_update` from
+    /// `setup_per_zone_wmarks`). A file read back in this layout may be
+    /// 6.7 to 6.11's too.
+    V5_16,
     /// 6.7 to 6.11: the same lines; a CPU's `high` is tuned, 0 until the
     /// CPU first frees to or refills from the zone.
     V6_7,
@@ -63,6 +71,8 @@ impl ZoneinfoFormat {
             ZoneinfoFormat::V6_12
         } else if era.pcp_high_tuning() {
             ZoneinfoFormat::V6_7
+        } else if era.since(5, 16) {
+            ZoneinfoFormat::V5_16
         } else {
             ZoneinfoFormat::V5_14
         }
@@ -71,7 +81,8 @@ impl ZoneinfoFormat {
     /// The releases that print it.
     pub fn releases(self) -> &'static str {
         match self {
-            ZoneinfoFormat::V5_14 => "5.14 to 6.6",
+            ZoneinfoFormat::V5_14 => "5.14 and 5.15",
+            ZoneinfoFormat::V5_16 => "5.16 to 6.6",
             ZoneinfoFormat::V6_7 => "6.7 to 6.11",
             ZoneinfoFormat::V6_12 => "6.12",
             ZoneinfoFormat::V6_13 => "6.13 on",
@@ -83,6 +94,11 @@ impl ZoneinfoFormat {
         matches!(self, ZoneinfoFormat::V6_12 | ZoneinfoFormat::V6_13)
     }
 
+    /// Whether the watermark block has a `boost` line.
+    pub fn has_boost(self) -> bool {
+        self != ZoneinfoFormat::V5_14
+    }
+
     /// Whether each pageset has `high_min` and `high_max` lines.
     pub fn has_high_min_max(self) -> bool {
         self == ZoneinfoFormat::V6_13
@@ -91,7 +107,7 @@ impl ZoneinfoFormat {
     /// Whether every CPU's `high` is its zone's value, set at boot,
     /// rather than tuned per CPU.
     pub fn high_is_the_zones(self) -> bool {
-        self == ZoneinfoFormat::V5_14
+        matches!(self, ZoneinfoFormat::V5_14 | ZoneinfoFormat::V5_16)
     }
 }
 
@@ -200,11 +216,14 @@ impl ZoneInfo {
             write_stats(f, stats)?;
         }
         let w = self.watermarks;
+        write!(f, "\n  pages free     {}", self.pages_free)?;
+        if format.has_boost() {
+            write!(f, "\n        boost    {}", self.boost)?;
+        }
         write!(
             f,
-            "\n  pages free     {}\n        boost    {}\n        min      {}\
-             \n        low      {}\n        high     {}",
-            self.pages_free, self.boost, w.min, w.low, w.high,
+            "\n        min      {}\n        low      {}\n        high     {}",
+            w.min, w.low, w.high,
         )?;
         if format.has_promo() {
             write!(f, "\n        promo    {}", w.promo)?;

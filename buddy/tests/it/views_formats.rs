@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use buddy::views::{
-    SizingInputs, ZoneinfoError, ZoneinfoFormat, compare, kernel_zone_sizes, parse_zoneinfo,
+    SizingInputs, Zoneinfo, ZoneinfoError, ZoneinfoFormat, compare, kernel_zone_sizes,
+    parse_zoneinfo,
 };
 use buddy::{Era, Kernel, Sysctls};
 
@@ -57,7 +58,7 @@ fn inputs(era: Era) -> SizingInputs {
 fn a_6_1_zoneinfo_is_read_and_its_computed_fields_match() {
     let text = v6_1();
     let info = parse_zoneinfo(&text).unwrap();
-    assert_eq!(info.format, ZoneinfoFormat::V5_14);
+    assert_eq!(info.format, ZoneinfoFormat::V5_16);
     assert_eq!(info.to_string(), text);
     let sizes = kernel_zone_sizes(&info.managed_zones(), &inputs(Era::V6_1));
     let mut pagesets = 0;
@@ -122,23 +123,48 @@ fn a_6_1_zoneinfo_is_compared_on_the_fields_it_prints() {
     assert_eq!(diffs[0].cause, Some(buddy::views::Cause::FollowsManaged));
 }
 
+/// 5.14 and 5.15 print no `boost` line (5.16 added it): such a file
+/// reads as theirs, with every zone's boost 0, and writes back the same.
+#[test]
+fn a_5_14_zoneinfo_has_no_boost_line() {
+    let without = |text: &str, label: &str| -> String {
+        text.lines()
+            .filter(|l| !l.starts_with(label))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let text = without(&v6_1(), "        boost");
+    let info = parse_zoneinfo(&text).unwrap();
+    assert_eq!(info.format, ZoneinfoFormat::V5_14);
+    assert!(info.zones.iter().all(|z| z.boost == 0));
+    assert_eq!(info.to_string(), text);
+    let with = parse_zoneinfo(&v6_1()).unwrap();
+    assert_eq!(with.format, ZoneinfoFormat::V5_16);
+    let watermarks = |i: &Zoneinfo| i.zones.iter().map(|z| z.watermarks).collect::<Vec<_>>();
+    assert_eq!(watermarks(&info), watermarks(&with));
+}
+
 /// A file whose zones lack a line every release from 5.14 prints, or
-/// that mixes 6.13's pagesets with zones without 6.12's `promo`, is
-/// refused as unsupported, naming what it looks like.
+/// that mixes 6.13's pagesets with zones without 6.12's `promo`, or
+/// 6.12's `promo` without 5.16's `boost`, is refused as unsupported,
+/// naming what it looks like.
 #[test]
 fn a_zoneinfo_of_no_supported_release_is_refused() {
-    let no_boost: String = v6_1()
-        .lines()
-        .filter(|l| !l.starts_with("        boost"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let err = parse_zoneinfo(&no_boost).unwrap_err();
+    let without = |text: &str, label: &str| -> String {
+        text.lines()
+            .filter(|l| !l.starts_with(label))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let err = parse_zoneinfo(&without(&v6_1(), "        managed")).unwrap_err();
     assert!(
         matches!(err, ZoneinfoError::Unsupported { line: 54, .. }),
         "{err}"
     );
     assert!(err.to_string().contains("older than 5.14"), "{err}");
-    assert!(err.to_string().contains("no `boost` line"), "{err}");
+    assert!(err.to_string().contains("no `managed` line"), "{err}");
+    let err = parse_zoneinfo(&without(&v6_18(), "        boost")).unwrap_err();
+    assert!(err.to_string().contains("without `boost`"), "{err}");
     let no_promo: String = v6_18()
         .lines()
         .filter(|l| !l.starts_with("        promo"))
