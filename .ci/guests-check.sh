@@ -17,8 +17,10 @@
 #
 #   .ci/guests-check.sh PFNLAB [LAYOUT...]
 #
-# Fails non-zero, naming each guest and view that differs, after every
-# guest has been checked.
+# A guest that does not boot or save its files fails the run at once
+# (.ci/guests.sh says which); a guest whose files differ from the model's
+# fails it non-zero, naming each guest and view, after every guest has
+# been checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

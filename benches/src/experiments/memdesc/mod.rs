@@ -11,8 +11,8 @@
 //!   the LLC ([`sweep`]);
 //! - the allocator's rows ([`alloc`]) at the sizes the allocator runs at:
 //!   order-0 pcp alloc+free, the zone path's split+merge pair, bulk-128,
-//!   and a replay of a recording (the shipped one by default). Sizes it does not run at yet
-//!   say so in one line and give no rows.
+//!   and a replay of a recording (the shipped one by default). Sizes it
+//!   does not run at yet say so in one line and give no rows.
 //!
 //! Every ratio to 64 bytes carries its paired interval (the runner's
 //! [`Comparison`]s), and the table calls one a direction only outside it.
@@ -335,9 +335,11 @@ impl Experiment for Memdesc {
         let trace = options.trace.clone().unwrap_or_else(alloc::shipped_trace);
         // A recording that cannot be read is the run's error, not a
         // failed row at every size of every model.
-        TraceReader::open(&trace)
-            .and_then(|r| r.read_all())
-            .map_err(|e| RunError::Trace(e.to_string()))?;
+        // Read through as a stream: a recording can be larger than memory.
+        let reader = TraceReader::open(&trace).map_err(|e| RunError::Trace(e.to_string()))?;
+        for event in reader {
+            event.map_err(|e| RunError::Trace(e.to_string()))?;
+        }
         let caches = options.caches.unwrap_or_else(CacheSizes::read);
         let page_bytes = ctx.layout.geometry().page_size();
         let sizes = options.sizes();
