@@ -445,10 +445,7 @@ impl Snapshot {
             .zoneinfo
             .as_deref()
             .and_then(|text| NodeMap::from_zoneinfo(text, self.page_size));
-        match spans {
-            Some(spans) => Some(spans.or_else(blocks)),
-            None => blocks,
-        }
+        NodeMap::from_sources(spans, blocks)
     }
 
     /// The machine's layout, in the geometry of its architecture and page

@@ -320,21 +320,17 @@ fn parse_zone(lines: &mut Lines<'_>, layout: &mut Layout) -> Result<ZoneInfo, Zo
     }
     let mut v = [0u64; ZONE_FIELDS.len()];
     for (i, slot) in v.iter_mut().enumerate() {
-        if ZONE_FIELDS[i] == "boost" {
-            let boost = *layout
-                .boost
-                .get_or_insert_with(|| label_of(lines.peek()).as_deref() == Some("boost"));
-            if !boost {
-                continue;
-            }
-        }
-        if ZONE_FIELDS[i] == "promo" {
-            let promo = *layout
-                .promo
-                .get_or_insert_with(|| label_of(lines.peek()).as_deref() == Some("promo"));
-            if !promo {
-                continue;
-            }
+        // A line only some releases print: the first zone decides.
+        let label = ZONE_FIELDS[i];
+        let printed = match label {
+            "boost" => Some(&mut layout.boost),
+            "promo" => Some(&mut layout.promo),
+            _ => None,
+        };
+        if let Some(printed) = printed
+            && !*printed.get_or_insert_with(|| label_of(lines.peek()).as_deref() == Some(label))
+        {
+            continue;
         }
         *slot = lines.field(&ZONE_FIELDS, i)?;
     }

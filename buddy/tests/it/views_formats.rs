@@ -123,16 +123,18 @@ fn a_6_1_zoneinfo_is_compared_on_the_fields_it_prints() {
     assert_eq!(diffs[0].cause, Some(buddy::views::Cause::FollowsManaged));
 }
 
+/// `text` without its lines that start with `label`.
+fn without(text: &str, label: &str) -> String {
+    text.lines()
+        .filter(|l| !l.starts_with(label))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 /// 5.14 and 5.15 print no `boost` line (5.16 added it): such a file
 /// reads as theirs, with every zone's boost 0, and writes back the same.
 #[test]
 fn a_5_14_zoneinfo_has_no_boost_line() {
-    let without = |text: &str, label: &str| -> String {
-        text.lines()
-            .filter(|l| !l.starts_with(label))
-            .map(|l| format!("{l}\n"))
-            .collect()
-    };
     let text = without(&v6_1(), "        boost");
     let info = parse_zoneinfo(&text).unwrap();
     assert_eq!(info.format, ZoneinfoFormat::V5_14);
@@ -150,12 +152,6 @@ fn a_5_14_zoneinfo_has_no_boost_line() {
 /// naming what it looks like.
 #[test]
 fn a_zoneinfo_of_no_supported_release_is_refused() {
-    let without = |text: &str, label: &str| -> String {
-        text.lines()
-            .filter(|l| !l.starts_with(label))
-            .map(|l| format!("{l}\n"))
-            .collect()
-    };
     let err = parse_zoneinfo(&without(&v6_1(), "        managed")).unwrap_err();
     assert!(
         matches!(err, ZoneinfoError::Unsupported { line: 54, .. }),
@@ -165,11 +161,7 @@ fn a_zoneinfo_of_no_supported_release_is_refused() {
     assert!(err.to_string().contains("no `managed` line"), "{err}");
     let err = parse_zoneinfo(&without(&v6_18(), "        boost")).unwrap_err();
     assert!(err.to_string().contains("without `boost`"), "{err}");
-    let no_promo: String = v6_18()
-        .lines()
-        .filter(|l| !l.starts_with("        promo"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let no_promo = without(&v6_18(), "        promo");
     let err = parse_zoneinfo(&no_promo).unwrap_err();
     assert!(matches!(err, ZoneinfoError::Unsupported { .. }), "{err}");
     assert!(err.to_string().contains("no release"), "{err}");

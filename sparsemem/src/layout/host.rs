@@ -223,6 +223,16 @@ impl NodeMap {
         NodeMap { ranges }
     }
 
+    /// The map a machine's two sources give: zoneinfo's `spans` first,
+    /// the memory blocks' links for what they leave; either alone when
+    /// the other is missing.
+    pub fn from_sources(spans: Option<NodeMap>, blocks: Option<NodeMap>) -> Option<NodeMap> {
+        match spans {
+            Some(spans) => Some(spans.or_else(blocks)),
+            None => blocks,
+        }
+    }
+
     /// The node of the range holding `addr`, if one does.
     pub fn node_at(&self, addr: u64) -> Option<u16> {
         let i = self.ranges.partition_point(|r| r.1 <= addr);
@@ -252,10 +262,7 @@ fn read_node_map(sources: &HostSources) -> Option<NodeMap> {
     let spans = fs::read_to_string(&sources.zoneinfo)
         .ok()
         .and_then(|text| NodeMap::from_zoneinfo(&text, page_size));
-    match spans {
-        Some(spans) => Some(spans.or_else(blocks)),
-        None => blocks,
-    }
+    NodeMap::from_sources(spans, blocks)
 }
 
 /// Memory block → node, from the node directory's `memoryN` links.
