@@ -273,7 +273,7 @@ impl Plan {
     /// Quick mode for tests and smoke runs: 3 short trials, never extended.
     pub const QUICK: Plan = Plan {
         trials: 3,
-        scale: 0.02,
+        scale: 0.01,
         min_time: Duration::ZERO,
         max_trials: 3,
     };
