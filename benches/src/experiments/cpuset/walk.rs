@@ -466,10 +466,19 @@ pub fn fill<M: BuddyModel>(
         let zid = ZoneId::new(i as u8);
         let w = zone.watermarks();
         let target = (w.min + w.low) / 2;
-        while zone.nr_free_pages() + cpu.count(zid) > target {
-            match cpu.buffered_rmqueue(zid, Order::ZERO, GFP)? {
-                Some(pfn) => held.push(pfn),
-                None => break,
+        // Each order-0 allocation from this zone takes one page off the
+        // zone's and its per-CPU list's sum (a refill moves pages between
+        // them), so the excess is counted once a pass, not once a page.
+        'zone: loop {
+            let excess = (zone.nr_free_pages() + cpu.count(zid)).saturating_sub(target);
+            if excess == 0 {
+                break;
+            }
+            for _ in 0..excess {
+                match cpu.buffered_rmqueue(zid, Order::ZERO, GFP)? {
+                    Some(pfn) => held.push(pfn),
+                    None => break 'zone,
+                }
             }
         }
     }
