@@ -656,3 +656,23 @@ fn the_replay_says_what_it_did_not_count() {
     assert!(!counted.contains("not counted"), "{counted}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `bench flags` replays the seed program's recording from the source tree
+/// unless told another; the quick test gives it the short text one, so
+/// this reads the shipped one whole: present, a pfnlab recording, every
+/// event well formed, and both allocations and frees in it.
+#[test]
+fn the_seed_programs_recording_ships_and_reads_whole() {
+    let path = pfnlab::experiments::flags::default_trace();
+    let reader = TraceReader::open(&path).unwrap();
+    let header = reader.header().cloned().expect("a pfnlab recording");
+    assert_eq!(header.page_size, 4096, "{header:?}");
+    let (events, counts) = reader.read_all().unwrap();
+    assert_eq!(counts.bad_lines, 0);
+    let of = |kind| events.iter().filter(|e| e.kind == kind).count();
+    let (allocs, frees) = (of(EventKind::Alloc), of(EventKind::Free));
+    assert!(
+        allocs > 1000 && frees > 1000,
+        "{allocs} allocations, {frees} frees"
+    );
+}
