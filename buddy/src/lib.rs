@@ -32,7 +32,7 @@
 //! use buddy::{Allocator, Gfp, Kernel, Options};
 //! use sparsemem::{Layout, NodeId, Order, SparseExtreme};
 //!
-//! let layout = Layout::preset("x86-pci-hole")?;
+//! let layout = Layout::from_toml("[[range]]\nstart = 0x0\nend = 0x40000000\nkind = \"ram\"\n")?; // 1 GiB
 //! let alloc = Allocator::<_, Kernel>::new(SparseExtreme::new(&layout)?, &layout, Options::default())?;
 //! let mut cpu = alloc.cpu_on(NodeId::ZERO)?;
 //! let page = cpu.alloc(Gfp::KERNEL)?;

@@ -98,7 +98,7 @@ impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
     /// use buddy::{Allocator, Era, Kernel, Options, RequestError};
     /// use sparsemem::{Layout, NodeId, Order, SparseExtreme};
     ///
-    /// let layout = Layout::preset("x86-pci-hole")?;
+    /// let layout = Layout::from_toml("[[range]]\nstart = 0x0\nend = 0x40000000\nkind = \"ram\"\n")?; // 1 GiB
     /// let model = SparseExtreme::new(&layout)?;
     /// let alloc = Allocator::<_, Kernel>::new(model, &layout, Options::for_era(Era::V6_18))?;
     /// let mut cpu = alloc.cpu_on(NodeId::ZERO)?;
