@@ -163,7 +163,7 @@ fn filled<D: vmemmap::Detector>(alloc: &Allocator<Vmemmap<D>, Kernel>) -> Vec<(P
 #[test]
 fn a_failed_restore_leaves_a_surplus_folio_and_a_consistent_buddy() {
     for batched in [false, true] {
-        let l = layout(GIB);
+        let l = layout(GIB / 4);
         let model = VmemmapTable::with_options(&l, shared()).unwrap();
         let alloc = Allocator::<_, Kernel>::new(model, &l, Options::default()).unwrap();
         let hvo = Some(HvoMode {

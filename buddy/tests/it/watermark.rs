@@ -72,7 +72,8 @@ fn each_request_stops_at_its_own_watermark() {
 /// used a higher zone, and not from requests limited to it.
 #[test]
 fn lowmem_reserve_protects_dma32_from_normal_requests() {
-    let alloc = allocator(&[(16 * MIB, 4 * GIB), (4 * GIB, 6 * GIB)]);
+    // A GiB each side of 4 GiB: DMA32 and Normal, both drained below.
+    let alloc = allocator(&[(3 * GIB, 4 * GIB), (4 * GIB, 5 * GIB)]);
     let dma32 = alloc
         .zones()
         .iter()
