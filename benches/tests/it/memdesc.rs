@@ -101,8 +101,8 @@ fn interval_ok(v: &Value, what: &str) {
 #[test]
 fn memdesc_quick_has_every_size_and_model_with_intervals() {
     let s = Scratch::new("rows");
-    // Every row builds allocators at every size: the quarter layout keeps
-    // them small, and still spans the sweep's 4 Ki to 64 Ki pages.
+    // Every allocator row builds its allocators at every size on this
+    // layout: the quarter layout keeps them small.
     let layout = s.file("quarter.toml", QUARTER);
     let json = s.path("memdesc.json");
     // The short text recording: the replay row's code is the same for any
@@ -141,7 +141,7 @@ fn memdesc_quick_has_every_size_and_model_with_intervals() {
             );
             interval_ok(&valid[0]["ns_per_op_interval"], "pfn_valid");
             let sweep = of(model, size, "pfn_to_page");
-            // From the span that fits this machine's L2 to the layout's end.
+            // From the span that fits this machine's L2 up to --max-span-mib.
             assert!(sweep.len() >= 2, "{model} {size}: {} spans", sweep.len());
             for r in &sweep {
                 interval_ok(&r["ns_per_op_interval"], "pfn_to_page");
