@@ -12,9 +12,10 @@ use pfnlab::report::{JsonOut, Report};
 use pfnlab::snapshot::{Snapshot, StartState};
 use pfnlab::trace::format::{TraceReader, convert};
 use pfnlab::trace::record::{RecordOptions, record_to};
+use pfnlab::trace::replay::end_state::{FreeState, compare_end_state};
 use pfnlab::trace::replay::{
-    ModelResults, ReplayOptions, replay_comparisons, replay_layout, replay_models_from,
-    replay_rows, replay_table,
+    ModelResults, ReplayOptions, end_state_table, replay_comparisons, replay_layout,
+    replay_models_from, replay_rows, replay_table,
 };
 
 use super::{CliError, load_layout, loaded, parse_layout};
@@ -109,6 +110,76 @@ pub struct ReplayArgs {
     quick: bool,
     #[command(flatten)]
     start: super::StartArgs,
+    /// `snapshot:FILE`, taken where the recording ended: each model's free
+    /// lists at the end of the replay beside the snapshot's, zone by zone,
+    /// with the share of free pages at another order (docs/trace.md).
+    #[arg(long = "end-state", value_parser = parse_end_state)]
+    end_state: Option<PathBuf>,
+}
+
+/// Parses `--end-state`: `snapshot:FILE`.
+fn parse_end_state(text: &str) -> Result<PathBuf, String> {
+    text.strip_prefix("snapshot:")
+        .map(PathBuf::from)
+        .ok_or_else(|| format!("`{text}`: the only end state is `snapshot:FILE`"))
+}
+
+/// The `--end-state` snapshot: where it is, and the machine's free lists
+/// in it.
+struct EndArg {
+    path: PathBuf,
+    machine: FreeState,
+}
+
+impl EndArg {
+    /// Reads the snapshot at `path`: its buddyinfo (refused without one)
+    /// and its pagetypeinfo if it has one. Every error names the option
+    /// and the file.
+    fn load(path: &Path) -> Result<EndArg, CliError> {
+        let refused = |why: String| CliError(format!("--end-state {}: {why}", path.display()));
+        let snapshot = Snapshot::load(path).map_err(|e| refused(e.to_string()))?;
+        let buddyinfo = snapshot
+            .buddyinfo()
+            .map_err(|e| refused(e.to_string()))?
+            .ok_or_else(|| refused("the snapshot has no buddyinfo".into()))?;
+        let pagetypeinfo = snapshot
+            .pagetypeinfo()
+            .map_err(|e| refused(e.to_string()))?;
+        Ok(EndArg {
+            path: path.to_owned(),
+            machine: FreeState {
+                buddyinfo,
+                pagetypeinfo,
+            },
+        })
+    }
+
+    /// Holds each model's end state against the machine's, and returns
+    /// the table.
+    fn compare(&self, results: &mut ModelResults) -> String {
+        for r in results.iter_mut().filter_map(|(_, r)| r.as_mut().ok()) {
+            r.end_state = r
+                .end_free
+                .as_ref()
+                .map(|model| compare_end_state(model, &self.machine, self.path.clone()));
+        }
+        end_state_table(&format!("snapshot:{}", self.path.display()), results)
+    }
+}
+
+/// Exit status 1 when `--verify` found a wrong operation.
+fn verified(results: &ModelResults) -> Result<(), CliError> {
+    let wrong: u64 = results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .map(|r| r.verify_failures)
+        .sum();
+    if wrong > 0 {
+        return Err(CliError(format!(
+            "--verify: {wrong} operations were wrong (see above)"
+        )));
+    }
+    Ok(())
 }
 
 /// Runs `pfnlab trace ...`.
@@ -174,6 +245,7 @@ fn replay_options(args: &ReplayArgs) -> ReplayOptions {
         start_state_pages: 0,
         count_calls: args.count_calls,
         started: None,
+        end_state: false,
     }
 }
 
@@ -233,6 +305,8 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     let first =
         TraceReader::open(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
     let (start, spec) = start_and_layout(&args, outer)?;
+    // Read before the replay: a bad snapshot costs no replay.
+    let end = args.end_state.as_deref().map(EndArg::load).transpose()?;
     let (era, era_source) = replay_era(&args, start.as_ref(), spec.as_ref())?;
     let layout = loaded(replay_layout(spec.as_ref(), first.header())?);
     drop(first);
@@ -244,9 +318,11 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     let options = ReplayOptions {
         started: Some(started),
         era,
+        end_state: end.is_some(),
         ..replay_options(&args)
     };
-    let results = run_models(file, &layout, &kinds, options, start.as_ref())?;
+    let mut results = run_models(file, &layout, &kinds, options, start.as_ref())?;
+    let end_table = end.map(|e| e.compare(&mut results)).unwrap_or_default();
     let machine = machine
         .join()
         .map_err(|_| CliError("describing the machine failed".into()))?;
@@ -268,7 +344,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     if let Some(s) = &start {
         println!("start state: {}\n", s.label());
     }
-    print!("{}", replay_table(&results));
+    print!("{}{end_table}", replay_table(&results));
     print!("{}", command_line(&results, command_wall_ns));
     if let Some(out) = out {
         let rows = replay_rows(&results, options)
@@ -285,17 +361,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
             results: rows,
         })?;
     }
-    let wrong: u64 = results
-        .iter()
-        .filter_map(|(_, r)| r.as_ref().ok())
-        .map(|r| r.verify_failures)
-        .sum();
-    if wrong > 0 {
-        return Err(CliError(format!(
-            "--verify: {wrong} operations were wrong (see above)"
-        )));
-    }
-    Ok(())
+    verified(&results)
 }
 
 /// Replays `file` through every model of `kinds`, with a spinner on a

@@ -727,6 +727,8 @@ fn replay_prints_every_model_and_writes_json() {
         positive(&r["events_per_second"], "events_per_second");
         assert_eq!(r["allocator"]["conserved"], true, "{r}");
         assert_eq!(r["verify_failures"], 0, "{r}");
+        // No --end-state: nothing compared.
+        assert!(r["end_state"].is_null(), "{r}");
         // Three timed passes: three trials, their median the row's.
         let passes = r["passes"].as_array().expect("passes");
         assert_eq!(passes.len(), 3, "{r}");

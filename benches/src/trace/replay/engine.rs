@@ -11,6 +11,7 @@ use buddy::{AllocError, Allocator, BuddyModel, Era, PerCpu, RequestError, Varian
 use serde::Serialize;
 use sparsemem::{Layout, NodeId, Order, Pfn};
 
+use super::end_state::{EndState, FreeState};
 use super::exact::ExactResult;
 use crate::models::ModelKind;
 use crate::timing::{Measurement, tsc_hz, tsc_now};
@@ -45,6 +46,9 @@ pub struct ReplayOptions {
     /// When the command began: the first model's end-to-end time counts
     /// from here (`None`: from the call of the replay).
     pub started: Option<Instant>,
+    /// Keep each model's free lists as its first pass ended
+    /// ([`ReplayResult::end_free`]), to hold against a machine's.
+    pub end_state: bool,
 }
 
 /// Counts of what the replay did with the trace's events.
@@ -169,6 +173,14 @@ pub struct ReplayResult {
     pub verify_failures: u64,
     /// The first failure `--verify` found.
     pub first_verify_failure: Option<String>,
+    /// The model's free lists as the first pass ended, its per-CPU lists
+    /// drained, with [`ReplayOptions::end_state`] (for
+    /// [`super::end_state::compare_end_state`]).
+    #[serde(skip)]
+    pub end_free: Option<FreeState>,
+    /// Those free lists against a machine's at the end of its recording
+    /// (`replay --end-state`; `None`: not asked for).
+    pub end_state: Option<EndState>,
     /// With `--exact`: the trace's own pfn stream through the model.
     pub exact: Option<ExactResult>,
 }
@@ -225,6 +237,8 @@ impl ReplayResult {
             verify_failures: timed.verify_failures,
             first_verify_failure: timed.first_verify_failure,
             exact,
+            end_free: None,
+            end_state: None,
         };
         result.add_pass(times);
         result

@@ -17,10 +17,12 @@
 //!   refills and drains, never allocated or freed again.
 
 //!
-//! Parts, bottom to top: `exact` (the trace's own pfn stream), `engine`
-//! (the options, the results and the pass), `report` (the table and the
-//! rows); this module runs a replay per model.
+//! Parts, bottom to top: `exact` (the trace's own pfn stream),
+//! `end_state` (free lists against a machine's), `engine` (the options,
+//! the results and the pass), `report` (the table and the rows); this
+//! module runs a replay per model.
 
+pub mod end_state;
 mod engine;
 mod exact;
 mod report;
@@ -31,9 +33,10 @@ pub use engine::{
 };
 pub use exact::{EXACT_MAX_PFNS, ExactResult, trace_pfns};
 
+use end_state::FreeState;
 use engine::run;
 use exact::exact;
-pub use report::{replay_comparisons, replay_rows, replay_table};
+pub use report::{end_state_table, replay_comparisons, replay_rows, replay_table};
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -107,6 +110,10 @@ impl ModelVisitor for Replay<'_> {
             Ok(t) => t,
             Err(e) => return Ok(Err(e)),
         };
+        let end_free = self.options.end_state.then(|| FreeState {
+            buddyinfo: alloc.buddyinfo(),
+            pagetypeinfo: Some(alloc.pagetypeinfo()),
+        });
         let exact = self
             .options
             .exact
@@ -117,12 +124,9 @@ impl ModelVisitor for Replay<'_> {
             Some(Err(e)) => return Ok(Err(e)),
             None => None,
         };
-        Ok(Ok(ReplayResult::of_first_pass(
-            timed,
-            model_ops,
-            exact,
-            self.started,
-        )))
+        let mut result = ReplayResult::of_first_pass(timed, model_ops, exact, self.started);
+        result.end_free = end_free;
+        Ok(Ok(result))
     }
 }
 

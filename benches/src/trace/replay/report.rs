@@ -3,6 +3,7 @@
 use buddy::AllocError;
 use serde_json::{Value, json};
 
+use super::end_state::{EndState, ZoneEndState};
 use super::engine::{EventCounts, ReplayOptions, ReplayResult};
 use crate::models::ModelKind;
 use crate::report::JsonRow;
@@ -242,4 +243,85 @@ pub fn replay_rows(
             row
         })
         .collect()
+}
+
+/// The models' free lists at the end of the replay beside the machine's
+/// (`replay --end-state`): per zone the machine's `nr_free` per order,
+/// then each model's with its distances, then each model's over the whole
+/// machine.
+pub fn end_state_table(
+    label: &str,
+    results: &[(ModelKind, Result<ReplayResult, AllocError>)],
+) -> String {
+    let ended: Vec<(&str, &EndState)> = results
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .filter_map(|r| r.end_state.as_ref().map(|e| (r.model.as_str(), e)))
+        .collect();
+    let Some((_, first)) = ended.first() else {
+        return String::new();
+    };
+    let side = ended.iter().map(|(m, _)| m.len()).max().unwrap_or(0).max(7);
+    let zone_width = first
+        .zones
+        .iter()
+        .map(|z| zone_name(z).len())
+        .max()
+        .unwrap_or(0);
+    let mut t = format!(
+        "\nend state against {label}: free blocks per order, the machine's where its recording ended and each model's where the replay's first pass ended (its per-CPU lists drained)\n{:<zone_width$} {:<side$} {:>11} {:>6} {:>7}  nr_free, order 0 up\n",
+        "zone", "", "free pages", "order", "type"
+    );
+    let share = |d: Option<f64>| d.map_or_else(|| "-".to_owned(), |d| format!("{d:.3}"));
+    for zone in &first.zones {
+        t += &format!(
+            "{:<zone_width$} {:<side$} {:>11} {:>6} {:>7}  {}\n",
+            zone_name(zone),
+            "machine",
+            zone.machine_free_pages,
+            "",
+            "",
+            orders_text(&zone.machine_nr_free)
+        );
+        for (model, end) in &ended {
+            let Some(z) = end
+                .zones
+                .iter()
+                .find(|z| (z.node, &z.zone) == (zone.node, &zone.zone))
+            else {
+                continue;
+            };
+            t += &format!(
+                "{:<zone_width$} {model:<side$} {:>11} {:>6} {:>6}{}  {}\n",
+                "",
+                z.model_free_pages,
+                share(Some(z.order_distance)),
+                share(z.type_distance),
+                if z.capped { "c" } else { " " },
+                orders_text(&z.model_nr_free)
+            );
+        }
+    }
+    for (model, end) in &ended {
+        t += &format!(
+            "{model}: {} of free pages at another zone or order, {} at another zone, migratetype or order\n",
+            share(Some(end.order_distance)),
+            share(end.type_distance)
+        );
+    }
+    t + "order, type: the share of free pages in another cell (order: a zone's orders; type: its migratetypes' orders), ½ Σ |a/A − b/B| over the cells, a and b each side's free pages in a cell and A and B their sums: 0, the same shape; 1, no cell shared. They compare shapes, not amounts. -: a side has no pagetypeinfo; c: a pagetypeinfo list counted at its cap of 100000.\n"
+}
+
+/// `Node N, zone NAME`.
+fn zone_name(z: &ZoneEndState) -> String {
+    format!("Node {}, zone {}", z.node, z.zone)
+}
+
+/// Counts per order, space-separated.
+fn orders_text(counts: &[u64]) -> String {
+    counts
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
