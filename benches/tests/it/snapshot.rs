@@ -384,20 +384,14 @@ fn a_replay_ends_beside_the_machines_free_lists() {
     let state = format!("snapshot:{}", guest.display());
     let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ls-gzip.trace.txt");
     let json = tmp.path().join("r.json");
-    let out = stdout(&pfnlab(&[
-        "replay",
-        trace,
-        "--model",
-        "flat,sparse-extreme",
-        "--trials",
-        "1",
-        "--start-state",
-        &state,
-        "--end-state",
-        &state,
-        "--json",
-        json.to_str().unwrap(),
-    ]));
+    // A replay from the guest's free lists, held against them at the end.
+    let replay = |trace: &str, models: &str| {
+        let j = json.to_str().unwrap();
+        let args = ["replay", trace, "--model", models, "--trials", "1"];
+        let states = ["--start-state", &state, "--end-state", &state];
+        stdout(&pfnlab(&[&args[..], &states, &["--json", j]].concat()))
+    };
+    let out = replay(trace, "flat,sparse-extreme");
     assert!(out.contains("end state against snapshot:"), "{out}");
     let machine = Snapshot::load(&guest)
         .unwrap()
@@ -454,20 +448,7 @@ fn a_replay_ends_beside_the_machines_free_lists() {
         ),
     )
     .unwrap();
-    stdout(&pfnlab(&[
-        "replay",
-        pair.to_str().unwrap(),
-        "--model",
-        "flat",
-        "--trials",
-        "1",
-        "--start-state",
-        &state,
-        "--end-state",
-        &state,
-        "--json",
-        json.to_str().unwrap(),
-    ]));
+    replay(pair.to_str().unwrap(), "flat");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let end = &report["results"][0]["end_state"];
