@@ -119,9 +119,7 @@ pub struct ReplayArgs {
 
 /// Parses `--end-state`: `snapshot:FILE`.
 fn parse_end_state(text: &str) -> Result<PathBuf, String> {
-    text.strip_prefix("snapshot:")
-        .map(PathBuf::from)
-        .ok_or_else(|| format!("`{text}`: the only end state is `snapshot:FILE`"))
+    super::views::snapshot_file(text, "end state")
 }
 
 /// The `--end-state` snapshot: where it is, and the machine's free lists

@@ -89,9 +89,15 @@ pub struct ModelArgs {
 
 /// Parses `--start-state snapshot:FILE`.
 pub fn parse_start_state(text: &str) -> Result<PathBuf, String> {
+    snapshot_file(text, "start state")
+}
+
+/// The FILE of `snapshot:FILE`, the only form a `what` (a start or an end
+/// state) takes.
+pub fn snapshot_file(text: &str, what: &str) -> Result<PathBuf, String> {
     text.strip_prefix("snapshot:")
         .map(PathBuf::from)
-        .ok_or_else(|| format!("`{text}`: the only start state is `snapshot:FILE`"))
+        .ok_or_else(|| format!("`{text}`: the only {what} is `snapshot:FILE`"))
 }
 
 /// `pfnlab zoneinfo`'s options.

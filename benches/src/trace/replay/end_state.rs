@@ -82,10 +82,10 @@ pub fn share_elsewhere(a: &[u64], b: &[u64]) -> f64 {
         _ => {}
     }
     let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0) as f64;
-    let half_sum: f64 = (0..a.len().max(b.len()))
+    let sum: f64 = (0..a.len().max(b.len()))
         .map(|i| (at(a, i) / sum_a as f64 - at(b, i) / sum_b as f64).abs())
         .sum();
-    (half_sum / 2.0).min(1.0)
+    (sum / 2.0).min(1.0)
 }
 
 /// Free pages per order of `nr_free` (blocks per order), `orders` long.
