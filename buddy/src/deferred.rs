@@ -41,12 +41,15 @@
 //! [`Allocator::deferred_grow_zone`] (`_deferred_grow_zone`), which
 //! initialises whole sections from `first_deferred_pfn` until the request's
 //! `1 << order` pages, rounded up to a section, are free, under the resize
-//! lock. Both sit behind the `deferred_pages` static key: the per-CPU
+//! lock. Either way each page freed is added to its zone's managed pages
+//! there and then (`__free_pages_core`), so a zone's `managed` grows
+//! through the window, as a machine's zoneinfo shows it. Both sit behind
+//! the `deferred_pages` static key: the per-CPU
 //! allocation path picks its compiled form once per call from the key
 //! ([`Allocator::deferred_pages_enabled`]), and the form without the grow
 //! is the only one left once [`Allocator::page_alloc_init_late`] turns the
 //! key off. That call waits for the init (running it where it has not
-//! run), adds the deferred pages to the zones' managed pages, sets
+//! run), sets
 //! `zone->contiguous` (kept false at boot, as the kernel sets it only
 //! here) and works out the watermarks again.
 //!
@@ -171,6 +174,9 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         }
         drop(area);
         zone.mod_free_pages(nr as i64);
+        // `__free_pages_core` adds the pages to `managed_pages` as it frees
+        // them; Relaxed: see the field.
+        zone.managed.fetch_add(nr, Ordering::Relaxed);
         nr
     }
 
@@ -185,8 +191,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             pfn = next;
         }
         // Relaxed: a count for reports; the pages' writes are published
-        // by the zone lock, and `page_alloc_init_late` reads it after the
-        // threads were joined.
+        // by the zone lock.
         d.freed.fetch_add(nr, Ordering::Relaxed);
         nr
     }
@@ -288,6 +293,53 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         true
     }
 
+    /// Grows zone `zid` a section at a time, as allocations that found it
+    /// short would (`deferred_grow_zone` of order 0), until
+    /// `/proc/pagetypeinfo` would count at least `pageblocks` of it or
+    /// nothing of it is left deferred; returns the count reached. This is
+    /// how a model reaches a machine still in deferred init, whose zones
+    /// count only the pageblocks it has initialised. A zone without
+    /// deferred pages is only counted.
+    pub fn deferred_grow_zone_to(&mut self, zid: ZoneId, pageblocks: u64) -> u64 {
+        let Some(zone) = self.zone(zid) else {
+            return 0;
+        };
+        let (start, end) = (zone.start.get(), zone.end.get());
+        let pb = self.model.geometry().pageblock_nr_pages();
+        // pagetypeinfo probes every `pageblock_nr_pages` from the zone's
+        // start; count the probes that fall in `[from, to)`.
+        let count = |from: u64, to: u64| {
+            let first = start + from.saturating_sub(start).next_multiple_of(pb);
+            (first..to.min(end))
+                .step_by(pb as usize)
+                .filter(|&pfn| self.counts_pageblock(zid, Pfn::new(pfn)))
+                .count() as u64
+        };
+        let mut counted = count(start, end);
+        let Some(d) = self.deferred.of_zone(zid) else {
+            return counted;
+        };
+        // `&mut self`: no other grow moves `first_deferred_pfn` between
+        // the reads around each grow.
+        let first = || {
+            *d.first_deferred_pfn
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+        };
+        while counted < pageblocks {
+            let from = first();
+            if from == TAKEN || !self.deferred_grow_zone(zid, Order::ZERO) {
+                break;
+            }
+            let to = match first() {
+                TAKEN => d.end.get(),
+                pfn => pfn,
+            };
+            counted += count(from, to);
+        }
+        counted
+    }
+
     /// `get_page_from_freelist`'s miss on the zone path with deferred
     /// pages: while `deferred_grow_zone` grows zone `zid`, take the block
     /// from its free lists without the watermark (`goto try_this_zone`).
@@ -343,8 +395,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     }
 
     /// `page_alloc_init_late`: runs the deferred init where it has not run
-    /// (with `nr_threads`), adds the deferred pages to their zones'
-    /// managed pages, turns the `deferred_pages` key off, sets
+    /// (with `nr_threads`), turns the `deferred_pages` key off, sets
     /// `zone->contiguous` and works the watermarks and per-CPU sizes out
     /// again. Nothing changes without deferred init.
     pub fn page_alloc_init_late(&mut self, nr_threads: usize) {
@@ -352,9 +403,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             return;
         }
         self.deferred_init_memmap(nr_threads);
-        for d in std::mem::take(&mut self.deferred.zones) {
-            self.zones[d.zone.index()].managed += d.freed.into_inner();
-        }
+        self.deferred.zones.clear();
         self.deferred.key.store(false, Ordering::Relaxed);
         self.update_pcp_form();
         for zone in &mut self.zones {

@@ -354,7 +354,11 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// the era, and `NR_FREE_PAGES` set from the free lists (no per-CPU
     /// handle exists while `&mut self` does, so nothing is pending).
     pub(crate) fn setup_watermarks_and_pcp(&mut self) {
-        let sizes: Vec<(ZoneType, u64)> = self.zones.iter().map(|z| (z.kind, z.managed)).collect();
+        let sizes: Vec<(ZoneType, u64)> = self
+            .zones
+            .iter()
+            .map(|z| (z.kind, z.managed_pages()))
+            .collect();
         let g = self.model.geometry();
         let marks = setup_per_zone_wmarks_with(
             &sizes,
@@ -376,7 +380,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 self.options.percpu_pagelist_high_fraction,
                 split,
             );
-            zone.stat_threshold = stat_threshold(zone.managed, page_shift, cpus);
+            zone.stat_threshold = stat_threshold(zone.managed_pages(), page_shift, cpus);
             let free = zone.free_area.get_mut().nr_free_pages();
             *zone.vm_free.get_mut() = free as i64;
         }
@@ -384,7 +388,12 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             let own: Vec<(ZoneType, u64)> = node
                 .zones
                 .iter()
-                .map(|z| (self.zones[z.index()].kind, self.zones[z.index()].managed))
+                .map(|z| {
+                    (
+                        self.zones[z.index()].kind,
+                        self.zones[z.index()].managed_pages(),
+                    )
+                })
                 .collect();
             let reserves = lowmem_reserve_with(&own, &self.options.sysctls.lowmem_reserve_ratio);
             for (z, reserve) in node.zones.iter().zip(reserves) {

@@ -251,7 +251,8 @@ pub(crate) struct DeferredZone {
     pub(crate) end: Pfn,
     /// The zone's memory from `first_deferred_pfn` on (sorted, disjoint).
     pub(crate) memory: Vec<(Pfn, Pfn)>,
-    /// Pages freed since boot, added to `managed` by `page_alloc_init_late`.
+    /// Pages freed since boot (each also added to the zone's `managed` as
+    /// it is freed, as `__free_pages_core` does).
     pub(crate) freed: AtomicU64,
 }
 

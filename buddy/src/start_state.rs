@@ -8,7 +8,11 @@
 //! seed:
 //! 1. the zone's pageblocks are those pagetypeinfo counts (one probe per
 //!    `pageblock_nr_pages` from the zone's start, online and in the zone);
-//!    the snapshot must count as many as the model's zone has;
+//!    the snapshot must count as many as the model's zone has. A machine
+//!    still in deferred struct page init counts only the pageblocks it
+//!    has initialised, so a model zone with deferred pages is first grown
+//!    a section at a time, as the machine's allocations grew its zone
+//!    ([`Allocator::deferred_grow_zone_to`]), until it counts as many;
 //! 2. a free `MAX_PAGE_ORDER` block covers whole pageblocks of its
 //!    migratetype: the aligned groups of pageblocks wholly in the zone are
 //!    shuffled (seeded), and each migratetype takes as many as it has
@@ -27,10 +31,11 @@
 //! the next of [`PLACEMENT_ATTEMPTS`] shuffles derived from the seed, so
 //! a target fails only when none fits.
 //!
-//! Everything is checked and planned before anything changes: a target
-//! that cannot fit (more blocks of an order than places for them, another
-//! pageblock count, a zone the model lacks) is an error with the
-//! allocator untouched. The per-CPU lists start empty (the kernel's
+//! Everything is checked and planned before the free lists change: a
+//! target that cannot fit (more blocks of an order than places for them,
+//! another pageblock count, a zone the model lacks) is an error with the
+//! free lists as they were (a deferred zone's grow stays: it is a state
+//! the allocator reaches on its own). The per-CPU lists start empty (the kernel's
 //! `count`s are memory it holds off the free lists: allocated here).
 //!
 //! A count the kernel capped (`>100000`: `pagetypeinfo_showfree_print`
@@ -45,7 +50,7 @@
 //! placement is one of many with these counts), and eras without
 //! migratetypes (refused).
 
-use sparsemem::{Migratetype, Order, PageLayout, Pfn};
+use sparsemem::{Migratetype, Order, Pfn};
 
 use crate::alloc::Allocator;
 pub use crate::error::StartStateError;
@@ -127,7 +132,8 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// Rebuilds a fresh allocator's free lists to the state `target`
     /// counts (see the module doc), placing the blocks from `seed`;
     /// returns the allocated blocks (`(head, order)`, each ready for a
-    /// free). On error nothing has changed. A capped count is refused:
+    /// free). On error the free lists are as they were (a deferred zone
+    /// grown to the target's pageblocks stays grown). A capped count is refused:
     /// [`Allocator::set_start_state_with`] works it out from a buddyinfo.
     pub fn set_start_state(
         &mut self,
@@ -147,8 +153,13 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         seed: u64,
     ) -> Result<Vec<(Pfn, Order)>, StartStateError> {
         let target = &uncap(target, buddyinfo)?;
+        self.grow_deferred_zones(target);
         let fresh = self.pagetypeinfo();
-        if self.zones.iter().any(|z| z.nr_free_pages() != z.managed) {
+        if self
+            .zones
+            .iter()
+            .any(|z| z.nr_free_pages() != z.managed_pages())
+        {
             return Err(StartStateError::NotFresh);
         }
         if self.zones.iter().any(|z| !z.free_area.lock().migratetypes) {
@@ -191,6 +202,21 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             }
         }
         Ok(allocated)
+    }
+
+    /// Grows each zone still in deferred init until it counts the
+    /// target's pageblocks (see the module doc).
+    fn grow_deferred_zones(&mut self, target: &PageTypeInfo) {
+        for t in &target.zones {
+            let zid = self
+                .zones
+                .iter()
+                .find(|z| u32::from(z.node.get()) == t.node && z.kind.name() == t.zone)
+                .map(|z| z.id);
+            if let Some(zid) = zid {
+                self.deferred_grow_zone_to(zid, t.blocks.iter().sum());
+            }
+        }
     }
 
     /// Plans one zone (`m` is the fresh model's view of it).
@@ -320,8 +346,7 @@ impl Placer {
         let mut blocks = Vec::new();
         let mut pfn = start.get();
         while pfn < end.get() {
-            let page = alloc.model.pfn_to_online_page(Pfn::new(pfn));
-            if page.is_some_and(|p| p.zone_id() == zid.get()) {
+            if alloc.counts_pageblock(zid, Pfn::new(pfn)) {
                 blocks.push((pfn & !(pb - 1), None));
             }
             pfn += pb;

@@ -306,6 +306,12 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     // Read before the replay: a bad snapshot costs no replay.
     let end = args.end_state.as_deref().map(EndArg::load).transpose()?;
     let (era, era_source) = replay_era(&args, start.as_ref(), spec.as_ref())?;
+    // A machine still in deferred init starts every model in it.
+    let mut alloc_options = buddy::Options::for_era(era);
+    alloc_options.deferred_init = args.deferred_init;
+    if let Some(start) = &start {
+        alloc_options = start.options(alloc_options)?;
+    }
     let layout = loaded(replay_layout(spec.as_ref(), first.header())?);
     drop(first);
     let kinds = if args.model.is_empty() {
@@ -316,6 +322,7 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     let options = ReplayOptions {
         started: Some(started),
         era,
+        deferred_init: alloc_options.deferred_init,
         end_state: end.is_some(),
         ..replay_options(&args)
     };

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use buddy::views::{SizingInputs, Zoneinfo, compare, kernel_zone_sizes, parse_zoneinfo};
 use buddy::{Allocator, Era, Kernel, MovableCore, NR_KERNEL_ZONES, Options, Sysctls};
 use pfnlab::layout_spec::LayoutSpec;
-use pfnlab::snapshot::{Snapshot, SysctlText, parse_cpulist};
+use pfnlab::snapshot::{Snapshot, SnapshotError, StartState, SysctlText, parse_cpulist};
 use sparsemem::SparseExtreme;
 
 use super::{CliError, load_layout, parse_layout};
@@ -422,15 +422,22 @@ fn build(
     let start = args
         .start_state
         .as_deref()
-        .map(Snapshot::load)
+        .map(|path| StartState::load(path, args.seed))
         .transpose()?;
+    let options = match &start {
+        Some(start) => start.options(options)?,
+        None => options,
+    };
     let model = SparseExtreme::new(&layout)?;
     let mut alloc = Allocator::new(model, &layout, options)?;
     if !node_cpus.is_empty() {
         alloc.set_node_cpus(&node_cpus);
     }
-    if let Some(snapshot) = &start {
-        snapshot.start_state(&mut alloc, args.seed)?;
+    if let Some(start) = &start {
+        start.apply(&mut alloc).map_err(|e| match e {
+            buddy::AllocError::StartState(e) => SnapshotError::StartState(e).into(),
+            e => CliError::from(e),
+        })?;
     }
     let nodes = alloc.nodes().len().max(1) as u32;
     let cpus_per_node = if node_cpus.is_empty() {

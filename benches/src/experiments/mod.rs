@@ -351,10 +351,16 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Allocator options for this run: its era, the rest as the kernel's.
+    /// Allocator options for this run: its era, deferred struct page init
+    /// when the start state's machine was still in it, the rest as the
+    /// kernel's.
     pub fn options(&self) -> buddy::Options {
         buddy::Options {
             era: self.era,
+            deferred_init: self
+                .start_state
+                .as_ref()
+                .is_some_and(|s| s.deferred_zone().is_some()),
             ..buddy::Options::default()
         }
     }
@@ -420,6 +426,12 @@ impl<'a, E: Experiment> Prepared<'a, E> {
             (None, None) => id.default_layout(),
         };
         let loaded = spec.load()?;
+        let era = setup.era.unwrap_or(id.default_era());
+        if let Some(start) = &start_state {
+            start
+                .options(buddy::Options::for_era(era))
+                .map_err(|e| RunError::Layout(LoadError::Snapshot(e)))?;
+        }
         let ctx = Ctx {
             plan: setup.plan,
             layout: loaded.layout,
@@ -427,7 +439,7 @@ impl<'a, E: Experiment> Prepared<'a, E> {
             model: setup.model.unwrap_or(id.default_model()),
             model_chosen: setup.model.is_some(),
             machine: Machine::describe(),
-            era: setup.era.unwrap_or(id.default_era()),
+            era,
             progress,
             start_state,
         };

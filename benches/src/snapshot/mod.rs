@@ -42,7 +42,7 @@ use sparsemem::{Layout, LayoutError};
 use sparsemem::{Order, Pfn};
 
 pub use read::parse_cpulist;
-pub use start::{StartState, StartStateRecord};
+pub use start::{DeferredZone, StartState, StartStateRecord};
 
 /// The `format` field of every snapshot.
 pub const SNAPSHOT_FORMAT: &str = "pfnlab-snapshot";
@@ -194,19 +194,13 @@ pub enum SnapshotError {
     NoPagetypeinfo,
     /// The snapshot's free blocks do not fit the allocator.
     StartState(StartStateError),
-    /// The machine was still in deferred struct page init: a zone's
-    /// pagetypeinfo counts fewer pageblocks than its present pages fill.
+    /// The machine was still in deferred struct page init, and the era
+    /// asked for has none.
     DeferredInit {
-        /// The zone's node.
-        node: u32,
-        /// The zone's name.
-        zone: String,
-        /// Pageblocks its pagetypeinfo counts.
-        blocks: u64,
-        /// Its present pages.
-        present: u64,
-        /// Its managed pages.
-        managed: u64,
+        /// The zone it had not finished.
+        zone: DeferredZone,
+        /// The era.
+        era: Era,
     },
     /// A firmware entry or `/proc/iomem` that does not parse.
     MemoryMap(String),
@@ -239,15 +233,10 @@ impl fmt::Display for SnapshotError {
                 "the snapshot has no pagetypeinfo (reading /proc/pagetypeinfo needs root)",
             ),
             SnapshotError::StartState(e) => write!(f, "the snapshot's start state: {e}"),
-            SnapshotError::DeferredInit {
-                node,
-                zone,
-                blocks,
-                present,
-                managed,
-            } => write!(
+            SnapshotError::DeferredInit { zone, era } => write!(
                 f,
-                "the snapshot's node {node} zone {zone} counts {blocks} pageblocks for {present} present pages ({managed} managed): the machine was still in deferred struct page init, and a start state from a machine in deferred init is not modelled (a snapshot taken once `managed` is close to `present` is)"
+                "the snapshot's {}: the machine was still in deferred struct page init, which era {era} does not have (it arrived in Linux 4.2; pfnlab models it from era 5.13)",
+                zone.describe()
             ),
             SnapshotError::MemoryMap(e) => write!(f, "the snapshot's memory map: {e}"),
             SnapshotError::NoMemoryMap => f.write_str(
@@ -385,14 +374,19 @@ impl Snapshot {
     }
 
     /// The pagetypeinfo a start state takes its free blocks from, refused
-    /// when the snapshot has none or its machine was still in deferred
-    /// struct page init ([`SnapshotError::DeferredInit`]).
+    /// when the snapshot has none.
     pub fn start_types(&self) -> Result<PageTypeInfo, SnapshotError> {
-        let types = self.pagetypeinfo()?.ok_or(SnapshotError::NoPagetypeinfo)?;
-        if let Some(zones) = self.zoneinfo()? {
-            start::still_deferred(&types, &zones)?;
-        }
-        Ok(types)
+        self.pagetypeinfo()?.ok_or(SnapshotError::NoPagetypeinfo)
+    }
+
+    /// The first zone its machine was still initialising in deferred
+    /// struct page init ([`DeferredZone`]), if any (none without a
+    /// pagetypeinfo and a zoneinfo to tell).
+    pub fn deferred_zone(&self) -> Result<Option<DeferredZone>, SnapshotError> {
+        Ok(match (self.pagetypeinfo()?, self.zoneinfo()?) {
+            (Some(types), Some(zones)) => start::deferred_zone(&types, &zones),
+            _ => None,
+        })
     }
 
     /// The memory map's entries: `/proc/iomem`'s top level (the kernel's

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use buddy::views::{BuddyInfo, PageTypeInfo, Zoneinfo};
-use buddy::{AllocError, Allocator, BuddyModel, Variant};
+use buddy::{AllocError, Allocator, BuddyModel, Options, Variant};
 use serde::Serialize;
 
 use super::{Snapshot, SnapshotError};
@@ -19,6 +19,7 @@ pub struct StartState {
     record: StartStateRecord,
     types: Arc<PageTypeInfo>,
     buddy: Option<Arc<BuddyInfo>>,
+    deferred: Option<DeferredZone>,
 }
 
 /// What a report says of a run's start state.
@@ -28,6 +29,9 @@ pub struct StartStateRecord {
     pub snapshot: PathBuf,
     /// The placement's seed.
     pub seed: u64,
+    /// Whether the snapshot's machine was still in deferred struct page
+    /// init, so the allocators started in it.
+    pub deferred_init: bool,
 }
 
 impl StartState {
@@ -37,13 +41,43 @@ impl StartState {
     pub fn load(path: &Path, seed: u64) -> Result<StartState, SnapshotError> {
         let snapshot = Snapshot::load(path)?;
         let types = snapshot.start_types()?;
+        let deferred = snapshot.deferred_zone()?;
         Ok(StartState {
             record: StartStateRecord {
                 snapshot: path.to_owned(),
                 seed,
+                deferred_init: deferred.is_some(),
             },
             types: Arc::new(types),
             buddy: snapshot.buddyinfo()?.map(Arc::new),
+            deferred,
+        })
+    }
+
+    /// The first zone the snapshot's machine had not finished
+    /// initialising, if any: the allocators are then built with deferred
+    /// struct page init ([`buddy::Options::deferred_init`]) and grown to
+    /// the snapshot's pageblocks before its free lists are placed.
+    pub fn deferred_zone(&self) -> Option<&DeferredZone> {
+        self.deferred.as_ref()
+    }
+
+    /// `options` as a start state from this snapshot needs them: with
+    /// deferred init when the machine was still in it, refused for an era
+    /// without it.
+    pub fn options(&self, options: Options) -> Result<Options, SnapshotError> {
+        let Some(zone) = &self.deferred else {
+            return Ok(options);
+        };
+        if !options.era.has_deferred_init() {
+            return Err(SnapshotError::DeferredInit {
+                zone: zone.clone(),
+                era: options.era,
+            });
+        }
+        Ok(Options {
+            deferred_init: true,
+            ..options
         })
     }
 
@@ -65,39 +99,67 @@ impl StartState {
         Ok(held.iter().map(|(_, order)| order.nr_pages()).sum())
     }
 
-    /// `snapshot:FILE (seed N)`, for a header line.
+    /// `snapshot:FILE (seed N)`, for a header line, with the zone its
+    /// machine was still initialising when it was in deferred init.
     pub fn label(&self) -> String {
+        let deferred = self.deferred.as_ref().map_or(String::new(), |z| {
+            format!(
+                "; in deferred init as its machine was: node {} zone {} grown to its {} pageblocks",
+                z.node, z.zone, z.blocks
+            )
+        });
         format!(
-            "snapshot:{} (seed {})",
+            "snapshot:{} (seed {}{deferred})",
             self.record.snapshot.display(),
             self.record.seed
         )
     }
 }
 
-/// Refuses a snapshot of a machine still in deferred struct page init: a
-/// zone whose pagetypeinfo counts fewer pageblocks than its present pages
-/// fill by more than one (a zone's edges may cut one short). The kernel
-/// counts a pageblock only when its first `struct page` is initialised
-/// and in the zone (`pagetypeinfo_showblockcount_print`), and adds pages
-/// to `managed` as deferred init frees them (`__free_pages_core`), so
-/// such a machine's free lists cover part of each deferred zone.
-pub(super) fn still_deferred(types: &PageTypeInfo, zones: &Zoneinfo) -> Result<(), SnapshotError> {
-    let per_block = 1u64 << types.pageblock_order;
-    for t in &types.zones {
-        let Some(z) = zones.zone(t.node, &t.zone) else {
-            continue;
-        };
-        let blocks: u64 = t.blocks.iter().sum();
-        if (blocks + 1) * per_block < z.present {
-            return Err(SnapshotError::DeferredInit {
-                node: t.node,
-                zone: t.zone.clone(),
-                blocks,
-                present: z.present,
-                managed: z.managed,
-            });
-        }
+/// A zone of a machine still in deferred struct page init: its
+/// pagetypeinfo counts fewer pageblocks than its present pages fill by
+/// more than one (a zone's edges may cut one short). The kernel counts a
+/// pageblock only when its first `struct page` is initialised and in the
+/// zone (`pagetypeinfo_showblockcount_print`), and adds pages to
+/// `managed` as deferred init frees them (`__free_pages_core`), so such a
+/// machine's free lists cover part of each deferred zone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeferredZone {
+    /// The zone's node.
+    pub node: u32,
+    /// The zone's name.
+    pub zone: String,
+    /// Pageblocks its pagetypeinfo counts.
+    pub blocks: u64,
+    /// Its present pages.
+    pub present: u64,
+    /// Its managed pages.
+    pub managed: u64,
+}
+
+impl DeferredZone {
+    /// `node 0 zone Normal counts 7680 pageblocks for 5505024 present
+    /// pages (3932160 managed)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "node {} zone {} counts {} pageblocks for {} present pages ({} managed)",
+            self.node, self.zone, self.blocks, self.present, self.managed
+        )
     }
-    Ok(())
+}
+
+/// The first zone of the snapshot still in deferred init, if any.
+pub(super) fn deferred_zone(types: &PageTypeInfo, zones: &Zoneinfo) -> Option<DeferredZone> {
+    let per_block = 1u64 << types.pageblock_order;
+    types.zones.iter().find_map(|t| {
+        let z = zones.zone(t.node, &t.zone)?;
+        let blocks: u64 = t.blocks.iter().sum();
+        ((blocks + 1) * per_block < z.present).then(|| DeferredZone {
+            node: t.node,
+            zone: t.zone.clone(),
+            blocks,
+            present: z.present,
+            managed: z.managed,
+        })
+    })
 }

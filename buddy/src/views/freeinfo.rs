@@ -13,7 +13,7 @@ use std::fmt;
 use sparsemem::{MIGRATE_TYPES, Migratetype, PageLayout, Pfn};
 
 use crate::alloc::Allocator;
-use crate::types::BuddyModel;
+use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 
 pub use crate::types::FREECOUNT_CAP;
@@ -143,8 +143,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 let mut blocks = [0; MIGRATE_TYPES];
                 let mut pfn = z.start.get();
                 while pfn < z.end.get() {
-                    let page = self.model.pfn_to_online_page(Pfn::new(pfn));
-                    if page.is_some_and(|p| p.zone_id() == z.id.get()) {
+                    if self.counts_pageblock(z.id, Pfn::new(pfn)) {
                         blocks[self.model.get_pfnblock_migratetype(Pfn::new(pfn)).index()] += 1;
                     }
                     pfn += per_block;
@@ -163,6 +162,17 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         }
     }
 
+    /// Whether pagetypeinfo counts the pageblock probed at `pfn` for zone
+    /// `zid` (`pagetypeinfo_showblockcount_print`): its page is online and
+    /// in the zone. A page deferred init has not written is in no zone
+    /// (its poison reads as `ZONE_DEVICE`), so a zone in deferred init
+    /// counts only the pageblocks it has initialised.
+    pub(crate) fn counts_pageblock(&self, zid: ZoneId, pfn: Pfn) -> bool {
+        self.model
+            .pfn_to_online_page(pfn)
+            .is_some_and(|p| p.zone_id() == zid.get())
+    }
+
     /// Zones with managed pages, node by node and each node's in type
     /// order, as `walk_zones_in_node` visits populated zones.
     fn populated_zones(&self) -> impl Iterator<Item = &crate::zone::Zone<V, M::Page>> {
@@ -171,7 +181,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                 .zones
                 .iter()
                 .map(|z| &self.zones[z.index()])
-                .filter(|z| z.managed > 0)
+                .filter(|z| z.managed_pages() > 0)
                 .collect();
             zones.sort_by_key(|z| z.kind);
             zones

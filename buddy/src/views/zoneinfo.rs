@@ -336,7 +336,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
                     protection: vec![0; NR_KERNEL_ZONES],
                     populated: None,
                 };
-                if let Some(zone) = zone.filter(|z| z.managed > 0) {
+                if let Some(zone) = zone.filter(|z| z.managed_pages() > 0) {
                     self.fill_zone(&mut info, zone, cpus, nr_cpus, format);
                 }
                 if !format.has_promo() {
@@ -360,8 +360,8 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         info.pages_free = zone.nr_free_pages_state();
         info.watermarks = zone.watermarks;
         info.spanned = zone.end.get() - zone.start.get();
-        info.present = zone.managed;
-        info.managed = zone.managed;
+        info.present = zone.managed_pages();
+        info.managed = zone.managed_pages();
         // Device is above Movable and manages nothing, so a request that
         // may use it sees the Movable reserve.
         let r = zone.lowmem_reserve;

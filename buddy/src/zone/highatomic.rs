@@ -40,7 +40,7 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
     /// reserve none (6.18's rules, 6.8's limit: a zone under 100
     /// pageblocks).
     fn max_highatomic(&self, pageblock_nr_pages: u64) -> Option<u64> {
-        let one_percent = self.managed / 100;
+        let one_percent = self.managed_pages() / 100;
         match self.highatomic {
             HighatomicRules::None => None,
             HighatomicRules::Harder => Some(one_percent + pageblock_nr_pages),

@@ -57,7 +57,11 @@ pub struct Zone<V, P = Page> {
     pub id: ZoneId,
     pub(crate) start: Pfn,
     pub(crate) end: Pfn,
-    pub(crate) managed: u64,
+    /// `managed_pages`: pages given to the allocator. Atomic as the
+    /// kernel's `atomic_long_t` is: deferred init adds to it through a
+    /// shared allocator (`__free_pages_core`); `Relaxed` everywhere, as
+    /// `zone_managed_pages` reads it, a count no other memory hangs on.
+    pub(crate) managed: AtomicU64,
     pub(crate) free_area: SpinLock<FreeArea<V, P>>,
     pub(crate) batch: u32,
     pub(crate) high: u32,
@@ -134,7 +138,7 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
             id,
             start,
             end,
-            managed: 0,
+            managed: AtomicU64::new(0),
             free_highatomic: Arc::clone(&area.free_highatomic),
             nr_reserved_highatomic: reserved,
             highatomic_unusable: unusable,
@@ -221,7 +225,7 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
 
     /// Pages given to the allocator.
     pub fn managed_pages(&self) -> u64 {
-        self.managed
+        self.managed.load(Ordering::Relaxed)
     }
 
     /// Per-CPU `batch`.
@@ -380,17 +384,17 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
         nr_split_cpus: u32,
     ) {
         self.batch = batch_override
-            .unwrap_or_else(|| zone_batchsize_for(self.managed, era))
+            .unwrap_or_else(|| zone_batchsize_for(self.managed_pages(), era))
             .max(1);
         (self.high, self.high_max) = if era.pcp_high_from_watermark() {
             let highsize = |total_pages| zone_highsize(total_pages, self.batch, nr_split_cpus);
             match high_fraction {
                 0 => (
                     highsize(self.watermarks.low),
-                    highsize(self.managed / u64::from(MIN_PERCPU_PAGELIST_HIGH_FRACTION)),
+                    highsize(self.managed_pages() / u64::from(MIN_PERCPU_PAGELIST_HIGH_FRACTION)),
                 ),
                 fraction => {
-                    let high = highsize(self.managed / u64::from(fraction));
+                    let high = highsize(self.managed_pages() / u64::from(fraction));
                     (high, high)
                 }
             }
@@ -455,7 +459,7 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
             let block = unsafe { OwnedBlock::new(model.pfn_to_page_ptr(pfn), pfn, order) };
             area.free_one_fpi(model, block, fpi);
         });
-        self.managed += end.get() - first.get();
+        *self.managed.get_mut() += end.get() - first.get();
         Ok(())
     }
 
@@ -509,7 +513,7 @@ impl<V: Variant, P: BuddyPage> Zone<V, P> {
                 });
             }
         }
-        self.managed -= end.get() - start.get();
+        *self.managed.get_mut() -= end.get() - start.get();
         self.shrink_span(start, end);
         Ok(())
     }

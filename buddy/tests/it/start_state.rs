@@ -280,3 +280,88 @@ fn a_capped_count_is_worked_out_from_buddyinfo() {
     }
     check_conservation(&alloc, 0, &reference).unwrap();
 }
+
+/// A machine still in deferred struct page init counts only the
+/// pageblocks it has initialised: a model built with deferred init is
+/// grown a section at a time to the target's pageblocks and then given
+/// its free lists, and ends with the machine's counts, managed pages and
+/// pages still deferred. The "machine" is the same build grown by its own
+/// allocations.
+#[test]
+fn a_zone_in_deferred_init_is_grown_to_the_targets_pageblocks() {
+    let layout = sparsemem::Layout::new(
+        sparsemem::Geometry::X86_64,
+        vec![
+            sparsemem::MemRange::new(1 << 20, 256 << 20, sparsemem::RangeKind::Ram, 0),
+            sparsemem::MemRange::new(
+                4 << 30,
+                (4 << 30) + (512 << 20),
+                sparsemem::RangeKind::Ram,
+                0,
+            ),
+        ],
+        "DMA32 and four sections of Normal",
+    )
+    .unwrap();
+    let build = || {
+        let options = buddy::Options {
+            deferred_init: true,
+            ..buddy::Options::for_era(Era::V6_18)
+        };
+        Allocator::<SparseExtreme, Kernel>::new(
+            SparseExtreme::new(&layout).unwrap(),
+            &layout,
+            options,
+        )
+        .unwrap()
+    };
+    let normal_of = |alloc: &Allocator<SparseExtreme, Kernel>| {
+        let z = alloc
+            .zones()
+            .iter()
+            .find(|z| z.kind == buddy::ZoneType::Normal)
+            .unwrap();
+        let blocks: u64 = alloc
+            .pagetypeinfo()
+            .zones
+            .iter()
+            .find(|t| t.zone == "Normal")
+            .unwrap()
+            .blocks
+            .iter()
+            .sum();
+        (blocks, z.managed_pages())
+    };
+    let machine = build();
+    let section = layout.geometry().pages_per_section();
+    let mut cpu = machine.cpu_on(NodeId::new(0)).unwrap();
+    let held: Vec<_> = (0..section + 10)
+        .map(|_| cpu.alloc(Gfp::HIGHUSER_MOVABLE).unwrap())
+        .collect();
+    for pfn in held.iter().step_by(2) {
+        cpu.free(*pfn).unwrap();
+    }
+    drop(cpu);
+    let (target, buddyinfo) = (machine.pagetypeinfo(), machine.buddyinfo());
+    let grown = normal_of(&machine);
+    assert!(
+        machine.deferred_pages_pending() > 0,
+        "the machine finished its init"
+    );
+
+    let mut model = build();
+    let boot = normal_of(&model);
+    assert!(boot.0 < grown.0 && boot.1 < grown.1, "{boot:?} {grown:?}");
+    model
+        .set_start_state_with(&target, Some(&buddyinfo), 7)
+        .unwrap();
+    assert_eq!(model.pagetypeinfo(), target);
+    assert_eq!(model.buddyinfo(), buddyinfo);
+    assert_eq!(normal_of(&model), grown);
+    assert_eq!(
+        model.deferred_pages_pending(),
+        machine.deferred_pages_pending()
+    );
+    assert_eq!(model.free_pages_total(), machine.free_pages_total());
+    assert_eq!(model.managed_pages_total(), machine.managed_pages_total());
+}
