@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Holds pfnlab's model against Linux 6.1 itself. Boots Debian 12's own
 # kernel on each LAYOUT with .ci/guests.sh (default: fake NUMA with 64
-# nodes, memmap= holes, movablecore=, more CPUs than nodes), then, from
+# nodes, memmap= holes, movablecore=, more CPUs than nodes, a memory
+# block offline), then, from
 # each guest's saved files and a `pfnlab snapshot --root` of them:
 #
 # - `zoneinfo --era 6.1 --compare`, with the snapshot's layout, sysctls,
@@ -28,7 +29,7 @@ cd "$(dirname "$0")/.."
 pfnlab=$(realpath "$1")
 shift
 layouts=("$@")
-[ ${#layouts[@]} -gt 0 ] || layouts=(numa-fake-64 memmap-holes movablecore-1g four-cpus-two-nodes)
+[ ${#layouts[@]} -gt 0 ] || layouts=(numa-fake-64 memmap-holes movablecore-1g four-cpus-two-nodes offline-block)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

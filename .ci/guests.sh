@@ -10,7 +10,8 @@
 # apt offers, fetched with `apt-get download` and unpacked into a
 # temporary directory, never installed. The guest's whole userland is one
 # static busybox in a small initramfs: its /init mounts proc, sysfs and
-# devtmpfs, copies the files below, and writes each to the second serial
+# devtmpfs, takes the layout's memory blocks offline (if it names any),
+# copies the files below, and writes each to the second serial
 # port between `@@begin PATH BYTES MD5` and `@@end PATH` lines, in base64,
 # then `@@done` and powers off. The kernel's own console is the first
 # serial port, so its messages never mix with the files. The kernel
@@ -23,9 +24,10 @@
 # Needs qemu-system-x86 and busybox-static (installed with apt-get when
 # missing; root in CI). Uses KVM when a guest boots on /dev/kvm, and
 # TCG otherwise. Each boot prints its wall time; a guest that does not
-# finish within GUESTS_TIMEOUT seconds (default 300), or a file that is
-# missing or does not match its checksum, fails the run non-zero, naming
-# the layout, after the other layouts have run.
+# finish within GUESTS_TIMEOUT seconds (default 300), a file that is
+# missing or does not match its checksum, or a memory block the guest
+# could not take offline, fails the run non-zero, naming the layout,
+# after the other layouts have run.
 set -euo pipefail
 
 usage() {
@@ -34,12 +36,14 @@ usage() {
   exit 2
 }
 
-ALL_LAYOUTS=(plain numa-fake-64 memmap-holes movablecore-1g four-cpus-two-nodes cpuless-nodes)
+ALL_LAYOUTS=(plain numa-fake-64 memmap-holes movablecore-1g four-cpus-two-nodes cpuless-nodes
+  offline-block)
 
-# layout NAME: sets the guest's RAM (-m), CPUs (-smp), kernel parameters
-# and QEMU NUMA options for one layout.
+# layout NAME: sets the guest's RAM (-m), CPUs (-smp), kernel parameters,
+# QEMU NUMA options and the memory blocks its /init takes offline
+# (offline, block numbers separated by commas) for one layout.
 layout() {
-  numa=()
+  numa=() offline=""
   case $1 in
     plain)
       # One node, 2 GiB, 2 CPUs: the reference for the others.
@@ -70,6 +74,15 @@ layout() {
       done
       numa+=(-numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,cpus=1,memdev=m1
         -numa node,nodeid=2,memdev=m2 -numa node,nodeid=3,memdev=m3) ;;
+    offline-block)
+      # As plain, with memory block 8 (128 MiB at 1 GiB, inside DMA32)
+      # taken offline by /init before it reads anything. The blocks go to
+      # /init as offline_blocks=8 on the kernel command line: the kernel
+      # hands a parameter it does not know, with a value and no dot in its
+      # name, to init as an environment variable. /proc/cmdline shows it,
+      # and pfnlab ignores it.
+      mem=2G smp=2 offline=8
+      params="offline_blocks=$offline" ;;
     *)
       echo "guests.sh: unknown layout '$1'" >&2
       usage ;;
@@ -99,6 +112,22 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 exec >/dev/ttyS1 2>&1
 stty -F /dev/ttyS1 raw -echo 115200
+
+# The layout's memory blocks (offline_blocks=8,9 on the kernel command
+# line) go offline first, each saying so on both serial ports:
+# `@@offline memoryN offline`, or `failed` and why.
+for n in $(echo "${offline_blocks:-}" | tr , ' '); do
+  b=/sys/devices/system/memory/memory$n
+  why=$( (echo offline >"$b/state") 2>&1)
+  state=$(cat "$b/state" 2>/dev/null || echo missing)
+  if [ "$state" = offline ]; then
+    line="@@offline memory$n offline"
+  else
+    line="@@offline memory$n failed: state $state${why:+, $why}"
+  fi
+  echo "$line"
+  echo "$line" >/dev/ttyS0
+done
 
 # save PATH...: copies each file that exists under /snap.
 save() {
@@ -211,7 +240,30 @@ boot() {
   esac
   rm -rf "$dest"
   mkdir -p "$dest"
-  unpack "$name" "$dir" "$dest"
+  unpack "$name" "$dir" "$dest" || return 1
+  offlined "$name" "$dir" "$dest"
+}
+
+# offlined NAME DIR DEST: says which of the layout's memory blocks the
+# guest took offline, and fails unless each did and its saved state says
+# offline.
+offlined() {
+  local name=$1 dir=$2 dest=$3 n line state size bad=0
+  size=$((0x$(cat "$dest/sys/devices/system/memory/block_size_bytes")))
+  for n in ${offline//,/ }; do
+    line=$(tr -d '\r' <"$dir/data.log" | awk -v b="memory$n" '$1 == "@@offline" && $2 == b')
+    state=$(cat "$dest/sys/devices/system/memory/memory$n/state" 2>/dev/null || echo missing)
+    if [ "$line" = "@@offline memory$n offline" ] && [ "$state" = offline ]; then
+      printf '%s: memory%s [%#x-%#x] taken offline\n' "$name" "$n" $((n * size)) $((n * size + size - 1))
+    else
+      echo "guests.sh: $name: memory$n not taken offline: ${line:-the guest did not try}; saved state $state" >&2
+      bad=1
+    fi
+  done
+  if [ "$bad" -ne 0 ]; then
+    failed "$name" "memory blocks not taken offline"
+    return 1
+  fi
 }
 
 # unpack NAME DIR DEST: decodes DIR/data.log into DEST, checking each

@@ -38,7 +38,7 @@ use sparsemem::layout::{
     FirmwareEntry, NodeMap, entries_to_layout_with, host_geometry_for, parse_firmware_entry,
     parse_iomem, ram_end,
 };
-use sparsemem::{Layout, LayoutError};
+use sparsemem::{Layout, LayoutError, MemRange, RangeKind};
 use sparsemem::{Order, Pfn};
 
 pub use read::parse_cpulist;
@@ -443,13 +443,68 @@ impl Snapshot {
     }
 
     /// The machine's layout, in the geometry of its architecture and page
-    /// size, named `source`.
+    /// size, named `source`. Memory blocks the machine had offline are
+    /// `hotplug` ranges (present, with a memmap, in no zone, as
+    /// `offline_pages` leaves them): `/proc/iomem` and the firmware map
+    /// still call them System RAM.
     pub fn layout(&self, source: &str) -> Result<Layout, SnapshotError> {
         let entries = self.memory_map()?;
         let geometry = host_geometry_for(&self.arch, self.page_size as usize, ram_end(&entries));
-        entries_to_layout_with(&entries, self.node_map().as_ref(), source, geometry)
-            .map_err(SnapshotError::Layout)
+        let layout = entries_to_layout_with(&entries, self.node_map().as_ref(), source, geometry)
+            .map_err(SnapshotError::Layout)?;
+        let offline = self.offline_blocks();
+        if offline.is_empty() {
+            return Ok(layout);
+        }
+        let mut ranges = Vec::new();
+        for r in layout.ranges() {
+            ranges.extend(split_off(r, &offline));
+        }
+        Layout::new(geometry, ranges, source).map_err(SnapshotError::Layout)
     }
+
+    /// The memory blocks whose `state` is `offline`, as byte ranges
+    /// `[start, end)`, ascending.
+    pub fn offline_blocks(&self) -> Vec<(u64, u64)> {
+        let Some(size) = self
+            .memory_block_size
+            .as_deref()
+            .and_then(|s| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+        else {
+            return Vec::new();
+        };
+        self.memory_blocks
+            .iter()
+            .filter(|b| b.state.as_deref().map(str::trim) == Some("offline"))
+            .filter_map(|b| Some((b.id.checked_mul(size)?, (b.id + 1).checked_mul(size)?)))
+            .collect()
+    }
+}
+
+/// `r` with the parts inside `offline` (ascending, disjoint) as `hotplug`
+/// ranges when `r` is RAM.
+fn split_off(r: &MemRange, offline: &[(u64, u64)]) -> Vec<MemRange> {
+    if r.kind != RangeKind::Ram {
+        return vec![*r];
+    }
+    let (mut at, end) = (r.start.get(), r.end.get());
+    let mut out = Vec::new();
+    let piece = |s: u64, e: u64, kind| MemRange::new(s, e, kind, r.node);
+    for &(s, e) in offline {
+        let (s, e) = (s.max(at), e.min(end));
+        if s >= e {
+            continue;
+        }
+        if at < s {
+            out.push(piece(at, s, RangeKind::Ram));
+        }
+        out.push(piece(s, e, RangeKind::Hotplug));
+        at = e;
+    }
+    if at < end {
+        out.push(piece(at, end, RangeKind::Ram));
+    }
+    out
 }
 
 /// `6.1.0-18-amd64 …` as `(6, 1, 0)`: the first word's first three runs

@@ -212,3 +212,31 @@ fn a_zoneinfo_in_6_1s_format_is_read() {
     assert_eq!(info.format, buddy::views::ZoneinfoFormat::V5_16);
     assert_eq!(info.to_string(), v6_1);
 }
+
+#[test]
+fn offline_blocks_split_ram_into_hotplug_ranges() {
+    let ram = MemRange::new(1 << 20, 1 << 30, RangeKind::Ram, 1);
+    let mib = |n: u64| n << 20;
+    // One block inside, one at the end, one past the range.
+    let offline = [
+        (mib(256), mib(384)),
+        (mib(896), mib(1024)),
+        (mib(2048), mib(2176)),
+    ];
+    let kinds: Vec<_> = split_off(&ram, &offline)
+        .iter()
+        .map(|r| (r.start.get(), r.end.get(), r.kind, r.node))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (mib(1), mib(256), RangeKind::Ram, 1),
+            (mib(256), mib(384), RangeKind::Hotplug, 1),
+            (mib(384), mib(896), RangeKind::Ram, 1),
+            (mib(896), mib(1024), RangeKind::Hotplug, 1),
+        ]
+    );
+    // Only RAM is split.
+    let reserved = MemRange::new(0, mib(512), RangeKind::Reserved, 0);
+    assert_eq!(split_off(&reserved, &offline), [reserved]);
+}

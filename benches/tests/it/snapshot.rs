@@ -9,14 +9,14 @@ use std::process::{Command, Output};
 
 use pfnlab::snapshot::Snapshot;
 
-fn pfnlab(args: &[&str]) -> Output {
+pub(crate) fn pfnlab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pfnlab"))
         .args(args)
         .output()
         .expect("run pfnlab")
 }
 
-fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     assert!(
         out.status.success(),
         "{}",
@@ -26,7 +26,7 @@ fn stdout(out: &Output) -> String {
 }
 
 /// One line on stderr and exit status 2.
-fn refused(out: &Output) -> String {
+pub(crate) fn refused(out: &Output) -> String {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8(out.stderr.clone()).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -269,7 +269,9 @@ fn the_default_comparison_bulk_and_replay_start_from_a_snapshot() {
 /// `numa=fake=64` the nodes are smaller than a memory block: they come
 /// from the zoneinfo's spans, so each fake node holds its own zones; and
 /// `movablecore=1G` on the saved kernel command line puts the RAM above
-/// 4 GiB in ZONE_MOVABLE, as the guest's kernel did. Started from its own
+/// 4 GiB in ZONE_MOVABLE, as the guest's kernel did; a memory block the
+/// guest took offline is a `hotplug` range, in no zone, so its zone's
+/// `present` and pageblocks leave it out. Started from its own
 /// free lists, each guest's buddyinfo and pagetypeinfo come out as its
 /// kernel printed them.
 #[test]
@@ -284,6 +286,7 @@ fn a_guests_snapshot_has_the_ram_its_kernel_was_given() {
         "cpuless-nodes",
         "numa-fake-64",
         "movablecore-1g",
+        "offline-block",
     ] {
         let root = format!("{guests}/{guest}");
         let json = dir.join(format!("{guest}.json"));
