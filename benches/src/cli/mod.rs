@@ -12,6 +12,7 @@ pub mod commands;
 pub mod compare;
 pub mod hotplug_memmap;
 pub mod layout_hugetlb;
+pub mod replay_state;
 pub mod snapshot;
 pub mod trace;
 pub mod views;

@@ -12,12 +12,12 @@ use pfnlab::report::{JsonOut, Report};
 use pfnlab::snapshot::{Snapshot, StartState};
 use pfnlab::trace::format::{TraceReader, convert};
 use pfnlab::trace::record::{RecordOptions, record_to};
-use pfnlab::trace::replay::end_state::{FreeState, compare_end_state};
 use pfnlab::trace::replay::{
-    ModelResults, ReplayOptions, end_state_table, replay_comparisons, replay_layout,
-    replay_models_from, replay_rows, replay_table,
+    ModelResults, ReplayOptions, replay_comparisons, replay_layout, replay_models_from,
+    replay_rows, replay_table,
 };
 
+use super::replay_state::{self, EndArg, StateArg, start_and_layout};
 use super::{CliError, load_layout, loaded, parse_layout};
 
 /// `pfnlab trace`.
@@ -33,6 +33,12 @@ pub enum TraceCommand {
         /// Without a command: how long to record.
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
+        /// Also take the machine's snapshot (as `pfnlab snapshot` does)
+        /// just before tracing begins and just after it stops, into the
+        /// recording: `replay --start-state recorded --end-state recorded`
+        /// then holds the replay against where the machine ended.
+        #[arg(long)]
+        snapshot: bool,
         /// The command to record, after `--`.
         #[arg(last = true)]
         command: Vec<String>,
@@ -108,61 +114,25 @@ pub struct ReplayArgs {
     /// Three timed passes per model instead of five.
     #[arg(long)]
     quick: bool,
-    #[command(flatten)]
-    start: super::StartArgs,
-    /// `snapshot:FILE`, taken where the recording ended: each model's free
-    /// lists at the end of the replay beside the snapshot's, zone by zone,
-    /// with the share of free pages at another order (docs/trace.md).
-    #[arg(long = "end-state", value_parser = parse_end_state)]
-    end_state: Option<PathBuf>,
-}
-
-/// Parses `--end-state`: `snapshot:FILE`.
-fn parse_end_state(text: &str) -> Result<PathBuf, String> {
-    super::views::snapshot_file(text, "end state")
-}
-
-/// The `--end-state` snapshot: where it is, and the machine's free lists
-/// in it.
-struct EndArg {
-    path: PathBuf,
-    machine: FreeState,
-}
-
-impl EndArg {
-    /// Reads the snapshot at `path`: its buddyinfo (refused without one)
-    /// and its pagetypeinfo if it has one. Every error names the option
-    /// and the file.
-    fn load(path: &Path) -> Result<EndArg, CliError> {
-        let refused = |why: String| CliError(format!("--end-state {}: {why}", path.display()));
-        let snapshot = Snapshot::load(path).map_err(|e| refused(e.to_string()))?;
-        let buddyinfo = snapshot
-            .buddyinfo()
-            .map_err(|e| refused(e.to_string()))?
-            .ok_or_else(|| refused("the snapshot has no buddyinfo".into()))?;
-        let pagetypeinfo = snapshot
-            .pagetypeinfo()
-            .map_err(|e| refused(e.to_string()))?;
-        Ok(EndArg {
-            path: path.to_owned(),
-            machine: FreeState {
-                buddyinfo,
-                pagetypeinfo,
-            },
-        })
-    }
-
-    /// Holds each model's end state against the machine's, and returns
-    /// the table.
-    fn compare(&self, results: &mut ModelResults) -> String {
-        for r in results.iter_mut().filter_map(|(_, r)| r.as_mut().ok()) {
-            r.end_state = r
-                .end_free
-                .as_ref()
-                .map(|model| compare_end_state(model, &self.machine, self.path.clone()));
-        }
-        end_state_table(&format!("snapshot:{}", self.path.display()), results)
-    }
+    /// `snapshot:FILE`, or `recorded` (the snapshot a recording made
+    /// with `trace record --snapshot` carries from its start): every
+    /// model starts from its free blocks per zone, order and migratetype,
+    /// the rest allocated (docs/snapshots.md); the layout is the
+    /// snapshot's (with `recorded`, the recording's) unless --layout names
+    /// another.
+    #[arg(long = "start-state", value_parser = replay_state::parse_start)]
+    start_state: Option<StateArg>,
+    /// Where the start state's free blocks go (the same seed, the same
+    /// pfns).
+    #[arg(long = "seed", default_value_t = 0)]
+    seed: u64,
+    /// `snapshot:FILE` taken where the recording ended, or `recorded`
+    /// (the snapshot a recording made with `trace record --snapshot`
+    /// carries from its end): each model's free lists at the end of the
+    /// replay beside the snapshot's, zone by zone, with the share of free
+    /// pages at another order (docs/trace.md).
+    #[arg(long = "end-state", value_parser = replay_state::parse_end)]
+    end_state: Option<StateArg>,
 }
 
 /// Exit status 1 when `--verify` found a wrong operation.
@@ -186,8 +156,16 @@ pub fn trace(command: TraceCommand) -> Result<(), CliError> {
         TraceCommand::Record {
             out,
             seconds,
+            snapshot,
             command,
-        } => record(&out, seconds, command),
+        } => record(
+            &out,
+            RecordOptions {
+                command,
+                seconds,
+                snapshot,
+            },
+        ),
         TraceCommand::Convert {
             input,
             output,
@@ -204,11 +182,10 @@ pub fn trace(command: TraceCommand) -> Result<(), CliError> {
     }
 }
 
-fn record(out: &Path, seconds: f64, command: Vec<String>) -> Result<(), CliError> {
+fn record(out: &Path, options: RecordOptions) -> Result<(), CliError> {
     // Ctrl-C ends the recording (and kills the command); the instance is
     // removed on the way out either way.
     super::catch_signals();
-    let options = RecordOptions { command, seconds };
     eprintln!("recording page allocations (Ctrl-C stops)...");
     let rec = record_to(&options, out, &super::INTERRUPTED)?;
     let lost: u64 = rec.header.lost_events.iter().sum();
@@ -225,6 +202,12 @@ fn record(out: &Path, seconds: f64, command: Vec<String>) -> Result<(), CliError
             ""
         }
     );
+    if rec.header.snapshot_start.is_some() {
+        println!(
+            "with the machine's snapshots from just before and just after: `pfnlab replay {} --start-state recorded --end-state recorded` holds a replay against them",
+            out.display()
+        );
+    }
     match rec.status {
         Some(s) if !s.success() => Err(CliError(format!("the recorded command failed: {s}"))),
         _ => Ok(()),
@@ -247,26 +230,6 @@ fn replay_options(args: &ReplayArgs) -> ReplayOptions {
     }
 }
 
-/// The replay's start state, read and checked before anything is built,
-/// and its layout: `--layout`, else the one before the command, else the
-/// start state's snapshot's (else the recording's or the host's).
-fn start_and_layout(
-    args: &ReplayArgs,
-    outer: Option<LayoutSpec>,
-) -> Result<(Option<StartState>, Option<LayoutSpec>), CliError> {
-    let spec = args.start.spec();
-    let start = spec
-        .as_ref()
-        .map(|(path, seed)| StartState::load(path, *seed))
-        .transpose()?;
-    let layout = args
-        .layout
-        .clone()
-        .or(outer)
-        .or_else(|| spec.map(|(path, _)| LayoutSpec::Snapshot(path)));
-    Ok((start, layout))
-}
-
 /// The replay's era: `--era`, else the kernel's of the snapshot the start
 /// state or layout comes from, with the header's words for it, else the
 /// default.
@@ -278,15 +241,12 @@ fn replay_era(
     if let Some(era) = args.era {
         return Ok((era, String::new()));
     }
-    let snapshot = match (start, layout) {
-        (Some(s), _) => Some(&s.record().snapshot),
-        (None, Some(LayoutSpec::Snapshot(path))) => Some(path),
+    let era = match (start, layout) {
+        (Some(s), _) => s.era().cloned(),
+        (None, Some(LayoutSpec::Snapshot(path))) => Snapshot::load(path)?.era(),
         _ => None,
     };
-    let Some(path) = snapshot else {
-        return Ok((buddy::Era::default(), String::new()));
-    };
-    Ok(match Snapshot::load(path)?.era() {
+    Ok(match era {
         Some((era, release)) => (era, format!(" (the snapshot's kernel {release})")),
         None => (buddy::Era::default(), String::new()),
     })
@@ -302,9 +262,21 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
     let out = args.json.as_deref().map(JsonOut::create).transpose()?;
     let first =
         TraceReader::open(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
-    let (start, spec) = start_and_layout(&args, outer)?;
+    let header = first.header();
+    let layout_arg = args.layout.clone().or(outer);
+    let (start, spec) = start_and_layout(
+        args.start_state.as_ref(),
+        args.seed,
+        file,
+        header,
+        layout_arg,
+    )?;
     // Read before the replay: a bad snapshot costs no replay.
-    let end = args.end_state.as_deref().map(EndArg::load).transpose()?;
+    let end = args
+        .end_state
+        .as_ref()
+        .map(|arg| EndArg::load(arg, file, header))
+        .transpose()?;
     let (era, era_source) = replay_era(&args, start.as_ref(), spec.as_ref())?;
     // A machine still in deferred init starts every model in it.
     let mut alloc_options = buddy::Options::for_era(era);

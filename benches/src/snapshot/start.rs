@@ -1,12 +1,14 @@
 //! A run's start state: the free lists of a snapshot, placed by a seed,
 //! for every allocator a run builds (`--start-state snapshot:FILE
-//! --seed N` on the default comparison, `bench bulk` and `replay`).
+//! --seed N` on the default comparison, `bench bulk` and `replay`, and
+//! `--start-state recorded` on a replay of a recording that carries its
+//! machine's snapshots).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use buddy::views::{BuddyInfo, PageTypeInfo, Zoneinfo};
-use buddy::{AllocError, Allocator, BuddyModel, Options, Variant};
+use buddy::{AllocError, Allocator, BuddyModel, Era, Options, Variant};
 use serde::Serialize;
 
 use super::{Snapshot, SnapshotError};
@@ -20,13 +22,17 @@ pub struct StartState {
     types: Arc<PageTypeInfo>,
     buddy: Option<Arc<BuddyInfo>>,
     deferred: Option<DeferredZone>,
+    era: Option<(Era, String)>,
 }
 
 /// What a report says of a run's start state.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct StartStateRecord {
-    /// The snapshot.
+    /// The snapshot's file: a snapshot, or the recording that carries it.
     pub snapshot: PathBuf,
+    /// Whether the snapshot is the one a recording carries from its start
+    /// (`--start-state recorded`).
+    pub recorded: bool,
     /// The placement's seed.
     pub seed: u64,
     /// Whether the snapshot's machine was still in deferred struct page
@@ -39,19 +45,37 @@ impl StartState {
     /// a snapshot without a pagetypeinfo is refused here, before anything
     /// is built.
     pub fn load(path: &Path, seed: u64) -> Result<StartState, SnapshotError> {
-        let snapshot = Snapshot::load(path)?;
+        StartState::of(&Snapshot::load(path)?, path, false, seed)
+    }
+
+    /// The start state of `snapshot`, read from the file at `path`
+    /// (`recorded`: the recording that carries it from its start).
+    pub fn of(
+        snapshot: &Snapshot,
+        path: &Path,
+        recorded: bool,
+        seed: u64,
+    ) -> Result<StartState, SnapshotError> {
         let types = snapshot.start_types()?;
         let deferred = snapshot.deferred_zone()?;
         Ok(StartState {
             record: StartStateRecord {
                 snapshot: path.to_owned(),
+                recorded,
                 seed,
                 deferred_init: deferred.is_some(),
             },
             types: Arc::new(types),
             buddy: snapshot.buddyinfo()?.map(Arc::new),
             deferred,
+            era: snapshot.era(),
         })
+    }
+
+    /// The newest pfnlab era at or below the snapshot's kernel release,
+    /// with the release as written, if it has one.
+    pub fn era(&self) -> Option<&(Era, String)> {
+        self.era.as_ref()
     }
 
     /// The first zone the snapshot's machine had not finished
@@ -108,8 +132,13 @@ impl StartState {
                 z.node, z.zone, z.blocks
             )
         });
+        let what = if self.record.recorded {
+            "recorded: the snapshot at the start of "
+        } else {
+            "snapshot:"
+        };
         format!(
-            "snapshot:{} (seed {}{deferred})",
+            "{what}{} (seed {}{deferred})",
             self.record.snapshot.display(),
             self.record.seed
         )

@@ -7,7 +7,9 @@
 //! 1. the line `pfnlab-trace 1`;
 //! 2. one line of JSON, the [`Header`]: kernel version, page size, CPU
 //!    count, the host's layout as a layout file (TOML), the command
-//!    recorded, the seconds it ran and the events lost per CPU;
+//!    recorded, the seconds it ran and the events lost per CPU, and,
+//!    recorded with `--snapshot`, the machine's snapshots from just before
+//!    and just after (fields a reader without them skips);
 //! 3. the events, [`RECORD_BYTES`] each, little-endian: timestamp in ns
 //!    (u64), pfn (u64; all ones for a failed allocation), GFP mask (u32),
 //!    CPU (u16), event code (u8, [`EventKind::code`]), order (u8),
@@ -58,6 +60,14 @@ pub struct Header {
     pub seconds: f64,
     /// Events the kernel dropped, per CPU (its ring buffers' overruns).
     pub lost_events: Vec<u64>,
+    /// The machine's snapshot ([`crate::snapshot::Snapshot`], as its
+    /// file's text) taken just before tracing began, with `trace record
+    /// --snapshot`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_start: Option<String>,
+    /// The same, taken just after tracing stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_end: Option<String>,
 }
 
 /// Writes `events` (in timestamp order) as a recording; zstd-compressed
@@ -517,6 +527,8 @@ pub fn convert(
         command: Some(format!("converted from {}", input.display())),
         seconds: 0.0,
         lost_events: Vec::new(),
+        snapshot_start: None,
+        snapshot_end: None,
     };
     let written = (|| {
         let mut w = RecordingWriter::create(output, &header).map_err(write)?;

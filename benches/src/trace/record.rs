@@ -22,6 +22,7 @@ use sparsemem::Layout;
 use super::format::{Header, write_recording};
 use super::text::{Line, parse_line};
 use super::{Event, EventKind};
+use crate::snapshot::Snapshot;
 
 /// Where tracefs is mounted on current systems.
 pub const TRACEFS: &str = "/sys/kernel/tracing";
@@ -35,6 +36,9 @@ pub struct RecordOptions {
     pub command: Vec<String>,
     /// Without a command: record for this long.
     pub seconds: f64,
+    /// Take the machine's snapshot just before tracing begins and just
+    /// after it stops, into the recording's header.
+    pub snapshot: bool,
 }
 
 /// A finished recording.
@@ -337,11 +341,12 @@ pub fn record(options: &RecordOptions, stop: &AtomicBool) -> Result<Recording, R
     for kind in EventKind::ALL {
         instance.write(&format!("events/kmem/{}/enable", kind.name()), "1")?;
     }
+    let snapshot_start = options.snapshot.then(host_snapshot);
     instance.write("tracing_on", "1")?;
     let cpus = instance.cpus();
     let readers_stop = AtomicBool::new(false);
     let started = Instant::now();
-    let (per_cpu, status) = std::thread::scope(|s| {
+    let (per_cpu, status, snapshot_end) = std::thread::scope(|s| {
         let readers: Vec<_> = cpus
             .iter()
             .map(|&cpu| {
@@ -352,6 +357,7 @@ pub fn record(options: &RecordOptions, stop: &AtomicBool) -> Result<Recording, R
             .collect();
         let status = run_workload(options, stop);
         let _ = instance.write("tracing_on", "0");
+        let snapshot_end = options.snapshot.then(host_snapshot);
         readers_stop.store(true, Ordering::Relaxed);
         let per_cpu: Vec<_> = readers
             .into_iter()
@@ -360,7 +366,7 @@ pub fn record(options: &RecordOptions, stop: &AtomicBool) -> Result<Recording, R
                     .unwrap_or_else(|_| Err(io::Error::other("reader panicked")))
             })
             .collect();
-        (per_cpu, status)
+        (per_cpu, status, snapshot_end)
     });
     let seconds = started.elapsed().as_secs_f64();
     let status = status?;
@@ -381,16 +387,30 @@ pub fn record(options: &RecordOptions, stop: &AtomicBool) -> Result<Recording, R
             .unwrap_or_default(),
         page_size: sparsemem::memmap::host_page_size() as u64,
         cpus: cpus.len() as u32,
-        layout: Layout::from_host().ok().map(|l| l.to_toml()),
+        // With snapshots, the start snapshot's layout, so that a replay
+        // from it has the zones its free lists were counted in.
+        layout: match &snapshot_start {
+            Some(s) => s.layout("recorded").ok(),
+            None => Layout::from_host().ok(),
+        }
+        .map(|l| l.to_toml()),
         command: (!options.command.is_empty()).then(|| options.command.join(" ")),
         seconds,
         lost_events,
+        snapshot_start: snapshot_start.map(|s| s.to_json()),
+        snapshot_end: snapshot_end.map(|s| s.to_json()),
     };
     Ok(Recording {
         header,
         events,
         status,
     })
+}
+
+/// The live machine's [`Snapshot`], as `pfnlab snapshot` takes it.
+fn host_snapshot() -> Snapshot {
+    let page_size = sparsemem::memmap::host_page_size() as u64;
+    Snapshot::read(Path::new("/"), std::env::consts::ARCH, page_size)
 }
 
 fn run_workload(

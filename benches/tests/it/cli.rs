@@ -784,6 +784,7 @@ fn trace_record_leaves_nothing_behind() {
         .args([
             "trace",
             "record",
+            "--snapshot",
             "--out",
             out_path.to_str().unwrap(),
             "--",
@@ -835,6 +836,28 @@ fn trace_record_leaves_nothing_behind() {
         "{}",
         String::from_utf8_lossy(&replayed.stderr)
     );
+    // The machine's snapshots from both ends are in it: a replay starts
+    // from the first, on the layout recorded with it, and ends beside the
+    // second.
+    let states = pfnlab(&[
+        "replay",
+        out_path.to_str().unwrap(),
+        "--model",
+        "flat",
+        "--trials",
+        "1",
+        "--start-state",
+        "recorded",
+        "--end-state",
+        "recorded",
+    ]);
+    let text = String::from_utf8_lossy(&states.stdout);
+    assert!(
+        states.status.success(),
+        "{}",
+        String::from_utf8_lossy(&states.stderr)
+    );
+    assert!(text.contains("end state against recorded: "), "{text}");
 }
 
 fn nix_is_root() -> bool {

@@ -14,6 +14,8 @@ mod memdesc;
 #[cfg(feature = "cli")]
 mod picture;
 #[cfg(feature = "cli")]
+mod recorded;
+#[cfg(feature = "cli")]
 mod snapshot;
 mod trace;
 #[cfg(feature = "cli")]

@@ -79,6 +79,8 @@ fn a_recording_round_trips_compressed_and_not() {
         command: Some("ls".into()),
         seconds: 0.5,
         lost_events: vec![0, 3],
+        snapshot_start: Some("{}".into()),
+        snapshot_end: None,
     };
     let dir = std::env::temp_dir().join(format!("pfnlab-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -295,6 +297,8 @@ fn a_truncated_recording_is_refused() {
         command: None,
         seconds: 0.0,
         lost_events: vec![0],
+        snapshot_start: None,
+        snapshot_end: None,
     };
     plain.extend(serde_json::to_vec(&header).unwrap());
     plain.extend(b"\n0123456789");
