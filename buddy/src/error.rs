@@ -114,6 +114,12 @@ pub enum FreeError {
         /// The pfn.
         pfn: Pfn,
     },
+    /// `split_page` of a compound page (one allocated with `__GFP_COMP`),
+    /// which only the folio paths split.
+    Compound {
+        /// The head's pfn.
+        pfn: Pfn,
+    },
     /// An order above `MAX_PAGE_ORDER`.
     Order(OrderTooLarge),
     /// A [`PageChain`](crate::PageChain) of another allocator handed to a
@@ -442,6 +448,10 @@ impl fmt::Display for FreeError {
                 "bad page state at pfn {pfn}: {reason} (the free is refused, the block stays allocated)"
             ),
             FreeError::DeviceMemory { pfn } => device_memory(f, *pfn),
+            FreeError::Compound { pfn } => write!(
+                f,
+                "pfn {pfn} heads a compound page, which split_page does not split"
+            ),
             FreeError::Order(e) => write!(f, "{e}"),
             FreeError::ForeignChain => f.write_str(FOREIGN_CHAIN),
             FreeError::NotInEra(e) => write!(f, "{e}"),

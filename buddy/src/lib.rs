@@ -121,6 +121,7 @@ mod memory_notify;
 mod movable;
 mod node;
 mod pcp;
+mod split_page;
 mod start_state;
 #[cfg(feature = "testing")]
 pub mod testing;

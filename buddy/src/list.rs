@@ -393,6 +393,28 @@ impl<P: BuddyPage> OwnedBlock<P> {
         Ok(())
     }
 
+    /// `split_page`'s writes: the claimed non-compound block's `1 << order`
+    /// pages each become an allocated order-0 page with its own reference
+    /// (`private` 0, `_refcount` 1), for the holder to free one by one.
+    /// The caller checked the block is not compound.
+    pub(crate) fn split(self) {
+        for i in 1..self.order().nr_pages() {
+            let tail = self.tail(i);
+            // SAFETY: the token owns the block, so its tails are on no list
+            // and written by no one else; each becomes its own page.
+            unsafe {
+                tail.set_private(0);
+                tail.set_refcount(1);
+            }
+        }
+        // SAFETY: the token owns the head; restoring the reference the
+        // claim froze, at order 0, hands it back as the first page.
+        unsafe {
+            self.page().set_private(0);
+            self.page().set_refcount(1);
+        }
+    }
+
     /// Gives a claimed block back to its holder unchanged (a refused free):
     /// the reference the claim froze is restored.
     pub(crate) fn unclaim(self) {

@@ -12,7 +12,14 @@
 //!    still in deferred struct page init counts only the pageblocks it
 //!    has initialised, so a model zone with deferred pages is first grown
 //!    a section at a time, as the machine's allocations grew its zone
-//!    ([`Allocator::deferred_grow_zone_to`]), until it counts as many;
+//!    ([`Allocator::deferred_grow_zone_to`]), until it counts as many,
+//!    and the watermarks and per-CPU sizes are then worked out from the
+//!    grown managed pages (`setup_per_zone_wmarks`, `zone_pcp_update`).
+//!    That is the state a machine whose deferred init is lazy shows: a
+//!    6.18 host booted with `deferred_init=lazy` had its zones' `min`,
+//!    `high_min` and `high_max` follow the managed pages grown so far,
+//!    exactly. Mainline works them out again only in
+//!    `page_alloc_init_late`, before any snapshot can be taken;
 //! 2. a free `MAX_PAGE_ORDER` block covers whole pageblocks of its
 //!    migratetype: the aligned groups of pageblocks wholly in the zone are
 //!    shuffled (seeded), and each migratetype takes as many as it has
@@ -205,8 +212,10 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     }
 
     /// Grows each zone still in deferred init until it counts the
-    /// target's pageblocks (see the module doc).
+    /// target's pageblocks, and then works the watermarks and per-CPU
+    /// sizes out again from the grown managed pages (see the module doc).
     fn grow_deferred_zones(&mut self, target: &PageTypeInfo) {
+        let managed = self.managed_pages_total();
         for t in &target.zones {
             let zid = self
                 .zones
@@ -216,6 +225,9 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             if let Some(zid) = zid {
                 self.deferred_grow_zone_to(zid, t.blocks.iter().sum());
             }
+        }
+        if self.managed_pages_total() != managed {
+            self.setup_watermarks_and_pcp();
         }
     }
 

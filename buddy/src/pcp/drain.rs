@@ -61,6 +61,7 @@ impl<P: BuddyPage> Pcp<P> {
             left = left.saturating_sub(order.nr_pages());
             area.free_one(&alloc.model, block);
             area.stats.pcp_drain_blocks += 1;
+            pcp.drain_blocks += 1;
             Some(order.nr_pages())
         };
         let mut freed = 0;

@@ -124,6 +124,11 @@ struct Pcp<P> {
     numa: NumaEvents,
     /// `pcp->lock` (6.0 on).
     lock: TryLock,
+    /// Blocks this CPU's refills took and its drains gave back, over the
+    /// handle's life: the zone's `pcp_refill_blocks` and
+    /// `pcp_drain_blocks` of this CPU alone (read on the slow paths only).
+    refill_blocks: u64,
+    drain_blocks: u64,
 }
 
 impl<P: BuddyPage> Pcp<P> {

@@ -46,6 +46,7 @@ impl<P: BuddyPage> Pcp<P> {
             }
             pcp.lists[pindex].push_back(area.rmqueue(&alloc.model, order, mt)?);
             area.stats.pcp_refill_blocks += 1;
+            pcp.refill_blocks += 1;
             Some(())
         };
         match alloc.options.lock_policy {

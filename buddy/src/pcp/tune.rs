@@ -23,7 +23,7 @@
 //! pfnlab reads no cache sizes for the lists), and the NUMA expiry that drains a remote
 //! zone's lists after three idle vmstat ticks.
 
-use super::{PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX, Pcp};
+use super::{PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX, Pcp, PerCpu};
 use crate::alloc::Allocator;
 use crate::gfp::AllocFlags;
 use crate::types::{BuddyModel, ZoneId, ZoneType};
@@ -198,5 +198,36 @@ fn clamp(val: u64, lo: u64, hi: u64) -> u64 {
         lo
     } else {
         val
+    }
+}
+
+impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
+    /// Sets this CPU's `pcp->high` for zone `zid` to the value a machine's
+    /// zoneinfo showed for the CPU, clamped into `high_min..=high_max`, so
+    /// that a run starting from that machine's state goes on tuning from
+    /// where its kernel was (6.7's tuning moves `high` with every refill,
+    /// free and vmstat run; its value is state the trace cannot rebuild).
+    /// False, with nothing changed, where `high` is not per CPU (eras
+    /// before 6.7, and with `percpu_pagelist_high_fraction`, where
+    /// `high_min == high_max`) or `zid` names no zone.
+    pub fn restore_high(&mut self, zid: ZoneId, high: u64) -> bool {
+        let tuned = self.alloc.path.pcp_high_tuning;
+        match self.pcp.get_mut(zid.index()) {
+            Some(p) if tuned && p.high_min != p.high_max => {
+                p.high = clamp(high, p.high_min, p.high_max);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Blocks this CPU's refills took from the zones and its drains gave
+    /// back since the handle was made, over every zone: its own share of
+    /// [`ZoneStats::pcp_refill_blocks`](crate::ZoneStats) and
+    /// `pcp_drain_blocks`.
+    pub fn pcp_blocks(&self) -> (u64, u64) {
+        self.pcp.iter().fold((0, 0), |(r, d), p| {
+            (r + p.refill_blocks, d + p.drain_blocks)
+        })
     }
 }

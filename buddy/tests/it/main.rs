@@ -31,6 +31,7 @@ mod pcp;
 mod pcp_eras;
 mod pcp_tuning;
 mod prep;
+mod split_page;
 mod start_state;
 mod stress;
 mod views;

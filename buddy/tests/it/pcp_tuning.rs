@@ -197,3 +197,52 @@ fn a_zone_whose_high_min_is_above_high_max_still_tunes_and_drains() {
     drop(cpu);
     assert_eq!(zone.nr_free_pages_state(), free_before);
 }
+
+/// `restore_high` puts a CPU's `high` where a machine's zoneinfo showed
+/// it, clamped into `high_min..=high_max`, and tuning goes on from there;
+/// an era whose `high` is the zone's refuses it. `pcp_blocks` counts this
+/// CPU's own share of the zone's refill and drain blocks.
+#[test]
+fn a_restored_high_is_clamped_and_tuned_on_and_blocks_are_counted_per_cpu() {
+    let alloc = allocator(4);
+    let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+    let mut other = alloc.cpu_on(NodeId::ZERO).unwrap();
+    assert!(cpu.restore_high(ZID, 1000));
+    assert_eq!(cpu.high(ZID), 1000);
+    assert!(cpu.restore_high(ZID, 1 << 20));
+    assert_eq!(cpu.high(ZID), 2048, "high_max");
+    assert!(cpu.restore_high(ZID, 3));
+    assert_eq!(cpu.high(ZID), 320, "high_min");
+    assert!(!cpu.restore_high(ZoneId::new(7), 1000), "no such zone");
+    // Tuned on from the restored value: each refill raises it by its size.
+    let pages = take(&mut cpu, 253);
+    let (refilled, drained) = cpu.pcp_blocks();
+    assert_eq!((refilled, drained), (380, 0));
+    assert_eq!(cpu.high(ZID), 320 + 380);
+    let theirs = take(&mut other, 3);
+    assert_eq!(other.pcp_blocks(), (4, 0), "one refill of batch");
+    let stats = alloc.stats_total();
+    assert_eq!(stats.pcp_refill_blocks, 380 + 4, "the zone's, both CPUs'");
+    for p in pages.into_iter().chain(theirs) {
+        cpu.free(p).unwrap();
+    }
+    while cpu.vmstat_update() {}
+    assert_eq!(cpu.pcp_blocks().1, alloc.stats_total().pcp_drain_blocks);
+    // 5.13 sizes `high` from `batch`, the zone's: nothing to restore.
+    let old = {
+        let start = 4 << 30;
+        let range = MemRange::new(start, start + (64 << 20), RangeKind::Ram, 0);
+        let layout = Layout::new(Geometry::X86_64, vec![range], "one zone").unwrap();
+        let options = Options::for_era(Era::V5_13);
+        Allocator::<SparseExtreme, Kernel>::new(
+            SparseExtreme::new(&layout).unwrap(),
+            &layout,
+            options,
+        )
+        .unwrap()
+    };
+    let mut cpu = old.cpu_on(NodeId::ZERO).unwrap();
+    let high = cpu.high(ZID);
+    assert!(!cpu.restore_high(ZID, 1000));
+    assert_eq!(cpu.high(ZID), high);
+}

@@ -364,4 +364,31 @@ fn a_zone_in_deferred_init_is_grown_to_the_targets_pageblocks() {
     );
     assert_eq!(model.free_pages_total(), machine.free_pages_total());
     assert_eq!(model.managed_pages_total(), machine.managed_pages_total());
+    // The zones are sized again from the grown managed pages: as a build
+    // whose Normal zone is that size from boot sizes them.
+    let sized = sparsemem::Layout::new(
+        sparsemem::Geometry::X86_64,
+        vec![
+            sparsemem::MemRange::new(1 << 20, 256 << 20, sparsemem::RangeKind::Ram, 0),
+            sparsemem::MemRange::new(
+                4 << 30,
+                (4 << 30) + (grown.1 << 12),
+                sparsemem::RangeKind::Ram,
+                0,
+            ),
+        ],
+        "the grown size from boot",
+    )
+    .unwrap();
+    let plain = Allocator::<SparseExtreme, Kernel>::new(
+        SparseExtreme::new(&sized).unwrap(),
+        &sized,
+        buddy::Options::for_era(Era::V6_18),
+    )
+    .unwrap();
+    for (m, p) in model.zones().iter().zip(plain.zones()) {
+        assert_eq!(m.managed_pages(), p.managed_pages(), "{}", m.kind.name());
+        let sizes = |z: &buddy::Zone<Kernel>| (z.watermarks(), z.batch(), z.high(), z.high_max());
+        assert_eq!(sizes(m), sizes(p), "{}", m.kind.name());
+    }
 }
