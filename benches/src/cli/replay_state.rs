@@ -105,6 +105,24 @@ pub fn start_and_layout(
     })
 }
 
+/// Whether the replay's allocators start in deferred struct page init:
+/// `--deferred-init`, or a start state whose machine was still in it (in
+/// an era without it, refused).
+pub fn deferred_init(
+    asked: bool,
+    start: Option<&StartState>,
+    era: buddy::Era,
+) -> Result<bool, CliError> {
+    let options = buddy::Options {
+        deferred_init: asked,
+        ..buddy::Options::for_era(era)
+    };
+    Ok(match start {
+        Some(start) => start.options(options)?.deferred_init,
+        None => asked,
+    })
+}
+
 /// The `--end-state` snapshot: what the table calls it, its file, and the
 /// machine's free lists in it.
 pub struct EndArg {

@@ -278,23 +278,14 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
         .map(|arg| EndArg::load(arg, file, header))
         .transpose()?;
     let (era, era_source) = replay_era(&args, start.as_ref(), spec.as_ref())?;
-    // A machine still in deferred init starts every model in it.
-    let mut alloc_options = buddy::Options::for_era(era);
-    alloc_options.deferred_init = args.deferred_init;
-    if let Some(start) = &start {
-        alloc_options = start.options(alloc_options)?;
-    }
+    let deferred_init = replay_state::deferred_init(args.deferred_init, start.as_ref(), era)?;
     let layout = loaded(replay_layout(spec.as_ref(), first.header())?);
     drop(first);
-    let kinds = if args.model.is_empty() {
-        ModelKind::ALL.to_vec()
-    } else {
-        args.model.clone()
-    };
+    let kinds = models_of(&args.model);
     let options = ReplayOptions {
         started: Some(started),
         era,
-        deferred_init: alloc_options.deferred_init,
+        deferred_init,
         end_state: end.is_some(),
         ..replay_options(&args)
     };
@@ -339,6 +330,15 @@ pub fn replay(args: ReplayArgs, outer: Option<LayoutSpec>) -> Result<(), CliErro
         })?;
     }
     verified(&results)
+}
+
+/// `--model`'s models, every model when none was named.
+fn models_of(named: &[ModelKind]) -> Vec<ModelKind> {
+    if named.is_empty() {
+        ModelKind::ALL.to_vec()
+    } else {
+        named.to_vec()
+    }
 }
 
 /// Replays `file` through every model of `kinds`, with a spinner on a

@@ -42,7 +42,7 @@ use sparsemem::{Layout, LayoutError, MemRange, RangeKind};
 use sparsemem::{Order, Pfn};
 
 pub use read::parse_cpulist;
-pub use start::{DeferredZone, StartState, StartStateRecord};
+pub use start::{DeferredZone, SnapshotPageset, StartState, StartStateRecord};
 
 /// The `format` field of every snapshot.
 pub const SNAPSHOT_FORMAT: &str = "pfnlab-snapshot";

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use buddy::views::{BuddyInfo, PageTypeInfo, Zoneinfo};
 use buddy::{AllocError, Allocator, BuddyModel, Era, Options, Variant};
 use serde::Serialize;
+use sparsemem::{Order, Pfn};
 
 use super::{Snapshot, SnapshotError};
 
@@ -23,6 +24,23 @@ pub struct StartState {
     buddy: Option<Arc<BuddyInfo>>,
     deferred: Option<DeferredZone>,
     era: Option<(Era, String)>,
+    pagesets: Arc<Vec<SnapshotPageset>>,
+}
+
+/// One CPU's pageset of one zone as the snapshot's zoneinfo shows it: the
+/// pages on its lists and its `high`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotPageset {
+    /// The zone's node.
+    pub node: u32,
+    /// The zone's name.
+    pub zone: String,
+    /// The CPU.
+    pub cpu: u32,
+    /// `count`.
+    pub count: u64,
+    /// `high`.
+    pub high: u64,
 }
 
 /// What a report says of a run's start state.
@@ -69,7 +87,14 @@ impl StartState {
             buddy: snapshot.buddyinfo()?.map(Arc::new),
             deferred,
             era: snapshot.era(),
+            pagesets: Arc::new(pagesets(snapshot)?),
         })
+    }
+
+    /// Every CPU's pageset of every populated zone in the snapshot's
+    /// zoneinfo (none without one): where a replay's per-CPU lists start.
+    pub fn pagesets(&self) -> &[SnapshotPageset] {
+        &self.pagesets
     }
 
     /// The newest pfnlab era at or below the snapshot's kernel release,
@@ -112,15 +137,24 @@ impl StartState {
 
     /// Rebuilds `alloc`'s free lists to the snapshot's
     /// ([`Allocator::set_start_state_with`]) and returns the pages it left
-    /// allocated; on error `alloc` is unchanged.
+    /// allocated; on error `alloc`'s free lists are unchanged.
     pub fn apply<M: BuddyModel, V: Variant>(
         &self,
         alloc: &mut Allocator<M, V>,
     ) -> Result<u64, AllocError> {
-        let held = alloc
-            .set_start_state_with(&self.types, self.buddy.as_deref(), self.record.seed)
-            .map_err(AllocError::StartState)?;
+        let held = self.apply_held(alloc)?;
         Ok(held.iter().map(|(_, order)| order.nr_pages()).sum())
+    }
+
+    /// [`StartState::apply`], returning the blocks it left allocated
+    /// (`(head, order)`, each ready for a free or a `split_page`).
+    pub fn apply_held<M: BuddyModel, V: Variant>(
+        &self,
+        alloc: &mut Allocator<M, V>,
+    ) -> Result<Vec<(Pfn, Order)>, AllocError> {
+        alloc
+            .set_start_state_with(&self.types, self.buddy.as_deref(), self.record.seed)
+            .map_err(AllocError::StartState)
     }
 
     /// `snapshot:FILE (seed N)`, for a header line, with the zone its
@@ -143,6 +177,27 @@ impl StartState {
             self.record.seed
         )
     }
+}
+
+/// The pagesets of `snapshot`'s zoneinfo.
+fn pagesets(snapshot: &Snapshot) -> Result<Vec<SnapshotPageset>, SnapshotError> {
+    let Some(info) = snapshot.zoneinfo()? else {
+        return Ok(Vec::new());
+    };
+    Ok(info
+        .zones
+        .iter()
+        .flat_map(|z| {
+            let sets = z.populated.iter().flat_map(|p| &p.pagesets);
+            sets.map(|s| SnapshotPageset {
+                node: z.node,
+                zone: z.zone.clone(),
+                cpu: s.cpu,
+                count: s.count,
+                high: s.high,
+            })
+        })
+        .collect())
 }
 
 /// A zone of a machine still in deferred struct page init: its

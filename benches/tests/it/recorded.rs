@@ -145,3 +145,92 @@ fn recorded_without_snapshots_is_one_line_and_exit_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("snapshot:FILE"), "{err}");
 }
+
+/// From a start state, the recording's frees of pages allocated before it
+/// began free pages the start state held (those of order 0),
+/// conservation holds, and the refills and drains are given
+/// CPU by CPU, summing to the totals on both sides.
+#[test]
+fn a_start_state_serves_earlier_frees_and_counts_per_cpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guest = tmp.path().join("guest.json");
+    let made = pfnlab(&[
+        "snapshot",
+        "--root",
+        GUEST,
+        "--out",
+        guest.to_str().unwrap(),
+    ]);
+    assert!(made.status.success(), "{made:?}");
+    let state = format!("snapshot:{}", guest.display());
+    let json = tmp.path().join("r.json");
+    let out = stdout(&pfnlab(&[
+        "replay",
+        RECORDING,
+        "--model",
+        "flat",
+        "--trials",
+        "1",
+        "--start-state",
+        &state,
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert!(out.contains("per CPU: cpu 0 "), "{out}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &report["results"][0];
+    let (events, alloc) = (&row["events"], &row["allocator"]);
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    // 563 frees of earlier pages, 479 of them of order 0.
+    assert_eq!(n(&events["unknown_frees"]), 563);
+    assert_eq!(n(&events["prior_frees"]), 479, "every one of order 0");
+    assert_eq!(alloc["conserved"], true);
+    let cpus = alloc["per_cpu"].as_array().unwrap();
+    assert_eq!(cpus.len(), 2, "{cpus:?}");
+    let sum = |key: &str| cpus.iter().map(|c| n(&c[key])).sum::<u64>();
+    assert_eq!(sum("trace_refills"), n(&events["zone_locked_refills"]));
+    assert_eq!(sum("trace_drains"), n(&events["pcpu_drains"]));
+    assert_eq!(sum("refill_blocks"), n(&alloc["pcp_refill_blocks"]));
+    assert_eq!(sum("drain_blocks"), n(&alloc["pcp_drain_blocks"]));
+}
+
+/// This machine's own recording with its snapshots (Linux 6.18 in lazy
+/// deferred init): the replay starts in deferred init from the first
+/// snapshot, ends close to the second, and holds its counts.
+#[test]
+fn this_machines_recording_replays_from_its_own_snapshots() {
+    // Measured at 0.015.
+    const DISTANCE_BOUND: f64 = 0.05;
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/snapshots.trace.zst"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("r.json");
+    let out = stdout(&pfnlab(&[
+        "replay",
+        trace,
+        "--model",
+        "flat",
+        "--trials",
+        "1",
+        "--start-state",
+        "recorded",
+        "--end-state",
+        "recorded",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert!(
+        out.contains("in deferred init as its machine was: node 0 zone Normal"),
+        "{out}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &report["results"][0];
+    assert_eq!(row["allocator"]["conserved"], true, "{out}");
+    let d = row["end_state"]["order_distance"].as_f64().unwrap();
+    assert!((0.0..DISTANCE_BOUND).contains(&d), "{d}: {out}");
+    assert_eq!(report["start_state"]["deferred_init"], true);
+}

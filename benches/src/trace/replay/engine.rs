@@ -13,6 +13,8 @@ use sparsemem::{Layout, NodeId, Order, Pfn};
 
 use super::end_state::{EndState, FreeState};
 use super::exact::ExactResult;
+use super::per_cpu::{CpuCounts, per_cpu_counts};
+use super::prior::{FromStart, Prior};
 use crate::models::ModelKind;
 use crate::timing::{Measurement, tsc_hz, tsc_now};
 use crate::trace::format::{OpenTrace, ReadCounts};
@@ -66,6 +68,9 @@ pub struct EventCounts {
     pub frees: u64,
     /// Frees of pfns not allocated during the recording.
     pub unknown_frees: u64,
+    /// Of those, order-0 frees the replay served from the memory a start
+    /// state left allocated (`prior`).
+    pub prior_frees: u64,
     /// Frees of another order than the allocation's (skipped).
     pub order_mismatch_frees: u64,
     /// Allocations of a trace pfn the replay still held (its free was not
@@ -118,6 +123,9 @@ pub struct AllocatorCounts {
     pub start_state_pages: u64,
     /// free + held (+ the start state's) == managed at the end.
     pub conserved: bool,
+    /// The refill and drain blocks CPU by CPU, the trace's and the
+    /// replay's, by trace CPU.
+    pub per_cpu: Vec<CpuCounts>,
 }
 
 /// The memory model's side: calls during the replay (a second pass over a
@@ -173,8 +181,9 @@ pub struct ReplayResult {
     pub verify_failures: u64,
     /// The first failure `--verify` found.
     pub first_verify_failure: Option<String>,
-    /// The model's free lists as the first pass ended, its per-CPU lists
-    /// drained, with [`ReplayOptions::end_state`] (for
+    /// The model's free lists as the first pass's last event left them,
+    /// its per-CPU lists still holding their pages (as a machine's
+    /// buddyinfo leaves its lists out), with [`ReplayOptions::end_state`] (for
     /// [`super::end_state::compare_end_state`]).
     #[serde(skip)]
     pub end_free: Option<FreeState>,
@@ -237,7 +246,7 @@ impl ReplayResult {
             verify_failures: timed.verify_failures,
             first_verify_failure: timed.first_verify_failure,
             exact,
-            end_free: None,
+            end_free: timed.end_free,
             end_state: None,
         };
         result.add_pass(times);
@@ -298,7 +307,14 @@ pub fn replay_through<M: BuddyModel, V: Variant>(
     options: ReplayOptions,
 ) -> Result<TimedReplay, TraceError> {
     let trace = ReadTrace::read(open, options.skip_bad)?;
-    let pass = run(alloc, layout, &trace, options, &|_| {})?;
+    let pass = run(
+        alloc,
+        layout,
+        &trace,
+        options,
+        &FromStart::default(),
+        &|_| {},
+    )?;
     Ok(TimedReplay {
         elapsed_ns: pass.elapsed_ns,
         alloc_ns: pass.alloc_ns,
@@ -336,6 +352,9 @@ pub(super) struct Pass {
     pub(super) allocator: AllocatorCounts,
     pub(super) verify_failures: u64,
     pub(super) first_verify_failure: Option<String>,
+    /// With [`ReplayOptions::end_state`]: the free lists before the
+    /// handles' final drain.
+    pub(super) end_free: Option<FreeState>,
 }
 
 /// The replay's state over one allocator.
@@ -356,8 +375,14 @@ struct State<'a, M: BuddyModel, V: Variant> {
     events: EventCounts,
     alloc_cycles: u64,
     free_cycles: u64,
-    /// The `vm.stat_interval` period of the last event, in trace time.
-    last_vmstat_period: Option<u64>,
+    /// The `vm.stat_interval` period of each CPU's last event, in trace
+    /// time, by trace CPU.
+    vmstat_periods: Vec<Option<u64>>,
+    /// What a start state left allocated, for the frees of pages
+    /// allocated before the recording.
+    prior: Prior,
+    /// The trace's refills and drains by CPU: `(percpu_refill=1, drains)`.
+    trace_cpus: BTreeMap<u16, (u64, u64)>,
 }
 
 /// `vm.stat_interval`'s default (`HZ`, one second): how often each CPU's
@@ -365,18 +390,25 @@ struct State<'a, M: BuddyModel, V: Variant> {
 const STAT_INTERVAL_NS: u64 = 1_000_000_000;
 
 impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
-    /// The vmstat work on every CPU once per `vm.stat_interval` of trace
-    /// time: per-CPU deltas folded and, from 6.7, `pcp->high` decayed
-    /// (`PerCpu::vmstat_update`). Not timed: it is the kernel's work
-    /// queue, not the allocation path.
-    fn vmstat_ticks(&mut self, ts_ns: u64) {
+    /// The vmstat work of `cpu` once per `vm.stat_interval` of trace
+    /// time, at the CPU's first event after each interval: per-CPU deltas
+    /// folded and, from 6.7, `pcp->high` decayed
+    /// (`PerCpu::vmstat_update`). The kernel's `vmstat_update` is
+    /// deferrable work on each CPU, so a CPU that slept through intervals
+    /// runs it once when it wakes, and a CPU without events runs none.
+    /// Not timed: it is the kernel's work queue, not the allocation path.
+    fn vmstat_tick(&mut self, cpu: u16, ts_ns: u64) {
         let period = ts_ns / STAT_INTERVAL_NS;
-        if self.last_vmstat_period.is_some_and(|last| period > last) {
-            for cpu in self.cpus.iter_mut().flatten() {
-                cpu.vmstat_update();
-            }
+        let i = usize::from(cpu);
+        if self.vmstat_periods.len() <= i {
+            self.vmstat_periods.resize(i + 1, None);
         }
-        self.last_vmstat_period = Some(period);
+        let last = self.vmstat_periods[i].replace(period);
+        if last.is_some_and(|last| period > last)
+            && let Some(Some(handle)) = self.cpus.get_mut(i)
+        {
+            handle.vmstat_update();
+        }
     }
 
     fn cpu(&mut self, cpu: u16) -> Result<&mut PerCpu<'a, M, V>, AllocError> {
@@ -385,7 +417,9 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
             self.cpus.resize_with(i + 1, || None);
         }
         if self.cpus[i].is_none() {
-            self.cpus[i] = Some(self.alloc.cpu_on(self.node)?);
+            let mut handle = self.alloc.cpu_on(self.node)?;
+            self.prior.seed(self.alloc, &mut handle, cpu)?;
+            self.cpus[i] = Some(handle);
         }
         Ok(self.cpus[i].as_mut().expect("just made"))
     }
@@ -426,7 +460,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
 
     fn event(&mut self, e: &Event) -> Result<(), AllocError> {
         self.events.events += 1;
-        self.vmstat_ticks(e.ts_ns);
+        self.vmstat_tick(e.cpu, e.ts_ns);
         match e.kind {
             EventKind::Alloc => {
                 let Some(trace_pfn) = e.pfn else {
@@ -465,7 +499,15 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
                 let trace_pfn = e.pfn.unwrap_or(u64::MAX);
                 self.freed.insert(trace_pfn);
                 match self.held.get(&trace_pfn) {
-                    None => self.events.unknown_frees += 1,
+                    None => {
+                        self.events.unknown_frees += 1;
+                        if e.order == 0
+                            && let Some(pfn) = self.prior.take(self.alloc, trace_pfn)?
+                        {
+                            self.events.prior_frees += 1;
+                            self.free(e.cpu, pfn, Order::ZERO)?;
+                        }
+                    }
                     Some(&(_, order)) if order.get() != e.order => {
                         self.events.order_mismatch_frees += 1;
                     }
@@ -485,8 +527,12 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
             EventKind::AllocZoneLocked => {
                 self.events.zone_locked += 1;
                 self.events.zone_locked_refills += u64::from(e.percpu_refill);
+                self.trace_cpus.entry(e.cpu).or_default().0 += u64::from(e.percpu_refill);
             }
-            EventKind::PcpuDrain => self.events.pcpu_drains += 1,
+            EventKind::PcpuDrain => {
+                self.events.pcpu_drains += 1;
+                self.trace_cpus.entry(e.cpu).or_default().1 += 1;
+            }
         }
         Ok(())
     }
@@ -502,11 +548,14 @@ fn failure_kind(e: &RequestError) -> String {
     }
 }
 
+/// One pass of `trace` over `alloc`; `from_start` is what a start state
+/// left allocated and its per-CPU lists (empty without one).
 pub(super) fn run<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     layout: &Layout,
     trace: &ReadTrace,
     options: ReplayOptions,
+    from_start: &FromStart,
     progress: &dyn Fn(u64),
 ) -> Result<Pass, TraceError> {
     let mut state = State {
@@ -523,7 +572,9 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
         events: EventCounts::default(),
         alloc_cycles: 0,
         free_cycles: 0,
-        last_vmstat_period: None,
+        vmstat_periods: Vec::new(),
+        prior: Prior::new(alloc, from_start),
+        trace_cpus: BTreeMap::new(),
     };
     let start = Instant::now();
     for event in &trace.events {
@@ -544,11 +595,18 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
         free_cycles,
         verify_failures,
         first_verify_failure,
+        prior,
+        trace_cpus,
         ..
     } = state;
     // The per-CPU counts as the trace ends: dropping the handles drains
     // their lists, which the recording has no events for.
     let at_end = alloc.stats_total();
+    let per_cpu = per_cpu_counts(&cpus, &trace_cpus);
+    let end_free = options.end_state.then(|| FreeState {
+        buddyinfo: alloc.buddyinfo(),
+        pagetypeinfo: Some(alloc.pagetypeinfo()),
+    });
     drop(cpus);
     let held_pages: u64 = held.values().map(|(_, o)| o.nr_pages()).sum();
     let ns_per_cycle = 1e9 / tsc_hz() as f64;
@@ -558,9 +616,18 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
         alloc_ns: alloc_cycles as f64 * ns_per_cycle,
         free_ns: free_cycles as f64 * ns_per_cycle,
         events,
-        allocator: allocator_counts(alloc, &at_end, held_pages, options.start_state_pages),
+        allocator: AllocatorCounts {
+            per_cpu,
+            ..allocator_counts(
+                alloc,
+                &at_end,
+                held_pages,
+                options.start_state_pages - prior.freed_pages,
+            )
+        },
         verify_failures,
         first_verify_failure,
+        end_free,
     })
 }
 
@@ -600,6 +667,7 @@ fn allocator_counts<M: BuddyModel, V: Variant>(
         held_pages,
         start_state_pages,
         conserved,
+        per_cpu: Vec::new(),
     }
 }
 

@@ -25,6 +25,8 @@
 pub mod end_state;
 mod engine;
 mod exact;
+mod per_cpu;
+mod prior;
 mod report;
 
 pub use engine::{
@@ -32,10 +34,11 @@ pub use engine::{
     ReplayResult, TimedReplay, fragmentation_index, replay_through,
 };
 pub use exact::{EXACT_MAX_PFNS, ExactResult, trace_pfns};
+pub use per_cpu::CpuCounts;
 
-use end_state::FreeState;
 use engine::run;
 use exact::exact;
+use prior::FromStart;
 pub use report::{end_state_table, replay_comparisons, replay_rows, replay_table};
 
 use std::collections::BTreeMap;
@@ -96,37 +99,39 @@ impl ModelVisitor for Replay<'_> {
             None
         };
         let mut options_run = self.options;
+        let (mut prior, mut counted_prior) = (FromStart::default(), FromStart::default());
         if let Some(start) = self.start {
-            options_run.start_state_pages = start.apply(&mut alloc)?;
+            prior = FromStart::apply(start, &mut alloc)?;
+            options_run.start_state_pages = prior.pages();
             if let Some(counted) = counted.as_mut() {
-                start.apply(counted)?;
+                counted_prior = FromStart::apply(start, counted)?;
             }
         }
         let trace = match self.trace.wait() {
             Ok(t) => t,
             Err(e) => return Ok(Err(e.clone())),
         };
-        let timed = match run(&alloc, layout, trace, options_run, self.progress) {
+        let timed = match run(&alloc, layout, trace, options_run, &prior, self.progress) {
             Ok(t) => t,
             Err(e) => return Ok(Err(e)),
         };
-        let end_free = self.options.end_state.then(|| FreeState {
-            buddyinfo: alloc.buddyinfo(),
-            pagetypeinfo: Some(alloc.pagetypeinfo()),
-        });
         let exact = self
             .options
             .exact
             .then(|| exact(alloc.model(), &trace_pfns(&trace.events), 5));
         drop(alloc);
-        let model_ops = match counted.map(|c| count_calls(c, layout, trace, options_run)) {
-            Some(Ok(counts)) => Some(counts),
-            Some(Err(e)) => return Ok(Err(e)),
-            None => None,
-        };
-        let mut result = ReplayResult::of_first_pass(timed, model_ops, exact, self.started);
-        result.end_free = end_free;
-        Ok(Ok(result))
+        let model_ops =
+            match counted.map(|c| count_calls(c, layout, trace, options_run, &counted_prior)) {
+                Some(Ok(counts)) => Some(counts),
+                Some(Err(e)) => return Ok(Err(e)),
+                None => None,
+            };
+        Ok(Ok(ReplayResult::of_first_pass(
+            timed,
+            model_ops,
+            exact,
+            self.started,
+        )))
     }
 }
 
@@ -137,10 +142,11 @@ fn count_calls<M: Buildable>(
     layout: &Layout,
     trace: &ReadTrace,
     options: ReplayOptions,
+    prior: &FromStart,
 ) -> Result<ModelCounts, TraceError> {
     // Count the replay's calls only, not the allocator's construction.
     counted.model().reset();
-    run(&counted, layout, trace, options, &|_| {})?;
+    run(&counted, layout, trace, options, prior, &|_| {})?;
     let model = counted.model();
     let ops = model.ops();
     let calls = ModelOp::ALL
@@ -175,10 +181,15 @@ impl ModelVisitor for Retime<'_> {
             allocator_options(self.options),
         )?;
         let mut options_run = self.options;
+        let mut prior = FromStart::default();
         if let Some(start) = self.start {
-            options_run.start_state_pages = start.apply(&mut alloc)?;
+            prior = FromStart::apply(start, &mut alloc)?;
+            options_run.start_state_pages = prior.pages();
         }
-        Ok(run(&alloc, layout, self.trace, options_run, &|_| {}).map(|p| PassTimes::of(&p)))
+        Ok(
+            run(&alloc, layout, self.trace, options_run, &prior, &|_| {})
+                .map(|p| PassTimes::of(&p)),
+        )
     }
 }
 

@@ -160,12 +160,13 @@ fn spread_lines(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -> St
 /// What happened to the trace's events (the same for every model).
 fn events_summary(e: &EventCounts) -> String {
     format!(
-        "\nevents: {} replayed ({} allocations, {} frees); {} kernel-failed allocations; {} frees of pages allocated before the recording, {} of another order, {} untraced; mm_page_free_batched {} paired / {} unpaired; {} zone-locked ({} refills); {} pcp drains; {} other events, {} bad lines skipped\n",
+        "\nevents: {} replayed ({} allocations, {} frees); {} kernel-failed allocations; {} frees of pages allocated before the recording ({} served from the start state's allocated pages), {} of another order, {} untraced; mm_page_free_batched {} paired / {} unpaired; {} zone-locked ({} refills); {} pcp drains; {} other events, {} bad lines skipped\n",
         e.events,
         e.allocs,
         e.frees,
         e.kernel_failed_allocs,
         e.unknown_frees,
+        e.prior_frees,
         e.order_mismatch_frees,
         e.untraced_frees,
         e.batched_paired,
@@ -178,9 +179,28 @@ fn events_summary(e: &EventCounts) -> String {
     )
 }
 
-/// One model's refused allocations, `--exact` line and `--verify` failures.
+/// One model's refills and drains CPU by CPU, refused allocations,
+/// `--exact` line and `--verify` failures.
 fn model_notes(kind: ModelKind, r: &ReplayResult) -> String {
     let mut t = String::new();
+    if r.allocator.per_cpu.len() > 1 {
+        let cpus: Vec<String> = r
+            .allocator
+            .per_cpu
+            .iter()
+            .map(|c| {
+                format!(
+                    "cpu {} {} ({}) / {} ({})",
+                    c.cpu, c.refill_blocks, c.trace_refills, c.drain_blocks, c.trace_drains
+                )
+            })
+            .collect();
+        t += &format!(
+            "{}: refilled (trace) / drained (trace) per CPU: {}\n",
+            kind.name(),
+            cpus.join("; ")
+        );
+    }
     if !r.events.alloc_failures.is_empty() {
         t += &format!(
             "{}: allocations refused: {:?}\n",
@@ -269,7 +289,7 @@ pub fn end_state_table(
         .max()
         .unwrap_or(0);
     let mut t = format!(
-        "\nend state against {label}: free blocks per order, the machine's where its recording ended and each model's where the replay's first pass ended (its per-CPU lists drained)\n{:<zone_width$} {:<side$} {:>11} {:>6} {:>7}  nr_free, order 0 up\n",
+        "\nend state against {label}: free blocks per order, the machine's where its recording ended and each model's where the replay's first pass ended (its per-CPU lists left out, as buddyinfo leaves them out)\n{:<zone_width$} {:<side$} {:>11} {:>6} {:>7}  nr_free, order 0 up\n",
         "zone", "", "free pages", "order", "type"
     );
     let share = |d: Option<f64>| d.map_or_else(|| "-".to_owned(), |d| format!("{d:.3}"));
