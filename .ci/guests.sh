@@ -98,7 +98,7 @@ REQUIRED=(
   sys/devices/system/cpu/online
   sys/devices/system/node/online sys/devices/system/node/has_cpu sys/devices/system/node/has_memory
   sys/devices/system/node/node0/cpulist sys/devices/system/node/node0/meminfo
-  sys/devices/system/memory/block_size_bytes
+  sys/devices/system/memory/block_size_bytes dev/kmsg
   sys/firmware/memmap/0/start sys/firmware/memmap/0/end sys/firmware/memmap/0/type
 )
 
@@ -187,6 +187,11 @@ for d in /sys/devices/system/node/node*; do
     [ -e "$m" ] && : >"/snap$m"
   done
 done
+# The kernel's log, as /dev/kmsg gives it (records until none is left:
+# cat waits at the end, so timeout stops it): pfnlab reads from it the
+# memory boot freed after sizing its zones.
+mkdir -p /snap/dev
+timeout 1 cat /dev/kmsg >/snap/dev/kmsg 2>/dev/null || true
 save /sys/devices/system/memory/block_size_bytes
 for d in /sys/devices/system/memory/memory*; do
   save "$d/state" "$d/valid_zones" "$d/phys_index"

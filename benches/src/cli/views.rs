@@ -173,6 +173,9 @@ struct Machine {
     node_cpus: Vec<u32>,
     /// Its kernel command line, when read.
     cmdline: Option<String>,
+    /// The pages it freed after sizing its zones
+    /// ([`Snapshot::freed_after_sizing`]; none known for the live host).
+    freed_after_sizing: Vec<(u32, usize, u64)>,
 }
 
 /// Each node's CPU count by node id from `(id, cpulist)` pairs; a node
@@ -244,17 +247,20 @@ fn machine_sysctls(source: &SysctlSource) -> Result<Machine, CliError> {
                 cpus: None,
                 node_cpus: host_node_cpus()?,
                 cmdline: std::fs::read_to_string("/proc/cmdline").ok(),
+                freed_after_sizing: Vec::new(),
             })
         }
         SysctlSource::Snapshot(path) => {
             let snapshot = Snapshot::load(path)?;
             let node_cpus =
                 node_cpu_counts(snapshot.nodes.iter().map(|n| (n.id, n.cpulist.as_deref())))?;
+            let freed_after_sizing = snapshot.freed_after_sizing()?;
             Ok(Machine {
                 text: snapshot.sysctls,
                 cpus: snapshot.cpus,
                 node_cpus,
                 cmdline: snapshot.kernel.cmdline,
+                freed_after_sizing,
             })
         }
     }
@@ -286,6 +292,8 @@ struct Inputs {
     /// Why the machine's command line gave none, when it named them in a
     /// form pfnlab does not model.
     movable_ignored: Option<&'static str>,
+    /// The pages the machine freed after sizing its zones.
+    freed_after_sizing: Vec<(u32, usize, u64)>,
 }
 
 /// The sysctls, THP and CPUs: the machine's with `--sysctls` (this one's,
@@ -300,14 +308,17 @@ fn inputs(args: &ModelArgs, era: Era) -> Result<Inputs, CliError> {
     let mut node_cpus = Vec::new();
     let mut movable = MovableCore::default();
     let mut movable_ignored = None;
+    let mut freed_after_sizing = Vec::new();
     if let Some(source) = &args.sysctls {
         let Machine {
             text,
             cpus: machine_cpus,
             node_cpus: machine_nodes,
             cmdline,
+            freed_after_sizing: freed,
         } = machine_sysctls(source)?;
         node_cpus = machine_nodes;
+        freed_after_sizing = freed;
         if let Some(line) = cmdline {
             (movable, movable_ignored) = MovableCore::from_cmdline(&line);
         }
@@ -363,6 +374,7 @@ fn inputs(args: &ModelArgs, era: Era) -> Result<Inputs, CliError> {
         node_cpus,
         movable,
         movable_ignored,
+        freed_after_sizing,
     })
 }
 
@@ -408,6 +420,7 @@ fn build(
         node_cpus,
         movable,
         movable_ignored,
+        freed_after_sizing,
     } = inputs(args, era)?;
     let layout = load_layout(args.layout.as_ref().or(outer.as_ref()))?;
     let options = Options {
@@ -454,6 +467,7 @@ fn build(
         page_shift: g.page_shift(),
         pageblock_order: u32::from(g.pageblock_order().get()),
         era,
+        freed_after_sizing,
     };
     // Said once the model is built, so an error stays one line.
     if let Some(note) = note {

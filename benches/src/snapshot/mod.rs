@@ -29,8 +29,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use buddy::views::{
-    BuddyInfo, FreeinfoError, PageTypeInfo, Zoneinfo, ZoneinfoError, parse_buddyinfo,
-    parse_pagetypeinfo, parse_zoneinfo,
+    BuddyInfo, FreeinfoError, KERNEL_ZONE_NAMES, PageTypeInfo, Zoneinfo, ZoneinfoError,
+    parse_buddyinfo, parse_pagetypeinfo, parse_zoneinfo,
 };
 use buddy::{Allocator, BuddyModel, Era, StartStateError, Variant};
 use serde::{Deserialize, Serialize};
@@ -85,6 +85,11 @@ pub struct Snapshot {
     pub sysctls: SysctlText,
     /// Files that could not be read, with why.
     pub unreadable: Vec<Unreadable>,
+    /// The kernel log's messages on the memory it freed at boot
+    /// (`Freeing …`, `RAMDISK: …`), from `/dev/kmsg` (root only); empty
+    /// in a snapshot taken without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_log: Vec<String>,
 }
 
 /// The kernel's identity.
@@ -389,6 +394,51 @@ impl Snapshot {
         })
     }
 
+    /// The pages the kernel freed to each zone after it last sized its
+    /// zones, as `(node, zone index of KERNEL_ZONE_NAMES, pages)`: the
+    /// init sections and the initrd its log says it freed
+    /// (`free_initrd_mem`, `free_initmem`, the gaps `mark_rodata_ro`
+    /// frees, the unused decrypted section), which come after the boot's
+    /// last sizing (`init_per_zone_wmark_min`, and khugepaged's
+    /// `set_recommended_min_free_kbytes`, both earlier initcalls); the SMP
+    /// alternatives are freed before it. Each lies where x86-64 puts it
+    /// (`freed_region`): the initrd where its `RAMDISK:` line says, the
+    /// rest around `/proc/iomem`'s `Kernel code`, `Kernel data` and
+    /// `Kernel bss`. Empty without the log, the zoneinfo or those ranges;
+    /// for a machine still in deferred init, whose zones are sized again
+    /// as they grow; and for one with memory offline, since taking it
+    /// offline sized them again.
+    pub fn freed_after_sizing(&self) -> Result<Vec<(u32, usize, u64)>, SnapshotError> {
+        let Some(zones) = self.zoneinfo()? else {
+            return Ok(Vec::new());
+        };
+        if self.deferred_zone()?.is_some() || !self.offline_blocks().is_empty() {
+            return Ok(Vec::new());
+        }
+        let image = KernelImage::of(self.iomem.as_deref().unwrap_or(""));
+        let ramdisk = self.kernel_log.iter().find_map(|m| {
+            let range = m.strip_prefix("RAMDISK: [mem ")?;
+            u64::from_str_radix(range.split('-').next()?.trim_start_matches("0x"), 16).ok()
+        });
+        let mut out: Vec<(u32, usize, u64)> = Vec::new();
+        for m in &self.kernel_log {
+            let Some((start, end)) = freed_region(m, &image, ramdisk) else {
+                continue;
+            };
+            let (first, last) = (start.div_ceil(self.page_size), end / self.page_size);
+            for pfn in first..last {
+                let Some(zone) = zone_holding(&zones, pfn) else {
+                    continue;
+                };
+                match out.iter_mut().find(|(n, z, _)| (*n, *z) == zone) {
+                    Some(entry) => entry.2 += 1,
+                    None => out.push((zone.0, zone.1, 1)),
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The memory map's entries: `/proc/iomem`'s top level (the kernel's
     /// own map, with page 0 and `memmap=` ranges reserved) when it was
     /// read as root, else the firmware map, as the live host loader
@@ -479,6 +529,90 @@ impl Snapshot {
             .filter_map(|b| Some((b.id.checked_mul(size)?, (b.id + 1).checked_mul(size)?)))
             .collect()
     }
+}
+
+/// The kernel image's ranges in `/proc/iomem` (`Kernel code`, `Kernel
+/// data`, `Kernel bss`), `[start, end)` in bytes.
+#[derive(Default)]
+struct KernelImage {
+    code: Option<(u64, u64)>,
+    data: Option<(u64, u64)>,
+    bss: Option<(u64, u64)>,
+}
+
+impl KernelImage {
+    fn of(iomem: &str) -> KernelImage {
+        let mut image = KernelImage::default();
+        for line in iomem.lines() {
+            let Some((range, what)) = line.trim().split_once(" : ") else {
+                continue;
+            };
+            let Some((a, b)) = range.split_once('-') else {
+                continue;
+            };
+            let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
+                continue;
+            };
+            let slot = match what {
+                "Kernel code" => &mut image.code,
+                "Kernel data" => &mut image.data,
+                "Kernel bss" => &mut image.bss,
+                _ => continue,
+            };
+            // Without root every address reads as zero.
+            if a > 0 {
+                *slot = Some((a, b + 1));
+            }
+        }
+        image
+    }
+}
+
+/// Where the memory a `Freeing … memory: NK` message gave back lies, as
+/// x86-64's linker script places it, `[start, end)` in bytes; `None` for
+/// other messages, for the SMP alternatives (freed before the zones were
+/// sized) and where the ranges it needs are unknown:
+/// - the initrd: from the `RAMDISK:` line's start;
+/// - the text/rodata gap: from the end of `Kernel code`;
+/// - the rodata/data gap: up to the start of `Kernel data`;
+/// - the init sections (`initmem`): from the end of `Kernel data`;
+/// - the unused decrypted section: up to the end of `Kernel bss`, whose
+///   last part it is, padded to 2 MiB.
+fn freed_region(message: &str, image: &KernelImage, ramdisk: Option<u64>) -> Option<(u64, u64)> {
+    let kib: u64 = message
+        .strip_prefix("Freeing ")?
+        .rsplit_once(": ")?
+        .1
+        .trim()
+        .strip_suffix('K')?
+        .parse()
+        .ok()?;
+    let bytes = kib * 1024;
+    let page = |a: u64| a.next_multiple_of(4096);
+    let from = |start: u64| Some((start, start + bytes));
+    let upto = |end: u64| Some((end.saturating_sub(bytes), end));
+    if message.contains("initrd") {
+        from(ramdisk?)
+    } else if message.contains("text/rodata gap") {
+        from(page(image.code?.1))
+    } else if message.contains("rodata/data gap") {
+        upto(image.data?.0)
+    } else if message.contains("(initmem)") {
+        from(page(image.data?.1))
+    } else if message.contains("decrypted") {
+        upto(image.bss?.1)
+    } else {
+        None
+    }
+}
+
+/// The `(node, zone index)` whose span in `zones` holds `pfn`.
+fn zone_holding(zones: &Zoneinfo, pfn: u64) -> Option<(u32, usize)> {
+    zones.zones.iter().find_map(|z| {
+        let start = z.populated.as_ref()?.start_pfn;
+        let index = KERNEL_ZONE_NAMES.iter().position(|n| *n == z.zone)?;
+        (start <= pfn && pfn < start + z.spanned).then_some((z.node, index))
+    })
 }
 
 /// `r` with the parts inside `offline` (ascending, disjoint) as `hotplug`

@@ -122,9 +122,66 @@ impl Snapshot {
             memory_blocks,
             proc,
             sysctls,
+            kernel_log: kernel_log(&mut r),
             unreadable: r.unreadable,
         }
     }
+}
+
+/// The kernel log's messages on the memory boot freed (`Freeing …`,
+/// `RAMDISK: …`), from `/dev/kmsg` under the root: on a live machine the
+/// device, read a record at a time without waiting until none is left
+/// (root only), in a saved root a copy of it, or of `dmesg`'s output.
+fn kernel_log(r: &mut Reader<'_>) -> Vec<String> {
+    use std::io::{ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let machine_path = "/dev/kmsg";
+    let opened = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(r.path(machine_path));
+    let mut bytes = Vec::new();
+    let failed = |r: &mut Reader<'_>, e: std::io::Error| {
+        r.unreadable.push(Unreadable {
+            path: machine_path.to_owned(),
+            error: e.to_string(),
+        });
+    };
+    match opened {
+        Ok(mut file) => {
+            // A record is at most 8 KiB (`PRINTKRB_RECORD_MAX`).
+            let mut buf = vec![0u8; 8192];
+            loop {
+                match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    // Overwritten while read: the next record follows.
+                    Err(e) if e.raw_os_error() == Some(nix::libc::EPIPE) => continue,
+                    Err(e) => {
+                        failed(r, e);
+                        break;
+                    }
+                }
+            }
+        }
+        Err(e) => failed(r, e),
+    }
+    boot_memory_messages(&String::from_utf8_lossy(&bytes))
+}
+
+/// The messages of a kernel log (`/dev/kmsg` records, `pri,seq,usec,…;msg`,
+/// or `dmesg` lines, `[ seconds] msg`) on the memory boot freed.
+pub(super) fn boot_memory_messages(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| !l.starts_with(' '))
+        .map(|l| match l.split_once(';') {
+            Some((head, msg)) if head.split(',').count() >= 3 => msg,
+            _ => l.split_once("] ").map_or(l, |(_, msg)| msg),
+        })
+        .filter(|m| m.starts_with("Freeing ") || m.starts_with("RAMDISK: "))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Pairs of `/proc/pagetypeinfo` and `/proc/buddyinfo` read back to back

@@ -86,7 +86,8 @@ fn read_takes_each_file_under_the_root_and_notes_the_missing() {
         [
             "/proc/pagetypeinfo",
             "/proc/zoneinfo",
-            "/sys/kernel/mm/transparent_hugepage/enabled"
+            "/sys/kernel/mm/transparent_hugepage/enabled",
+            "/dev/kmsg"
         ]
     );
     // Written and read back, the same snapshot; its layout splits the
@@ -239,4 +240,40 @@ fn offline_blocks_split_ram_into_hotplug_ranges() {
     // Only RAM is split.
     let reserved = MemRange::new(0, mib(512), RangeKind::Reserved, 0);
     assert_eq!(split_off(&reserved, &offline), [reserved]);
+}
+
+#[test]
+fn the_kernel_log_gives_the_memory_freed_after_sizing() {
+    let log = "6,19,0,-;RAMDISK: [mem 0x7fee4000-0x7ffdffff]\n \
+               SUBSYSTEM=x\n\
+               6,113,199661,-;Freeing SMP alternatives memory: 36K\n\
+               [    1.653572] Freeing initrd memory: 1008K\n\
+               6,353,2481388,-;Freeing unused decrypted memory: 2036K\n\
+               6,354,2590754,-;Freeing unused kernel image (initmem) memory: 2824K\n\
+               6,355,2590800,-;Write protecting the kernel read-only data: 26624k\n";
+    let messages = read::boot_memory_messages(log);
+    assert_eq!(messages.len(), 5, "{messages:?}");
+    assert_eq!(messages[2], "Freeing initrd memory: 1008K");
+    let image = KernelImage::of(
+        "00100000-7ffdffff : System RAM\n  01000000-01e01d31 : Kernel code\n  \
+         02a00000-02c4897f : Kernel data\n  03310000-043fffff : Kernel bss\n",
+    );
+    let ramdisk = Some(0x7fee_4000);
+    let region = |m: &str| freed_region(m, &image, ramdisk);
+    assert_eq!(region(&messages[1]), None, "before the zones were sized");
+    assert_eq!(
+        region(&messages[2]),
+        Some((0x7fee_4000, 0x7fee_4000 + (1008 << 10)))
+    );
+    assert_eq!(
+        region(&messages[3]),
+        Some((0x440_0000 - (2036 << 10), 0x440_0000))
+    );
+    assert_eq!(
+        region(&messages[4]),
+        Some((0x2c4_9000, 0x2c4_9000 + (2824 << 10)))
+    );
+    // Without root every address reads as zero: nothing is placed.
+    let blind = KernelImage::of("00000000-00000000 : Kernel code\n");
+    assert_eq!(freed_region(&messages[4], &blind, None), None);
 }

@@ -41,6 +41,11 @@ pub struct SizingInputs {
     /// The kernel (`zone_batchsize`'s cap changed after 2.6; a Movable
     /// zone's watermarks at 6.6).
     pub era: Era,
+    /// Pages the kernel freed to a zone after it last sized its zones, as
+    /// `(node, zone index, pages)`: its init sections and the initrd,
+    /// which a zoneinfo read later counts in `managed` and its computed
+    /// fields do not. The sizes come from the managed pages less these.
+    pub freed_after_sizing: Vec<(u32, usize, u64)>,
 }
 
 /// One zone's computed fields.
@@ -76,6 +81,19 @@ fn sized_as(zone: usize) -> ZoneType {
 /// The computed fields of `zones`, given as `(node, zone index, managed
 /// pages)` for every zone of every node, in the same order.
 pub fn kernel_zone_sizes(zones: &[(u32, usize, u64)], inputs: &SizingInputs) -> Vec<ZoneSizes> {
+    let sized: Vec<(u32, usize, u64)> = zones
+        .iter()
+        .map(|&(node, zone, managed)| {
+            let freed = inputs
+                .freed_after_sizing
+                .iter()
+                .filter(|&&(n, z, _)| (n, z) == (node, zone))
+                .map(|&(_, _, pages)| pages)
+                .sum::<u64>();
+            (node, zone, managed.saturating_sub(freed))
+        })
+        .collect();
+    let zones = &sized[..];
     let page_size = 1u64 << inputs.page_shift;
     let typed: Vec<(ZoneType, u64)> = zones.iter().map(|&(_, z, m)| (sized_as(z), m)).collect();
     let marks = setup_per_zone_wmarks_with(

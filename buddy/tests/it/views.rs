@@ -61,6 +61,7 @@ fn inputs(dir: &Path, min_free_from_file: bool) -> SizingInputs {
         page_shift: 12,
         pageblock_order: 9,
         era: Era::V6_18,
+        freed_after_sizing: Vec::new(),
     }
 }
 
@@ -303,6 +304,7 @@ fn a_nodes_cpus_split_its_zones_high() {
             page_shift: 12,
             pageblock_order: 9,
             era: Era::V6_18,
+            freed_after_sizing: Vec::new(),
         };
         assert_exact_match(Path::new("four nodes"), &info, &inputs);
         let populated = info.zones.iter().filter(|z| z.populated.is_some());
@@ -364,6 +366,7 @@ fn the_models_views_agree_with_its_zones() {
         page_shift: 12,
         pageblock_order: 9,
         era: Era::V6_18,
+        freed_after_sizing: Vec::new(),
     };
     assert_exact_match(Path::new("model"), &info, &inputs);
     let buddyinfo = alloc.buddyinfo();

@@ -47,6 +47,7 @@ fn inputs(era: Era) -> SizingInputs {
         page_shift: 12,
         pageblock_order: 9,
         era,
+        freed_after_sizing: Vec::new(),
     }
 }
 
