@@ -3,7 +3,7 @@
 //! and ends beside the second (`--start-state recorded --end-state
 //! recorded`), exactly as from the same snapshots in their own files.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pfnlab::snapshot::Snapshot;
 use pfnlab::trace::format::{Header, TraceReader, write_recording};
@@ -13,6 +13,28 @@ use crate::snapshot::{pfnlab, refused, stdout};
 const TEXT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ls-gzip.trace.txt");
 const RECORDING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gzip-dd.trace.zst");
 const GUEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/guests/6.1/plain");
+
+/// The Debian 12 guest's snapshot, written under `dir`.
+fn guest_snapshot(dir: &Path) -> PathBuf {
+    let guest = dir.join("guest.json");
+    let made = pfnlab(&[
+        "snapshot",
+        "--root",
+        GUEST,
+        "--out",
+        guest.to_str().unwrap(),
+    ]);
+    assert!(made.status.success(), "{made:?}");
+    guest
+}
+
+/// `pfnlab replay TRACE --model flat --trials 1 ARGS… --json JSON`'s
+/// output.
+fn replay_flat(trace: &str, args: &[&str], json: &Path) -> String {
+    let head = ["replay", trace, "--model", "flat", "--trials", "1"];
+    let tail = ["--json", json.to_str().unwrap()];
+    stdout(&pfnlab(&[&head[..], args, &tail].concat()))
+}
 
 /// The end-state part of a replay's JSON report, every model's.
 fn end_states(json: &Path) -> Vec<serde_json::Value> {
@@ -37,15 +59,7 @@ fn end_states(json: &Path) -> Vec<serde_json::Value> {
 #[test]
 fn a_recordings_own_snapshots_are_its_start_and_end_state() {
     let tmp = tempfile::tempdir().unwrap();
-    let guest = tmp.path().join("guest.json");
-    let made = pfnlab(&[
-        "snapshot",
-        "--root",
-        GUEST,
-        "--out",
-        guest.to_str().unwrap(),
-    ]);
-    assert!(made.status.success(), "{made:?}");
+    let guest = guest_snapshot(tmp.path());
     let snapshot = Snapshot::load(&guest).unwrap();
     let events: Vec<_> = TraceReader::open(Path::new(TEXT))
         .unwrap()
@@ -67,28 +81,20 @@ fn a_recordings_own_snapshots_are_its_start_and_end_state() {
     let read = TraceReader::open(&recording).unwrap();
     assert_eq!(read.header(), Some(&header), "the header reads back whole");
 
-    let replay = |trace: &str, states: [&str; 4], more: &[&str], json: &Path| {
-        let j = json.to_str().unwrap();
-        let args = ["replay", trace, "--model", "flat", "--trials", "1"];
-        stdout(&pfnlab(
-            &[&args[..], &states, more, &["--json", j]].concat(),
-        ))
-    };
     let (a, b) = (tmp.path().join("a.json"), tmp.path().join("b.json"));
     let state = format!("snapshot:{}", guest.display());
-    let own = replay(
-        TEXT,
-        ["--start-state", &state, "--end-state", &state],
-        &["--layout", &state],
-        &a,
-    );
+    let own_args = [
+        "--start-state",
+        &state,
+        "--end-state",
+        &state,
+        "--layout",
+        &state,
+    ];
+    let own = replay_flat(TEXT, &own_args, &a);
     let rec = recording.to_str().unwrap();
-    let recorded = replay(
-        rec,
-        ["--start-state", "recorded", "--end-state", "recorded"],
-        &[],
-        &b,
-    );
+    let states = ["--start-state", "recorded", "--end-state", "recorded"];
+    let recorded = replay_flat(rec, &states, &b);
     assert_eq!(end_states(&a), end_states(&b), "{own}\n{recorded}");
     assert!(
         recorded.contains(&format!(
@@ -153,29 +159,10 @@ fn recorded_without_snapshots_is_one_line_and_exit_2() {
 #[test]
 fn a_start_state_serves_earlier_frees_and_counts_per_cpu() {
     let tmp = tempfile::tempdir().unwrap();
-    let guest = tmp.path().join("guest.json");
-    let made = pfnlab(&[
-        "snapshot",
-        "--root",
-        GUEST,
-        "--out",
-        guest.to_str().unwrap(),
-    ]);
-    assert!(made.status.success(), "{made:?}");
+    let guest = guest_snapshot(tmp.path());
     let state = format!("snapshot:{}", guest.display());
     let json = tmp.path().join("r.json");
-    let out = stdout(&pfnlab(&[
-        "replay",
-        RECORDING,
-        "--model",
-        "flat",
-        "--trials",
-        "1",
-        "--start-state",
-        &state,
-        "--json",
-        json.to_str().unwrap(),
-    ]));
+    let out = replay_flat(RECORDING, &["--start-state", &state], &json);
     assert!(out.contains("per CPU: cpu 0 "), "{out}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -208,20 +195,8 @@ fn this_machines_recording_replays_from_its_own_snapshots() {
     );
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("r.json");
-    let out = stdout(&pfnlab(&[
-        "replay",
-        trace,
-        "--model",
-        "flat",
-        "--trials",
-        "1",
-        "--start-state",
-        "recorded",
-        "--end-state",
-        "recorded",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
+    let states = ["--start-state", "recorded", "--end-state", "recorded"];
+    let out = replay_flat(trace, &states, &json);
     assert!(
         out.contains("in deferred init as its machine was: node 0 zone Normal"),
         "{out}"
