@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use super::Class;
-use super::lower::{HUGE_FRAMES, Lower};
+use super::lower::{HUGE_FRAMES, HUGE_ORDER, Lower};
 
 /// Huge frames in a tree: 32, as in the paper (16,384 base frames,
 /// 64 MiB of 4 KiB frames).
@@ -312,16 +312,26 @@ impl Upper {
     }
 
     /// A block of `order` from the huge frames of `tree`, from child
-    /// `hint` on: the frame and the child it came from.
+    /// `hint` on (wrapping): the frame and the child it came from. Below
+    /// the huge order, partly used huge frames are tried before entirely
+    /// free ones, so that a small block breaks up a whole huge frame only
+    /// when the tree has no other room.
     fn get_in_tree(&self, tree: usize, order: u8, hint: usize) -> Option<(u64, usize)> {
-        let span: Vec<usize> = children(tree, self.lower.nr_huge()).collect();
+        let span = children(tree, self.lower.nr_huge());
+        let len = span.len();
         let start = hint
-            .checked_sub(span[0])
-            .filter(|&i| i < span.len())
+            .checked_sub(span.start)
+            .filter(|&i| i < len)
             .unwrap_or(0);
-        (0..span.len())
-            .map(|i| span[(start + i) % span.len()])
-            .find_map(|c| self.lower.get(c, order).map(|f| (f, c)))
+        let ring = || (0..len).map(move |i| span.start + (start + i) % len);
+        let get = |c| self.lower.get(c, order).map(|f| (f, c));
+        let whole = |c: &usize| u64::from(self.lower.child(*c).free()) == HUGE_FRAMES;
+        if order < HUGE_ORDER
+            && let Some(found) = ring().filter(|c| !whole(c)).find_map(get)
+        {
+            return Some(found);
+        }
+        ring().find_map(get)
     }
 
     /// Reserves, for `local`, the first tree `pass` accepts from `start`
