@@ -345,6 +345,15 @@ fn run_quick(exp: &str, extra: &[&str]) {
             let count = |v: &str| rows.iter().filter(|r| r["variant"] == v).count();
             assert_eq!(count("pfnlab"), 4);
             assert_eq!(count("floor"), 4, "the floor is measured in the same run");
+            assert_eq!(
+                count("llfree"),
+                4,
+                "LLFree runs every workload, no feature needed"
+            );
+            assert!(
+                text.contains("order-9 pair"),
+                "LLFree's split-merge mapping is said: {text}"
+            );
             if cfg!(feature = "peers") {
                 for peer in ["buddy_system_allocator", "frame-alloc"] {
                     assert_eq!(count(peer), 4, "{peer} on every workload");

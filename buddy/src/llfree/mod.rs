@@ -24,8 +24,9 @@
 //! merging up the free lists; LLFree never merges, it counts.
 //!
 //! # What pfnlab's LLFree keeps and what it leaves out
-//! It keeps the two layers, their entries' sizes and the paper's tree of 32
-//! huge frames, the compare-and-swap protocols, the per-CPU reservations
+//! It keeps the two layers, the lower allocator's entry sizes and the
+//! paper's tree of 32 huge frames (the authors' later releases default to
+//! 8), the compare-and-swap protocols, the per-CPU reservations
 //! with counter stealing, and orders 0 to 9. Where it departs:
 //!
 //! - **No persistence.** The paper can keep the lower allocator in
@@ -37,8 +38,9 @@
 //!   tree entry records the class of its last reservation, and the first
 //!   search for a new tree only takes partly used trees of the caller's
 //!   class, so immovable frames cluster in few trees. The 2023 paper's
-//!   entries have no such field (the authors' later versions add a
-//!   "kind"); pfnlab spends one spare bit of the tree entry on it. Huge
+//!   tree entry is 16 bits (a 15-bit counter and the reserved flag) with
+//!   no room for it (the authors' later versions add a "kind"); pfnlab's
+//!   tree entry is an `AtomicU32` with the class in bit 17. Huge
 //!   (order-9) requests go through the caller's class like any other.
 //! - **How a reservation is chosen.** Searches run from the CPU's current
 //!   tree (or, for a CPU with none, a start spread by CPU number) and
@@ -49,6 +51,11 @@
 //!   again, so a request fails only when no tree has an aligned free block.
 //!   The paper's vicinity search within a cache line of tree entries and
 //!   its heuristic of reserving the tree a CPU frees into are left out.
+//! - **Inside a tree**, a request below order 9 tries the partly used
+//!   huge frames before the entirely free ones (starting at the huge
+//!   frame the CPU last allocated from), the reservation search's
+//!   preference one level down, so that a small block breaks up a whole
+//!   huge frame only when its tree has no other room.
 //! - **Checked frees.** The paper trusts the caller's frame and order, as
 //!   the kernel trusts its callers. pfnlab keeps one byte per base frame
 //!   with the order of the live block starting there, so a double free, a

@@ -7,8 +7,13 @@
 //! `frame-alloc` lock-free, the others behind a `Mutex`).
 //!
 //! The floor ([`FloorBuddy`], in `floor`) is the least a buddy can do and
-//! is always measured; the peer crates (`crates`) join with the `peers`
-//! feature. Every figure printed comes from this run.
+//! is always measured, and so is LLFree ([`buddy::llfree`], the lock-free
+//! design the buddy is measured against: its frames are the same blocks'
+//! RAM, numbered from 0; its split-merge pair is an order-9 get and put,
+//! since it neither splits nor merges; its two threads each use a
+//! reservation of their own on one shared instance). The peer crates
+//! (`crates`) join with the `peers` feature. Every figure printed comes
+//! from this run.
 
 use buddy::AllocError;
 use buddy::{Kernel, Options};
@@ -26,7 +31,7 @@ pub use runners::hold_partial_blocks;
 pub mod crates;
 
 use floor::FloorBuddy;
-use runners::{Ours, Peer, Runner};
+use runners::{Llfree, Ours, Peer, Runner};
 
 use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::{PeerError, RunError};
@@ -84,6 +89,8 @@ pub enum Contender {
     Pfnlab,
     /// The floor: [`FloorBuddy`].
     Floor,
+    /// LLFree ([`buddy::llfree`]), built into the buddy crate.
+    Llfree,
     /// `buddy_system_allocator::FrameAllocator<11>`.
     #[cfg(feature = "peers")]
     #[serde(rename = "buddy_system_allocator")]
@@ -102,6 +109,7 @@ impl Contender {
         match self {
             Contender::Pfnlab => "pfnlab",
             Contender::Floor => "floor",
+            Contender::Llfree => "llfree",
             #[cfg(feature = "peers")]
             Contender::BuddySystemAllocator => "buddy_system_allocator",
             #[cfg(feature = "peers")]
@@ -119,6 +127,9 @@ impl Contender {
             }
             Contender::Floor => {
                 "intrusive free lists in a descriptor array, XOR buddy; no lock, no per-CPU lists, no checks (a Mutex for two threads)"
+            }
+            Contender::Llfree => {
+                "LLFree (USENIX ATC 2023) in the buddy crate: per-huge-frame bitfields and counters, a tree reserved per CPU, lock-free; its frees checked (an order byte per frame); split-merge-pair is an order-9 pair (LLFree neither splits nor merges); one reservation per thread, one shared instance"
             }
             #[cfg(feature = "peers")]
             Contender::BuddySystemAllocator => {
@@ -313,6 +324,12 @@ pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, RunError> {
         std::sync::Mutex::new,
         |_| Vec::new(),
     )?];
+    let nr_frames = blocks.ram_ranges().map(|(_, a, b)| b.get() - a.get()).sum();
+    let llfree = Llfree::new(nr_frames).map_err(|e| PeerError::Refused {
+        peer: "llfree",
+        message: e.to_string(),
+    })?;
+    others.push(Box::new(llfree));
     others.extend(peer_runners(&blocks)?);
     // The peers keep free lists and nothing else, so pfnlab runs its
     // bookkeeping only: no pageblock lookups, watermarks or page checks
