@@ -96,6 +96,10 @@ pub use upper::{TREE_CHILDREN, TREE_FRAMES};
 /// about 1.1 GiB of metadata, most of it the per-frame order bytes).
 pub const MAX_FRAMES: u64 = 1 << 30;
 
+/// Most CPUs an instance has reservations for: the kernel's largest
+/// `CONFIG_NR_CPUS` on x86_64 (8192, with `CONFIG_MAXSMP`).
+pub const MAX_CPUS: usize = 8192;
+
 /// Which reservation serves a request: the kernel's movable/immovable
 /// split of migratetypes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -133,8 +137,11 @@ pub enum LlfreeError {
         /// The frames asked for.
         nr_frames: u64,
     },
-    /// `new` with no CPUs.
-    NoCpus,
+    /// `new` with no CPUs, or more than [`MAX_CPUS`].
+    Cpus {
+        /// The CPUs asked for.
+        nr_cpus: usize,
+    },
     /// A CPU number at or above the instance's CPU count.
     Cpu {
         /// The CPU given.
@@ -194,7 +201,9 @@ impl fmt::Display for LlfreeError {
                     "LLFree manages 1 to {MAX_FRAMES} frames, not {nr_frames}"
                 )
             }
-            LlfreeError::NoCpus => write!(f, "LLFree needs at least one CPU"),
+            LlfreeError::Cpus { nr_cpus } => {
+                write!(f, "LLFree has 1 to {MAX_CPUS} CPUs, not {nr_cpus}")
+            }
             LlfreeError::Cpu { cpu, nr_cpus } => {
                 write!(f, "CPU {cpu} is not one of the {nr_cpus} CPUs")
             }
@@ -247,15 +256,10 @@ impl LLFree {
         if nr_frames == 0 || nr_frames > MAX_FRAMES {
             return Err(LlfreeError::Frames { nr_frames });
         }
-        if nr_cpus == 0 {
-            return Err(LlfreeError::NoCpus);
+        if nr_cpus == 0 || nr_cpus > MAX_CPUS {
+            return Err(LlfreeError::Cpus { nr_cpus });
         }
-        let locals = nr_cpus
-            .checked_mul(Class::ALL.len())
-            .ok_or(LlfreeError::Cpu {
-                cpu: nr_cpus,
-                nr_cpus,
-            })?;
+        let locals = nr_cpus * Class::ALL.len();
         Ok(LLFree {
             upper: Upper::new(lower::Lower::new(nr_frames), locals),
             nr_frames,

@@ -154,8 +154,8 @@ impl Local {
         Held::unpack(self.packed.load(Relaxed))
     }
 
-    /// Takes `n` frames from the local counter of `tree`, when this
-    /// reservation holds that tree with enough.
+    /// Takes `n` frames from the local counter: the reservation as it was
+    /// before, or the reservation that has fewer (`None`: there is none).
     fn take(&self, n: u64) -> Result<Held, Option<Held>> {
         let mut cur = self.packed.load(Relaxed);
         loop {
@@ -318,12 +318,13 @@ impl Upper {
     /// when the tree has no other room.
     fn get_in_tree(&self, tree: usize, order: u8, hint: usize) -> Option<(u64, usize)> {
         let span = children(tree, self.lower.nr_huge());
-        let len = span.len();
-        let start = hint
-            .checked_sub(span.start)
-            .filter(|&i| i < len)
-            .unwrap_or(0);
-        let ring = || (0..len).map(move |i| span.start + (start + i) % len);
+        let first = if span.contains(&hint) {
+            hint
+        } else {
+            span.start
+        };
+        // From the hint to the end, then from the start: no division.
+        let ring = || (first..span.end).chain(span.start..first);
         let get = |c| self.lower.get(c, order).map(|f| (f, c));
         let whole = |c: &usize| u64::from(self.lower.child(*c).free()) == HUGE_FRAMES;
         if order < HUGE_ORDER

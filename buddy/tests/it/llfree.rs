@@ -231,7 +231,15 @@ fn llfree_refuses_bad_arguments() {
         LLFree::new(0, 1).err(),
         Some(LlfreeError::Frames { nr_frames: 0 })
     );
-    assert_eq!(LLFree::new(512, 0).err(), Some(LlfreeError::NoCpus));
+    assert_eq!(
+        LLFree::new(512, 0).err(),
+        Some(LlfreeError::Cpus { nr_cpus: 0 })
+    );
+    let too_many = buddy::llfree::MAX_CPUS + 1;
+    assert_eq!(
+        LLFree::new(512, too_many).err(),
+        Some(LlfreeError::Cpus { nr_cpus: too_many })
+    );
     let llfree = LLFree::new(1024, 2).unwrap();
     let cpu = LlfreeError::Cpu { cpu: 2, nr_cpus: 2 };
     assert_eq!(llfree.get(2, Order::ZERO, Class::Movable), Err(cpu));
