@@ -324,8 +324,9 @@ pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, RunError> {
         std::sync::Mutex::new,
         |_| Vec::new(),
     )?];
-    let nr_frames = blocks.ram_ranges().map(|(_, a, b)| b.get() - a.get()).sum();
-    let llfree = Llfree::new(nr_frames).map_err(|e| PeerError::Refused {
+    // LLFree numbers its frames from 0: as many as the blocks' RAM (their
+    // only ranges), without the holes between them.
+    let llfree = Llfree::new(blocks.present_pages()).map_err(|e| PeerError::Refused {
         peer: "llfree",
         message: e.to_string(),
     })?;
