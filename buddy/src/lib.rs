@@ -111,7 +111,8 @@ mod init;
 // page's links.
 #[allow(unsafe_code)]
 mod list;
-/// LLFree, the lock-free page-frame allocator of the USENIX ATC 2023 paper, beside the buddy.
+// LLFree, the lock-free page-frame allocator of the USENIX ATC 2023 paper,
+// beside the buddy: atomics only, no unsafe.
 pub mod llfree;
 // The zone lock hands out `&mut` to the free area through an `UnsafeCell`.
 #[allow(unsafe_code)]

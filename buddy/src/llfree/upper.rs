@@ -63,14 +63,11 @@ impl Tree {
 
     /// Reserved for `class`, its counter taken (0).
     fn reserved_for(class: Class) -> Tree {
-        Tree(
-            Tree::RESERVED
-                | if class == Class::Movable {
-                    Tree::MOVABLE
-                } else {
-                    0
-                },
-        )
+        let movable = match class {
+            Class::Movable => Tree::MOVABLE,
+            Class::Immovable => 0,
+        };
+        Tree(Tree::RESERVED | movable)
     }
 
     /// Not reserved, `free` more frames counted, its class kept.
