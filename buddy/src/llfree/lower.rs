@@ -218,14 +218,14 @@ impl Lower {
         }
     }
 
+    /// Base frames.
+    pub(super) fn nr_frames(&self) -> u64 {
+        self.nr_frames
+    }
+
     /// Huge frames, the last perhaps partial.
     pub(super) fn nr_huge(&self) -> usize {
         self.children.len()
-    }
-
-    /// Base frames of huge frame `child` that exist.
-    pub(super) fn present(&self, child: usize) -> u64 {
-        (self.nr_frames - child as u64 * HUGE_FRAMES).min(HUGE_FRAMES)
     }
 
     /// Huge frame `child`'s entry.

@@ -230,11 +230,9 @@ impl Upper {
         self.trees.len()
     }
 
-    /// Base frames that exist in tree `tree`.
+    /// Base frames that exist in tree `tree`: all but in the last tree.
     fn capacity(&self, tree: usize) -> u64 {
-        children(tree, self.lower.nr_huge())
-            .map(|c| self.lower.present(c))
-            .sum()
+        (self.lower.nr_frames() - tree as u64 * TREE_FRAMES).min(TREE_FRAMES)
     }
 
     /// A block of `order` from the tree `local` holds: its first frame, or
@@ -250,7 +248,9 @@ impl Upper {
             }
         };
         let hint = local.hint.load(Relaxed) as usize;
-        match self.get_in_tree(held.tree, order, hint) {
+        // Every frame counted here: the tree is entirely free.
+        let whole = held.free == self.capacity(held.tree);
+        match self.get_in_tree(held.tree, order, hint, whole) {
             Some((frame, child)) => {
                 local.hint.store(child as u32, Relaxed);
                 Some(frame)
@@ -312,8 +312,15 @@ impl Upper {
     /// `hint` on (wrapping): the frame and the child it came from. Below
     /// the huge order, partly used huge frames are tried before entirely
     /// free ones, so that a small block breaks up a whole huge frame only
-    /// when the tree has no other room.
-    fn get_in_tree(&self, tree: usize, order: u8, hint: usize) -> Option<(u64, usize)> {
+    /// when the tree has no other room; `whole` says the tree is entirely
+    /// free, so there are none to try.
+    fn get_in_tree(
+        &self,
+        tree: usize,
+        order: u8,
+        hint: usize,
+        whole: bool,
+    ) -> Option<(u64, usize)> {
         let span = children(tree, self.lower.nr_huge());
         let first = if span.contains(&hint) {
             hint
@@ -323,9 +330,10 @@ impl Upper {
         // From the hint to the end, then from the start: no division.
         let ring = || (first..span.end).chain(span.start..first);
         let get = |c| self.lower.get(c, order).map(|f| (f, c));
-        let whole = |c: &usize| u64::from(self.lower.child(*c).free()) == HUGE_FRAMES;
+        let partial = |c: &usize| u64::from(self.lower.child(*c).free()) < HUGE_FRAMES;
         if order < HUGE_ORDER
-            && let Some(found) = ring().filter(|c| !whole(c)).find_map(get)
+            && !whole
+            && let Some(found) = ring().filter(partial).find_map(get)
         {
             return Some(found);
         }
@@ -356,7 +364,7 @@ impl Upper {
                 continue;
             };
             let free = Tree(old).free();
-            match self.get_in_tree(tree, order, 0) {
+            match self.get_in_tree(tree, order, 0, free == capacity) {
                 Some((frame, child)) => {
                     local.hint.store(child as u32, Relaxed);
                     let new = Held {
