@@ -49,8 +49,9 @@
 //!   then any tree with enough frames. If all fail, every CPU's
 //!   reservation is ended ([`LLFree::drain`]) and the last search runs
 //!   again, so a request fails only when no tree has an aligned free block.
-//!   The paper's vicinity search within a cache line of tree entries and
-//!   its heuristic of reserving the tree a CPU frees into are left out.
+//!   The authors' search of nearby tree entries first, and their
+//!   heuristic of reserving a tree a CPU keeps freeing into, are left
+//!   out.
 //! - **Inside a tree**, a request below order 9 tries the partly used
 //!   huge frames before the entirely free ones (starting at the huge
 //!   frame the CPU last allocated from), the reservation search's
