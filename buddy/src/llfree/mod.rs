@@ -48,7 +48,10 @@
 //!   least a sixteenth of their frames free, then entirely free trees,
 //!   then any tree with enough frames. If all fail, every CPU's
 //!   reservation is ended ([`LLFree::drain`]) and the last search runs
-//!   again, so a request fails only when no tree has an aligned free block.
+//!   again, so a request fails only when no tree has an aligned free block
+//!   (or, under concurrency, when the frames that would serve it are in
+//!   another CPU's call at that moment: a lock-free allocator does not
+//!   wait for it).
 //!   The authors' search of nearby tree entries first, and their
 //!   heuristic of reserving a tree a CPU keeps freeing into, are left
 //!   out.
