@@ -3,6 +3,7 @@
 //! property its design is for: free huge frames survive scattered frees.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use buddy::llfree::{Class, HUGE_FRAMES, HUGE_ORDER, LLFree, LlfreeError, TREE_FRAMES};
@@ -262,64 +263,156 @@ fn llfree_refuses_bad_arguments() {
     assert_eq!(llfree.free_frames(), 1024);
 }
 
+/// The next number of a xorshift sequence.
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// Which frames threads hold, one bit each: marking a frame twice or
+/// unmarking a free one is a frame handed out twice.
+struct Shadow(Vec<AtomicU64>);
+
+impl Shadow {
+    fn new(nr_frames: u64) -> Shadow {
+        Shadow(
+            (0..nr_frames.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        )
+    }
+
+    /// Marks the block as held (`held`) or as about to be put.
+    fn mark(&self, frame: u64, order: u8, held: bool) {
+        for f in frame..frame + (1 << order) {
+            let (word, bit) = (&self.0[(f / 64) as usize], 1u64 << (f % 64));
+            let old = if held {
+                word.fetch_or(bit, Relaxed)
+            } else {
+                word.fetch_and(!bit, Relaxed)
+            };
+            assert_eq!(old & bit != 0, !held, "frame {f:#x} handed out twice");
+        }
+    }
+
+    fn is_clear(&self) -> bool {
+        self.0.iter().all(|w| w.load(Relaxed) == 0)
+    }
+}
+
 /// Threads, each on its own CPU and both classes, get and put blocks of
-/// orders 0 to 9 on one instance; a shared bitmap catches any frame handed
-/// out twice, and at the end every frame is free and every huge frame
-/// whole.
+/// orders 0 to 9 on one instance (most of order 0 to 2); a shared bitmap
+/// catches any frame handed out twice, every order must succeed at least
+/// once, and at the end every frame is free and every huge frame whole.
+///
+/// A block is unmarked before its put, so a frame handed out again
+/// between the unmark and the put would go unseen.
 #[test]
 fn llfree_threads_account_for_every_frame() {
     const THREADS: usize = 4;
     // Two trees for eight reservations: requests fail, drain and steal.
     let nr_frames = TREE_FRAMES + 5 * HUGE_FRAMES;
     let llfree = LLFree::new(nr_frames, THREADS).unwrap();
-    let bitmap: Vec<AtomicU64> = (0..nr_frames.div_ceil(64))
-        .map(|_| AtomicU64::new(0))
-        .collect();
-    let mark = |frame: u64, order: u8, set: bool| {
-        for f in frame..frame + (1 << order) {
-            let (word, bit) = (&bitmap[(f / 64) as usize], 1u64 << (f % 64));
-            let old = if set {
-                word.fetch_or(bit, Relaxed)
-            } else {
-                word.fetch_and(!bit, Relaxed)
-            };
-            assert_eq!(old & bit != 0, !set, "frame {f:#x} handed out twice");
-        }
-    };
+    let shadow = Shadow::new(nr_frames);
+    let got: [AtomicU64; HUGE_ORDER as usize + 1] = Default::default();
+    let start = Barrier::new(THREADS);
     std::thread::scope(|s| {
         for cpu in 0..THREADS {
-            let (llfree, mark) = (&llfree, &mark);
+            let (llfree, shadow, got, start) = (&llfree, &shadow, &got, &start);
             s.spawn(move || {
+                start.wait();
                 let mut held: Vec<(Pfn, u8)> = Vec::new();
                 let mut x = 0x2545_f491_4f6c_dd1du64 + cpu as u64;
                 for _ in 0..5000 {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let order = if x.is_multiple_of(16) {
-                        (x % 10) as u8
+                    // Order, class, get or put and the block to put from
+                    // separate bits, so that every combination occurs.
+                    let x = xorshift(&mut x);
+                    let order = if (x >> 8).is_multiple_of(16) {
+                        ((x >> 16) % 10) as u8
                     } else {
-                        (x % 3) as u8
+                        ((x >> 24) % 3) as u8
                     };
-                    let class = Class::ALL[(x >> 8) as usize % 2];
-                    if held.len() < 200 && !x.is_multiple_of(3) {
+                    let class = Class::ALL[(x >> 40) as usize % 2];
+                    if held.len() < 200 && !(x >> 32).is_multiple_of(3) {
                         if let Ok(pfn) = llfree.get(cpu, Order::new(order), class) {
-                            mark(pfn.get(), order, true);
+                            shadow.mark(pfn.get(), order, true);
                             held.push((pfn, order));
+                            got[order as usize].fetch_add(1, Relaxed);
                         }
                     } else if !held.is_empty() {
-                        let (pfn, order) = held.swap_remove((x as usize >> 4) % held.len());
-                        mark(pfn.get(), order, false);
+                        let (pfn, order) = held.swap_remove((x >> 48) as usize % held.len());
+                        shadow.mark(pfn.get(), order, false);
                         llfree.put(cpu, pfn, Order::new(order)).unwrap();
                     }
                 }
                 for (pfn, order) in held {
-                    mark(pfn.get(), order, false);
+                    shadow.mark(pfn.get(), order, false);
                     llfree.put(cpu, pfn, Order::new(order)).unwrap();
                 }
             });
         }
     });
+    let got: Vec<u64> = got.iter().map(|g| g.load(Relaxed)).collect();
+    assert!(!got.contains(&0), "gets per order 0..=9: {got:?}");
+    assert_eq!(llfree.free_frames(), nr_frames);
+    assert_eq!(llfree.counted_free_frames(), nr_frames);
+    assert_eq!(llfree.free_huge_frames(), nr_frames / HUGE_FRAMES);
+}
+
+/// Threads race order-9 requests against order-0 and order-7 ones on the
+/// same few huge frames (one tree of four), so that taking a huge frame
+/// whole races small blocks being claimed from it and freed into it. Four
+/// threads share two CPU numbers, so they also race on the same
+/// reservations. A shared bitmap catches any frame handed out twice,
+/// every order must succeed at least once, and at the end every frame is
+/// free and every huge frame whole.
+#[test]
+fn llfree_threads_race_huge_and_small_on_few_huge_frames() {
+    const THREADS: usize = 4;
+    const ORDERS: [u8; 3] = [0, 7, HUGE_ORDER];
+    let nr_frames = 4 * HUGE_FRAMES;
+    let llfree = LLFree::new(nr_frames, THREADS / 2).unwrap();
+    let shadow = Shadow::new(nr_frames);
+    let got: [AtomicU64; 3] = Default::default();
+    let start = Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (llfree, shadow, got, start) = (&llfree, &shadow, &got, &start);
+            s.spawn(move || {
+                start.wait();
+                let cpu = t % (THREADS / 2);
+                let mut held: Vec<(Pfn, u8)> = Vec::new();
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 + t as u64;
+                for _ in 0..4000 {
+                    let x = xorshift(&mut x);
+                    let i = (x >> 8) as usize % ORDERS.len();
+                    let order = ORDERS[i];
+                    let class = Class::ALL[(x >> 40) as usize % 2];
+                    // Few blocks held, so huge frames keep coming free.
+                    if held.len() < 3 && (x >> 32).is_multiple_of(2) {
+                        if let Ok(pfn) = llfree.get(cpu, Order::new(order), class) {
+                            shadow.mark(pfn.get(), order, true);
+                            held.push((pfn, order));
+                            got[i].fetch_add(1, Relaxed);
+                        }
+                    } else if !held.is_empty() {
+                        let (pfn, order) = held.swap_remove((x >> 48) as usize % held.len());
+                        shadow.mark(pfn.get(), order, false);
+                        llfree.put(cpu, pfn, Order::new(order)).unwrap();
+                    }
+                }
+                for (pfn, order) in held {
+                    shadow.mark(pfn.get(), order, false);
+                    llfree.put(cpu, pfn, Order::new(order)).unwrap();
+                }
+            });
+        }
+    });
+    let got: Vec<u64> = got.iter().map(|g| g.load(Relaxed)).collect();
+    assert!(!got.contains(&0), "gets of orders {ORDERS:?}: {got:?}");
+    assert!(shadow.is_clear());
     assert_eq!(llfree.free_frames(), nr_frames);
     assert_eq!(llfree.counted_free_frames(), nr_frames);
     assert_eq!(llfree.free_huge_frames(), nr_frames / HUGE_FRAMES);
@@ -341,10 +434,7 @@ fn llfree_whole_huge_frames_come_back_after_scattered_frees() {
     let mut x = 0x1234_5678u64;
     let mut live: BTreeSet<u64> = frames.iter().map(|p| p.get()).collect();
     for _ in 0..nr_frames / 10 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let f = x % nr_frames;
+        let f = xorshift(&mut x) % nr_frames;
         if live.remove(&f) {
             llfree.put(0, Pfn::new(f), Order::ZERO).unwrap();
         }
