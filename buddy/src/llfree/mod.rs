@@ -35,9 +35,10 @@
 //! - **Classes.** [`Class`] is the kernel's movable/immovable split
 //!   (migratetypes `MIGRATE_MOVABLE` vs `MIGRATE_UNMOVABLE` and
 //!   `MIGRATE_RECLAIMABLE`): each CPU has one reservation per class, a
-//!   tree entry records the class of its last reservation, and the first
-//!   search for a new tree only takes partly used trees of the caller's
-//!   class, so immovable frames cluster in few trees. The 2023 paper's
+//!   tree entry records the class of the last reservation that allocated
+//!   from it, and the first search for a new tree only takes partly used
+//!   trees of the caller's class, so immovable frames cluster in few
+//!   trees. The 2023 paper's
 //!   tree entry is 16 bits (a 15-bit counter and the reserved flag) with
 //!   no room for it (the authors' later versions add a "kind"); pfnlab's
 //!   tree entry is an `AtomicU32` with the class in bit 17. Huge

@@ -2,15 +2,15 @@
 //!
 //! [`TREE_CHILDREN`] huge frames make a tree. A tree's entry (a [`Tree`]
 //! in one `AtomicU32`) holds its free counter, a reserved flag and the
-//! class of the reservation that last held it. A CPU allocates from the
-//! tree it reserved: reserving moves the tree's whole counter into the
-//! CPU's [`Local`] (one per CPU and class), so that the CPU's allocations
-//! decrement a counter no other CPU writes, and sets the flag so that no
-//! other CPU reserves it. Frees into a tree the CPU holds go to its local
-//! counter; frees into any other tree go to the tree's entry, and the
-//! holder takes them over ("steals" the counter) when its local one runs
-//! short. When the tree cannot serve a request, the CPU reserves another
-//! and returns the old one's counter to its entry.
+//! class of the last reservation that allocated from it. A CPU allocates
+//! from the tree it reserved: reserving moves the tree's whole counter
+//! into the CPU's [`Local`] (one per CPU and class), so that the CPU's
+//! allocations decrement a counter no other CPU writes, and sets the flag
+//! so that no other CPU reserves it. Frees into a tree the CPU holds go
+//! to its local counter; frees into any other tree go to the tree's
+//! entry, and the holder takes them over ("steals" the counter) when its
+//! local one runs short. When the tree cannot serve a request, the CPU
+//! reserves another and returns the old one's counter to its entry.
 //!
 //! # Orderings
 //! The counters here only steer the search: every frame is claimed by the
@@ -61,19 +61,23 @@ impl Tree {
         }
     }
 
-    /// Reserved for `class`, its counter taken (0).
-    fn reserved_for(class: Class) -> Tree {
-        let movable = match class {
+    /// The class bit of `class`.
+    fn class_bit(class: Class) -> u32 {
+        match class {
             Class::Movable => Tree::MOVABLE,
             Class::Immovable => 0,
-        };
-        Tree(Tree::RESERVED | movable)
+        }
     }
 
-    /// Not reserved, `free` more frames counted, its class kept.
-    fn returned(self, free: u64) -> Tree {
+    /// Reserved for `class`, its counter taken (0).
+    fn reserved_for(class: Class) -> Tree {
+        Tree(Tree::RESERVED | Tree::class_bit(class))
+    }
+
+    /// Not reserved, `free` more frames counted, labelled `class`.
+    fn returned(self, free: u64, class: Class) -> Tree {
         let sum = (self.free() + free).min(u64::from(Tree::FREE)) as u32;
-        Tree((self.0 & Tree::MOVABLE) | sum)
+        Tree(Tree::class_bit(class) | sum)
     }
 }
 
@@ -372,20 +376,31 @@ impl Upper {
                         free: free - n,
                     };
                     if let Some(old) = local.swap(Some(new)) {
-                        self.unreserve(old);
+                        self.unreserve(old, None);
                     }
                     return Some(frame);
                 }
-                None => self.unreserve(Held { tree, free }),
+                // Nothing served: the tree goes back with the class it
+                // had, so that a request of the other class that probes
+                // trees and fails does not relabel them. While the tree
+                // is reserved only this call writes its class (reserving
+                // needs the flag clear; frees only add to the counter),
+                // so the class read when reserving is still the one to
+                // restore.
+                None => self.unreserve(Held { tree, free }, Some(Tree(old).class())),
             }
         }
         None
     }
 
-    /// Gives a reservation's tree back, with its local counter.
-    fn unreserve(&self, held: Held) {
+    /// Gives a reservation's tree back, with its local counter, labelled
+    /// `class` (`None`: the class it was reserved for).
+    fn unreserve(&self, held: Held, class: Option<Class>) {
         let entry = &self.trees[held.tree];
-        let update = entry.fetch_update(Relaxed, Relaxed, |e| Some(Tree(e).returned(held.free).0));
+        let update = entry.fetch_update(Relaxed, Relaxed, |e| {
+            let tree = Tree(e);
+            Some(tree.returned(held.free, class.unwrap_or(tree.class())).0)
+        });
         debug_assert!(
             update.is_ok_and(|e| Tree(e).reserved()),
             "only a reserved tree is given back"
@@ -396,7 +411,7 @@ impl Upper {
     pub(super) fn drain(&self) {
         for local in &self.locals {
             if let Some(held) = local.swap(None) {
-                self.unreserve(held);
+                self.unreserve(held, None);
             }
         }
     }

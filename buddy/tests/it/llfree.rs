@@ -498,3 +498,32 @@ fn llfree_classes_cluster_in_their_own_trees() {
     assert_eq!(trees[1].len(), 1, "movable frames in one tree: {trees:?}");
     assert!(trees[0].is_disjoint(&trees[1]));
 }
+
+/// A request that probes trees and fails leaves their class as it was:
+/// after an immovable order-9 request finds no whole huge frame, the
+/// partly used movable tree still draws the next movable request.
+#[test]
+fn llfree_failed_request_keeps_tree_classes() {
+    let llfree = LLFree::new(2 * TREE_FRAMES, 1).unwrap();
+    // Tree 0 filled with immovable frames, tree 1 with movable ones.
+    for (class, tree) in [(Class::Immovable, 0), (Class::Movable, 1)] {
+        for _ in 0..TREE_FRAMES {
+            let pfn = llfree.get(0, Order::ZERO, class).unwrap();
+            assert_eq!(pfn.get() / TREE_FRAMES, tree, "{class:?}");
+        }
+    }
+    // An eighth of every huge frame freed: both trees partly used, no
+    // huge frame whole.
+    for huge in 0..2 * TREE_FRAMES / HUGE_FRAMES {
+        for f in huge * HUGE_FRAMES..huge * HUGE_FRAMES + HUGE_FRAMES / 8 {
+            llfree.put(0, Pfn::new(f), Order::ZERO).unwrap();
+        }
+    }
+    llfree.drain();
+    assert_eq!(
+        llfree.get(0, Order::new(HUGE_ORDER), Class::Immovable),
+        Err(LlfreeError::NoMemory { order: HUGE_ORDER })
+    );
+    let pfn = llfree.get(0, Order::ZERO, Class::Movable).unwrap();
+    assert_eq!(pfn.get() / TREE_FRAMES, 1, "movable frame from tree 1");
+}
