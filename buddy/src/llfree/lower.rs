@@ -308,7 +308,13 @@ impl Lower {
         self.bitfields[child].clear((frame % HUGE_FRAMES) as u32, order);
         // `Release` pairs with the counter's `Acquire` in `get`: whoever
         // takes these frames from the counter sees their bits clear.
-        entry.fetch_add(1 << order, Release);
+        let old = Child(entry.fetch_add(1 << order, Release));
+        debug_assert!(
+            u64::from(old.free()) + (1 << order) <= HUGE_FRAMES,
+            "huge frame {child} counter {} + {} past its frames",
+            old.free(),
+            1u64 << order
+        );
         Ok(())
     }
 

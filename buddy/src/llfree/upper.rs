@@ -76,8 +76,9 @@ impl Tree {
 
     /// Not reserved, `free` more frames counted, labelled `class`.
     fn returned(self, free: u64, class: Class) -> Tree {
-        let sum = (self.free() + free).min(u64::from(Tree::FREE)) as u32;
-        Tree(Tree::class_bit(class) | sum)
+        let sum = self.free() + free;
+        debug_assert!(sum <= TREE_FRAMES, "tree counter {sum} past its frames");
+        Tree(Tree::class_bit(class) | sum as u32)
     }
 }
 
@@ -291,7 +292,7 @@ impl Upper {
             .is_ok();
         if !moved {
             // The reservation changed meanwhile: the frames go back.
-            entry.fetch_add(taken as u32, Relaxed);
+            self.add_to_entry(held.tree, taken);
         }
         true
     }
@@ -300,7 +301,7 @@ impl Upper {
     /// else to the tree's entry.
     fn give_back(&self, local: &Local, tree: usize, n: u64) {
         if !local.add(tree, n) {
-            self.trees[tree].fetch_add(n as u32, Relaxed);
+            self.add_to_entry(tree, n);
         }
     }
 
@@ -308,8 +309,20 @@ impl Upper {
     /// `locals` that holds the tree, else to the tree's entry.
     pub(super) fn put_counter(&self, locals: &[Local], tree: usize, n: u64) {
         if !locals.iter().any(|l| l.add(tree, n)) {
-            self.trees[tree].fetch_add(n as u32, Relaxed);
+            self.add_to_entry(tree, n);
         }
+    }
+
+    /// Counts `n` more free frames in `tree`'s entry. The counter never
+    /// exceeds the tree's frames (it counts at most what the lower
+    /// allocator has free there), so it never carries into the flag.
+    fn add_to_entry(&self, tree: usize, n: u64) {
+        let old = Tree(self.trees[tree].fetch_add(n as u32, Relaxed));
+        debug_assert!(
+            old.free() + n <= self.capacity(tree),
+            "tree {tree} counter {} + {n} past its frames",
+            old.free()
+        );
     }
 
     /// A block of `order` from the huge frames of `tree`, from child
