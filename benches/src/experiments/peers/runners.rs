@@ -8,7 +8,7 @@
 //! empty, so no per-CPU list holds pages of the block the pair splits (a
 //! refill would leave order-0 pages free and the pair would split nothing).
 
-use buddy::llfree::{HUGE_ORDER, LLFree, LlfreeError};
+use buddy::llfree::{LLFree, LlfreeError};
 use buddy::{AllocError, Allocator, Kernel, PerCpu};
 use sparsemem::{NodeId, Order, Pfn};
 
@@ -211,8 +211,7 @@ impl<F: Frames, S: SharedFrames> Runner for Peer<F, S> {
     }
 }
 
-/// LLFree: the hot pair, the huge pair and the bursts on an instance with
-/// one CPU; the two-thread bursts on one shared instance with a CPU (and
+/// LLFree: the hot pair and the bursts on an instance with one CPU; the two-thread bursts on one shared instance with a CPU (and
 /// so a reservation) per thread.
 pub(super) struct Llfree {
     one: LLFree,
@@ -243,13 +242,8 @@ impl Runner for Llfree {
                 std::hint::black_box(llfree_pairs(&self.one, 0, Order::ZERO, n));
                 n
             }
-            // LLFree neither splits nor merges: its nearest operation is
-            // an order-9 pair, a huge frame's child entry taken whole and
-            // given back.
             Workload::SplitMergePair => {
-                let order = Order::new(HUGE_ORDER);
-                std::hint::black_box(llfree_pairs(&self.one, 0, order, n / 10));
-                n / 10
+                unreachable!("LLFree has no split-merge pair (`Contender::does`)")
             }
             Workload::Burst => {
                 std::hint::black_box(llfree_bursts(&self.one, 0, rounds, BURST, &mut self.held));
