@@ -17,6 +17,9 @@ use sparsemem::{BuddyPage, Layout, NodeId, Order, Pfn, UserFlag};
 
 use crate::threads::{Placement, on_threads};
 
+mod llfree;
+pub use llfree::{llfree_bursts, llfree_bursts_threads, llfree_pairs};
+
 /// A small, fast, seeded generator (xorshift64).
 #[derive(Clone, Debug)]
 pub struct XorShift(pub u64);

@@ -51,7 +51,8 @@
 //!
 //! 1. `types` (zone types and ids, statistics, limits), `lock` (the zone
 //!    lock), `variant` (the compile-time variants), `list` (the intrusive
-//!    lists and the owned-block token): nothing of the crate;
+//!    lists and the owned-block token), `llfree` (LLFree, the lock-free
+//!    allocator measured beside the buddy): nothing of the crate;
 //! 2. `era` (each kernel's mechanisms), `gfp` (GFP masks), `frames`
 //!    (real frames), `memory_notify` (the memory hotplug notifier chain),
 //!    then `watermark` (the kernel's formulas, by era) and
@@ -110,6 +111,9 @@ mod init;
 // page's links.
 #[allow(unsafe_code)]
 mod list;
+// LLFree, the lock-free page-frame allocator of the USENIX ATC 2023 paper,
+// beside the buddy: atomics only, no unsafe.
+pub mod llfree;
 // The zone lock hands out `&mut` to the free area through an `UnsafeCell`.
 #[allow(unsafe_code)]
 mod lock;

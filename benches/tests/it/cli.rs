@@ -345,6 +345,22 @@ fn run_quick(exp: &str, extra: &[&str]) {
             let count = |v: &str| rows.iter().filter(|r| r["variant"] == v).count();
             assert_eq!(count("pfnlab"), 4);
             assert_eq!(count("floor"), 4, "the floor is measured in the same run");
+            // LLFree runs without a feature; it neither splits nor
+            // merges, so its split-merge pair is not applicable: no row,
+            // no rank, no ratio.
+            assert_eq!(count("llfree"), 3, "LLFree runs with no feature");
+            assert!(
+                !rows
+                    .iter()
+                    .any(|r| r["variant"] == "llfree"
+                        && r["params"]["workload"] == "split-merge-pair")
+            );
+            assert!(text.contains("n/a (no splits)"), "{text}");
+            let split_merge = text
+                .lines()
+                .find(|l| l.starts_with("split-merge-pair:"))
+                .unwrap_or_else(|| panic!("a ranking of split-merge-pair: {text}"));
+            assert!(!split_merge.contains("llfree"), "{split_merge}");
             if cfg!(feature = "peers") {
                 for peer in ["buddy_system_allocator", "frame-alloc"] {
                     assert_eq!(count(peer), 4, "{peer} on every workload");

@@ -19,6 +19,7 @@ mod highatomic;
 mod hotplug;
 mod hotplug_notifier;
 mod hugetlb;
+mod llfree;
 mod memmap_init;
 mod memmap_on_memory;
 mod memmap_on_memory_frames;

@@ -7,8 +7,13 @@
 //! `frame-alloc` lock-free, the others behind a `Mutex`).
 //!
 //! The floor ([`FloorBuddy`], in `floor`) is the least a buddy can do and
-//! is always measured; the peer crates (`crates`) join with the `peers`
-//! feature. Every figure printed comes from this run.
+//! is always measured, and so is LLFree ([`buddy::llfree`], the lock-free
+//! design the buddy is measured against: its frames are the same blocks'
+//! RAM, numbered from 0; it neither splits nor merges, so it has no
+//! split-merge pair; its two threads each use a reservation of their own
+//! on one shared instance). The peer crates
+//! (`crates`) join with the `peers` feature. Every figure printed comes
+//! from this run.
 
 use buddy::AllocError;
 use buddy::{Kernel, Options};
@@ -26,7 +31,7 @@ pub use runners::hold_partial_blocks;
 pub mod crates;
 
 use floor::FloorBuddy;
-use runners::{Ours, Peer, Runner};
+use runners::{Llfree, Ours, Peer, Runner};
 
 use super::{Ctx, Experiment, ExperimentId, cell};
 use crate::error::{PeerError, RunError};
@@ -84,6 +89,8 @@ pub enum Contender {
     Pfnlab,
     /// The floor: [`FloorBuddy`].
     Floor,
+    /// LLFree ([`buddy::llfree`]), built into the buddy crate.
+    Llfree,
     /// `buddy_system_allocator::FrameAllocator<11>`.
     #[cfg(feature = "peers")]
     #[serde(rename = "buddy_system_allocator")]
@@ -102,6 +109,7 @@ impl Contender {
         match self {
             Contender::Pfnlab => "pfnlab",
             Contender::Floor => "floor",
+            Contender::Llfree => "llfree",
             #[cfg(feature = "peers")]
             Contender::BuddySystemAllocator => "buddy_system_allocator",
             #[cfg(feature = "peers")]
@@ -120,6 +128,9 @@ impl Contender {
             Contender::Floor => {
                 "intrusive free lists in a descriptor array, XOR buddy; no lock, no per-CPU lists, no checks (a Mutex for two threads)"
             }
+            Contender::Llfree => {
+                "LLFree (USENIX ATC 2023) in the buddy crate: per-huge-frame bitfields and counters, a tree reserved per CPU, lock-free; its frees checked (an order byte per frame); it neither splits nor merges, so it has no split-merge pair and that row is not applicable; one reservation per thread, one shared instance"
+            }
             #[cfg(feature = "peers")]
             Contender::BuddySystemAllocator => {
                 "FrameAllocator<11>: BTreeSet free lists (a Mutex for two threads)"
@@ -137,19 +148,21 @@ impl Contender {
 }
 
 impl Contender {
-    /// Whether it can do `workload` at all: bitmap-allocator has no orders,
-    /// so it cannot split or merge (its "split-merge" would be a plain
-    /// alloc+free, a different operation).
+    /// Whether it can do `workload` at all: bitmap-allocator has no orders
+    /// and LLFree never splits or merges, so neither has a split-merge
+    /// pair (bitmap-allocator's would be a plain alloc+free, LLFree's an
+    /// order-9 get and put: different operations).
     pub fn does(self, workload: Workload) -> bool {
-        !(self.has_no_orders() && workload == Workload::SplitMergePair)
+        workload != Workload::SplitMergePair || self.cannot_split().is_none()
     }
 
-    /// Whether it hands out single frames only (no orders to split).
-    fn has_no_orders(self) -> bool {
+    /// Why it has no split-merge pair, if it has none.
+    fn cannot_split(self) -> Option<&'static str> {
         match self {
+            Contender::Llfree => Some("no splits"),
             #[cfg(feature = "peers")]
-            Contender::BitmapAllocator => true,
-            _ => false,
+            Contender::BitmapAllocator => Some("no orders"),
+            _ => None,
         }
     }
 }
@@ -313,6 +326,13 @@ pub fn measure_peers(ctx: &Ctx) -> Result<PeersResults, RunError> {
         std::sync::Mutex::new,
         |_| Vec::new(),
     )?];
+    // LLFree numbers its frames from 0: as many as the blocks' RAM (their
+    // only ranges), without the holes between them.
+    let llfree = Llfree::new(blocks.present_pages()).map_err(|e| PeerError::Refused {
+        peer: "llfree",
+        message: e.to_string(),
+    })?;
+    others.push(Box::new(llfree));
     others.extend(peer_runners(&blocks)?);
     // The peers keep free lists and nothing else, so pfnlab runs its
     // bookkeeping only: no pageblock lookups, watermarks or page checks
@@ -411,7 +431,10 @@ pub fn render(results: &PeersResults) -> String {
     for w in &results.workloads {
         table += &format!("{:<17}", w.workload.name());
         for c in &contenders {
-            let text = w.of(*c).map_or("n/a (no orders)".into(), cell);
+            let text = w.of(*c).map_or_else(
+                || format!("n/a ({})", c.cannot_split().unwrap_or("not run")),
+                cell,
+            );
             table += &format!(" {text:>24}");
         }
         if let Some(i) = over_floor(w) {

@@ -8,15 +8,16 @@
 //! empty, so no per-CPU list holds pages of the block the pair splits (a
 //! refill would leave order-0 pages free and the pair would split nothing).
 
+use buddy::llfree::{LLFree, LlfreeError};
 use buddy::{AllocError, Allocator, Kernel, PerCpu};
-use sparsemem::{NodeId, Pfn};
+use sparsemem::{NodeId, Order, Pfn};
 
 use super::{Contender, THREADS, Workload};
 use crate::models::Buildable;
 use crate::timing::{Measurement, Plan};
 use crate::workloads::{
-    Frames, SharedFrames, bursts, frame_bursts, frame_pairs, pcp_bursts_threads, pcp_pairs,
-    shared_bursts, zone_pairs,
+    Frames, SharedFrames, bursts, frame_bursts, frame_pairs, llfree_bursts, llfree_bursts_threads,
+    llfree_pairs, pcp_bursts_threads, pcp_pairs, shared_bursts, zone_pairs,
 };
 
 /// Pages per burst.
@@ -206,6 +207,51 @@ impl<F: Frames, S: SharedFrames> Runner for Peer<F, S> {
                 rounds * BURST as u64
             }
             Workload::BurstTwoThreads => shared_bursts(&self.shared, THREADS, rounds, BURST),
+        }
+    }
+}
+
+/// LLFree: the hot pair and the bursts on an instance with one CPU; the two-thread bursts on one shared instance with a CPU (and
+/// so a reservation) per thread.
+pub(super) struct Llfree {
+    one: LLFree,
+    shared: LLFree,
+    held: Vec<Pfn>,
+}
+
+impl Llfree {
+    /// Two instances of `nr_frames` frames.
+    pub(super) fn new(nr_frames: u64) -> Result<Llfree, LlfreeError> {
+        Ok(Llfree {
+            one: LLFree::new(nr_frames, 1)?,
+            shared: LLFree::new(nr_frames, THREADS)?,
+            held: Vec::with_capacity(BURST),
+        })
+    }
+}
+
+impl Runner for Llfree {
+    fn contender(&self) -> Contender {
+        Contender::Llfree
+    }
+
+    fn run(&mut self, workload: Workload, n: u64) -> u64 {
+        let rounds = n / BURST as u64;
+        match workload {
+            Workload::HotPair => {
+                std::hint::black_box(llfree_pairs(&self.one, 0, Order::ZERO, n));
+                n
+            }
+            Workload::SplitMergePair => {
+                unreachable!("LLFree has no split-merge pair (`Contender::does`)")
+            }
+            Workload::Burst => {
+                std::hint::black_box(llfree_bursts(&self.one, 0, rounds, BURST, &mut self.held));
+                rounds * BURST as u64
+            }
+            Workload::BurstTwoThreads => {
+                llfree_bursts_threads(&self.shared, THREADS, rounds, BURST)
+            }
         }
     }
 }
