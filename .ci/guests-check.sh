@@ -16,7 +16,7 @@
 #   from the first of four seeds whose placement fits);
 # - `buddyinfo --start-state` prints the guest's buddyinfo, where the
 #   guest's two files show one state (its /init reads them until they
-#   agree, up to 32 times, and says when they never did).
+#   agree, up to 128 times, and says when they never did).
 #
 #   .ci/guests-check.sh PFNLAB [LAYOUT...]
 #

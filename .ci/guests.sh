@@ -142,7 +142,7 @@ save() {
 # a file whose pages exist already (zeroed, written in place), so that
 # nothing between the two reads allocates from the CPU's node (its
 # per-CPU lists refill from the free lists in batches as small as one
-# page with 64 fake nodes); again, up to 32 times, until buddyinfo's
+# page with 64 fake nodes); again, up to 128 times, until buddyinfo's
 # counts are pagetypeinfo's sums over the migratetypes, the two then
 # showing one state (a count pagetypeinfo caps at 100000 is a lower
 # bound).
@@ -168,7 +168,7 @@ while :; do
       }
     }
     END { exit bad }' /snap/proc/pagetypeinfo /snap/proc/buddyinfo && { pair=agree; break; }
-  [ "$tries" -lt 32 ] || break
+  [ "$tries" -lt 128 ] || break
 done
 rm /tmp/pair
 echo "@@pair $pair $tries"
