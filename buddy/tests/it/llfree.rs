@@ -276,6 +276,12 @@ fn xorshift(x: &mut u64) -> u64 {
 struct Shadow(Vec<AtomicU64>);
 
 impl Shadow {
+    /// Unmarks the block, then puts it back on `cpu`.
+    fn put(&self, llfree: &LLFree, cpu: usize, pfn: Pfn, order: u8) {
+        self.mark(pfn.get(), order, false);
+        llfree.put(cpu, pfn, Order::new(order)).unwrap();
+    }
+
     fn new(nr_frames: u64) -> Shadow {
         Shadow(
             (0..nr_frames.div_ceil(64))
@@ -343,13 +349,11 @@ fn llfree_threads_account_for_every_frame() {
                         }
                     } else if !held.is_empty() {
                         let (pfn, order) = held.swap_remove((x >> 48) as usize % held.len());
-                        shadow.mark(pfn.get(), order, false);
-                        llfree.put(cpu, pfn, Order::new(order)).unwrap();
+                        shadow.put(llfree, cpu, pfn, order);
                     }
                 }
                 for (pfn, order) in held {
-                    shadow.mark(pfn.get(), order, false);
-                    llfree.put(cpu, pfn, Order::new(order)).unwrap();
+                    shadow.put(llfree, cpu, pfn, order);
                 }
             });
         }
@@ -399,13 +403,11 @@ fn llfree_threads_race_huge_and_small_on_few_huge_frames() {
                         }
                     } else if !held.is_empty() {
                         let (pfn, order) = held.swap_remove((x >> 48) as usize % held.len());
-                        shadow.mark(pfn.get(), order, false);
-                        llfree.put(cpu, pfn, Order::new(order)).unwrap();
+                        shadow.put(llfree, cpu, pfn, order);
                     }
                 }
                 for (pfn, order) in held {
-                    shadow.mark(pfn.get(), order, false);
-                    llfree.put(cpu, pfn, Order::new(order)).unwrap();
+                    shadow.put(llfree, cpu, pfn, order);
                 }
             });
         }
