@@ -44,10 +44,20 @@
 //! aborted run stopped ([`CompactControl::budget_pageblocks`] standing in
 //! for async compaction's contention abort), reset when the scanners meet.
 
+mod finish;
+mod run;
+
+pub use finish::{
+    COMPACT_MAX_DEFER_SHIFT, CompactResult, EXTFRAG_THRESHOLD, compact_gap, compaction_suitable,
+    fragmentation_index,
+};
+pub use run::{CompactRun, CompactVmstat, compact_zone};
+
 use sparsemem::{BuddyPage, Migratetype, Order, PageFlag, PageLayout, Pfn};
 
 use crate::alloc::Allocator;
 use crate::era::Era;
+use crate::migrate::Owners;
 use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 use crate::walk::{__pageblock_pfn_to_page, pageblock_pfn_to_page};
@@ -99,6 +109,12 @@ pub struct CompactControl {
     /// without scanning it. Off, every checked pageblock is a source, as
     /// in sync compaction and `/proc/sys/vm/compact_memory`.
     pub async_movable: bool,
+    /// `cc->order`: the order a run works for, `None` for the kernel's
+    /// `-1` (the whole zone, until the scanners meet).
+    pub order: Option<Order>,
+    /// `cc->migratetype`: the request's (`gfp_migratetype`), whose free
+    /// lists `compact_finished` looks at.
+    pub migratetype: Migratetype,
 }
 
 impl CompactControl {
@@ -109,7 +125,35 @@ impl CompactControl {
         use_contiguous: true,
         budget_pageblocks: None,
         async_movable: false,
+        order: None,
+        migratetype: Migratetype::Movable,
     };
+
+    /// A direct compaction for an `order` allocation of `migratetype` at
+    /// `COMPACT_PRIO_ASYNC` (`MIGRATE_ASYNC`): skip hints honoured, from
+    /// the cached pfns, only movable source pageblocks for a movable
+    /// request; `budget_pageblocks` stands in for its contention abort.
+    pub fn direct_async(order: Order, migratetype: Migratetype, budget: Option<u64>) -> Self {
+        CompactControl {
+            ignore_skip_hint: false,
+            whole_zone: false,
+            use_contiguous: true,
+            budget_pageblocks: budget,
+            async_movable: migratetype == Migratetype::Movable,
+            order: Some(order),
+            migratetype,
+        }
+    }
+
+    /// A direct compaction at `COMPACT_PRIO_SYNC_FULL`: the whole zone,
+    /// skip hints ignored, every pageblock a source.
+    pub fn direct_sync(order: Order, migratetype: Migratetype) -> Self {
+        CompactControl {
+            order: Some(order),
+            migratetype,
+            ..CompactControl::PROC
+        }
+    }
 }
 
 /// What one run did, in `/proc/vmstat`'s terms.
@@ -151,6 +195,12 @@ pub struct CompactState {
     skip: Vec<bool>,
     cached_migrate_pfn: Pfn,
     cached_free_pfn: Pfn,
+    /// `compact_considered`.
+    considered: u32,
+    /// `compact_defer_shift`.
+    defer_shift: u32,
+    /// `compact_order_failed`.
+    order_failed: u8,
 }
 
 impl CompactState {
@@ -165,6 +215,9 @@ impl CompactState {
             skip: vec![false; (last - first) as usize],
             cached_migrate_pfn: zone.start,
             cached_free_pfn: zone.start,
+            considered: 0,
+            defer_shift: 0,
+            order_failed: 0,
         };
         s.reset_cached_positions();
         s
@@ -223,6 +276,7 @@ impl CompactState {
 
 /// One run's scanners over one zone.
 struct Scan<'a, M: BuddyModel, V> {
+    alloc: &'a Allocator<M, V>,
     model: &'a M,
     zone: &'a Zone<V, M::Page>,
     cc: CompactControl,
@@ -231,6 +285,13 @@ struct Scan<'a, M: BuddyModel, V> {
     block: u64,
     migrate_pfn: Pfn,
     free_pfn: Pfn,
+    /// Whether the free scanner takes the free blocks it finds off the
+    /// lists (a run that migrates) or only counts them.
+    take: bool,
+    /// `cc->migratepages`: the pfns the migrate scanner isolated.
+    migratepages: Vec<Pfn>,
+    /// `cc->freepages`: order-0 pages the free scanner isolated.
+    freepages: Vec<Pfn>,
 }
 
 /// A compound page's order, from its first tail (`compound_order`).
@@ -256,7 +317,7 @@ fn movable<M: BuddyModel>(model: &M, pfn: Pfn, page: &M::Page) -> bool {
         && model.get_pfnblock_migratetype(pfn) == Migratetype::Movable
 }
 
-impl<M: BuddyModel, V> Scan<'_, M, V> {
+impl<M: BuddyModel, V: Variant> Scan<'_, M, V> {
     fn block_end(&self, block_start: Pfn) -> Pfn {
         Pfn::new((block_start.get() | (self.block - 1)) + 1).min(self.zone.end)
     }
@@ -284,7 +345,7 @@ impl<M: BuddyModel, V> Scan<'_, M, V> {
     /// `isolate_migratepages`: pageblocks from `migrate_pfn` up to the free
     /// scanner; returns the pages isolated (0: none before the scanners met
     /// or the budget ran out).
-    fn isolate_migratepages(&mut self) -> u64 {
+    fn isolate_migratepages(&mut self, owners: Option<&Owners>) -> u64 {
         let mut block_start = self
             .state
             .block_start(self.migrate_pfn)
@@ -298,7 +359,7 @@ impl<M: BuddyModel, V> Scan<'_, M, V> {
             } else if suitable && !self.suitable_source(block_start) {
                 self.n.skipped_unsuitable += 1;
             } else if suitable {
-                let (next, isolated) = self.isolate_migratepages_block(low, block_end);
+                let (next, isolated) = self.isolate_migratepages_block(low, block_end, owners);
                 self.migrate_pfn = next;
                 if next >= block_end && isolated == 0 {
                     self.state.set_skip(block_start);
@@ -315,21 +376,32 @@ impl<M: BuddyModel, V> Scan<'_, M, V> {
     }
 
     /// `isolate_migratepages_block` over `[low, end)`: the pfn it stopped
-    /// at and the pages it isolated.
-    fn isolate_migratepages_block(&mut self, mut low: Pfn, end: Pfn) -> (Pfn, u64) {
+    /// at and the pages it isolated. With `owners`, only an owned order-0
+    /// page is isolated (an owner stands in for `PageLRU`) and an owned
+    /// block of a higher order is passed over whole, as a compound page.
+    fn isolate_migratepages_block(
+        &mut self,
+        mut low: Pfn,
+        end: Pfn,
+        owners: Option<&Owners>,
+    ) -> (Pfn, u64) {
         let (mut scanned, mut isolated) = (0, 0);
         while low < end {
             scanned += 1;
             if let Some(page) = self.model.pfn_to_page(low) {
+                let owned = owners.map(|o| o.owned_order(low));
                 let skip = if page.test(PageFlag::Buddy) {
                     page.private().min(u64::from(Order::LIMIT.get()))
+                } else if let Some(Some(order)) = owned {
+                    u64::from(order.get())
                 } else {
                     compound_order(self.model, low, page)
                 };
                 if skip > 0 {
                     low = low + ((1 << skip) - 1);
                     scanned += (1 << skip) - 1;
-                } else if movable(self.model, low, page) {
+                } else if owned != Some(None) && movable(self.model, low, page) {
+                    self.migratepages.push(low);
                     isolated += 1;
                     if isolated == COMPACT_CLUSTER_MAX {
                         low = low + 1;
@@ -413,8 +485,13 @@ impl<M: BuddyModel, V> Scan<'_, M, V> {
                     pfn = pfn + ((1 << compound) - 1);
                     scanned += (1 << compound) - 1;
                 } else if page.test(PageFlag::Buddy) && page.zone_id() == self.zone.id.get() {
-                    let nr = 1u64 << page.private().min(u64::from(Order::LIMIT.get()));
+                    let order = page.private().min(u64::from(Order::LIMIT.get()));
+                    let nr = 1u64 << order;
                     scanned += nr - 1;
+                    if self.take && !self.isolate_free_block(pfn, Order::new(order as u8)) {
+                        pfn = pfn + 1;
+                        continue;
+                    }
                     isolated += nr;
                     if isolated >= wanted {
                         pfn = pfn + nr;
@@ -431,56 +508,84 @@ impl<M: BuddyModel, V> Scan<'_, M, V> {
     }
 }
 
-/// `compact_zone` over zone `zid` of `alloc`, with no migration (see the
-/// module doc): the scanners run until they meet (or the budget ends),
-/// counting as `/proc/vmstat` counts and keeping `state`'s hints and
-/// cached pfns.
-pub fn compact_zone<M: BuddyModel, V: Variant>(
+impl<'a, M: BuddyModel, V: Variant> Scan<'a, M, V> {
+    /// The scanners of a run over zone `zid`: at the zone's ends with
+    /// `whole_zone`, else at `state`'s cached pfns (a state of another
+    /// span starts afresh).
+    fn start(
+        alloc: &'a Allocator<M, V>,
+        zid: ZoneId,
+        state: &'a mut CompactState,
+        cc: CompactControl,
+        take: bool,
+    ) -> Result<Scan<'a, M, V>, CompactError> {
+        let era = alloc.options().era;
+        if !era.has_compaction() {
+            return Err(CompactError::NoCompaction(era));
+        }
+        let zone = alloc.zone(zid).ok_or(CompactError::NoZone(zid))?;
+        let block = alloc.model().geometry().pageblock_nr_pages();
+        if state.zone_start != zone.start || state.zone_end != zone.end {
+            *state = CompactState::new(zone, block);
+        }
+        let (migrate_pfn, free_pfn) = if cc.whole_zone {
+            let fresh = CompactState::new(zone, block);
+            (fresh.cached_migrate_pfn, fresh.cached_free_pfn)
+        } else {
+            (state.cached_migrate_pfn, state.cached_free_pfn)
+        };
+        Ok(Scan {
+            alloc,
+            model: alloc.model(),
+            zone,
+            cc,
+            state,
+            n: CompactCounts::default(),
+            block,
+            migrate_pfn,
+            free_pfn,
+            take,
+            migratepages: Vec::new(),
+            freepages: Vec::new(),
+        })
+    }
+
+    /// The end of a run: the cached pfns reset when the scanners met, kept
+    /// where they stopped otherwise; the counts.
+    fn finish(self) -> CompactCounts {
+        let mut n = self.n;
+        n.complete = self.free_pfn.get() / self.block <= self.migrate_pfn.get() / self.block;
+        if n.complete {
+            self.state.reset_cached_positions();
+        } else {
+            self.state.cached_migrate_pfn = self.migrate_pfn;
+            self.state.cached_free_pfn = self.state.block_start(self.free_pfn);
+        }
+        n.complete = n.complete || self.zone.start >= self.zone.end;
+        n
+    }
+}
+
+/// The scanners alone over zone `zid` of `alloc`, nothing moved: every
+/// isolated page is put back at once, as after a `migrate_pages` that
+/// moved none, and the free scanner counts the free pages it would
+/// isolate without taking them. The scanners run until they meet (or
+/// the budget ends), counting as `/proc/vmstat` counts and keeping
+/// `state`'s hints and cached pfns. [`compact_zone`] is the run that
+/// migrates.
+pub fn compact_zone_scan<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
     zid: ZoneId,
     state: &mut CompactState,
     cc: CompactControl,
 ) -> Result<CompactCounts, CompactError> {
-    let era = alloc.options().era;
-    if !era.has_compaction() {
-        return Err(CompactError::NoCompaction(era));
-    }
-    let zone = alloc.zone(zid).ok_or(CompactError::NoZone(zid))?;
-    let block = alloc.model().geometry().pageblock_nr_pages();
-    if state.zone_start != zone.start || state.zone_end != zone.end {
-        *state = CompactState::new(zone, block);
-    }
-    let (migrate_pfn, free_pfn) = if cc.whole_zone {
-        let fresh = CompactState::new(zone, block);
-        (fresh.cached_migrate_pfn, fresh.cached_free_pfn)
-    } else {
-        (state.cached_migrate_pfn, state.cached_free_pfn)
-    };
-    let mut scan = Scan {
-        model: alloc.model(),
-        zone,
-        cc,
-        state,
-        n: CompactCounts::default(),
-        block,
-        migrate_pfn,
-        free_pfn,
-    };
+    let mut scan = Scan::start(alloc, zid, state, cc, false)?;
     while !scan.met() && !scan.out_of_budget() {
-        let isolated = scan.isolate_migratepages();
+        let isolated = scan.isolate_migratepages(None);
+        scan.migratepages.clear();
         if isolated > 0 {
             scan.isolate_freepages(isolated);
         }
     }
-    scan.n.complete = scan.met();
-    let (migrate_pfn, free_pfn) = (scan.migrate_pfn, scan.free_pfn);
-    let mut n = scan.n;
-    if n.complete {
-        state.reset_cached_positions();
-    } else {
-        state.cached_migrate_pfn = migrate_pfn;
-        state.cached_free_pfn = state.block_start(free_pfn);
-    }
-    n.complete = n.complete || zone.start >= zone.end;
-    Ok(n)
+    Ok(scan.finish())
 }

@@ -23,7 +23,10 @@
 //! hands out addresses inside it. The allocator writes a block's frames only
 //! while it owns the block (between taking it off a list and handing it
 //! out), so no two writers touch the same frame through it. What a caller
-//! does with an address is the caller's `unsafe`. Shared frames are
+//! does with an address is the caller's `unsafe`. Migration reads a
+//! block's frames too, copying them into a block it just allocated, while
+//! it holds the owner table that holds the source mutably
+//! (`crate::migrate`). Shared frames are
 //! self-hosted pfns, which the allocator never hands out: the memmap is
 //! the only writer the allocator lets at them. This module calls
 //! `memfd_create`, `ftruncate`, `mmap(MAP_FIXED)` and `fallocate` (libc).
@@ -296,6 +299,34 @@ impl Frames {
                 // token's holder owns, so no one else writes it.
                 unsafe { std::ptr::write_bytes(addr.as_ptr(), 0, page) };
             }
+        }
+    }
+}
+
+impl Frames {
+    /// `folio_mc_copy`: the frames of block `src` copied onto those of
+    /// block `dst`, `nr` pages each. Both are allocated blocks of a
+    /// migration (see the module's safety contract): `src` held by an
+    /// owner the migration borrows mutably, `dst` just allocated for it;
+    /// blocks the allocator handed out do not overlap. A pfn without a
+    /// frame is left alone.
+    pub(crate) fn copy_block(&self, src: Pfn, dst: Pfn, nr: u64) {
+        if src == dst || !self.covers(src, nr) || !self.covers(dst, nr) {
+            return;
+        }
+        let (from, len) = self.span_of(src, nr);
+        let (to, _) = self.span_of(dst, nr);
+        // SAFETY: 1. both ranges lie inside the mapping (`covers`);
+        // 2. they do not overlap: two distinct allocated blocks of
+        // aligned, power-of-two sizes, both `nr` pages, starting at
+        // different pfns; 3. no one else writes either frame meanwhile:
+        // `dst` is the migration's own, `src`'s owner is borrowed by it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.base.as_ptr().add(from),
+                self.base.as_ptr().add(to),
+                len,
+            );
         }
     }
 }

@@ -122,6 +122,7 @@ mod lock;
 mod memmap_init;
 mod memmap_on_memory;
 mod memory_notify;
+mod migrate;
 mod movable;
 mod node;
 mod pcp;
@@ -145,7 +146,9 @@ mod zone;
 pub use alloc::{Allocator, LockPolicy, Options};
 pub use chain::PageChain;
 pub use compaction::{
-    COMPACT_CLUSTER_MAX, CompactControl, CompactCounts, CompactError, CompactState, compact_zone,
+    COMPACT_CLUSTER_MAX, COMPACT_MAX_DEFER_SHIFT, CompactControl, CompactCounts, CompactError,
+    CompactResult, CompactRun, CompactState, CompactVmstat, EXTFRAG_THRESHOLD, compact_gap,
+    compact_zone, compact_zone_scan, compaction_suitable, fragmentation_index,
 };
 pub use era::{Era, Gone, Mechanisms, NotInEra};
 pub use error::{
@@ -159,6 +162,10 @@ pub use lock::ZoneLockKind;
 pub use memmap_init::{MemmapInitCounts, MemmapInitForm, MemmapInitZone, memmap_init};
 pub use memmap_on_memory::{MemmapOnMemory, MemmapOnMemoryError, memmap_on_memory_pages, pmd_size};
 pub use memory_notify::{MemoryAction, MemoryNotifierFn, MemoryNotify, NotifierId, NotifyResult};
+pub use migrate::{
+    MigrateCounts, MigrateError, MigrateFail, OwnerError, OwnerId, Owners, alloc_migration_target,
+    migrate_pages,
+};
 pub use movable::{CoreSize, MovableCore, ParseCoreSizeError};
 pub use node::{Node, NodeMask};
 pub use pcp::{GFP_NOLOCK, MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD, PerCpu};

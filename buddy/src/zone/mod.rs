@@ -43,6 +43,7 @@ use crate::types::{BuddyModel, HighatomicRules, MAX_NR_ZONES, ZoneId, ZoneStats,
 use crate::variant::Variant;
 use crate::watermark::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, Watermarks, zone_highsize};
 
+pub(crate) use fallback::FALLBACKS;
 pub use free_area::FreeArea;
 pub(crate) use merge::FpiFlags;
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use buddy::{
     Allocator, BuddyModel, COMPACT_CLUSTER_MAX, CompactControl, CompactState, Era, Gfp, Kernel,
-    Options, ZoneId, compact_zone,
+    Options, ZoneId, compact_zone_scan,
 };
 use proptest::prelude::*;
 use sparsemem::testing::{SMALL_GEOMETRIES, arb_layout};
@@ -308,7 +308,8 @@ fn check<M: BuddyModel>(
                 use_contiguous,
                 ..CompactControl::PROC
             };
-            let got = compact_zone(&alloc, zone.id, &mut state, cc).map_err(|e| e.to_string())?;
+            let got =
+                compact_zone_scan(&alloc, zone.id, &mut state, cc).map_err(|e| e.to_string())?;
             let got_counts = Counts {
                 migrate_scanned: got.migrate_scanned,
                 free_scanned: got.free_scanned,
@@ -363,13 +364,13 @@ fn hints_and_cached_pfns() {
     let zone = alloc.zones().last().unwrap();
     let block = alloc.model().geometry().pageblock_nr_pages();
     let mut state = CompactState::new(zone, block);
-    let first = compact_zone(&alloc, zone.id, &mut state, CompactControl::PROC).unwrap();
+    let first = compact_zone_scan(&alloc, zone.id, &mut state, CompactControl::PROC).unwrap();
     assert!(first.complete && first.migrate_isolated > 0, "{first:?}");
     let honour = CompactControl {
         ignore_skip_hint: false,
         ..CompactControl::PROC
     };
-    let second = compact_zone(&alloc, zone.id, &mut state, honour).unwrap();
+    let second = compact_zone_scan(&alloc, zone.id, &mut state, honour).unwrap();
     assert!(second.skipped_by_hint > 0, "{second:?}");
     assert!(second.migrate_scanned < first.migrate_scanned);
     assert_eq!(
@@ -382,14 +383,14 @@ fn hints_and_cached_pfns() {
         budget_pageblocks: Some(4),
         ..CompactControl::PROC
     };
-    let part = compact_zone(&alloc, zone.id, &mut state, aborted).unwrap();
+    let part = compact_zone_scan(&alloc, zone.id, &mut state, aborted).unwrap();
     assert!(!part.complete);
     assert!(state.cached_migrate_pfn() > zone.start_pfn());
     let resume = CompactControl {
         whole_zone: false,
         ..CompactControl::PROC
     };
-    let rest = compact_zone(&alloc, zone.id, &mut state, resume).unwrap();
+    let rest = compact_zone_scan(&alloc, zone.id, &mut state, resume).unwrap();
     assert!(rest.complete && rest.migrate_scanned < first.migrate_scanned);
     assert_eq!(
         state.cached_migrate_pfn(),
@@ -399,7 +400,7 @@ fn hints_and_cached_pfns() {
     let old = buddy::testing::ram_allocator(0, 64 << 20, Era::V2_6_23);
     let z = old.zones()[0].id;
     let mut s = CompactState::new(&old.zones()[0], block);
-    assert!(compact_zone(&old, z, &mut s, CompactControl::PROC).is_err());
+    assert!(compact_zone_scan(&old, z, &mut s, CompactControl::PROC).is_err());
 }
 
 /// An async run for a movable request (a THP fault's direct compaction)
@@ -435,7 +436,7 @@ fn an_async_run_for_a_movable_request_passes_over_unmovable_pageblocks() {
         .collect();
     let unmovable = blocks.iter().filter(|&&pfn| !is_movable(pfn)).count() as u64;
     assert!(unmovable > 0, "the kernel allocations took pageblocks");
-    let sync = compact_zone(
+    let sync = compact_zone_scan(
         &alloc,
         zone.id,
         &mut CompactState::new(zone, block),
@@ -446,7 +447,7 @@ fn an_async_run_for_a_movable_request_passes_over_unmovable_pageblocks() {
         async_movable: true,
         ..CompactControl::PROC
     };
-    let run = compact_zone(&alloc, zone.id, &mut CompactState::new(zone, block), cc).unwrap();
+    let run = compact_zone_scan(&alloc, zone.id, &mut CompactState::new(zone, block), cc).unwrap();
     assert!(run.complete && sync.complete);
     assert_eq!((sync.migrate_isolated, run.migrate_isolated), (0, 0));
     assert_eq!(sync.skipped_unsuitable, 0, "a sync run takes every source");

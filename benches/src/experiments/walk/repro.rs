@@ -6,7 +6,7 @@
 
 use buddy::{
     BuddyModel, CompactControl, CompactState, Era, Gfp, Kernel, MemmapInitForm, MemmapInitZone,
-    Options, compact_zone, memmap_init,
+    Options, compact_zone_scan, memmap_init,
 };
 use sparsemem::walk::{KernelWalk, PerPfnWalk};
 use sparsemem::{Geometry, Layout, MemRange, NodeId, Order, Pfn, PfnRange, RangeKind};
@@ -98,7 +98,7 @@ impl ReproVisitor {
         let ms = self
             .plan
             .measure_interleaved(&mut variants, |(cc, state, work)| {
-                let n = compact_zone(alloc, zone.id, state, *cc).expect("6.18 compacts");
+                let n = compact_zone_scan(alloc, zone.id, state, *cc).expect("6.18 compacts");
                 *work = if per_pfn {
                     n.migrate_scanned + n.free_scanned
                 } else {
