@@ -89,6 +89,23 @@ pub fn compaction_suitable<V: Variant, P: sparsemem::BuddyPage>(
     !(0..=EXTFRAG_THRESHOLD).contains(&index)
 }
 
+/// The free-list half of `__zone_watermark_ok` for `order`: a free block
+/// of `order` or more on a list of the three mobility types (the
+/// `MIGRATE_HIGHATOMIC` reserve is not the request's).
+pub(super) fn has_free_block<V: Variant, P: sparsemem::BuddyPage>(
+    zone: &Zone<V, P>,
+    order: Order,
+) -> bool {
+    let area = zone.free_area.lock();
+    let types = [
+        Migratetype::Unmovable,
+        Migratetype::Movable,
+        Migratetype::Reclaimable,
+    ];
+    (order.index()..=area.max_order().index())
+        .any(|o| types.iter().any(|mt| !area.lists[o][mt.index()].is_empty()))
+}
+
 impl CompactState {
     /// `defer_compaction`: a run for `order` failed; the zone skips the
     /// next `(1 << shift) - 1` attempts at that order or above.

@@ -5,7 +5,7 @@
 
 use sparsemem::{Order, Pfn};
 
-use super::finish::{CompactResult, compaction_suitable};
+use super::finish::{CompactResult, compaction_suitable, has_free_block};
 use super::{CompactControl, CompactCounts, CompactError, CompactState, Scan};
 use crate::alloc::Allocator;
 use crate::migrate::{MigrateCounts, MigrateError, Owners, migrate_pages};
@@ -150,7 +150,7 @@ impl<M: BuddyModel, V: Variant> Scan<'_, M, V> {
 /// `compact_zone` over zone `zid` of `alloc`, moving the pages `owners`
 /// hold (see the module doc of `compaction`): with an order
 /// ([`CompactControl::order`]), first `SUCCESS` if the zone already passes
-/// its min watermark at that order and `SKIPPED` if `compaction_suitable`
+/// its min watermark at that order with a free block of it, and `SKIPPED` if `compaction_suitable`
 /// says no; a restarting zone clears its skip hints; then isolate and
 /// migrate until `compact_finished` says otherwise, and give the unused
 /// free pages back.
@@ -172,7 +172,7 @@ pub fn compact_zone<M: BuddyModel, V: Variant>(
             return Err(CompactError::NoCompaction(alloc.options().era));
         }
         let min = zone.watermarks().min;
-        if zone.zone_watermark_ok(order, min, zone.kind) {
+        if zone.zone_watermark_ok(order, min, zone.kind) && has_free_block(zone, order) {
             run.result = CompactResult::Success;
             return Ok(run);
         }

@@ -23,6 +23,7 @@ mod llfree;
 mod memmap_init;
 mod memmap_on_memory;
 mod memmap_on_memory_frames;
+mod migrate;
 mod migratetype;
 mod miri;
 mod misuse;

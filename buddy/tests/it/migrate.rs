@@ -1,0 +1,443 @@
+//! Migration and compaction that moves pages: `migrate_pages` keeps a
+//! frame's bytes and its owner, counts every failure by its reason and
+//! loses nothing; `compact_zone` moves only owned, unpinned pages outside
+//! `MIGRATE_HIGHATOMIC` pageblocks, and makes an order-9 block exactly
+//! when a plain reference over the zone's pageblocks says it can; the
+//! deferral numbers of mm/compaction.c.
+//!
+//! Every zone here is 16 MiB (4,096 pages, eight pageblocks of 512) from
+//! 16 MiB: one ZONE_DMA32 whose min watermark is 128 pages.
+
+use buddy::testing::{Reference, check_conservation};
+use buddy::{
+    Allocator, COMPACT_MAX_DEFER_SHIFT, CompactControl, CompactResult, CompactState, Era, Gfp,
+    Kernel, MigrateCounts, MigrateError, Options, OwnerId, Owners, alloc_migration_target,
+    compact_zone, fragmentation_index, migrate_pages,
+};
+use proptest::prelude::*;
+use sparsemem::{
+    Geometry, Layout, MemRange, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn,
+    RangeKind, SparseExtreme,
+};
+
+const MIB: u64 = 1 << 20;
+const PAGEBLOCK: u64 = 512;
+
+type Alloc = Allocator<SparseExtreme, Kernel>;
+
+fn layout() -> Layout {
+    Layout::new(
+        Geometry::X86_64,
+        vec![MemRange::new(16 * MIB, 32 * MIB, RangeKind::Ram, 0)],
+        "16m",
+    )
+    .unwrap()
+}
+
+fn allocator(layout: &Layout, frames: bool) -> Alloc {
+    allocator_in(layout, frames, Era::V6_18)
+}
+
+fn allocator_in(layout: &Layout, frames: bool, era: Era) -> Alloc {
+    let options = Options {
+        frames,
+        ..Options::for_era(era)
+    };
+    Allocator::new(SparseExtreme::new(layout).unwrap(), layout, options).unwrap()
+}
+
+fn alloc0(alloc: &Alloc, gfp: Gfp) -> Option<Pfn> {
+    alloc.alloc_pages(Order::ZERO, gfp, NodeId::ZERO, None).ok()
+}
+
+/// The whole-allocator checks with the owners' blocks and `others` as the
+/// allocated ones; every owner resolves to an allocated block.
+fn check(alloc: &Alloc, layout: &Layout, owners: &Owners, others: &[(Pfn, Order)]) {
+    let mut reference = Reference::default();
+    for (_, pfn, order) in owners.iter() {
+        let page = alloc.model().pfn_to_page(pfn).unwrap();
+        assert!(page.refcount() > 0, "owner at {pfn} holds a free page");
+        reference.record(layout, pfn, order).unwrap();
+    }
+    for &(pfn, order) in others {
+        reference.record(layout, pfn, order).unwrap();
+    }
+    check_conservation(alloc, 0, &reference).unwrap();
+}
+
+/// Writes a pattern of `seed` over the block.
+fn fill(alloc: &Alloc, pfn: Pfn, order: Order, seed: u8) {
+    let addr = alloc.page_address(pfn).unwrap();
+    let len = (4096u64 << order.get()) as usize;
+    // SAFETY: the test holds the block (through its owner, with no
+    // migration running); its frames are contiguous in the mapping.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(addr.as_ptr(), len) };
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = seed ^ (i as u8);
+    }
+}
+
+fn holds(alloc: &Alloc, pfn: Pfn, order: Order, seed: u8) -> bool {
+    let addr = alloc.page_address(pfn).unwrap();
+    let len = (4096u64 << order.get()) as usize;
+    // SAFETY: as in `fill`.
+    let bytes = unsafe { std::slice::from_raw_parts(addr.as_ptr(), len) };
+    bytes
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == seed ^ (i as u8))
+}
+
+#[test]
+fn migration_keeps_contents_and_owners() {
+    let layout = layout();
+    let alloc = allocator(&layout, true);
+    let mut owners = Owners::new();
+    let mut held = Vec::new();
+    for (i, order) in [0u8, 0, 2, 0, 1, 3, 0].into_iter().enumerate() {
+        let order = Order::new(order);
+        let gfp = Gfp::HIGHUSER_MOVABLE;
+        let pfn = alloc.alloc_pages(order, gfp, NodeId::ZERO, None).unwrap();
+        let id = owners.own(&alloc, pfn, order, gfp).unwrap();
+        fill(&alloc, pfn, order, i as u8 + 1);
+        held.push((id, pfn, order, i as u8 + 1));
+    }
+    let mut list: Vec<Pfn> = held.iter().map(|h| h.1).collect();
+    let mut counts = MigrateCounts::default();
+    let target = alloc_migration_target(&alloc, NodeId::ZERO, Gfp::HIGHUSER_MOVABLE);
+    let left = migrate_pages(&alloc, &mut owners, &mut list, target, |_| {}, &mut counts);
+    assert_eq!(left.unwrap(), 0);
+    let pages: u64 = held.iter().map(|h| h.2.nr_pages()).sum();
+    assert_eq!(
+        (counts.pgmigrate_success, counts.pgmigrate_fail),
+        (pages, 0)
+    );
+    for &(id, old, order, seed) in &held {
+        let (pfn, got) = owners.resolve(id).unwrap();
+        assert_eq!(got, order);
+        assert_ne!(pfn, old, "{id:?} moved");
+        assert_eq!(owners.owner_of(pfn), Some(id));
+        assert_ne!(owners.owner_of(old), Some(id));
+        assert!(
+            holds(&alloc, pfn, order, seed),
+            "{id:?}'s bytes moved with it"
+        );
+    }
+    check(&alloc, &layout, &owners, &[]);
+}
+
+#[test]
+fn each_failure_reason_is_counted_and_nothing_is_lost() {
+    let layout = layout();
+    let alloc = allocator(&layout, false);
+    let mut owners = Owners::new();
+    let unowned = alloc0(&alloc, Gfp::KERNEL).unwrap();
+    let movable = Gfp::HIGHUSER_MOVABLE;
+    assert!(
+        owners
+            .own(&alloc, unowned, Order::ZERO, Gfp::KERNEL)
+            .is_err()
+    );
+    let own = |owners: &mut Owners| -> (OwnerId, Pfn) {
+        let pfn = alloc0(&alloc, movable).unwrap();
+        (owners.own(&alloc, pfn, Order::ZERO, movable).unwrap(), pfn)
+    };
+    let (pinned, pinned_pfn) = own(&mut owners);
+    let (_, a) = own(&mut owners);
+    let (_, b) = own(&mut owners);
+    owners.pin(pinned).unwrap();
+    // Not movable and pinned fail; the third gets no target and stops the
+    // call, leaving the fourth untried and uncounted.
+    let mut list = vec![unowned, pinned_pfn, a, b];
+    let mut counts = MigrateCounts::default();
+    let r = migrate_pages(
+        &alloc,
+        &mut owners,
+        &mut list,
+        |_, _| None,
+        |_| {},
+        &mut counts,
+    );
+    assert!(matches!(r, Err(MigrateError::NoTarget)), "{r:?}");
+    assert_eq!(list, vec![unowned, pinned_pfn, a, b]);
+    let want = MigrateCounts {
+        pgmigrate_success: 0,
+        pgmigrate_fail: 3,
+        not_movable: 1,
+        pinned: 1,
+        no_target: 1,
+    };
+    assert_eq!(counts, want);
+    check(&alloc, &layout, &owners, &[(unowned, Order::ZERO)]);
+    // Unpinned, the page moves.
+    owners.unpin(pinned).unwrap();
+    assert!(owners.unpin(pinned).is_err());
+    let mut list = vec![pinned_pfn];
+    let target = alloc_migration_target(&alloc, NodeId::ZERO, movable);
+    let r = migrate_pages(&alloc, &mut owners, &mut list, target, |_| {}, &mut counts);
+    assert_eq!(r.unwrap(), 0);
+    assert_eq!(counts.pgmigrate_success, 1);
+    assert_ne!(owners.resolve(pinned).unwrap().0, pinned_pfn);
+    check(&alloc, &layout, &owners, &[(unowned, Order::ZERO)]);
+}
+
+/// The zone filled with order-0 pages (every `kernel_every`-th a
+/// GFP_KERNEL one, the rest owned movable ones) until the allocator
+/// refuses; returns the kernel pages.
+fn fill_zone(alloc: &Alloc, owners: &mut Owners, kernel_every: usize) -> Vec<Pfn> {
+    let mut kernel = Vec::new();
+    for i in 0.. {
+        let gfp = if kernel_every > 0 && i % kernel_every == 0 {
+            Gfp::KERNEL
+        } else {
+            Gfp::HIGHUSER_MOVABLE
+        };
+        let Some(pfn) = alloc0(alloc, gfp) else {
+            break;
+        };
+        if gfp == Gfp::KERNEL {
+            kernel.push(pfn);
+        } else {
+            owners.own(alloc, pfn, Order::ZERO, gfp).unwrap();
+        }
+    }
+    kernel
+}
+
+/// Frees the owned, unpinned pages `free` picks, in pfn order.
+fn free_owned(alloc: &Alloc, owners: &mut Owners, mut free: impl FnMut(Pfn) -> bool) {
+    let mut all: Vec<(OwnerId, Pfn)> = owners.iter().map(|(id, p, _)| (id, p)).collect();
+    all.sort_by_key(|&(_, p)| p);
+    for (id, pfn) in all {
+        if !owners.is_pinned(id) && free(pfn) {
+            let (pfn, order) = owners.disown(id).unwrap();
+            alloc.free_pages(pfn, order).unwrap();
+        }
+    }
+}
+
+#[test]
+fn compaction_moves_no_unmovable_pinned_or_highatomic_page() {
+    // 5.13's reserve rules: a zone of fewer than 100 pageblocks may
+    // reserve one (6.8 on, it may not).
+    let layout = layout();
+    let alloc = allocator_in(&layout, false, Era::V5_13);
+    let mut owners = Owners::new();
+    let mut others: Vec<(Pfn, Order)> = fill_zone(&alloc, &mut owners, 41)
+        .into_iter()
+        .map(|p| (p, Order::ZERO))
+        .collect();
+    // Room for an order-1 atomic request between min and low: it passes
+    // only the slow path, which reserves its pageblock HIGHATOMIC. Its
+    // owner claims it movable: compaction must still leave it.
+    free_owned(&alloc, &mut owners, |p| p.get() % 1024 < 2);
+    let atomic = alloc
+        .alloc_pages(Order::new(1), Gfp::ATOMIC, NodeId::ZERO, None)
+        .unwrap();
+    assert_eq!(
+        alloc.model().get_pfnblock_migratetype(atomic),
+        Migratetype::HighAtomic
+    );
+    let reserved = owners
+        .own(&alloc, atomic, Order::new(1), Gfp::HIGHUSER_MOVABLE)
+        .unwrap();
+    let pinned: Vec<(OwnerId, Pfn)> = owners
+        .iter()
+        .filter(|&(_, p, _)| p.get() % 97 == 0)
+        .map(|(id, p, _)| (id, p))
+        .collect();
+    for &(id, _) in &pinned {
+        owners.pin(id).unwrap();
+    }
+    free_owned(&alloc, &mut owners, |p| p.get() % 2 == 1);
+    check(&alloc, &layout, &owners, &others);
+    let zid = alloc.zones()[0].id;
+    let mut state = CompactState::new(&alloc.zones()[0], PAGEBLOCK);
+    let run = compact_zone(&alloc, zid, &mut state, &mut owners, CompactControl::PROC).unwrap();
+    assert_eq!(run.result, CompactResult::Complete, "{run:?}");
+    assert!(run.migrate.pgmigrate_success > 0, "{run:?}");
+    assert!(run.migrate.pinned > 0, "{run:?}");
+    for &(id, pfn) in &pinned {
+        assert_eq!(owners.resolve(id).unwrap().0, pfn, "a pinned page moved");
+    }
+    assert_eq!(owners.resolve(reserved).unwrap().0, atomic);
+    others.push((atomic, Order::new(1)));
+    owners.disown(reserved).unwrap();
+    for &(pfn, _) in &others {
+        assert!(alloc.model().pfn_to_page(pfn).unwrap().refcount() > 0);
+    }
+    check(&alloc, &layout, &owners, &others);
+}
+
+/// What the reference knows of one pageblock.
+#[derive(Clone, Copy, Debug, Default)]
+struct Block {
+    free: u64,
+    movable: u64,
+    pinned: bool,
+}
+
+/// What the reference expects of an order-9 allocation after compaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    Success,
+    Failure,
+    /// The scanners may meet in the pageblock above the one being
+    /// emptied, leaving that pageblock's free pages unused.
+    Either,
+}
+
+/// The plain reference: the zone's pageblocks from its own records. An
+/// order-9 block can be made iff one is free already, or compaction may
+/// run (order-0 free pages at least min + `compact_gap(9)`, fragmentation
+/// index above 500) and the first pageblock `i` with no pin (short of the
+/// last, where the free scanner starts) can be emptied: its movable pages,
+/// and those of every pageblock below it (moved first), fit in the free
+/// pages above it. Certainly when they fit above `i + 1`; certainly not
+/// when they do not fit above `i`; in between it depends on where in
+/// pageblock `i + 1` the scanners meet (`compact_scanners_met` compares
+/// pageblocks, and the free pages left in that one are not used).
+fn reference(blocks: &[Block], min: u64, nr_free: &[u64; NR_PAGE_ORDERS]) -> Expect {
+    if blocks.iter().any(|b| b.free == PAGEBLOCK) {
+        return Expect::Success;
+    }
+    let free: u64 = blocks.iter().map(|b| b.free).sum();
+    if free < min + (2 << 9) || fragmentation_index(nr_free, Order::new(9)) <= 500 {
+        return Expect::Failure;
+    }
+    let last = blocks.len() - 1;
+    let Some(i) = blocks[..last].iter().position(|b| !b.pinned) else {
+        return Expect::Failure;
+    };
+    let moved: u64 = blocks[..=i].iter().map(|b| b.movable).sum();
+    let room = |from: usize| -> u64 {
+        blocks[from.min(blocks.len())..]
+            .iter()
+            .map(|b| b.free)
+            .sum()
+    };
+    if moved <= room(i + 2) {
+        Expect::Success
+    } else if moved > room(i + 1) {
+        Expect::Failure
+    } else {
+        Expect::Either
+    }
+}
+
+fn blocks_of(alloc: &Alloc, owners: &Owners, start: u64) -> Vec<Block> {
+    let mut blocks = vec![Block::default(); 8];
+    for (pfn, order) in alloc.free_blocks(alloc.zones()[0].id) {
+        blocks[((pfn.get() - start) / PAGEBLOCK) as usize].free += order.nr_pages();
+    }
+    for (id, pfn, _) in owners.iter() {
+        let b = &mut blocks[((pfn.get() - start) / PAGEBLOCK) as usize];
+        b.movable += u64::from(!owners.is_pinned(id));
+        b.pinned |= owners.is_pinned(id);
+    }
+    blocks
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// A zone filled with owned order-0 pages, then in each pageblock
+    /// `nfree` pages freed, spread evenly, and, where asked, its first page
+    /// pinned, is
+    /// compacted for order 9 (sync, whole zone) and an order-9
+    /// allocation then succeeds exactly when the reference says it can.
+    #[test]
+    fn a_fragmented_zone_compacts_exactly_when_the_reference_says(
+        nfree in prop::collection::vec(0u64..400, 8),
+        pins in prop::collection::vec(prop::bool::weighted(0.6), 8),
+    ) {
+        let layout = layout();
+        let alloc = allocator(&layout, false);
+        let mut owners = Owners::new();
+        fill_zone(&alloc, &mut owners, 0);
+        let start = alloc.zones()[0].start_pfn().get();
+        let block = |p: Pfn| ((p.get() - start) / PAGEBLOCK) as usize;
+        let mut first_in: Vec<Option<OwnerId>> = vec![None; 8];
+        let mut ids: Vec<(OwnerId, Pfn)> = owners.iter().map(|(id, p, _)| (id, p)).collect();
+        ids.sort_by_key(|&(_, p)| p);
+        for &(id, p) in &ids {
+            first_in[block(p)].get_or_insert(id);
+        }
+        for (b, id) in first_in.iter().enumerate() {
+            if let (true, Some(id)) = (pins[b], id) {
+                owners.pin(*id).unwrap();
+            }
+        }
+        free_owned(&alloc, &mut owners, |p| {
+            let i = (p.get() - start) % PAGEBLOCK;
+            (i * nfree[block(p)]) % PAGEBLOCK < nfree[block(p)]
+        });
+        let zone = &alloc.zones()[0];
+        let blocks = blocks_of(&alloc, &owners, start);
+        let expect = reference(&blocks, zone.watermarks().min, &zone.nr_free());
+        let pinned: Vec<(OwnerId, Pfn)> = ids
+            .iter()
+            .copied()
+            .filter(|&(id, _)| owners.is_pinned(id))
+            .collect();
+        let mut state = CompactState::new(zone, PAGEBLOCK);
+        let cc = CompactControl::direct_sync(Order::new(9), Migratetype::Movable);
+        let run = compact_zone(&alloc, zone.id, &mut state, &mut owners, cc).unwrap();
+        check(&alloc, &layout, &owners, &[]);
+        for &(id, pfn) in &pinned {
+            prop_assert_eq!(owners.resolve(id).unwrap().0, pfn);
+        }
+        let got = alloc.alloc_pages(Order::new(9), Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None);
+        if expect != Expect::Either {
+            prop_assert_eq!(got.is_ok(), expect == Expect::Success, "{:?} {:?}", blocks, run);
+        }
+        // The scanners may meet in the pass that empties the pageblock:
+        // the run is then `COMPACT_COMPLETE`, and the allocation after it
+        // still succeeds, as after the kernel's.
+        if run.result == CompactResult::Success {
+            prop_assert!(got.is_ok());
+        }
+    }
+}
+
+#[test]
+fn deferral_skips_two_to_the_n_minus_one_attempts() {
+    let alloc = allocator(&layout(), false);
+    let mut state = CompactState::new(&alloc.zones()[0], PAGEBLOCK);
+    let order = Order::new(9);
+    assert!(!state.compaction_deferred(order), "a fresh zone compacts");
+    // A success at order 8 raises `compact_order_failed` to 9: a later
+    // failure at 9 defers 9 and above, never 8.
+    state.compaction_defer_reset(Order::new(8), false);
+    for n in 1..=8u32 {
+        state.defer_compaction(order);
+        let skipped = (0..)
+            .take_while(|_| state.compaction_deferred(order))
+            .count() as u64;
+        assert_eq!(
+            skipped,
+            (1 << n.min(COMPACT_MAX_DEFER_SHIFT)) - 1,
+            "after {n}"
+        );
+        assert!(
+            !state.compaction_deferred(Order::new(8)),
+            "a lower order than the failed one is never deferred"
+        );
+    }
+    assert!(state.compaction_restarting(order));
+    state.compaction_defer_reset(order, true);
+    assert_eq!(state.defer_shift(), 0);
+    assert!(!state.compaction_deferred(order));
+    assert!(!state.compaction_restarting(order));
+}
+
+#[test]
+fn fragmentation_index_numbers() {
+    let mut nr_free = [0u64; NR_PAGE_ORDERS];
+    assert_eq!(fragmentation_index(&nr_free, Order::new(9)), 0);
+    nr_free[0] = 1000;
+    // 1000 - (1000 + 1000 * 1000 / 512) / 1000 = 1000 - 2.
+    assert_eq!(fragmentation_index(&nr_free, Order::new(9)), 998);
+    nr_free[9] = 1;
+    assert_eq!(fragmentation_index(&nr_free, Order::new(9)), -1000);
+}
