@@ -1,48 +1,88 @@
-//! The compaction scanners on the allocator's real state, without
-//! migration.
+//! Memory compaction: the two scanners, migration between them, and the
+//! checks around a run.
 //!
-//! `compact_zone` (mm/compaction.c) runs two scanners towards each other:
-//! the *migrate* scanner (`isolate_migratepages`) from the zone's start
-//! upwards, isolating pages that could be moved, and the *free* scanner
-//! (`isolate_freepages`) from the zone's end downwards, isolating free
-//! pages to move them into; the run is complete when they meet in the same
-//! pageblock. Both go pageblock by pageblock and ask
+//! `compact_zone` (mm/compaction.c, Linux 2.6.35: `748446bb6b5a`) runs two
+//! scanners towards each other: the *migrate* scanner
+//! (`isolate_migratepages`) from the zone's start upwards, isolating pages
+//! that could be moved, and the *free* scanner (`isolate_freepages`) from
+//! the zone's end downwards, isolating free pages to move them into;
+//! `migrate_pages` (mm/migrate.c) moves the first into the second through
+//! `compaction_alloc` and `compaction_free`, and `release_free_list` gives
+//! back the free pages left over. A run ends when `compact_finished` says
+//! so: the scanners met in one pageblock (`COMPACT_COMPLETE`, the only end
+//! of an `order = -1` run such as `/proc/sys/vm/compact_memory`'s), or, at
+//! a pageblock's end, a free block of the requested order is on the
+//! request's list or one `find_suitable_fallback` would claim from
+//! (`COMPACT_SUCCESS`). Both scanners go pageblock by pageblock and ask
 //! [`pageblock_pfn_to_page`] first — the check the 2016 `zone->contiguous`
 //! change took out of the loop — and both honour and set the pageblock
 //! *skip* hints (`isolation_suitable`, `set_pageblock_skip`). Their work is
-//! what `/proc/vmstat` counts: `compact_migrate_scanned`,
-//! `compact_free_scanned` and `compact_isolated` ([`CompactCounts`]).
+//! what `/proc/vmstat` counts (3.8 on): `compact_migrate_scanned`,
+//! `compact_free_scanned`, `compact_isolated` ([`CompactCounts`],
+//! [`CompactVmstat`]), and migration's `pgmigrate_success` and
+//! `pgmigrate_fail`.
 //!
-//! What pfnlab models, per page:
+//! What pfnlab models:
 //! - migrate scanner (`isolate_migratepages_block`): a free block
 //!   (`PageBuddy`) or a compound page is skipped by its order (its pages
-//!   still count as scanned); a page is *movable* — the stand-in for
-//!   `PageLRU` or `__PageMovable` — when it heads an allocation (one
-//!   reference, not reserved, not on a per-CPU list, not compound) in a
-//!   `MIGRATE_MOVABLE` pageblock; isolation stops at
-//!   [`COMPACT_CLUSTER_MAX`] pages; a pageblock scanned whole with nothing
-//!   isolated gets its skip hint.
+//!   still count as scanned); a page is *movable* when it heads an
+//!   allocation (one reference, not reserved, not on a per-CPU list, not
+//!   compound) in a `MIGRATE_MOVABLE` pageblock and, in a run that
+//!   migrates ([`compact_zone`]), has an owner ([`Owners`](crate::Owners),
+//!   the stand-in for `PageLRU`) of order 0; an owned block of a higher
+//!   order is passed over whole, as the kernel before 6.9 passed over every
+//!   compound page. Isolation stops at [`COMPACT_CLUSTER_MAX`] pages; a
+//!   pageblock scanned whole with nothing isolated gets its skip hint.
 //! - free scanner (`isolate_freepages` / `isolate_freepages_block`): only
 //!   `MIGRATE_MOVABLE` pageblocks not headed by a pageblock-sized free
-//!   block (`suitable_migration_target`); each free block found counts its
-//!   pages as isolated, until as many free pages as migrate pages are in
+//!   block (`suitable_migration_target`); each free block found is taken
+//!   off its list and split into order-0 pages (`__isolate_free_page`,
+//!   `split_map_pages`), until as many free pages as migrate pages are in
 //!   hand; a pageblock scanned whole gets its skip hint.
-//! - an async direct run for a movable request
-//!   ([`CompactControl::async_movable`], a THP fault's compaction): after
-//!   its check, a pageblock that is not `MIGRATE_MOVABLE` is passed over
-//!   unscanned (`suitable_migration_source`).
+//! - the free pages in hand are one order-0 list, `cc->freepages` as it
+//!   was until 6.8; 6.9 (`733aea0b3a7b`, `ee6f62fd34f0`) made it one list
+//!   per order so that large folios could move. The order-0 list is the one
+//!   that decides what moves here, since the migrate scanner takes only
+//!   base pages; `compaction_alloc` has nothing for a larger source.
+//! - migration ([`migrate_pages`](crate::migrate_pages)): an owned,
+//!   unpinned page outside a `MIGRATE_HIGHATOMIC` pageblock moves; a pinned
+//!   one fails (counted, put back); `-ENOMEM` from `compaction_alloc`
+//!   before the scanners met ends the run `COMPACT_CONTENDED`.
+//! - modes: a sync run is `compact_memory`'s (whole zone, skip hints
+//!   ignored, [`CompactControl::PROC`]) or `COMPACT_PRIO_SYNC_FULL`'s
+//!   ([`CompactControl::direct_sync`]); an async direct run
+//!   ([`CompactControl::direct_async`]) starts at the cached pfns, honours
+//!   the hints, takes only `MIGRATE_MOVABLE` source pageblocks for a
+//!   movable request (`suitable_migration_source`), and ends
+//!   `COMPACT_CONTENDED` when its budget of pageblocks
+//!   ([`CompactControl::budget_pageblocks`], the stand-in for the
+//!   contention abort) is spent.
+//! - before a run for an order: `COMPACT_SUCCESS` at once if the zone
+//!   passes its min watermark with a free block of the order, and
+//!   `COMPACT_SKIPPED` unless [`compaction_suitable`] (6.15's form: an
+//!   order-0 check at the watermark plus [`compact_gap`], and for a costly
+//!   order a [`fragmentation_index`] above [`EXTFRAG_THRESHOLD`], 500,
+//!   from 2.6.35's `5e7719058079`).
+//! - deferral (2.6.35, `4f92e2586b43`), on [`CompactState`]:
+//!   `defer_compaction`, `compaction_deferred`, `compaction_defer_reset`
+//!   (the shift capped at [`COMPACT_MAX_DEFER_SHIFT`], so at most 63
+//!   attempts are skipped) and `compaction_restarting`, after which a run
+//!   clears its skip hints. The caller decides when to defer, as
+//!   `try_to_compact_pages` does.
+//! - an era before 2.6.35 has no compaction ([`CompactError::NoCompaction`]).
 //!
-//! What it leaves out, deliberately: migration itself (`migrate_pages`):
-//! nothing is moved, the isolated pages stay where they are and the
-//! scanners simply go on, as after a migration that put every page back;
-//! `fast_find_migrateblock` / `fast_isolate_freepages`; the watermark
-//! check of `__isolate_free_page`; async compaction's stride and
-//! `compact_finished`'s early success for an order (a run here goes until
-//! the scanners meet, as `/proc/sys/vm/compact_memory`'s `order = -1`
-//! does). The skip hints live in [`CompactState`], beside the zone, not in
-//! the fourth pageblock bit, and the cached restart pfns are where an
-//! aborted run stopped ([`CompactControl::budget_pageblocks`] standing in
-//! for async compaction's contention abort), reset when the scanners meet.
+//! What it leaves out, deliberately: `fast_find_migrateblock` and
+//! `fast_isolate_freepages` (5.1); the watermark check of
+//! `__isolate_free_page`; async compaction's free-scanner stride and its
+//! `skip_on_failure` chunks; the `finish_pageblock` rescan after a failed
+//! migration; page capture (5.1); kcompactd, proactive compaction and
+//! defrag_mode; the `compact_stall`, `compact_fail` and `compact_success`
+//! events of direct compaction, which [`CompactVmstat`] holds for a caller
+//! that runs one (the slow path does not compact). The skip hints live in
+//! [`CompactState`], beside the zone, not in the fourth pageblock bit; the
+//! cached restart pfns are where an aborted run stopped, reset when the
+//! scanners meet. [`compact_zone_scan`] is the scanners alone with nothing
+//! moved, the walk experiment's subject.
 
 mod finish;
 mod run;

@@ -10,8 +10,11 @@
 //! and frame contents only with [`Options::frames`] (real frames, cleared
 //! for `__GFP_ZERO`).
 //!
-//! What the kernel does and pfnlab does not model: reclaim, compaction's
-//! migration (its scanners run in `compact_zone`, moving nothing) and
+//! Movable pages can have owners ([`Owners`]), which [`migrate_pages`]
+//! repoints and [`compact_zone`] uses to compact a zone.
+//!
+//! What the kernel does and pfnlab does not model: reclaim, direct
+//! compaction from the slow path (compaction runs when a caller asks) and
 //! kswapd (below its watermark an ordinary request fails with
 //! [`RequestError::NoMemory`]; where direct reclaim would run, only its
 //! giving back of the HIGHATOMIC reserve is modelled); `ZONE_RECLAIM_ACTIVE` and
@@ -72,9 +75,10 @@
 //!    (`Allocator::deferred_grow_zone`, as `get_page_from_freelist` calls
 //!    mm_init.c's), the one call up this order, with no import;
 //! 6. `chain` (a chain of allocated pages), `deferred` (deferred struct
-//!    page init, over the allocator), then `init` (construction),
-//!    `hotplug`, `compaction` (the scanners), `hugetlb` (the hugetlb pool),
-//!    each over the allocator;
+//!    page init, over the allocator), `migrate` (owners and
+//!    `migrate_pages`), then `init` (construction), `hotplug`,
+//!    `compaction` (the scanners and `compact_zone`, over `migrate`),
+//!    `hugetlb` (the hugetlb pool), each over the allocator;
 //! 7. `pcp` (the per-CPU handle), then `pcp::refill`, `pcp::drain` (and
 //!    its order of lists), `pcp::bulk`, `pcp::tune` (6.7's tuning of
 //!    `high`) and `pcp::nolock` (6.15's `alloc_pages_nolock` and
