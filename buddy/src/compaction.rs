@@ -76,17 +76,22 @@
 //! `__isolate_free_page`; async compaction's free-scanner stride and its
 //! `skip_on_failure` chunks; the `finish_pageblock` rescan after a failed
 //! migration; page capture (5.1); kcompactd, proactive compaction and
-//! defrag_mode; the `compact_stall`, `compact_fail` and `compact_success`
-//! events of direct compaction, which [`CompactVmstat`] holds for a caller
-//! that runs one (the slow path does not compact). The skip hints live in
+//! defrag_mode; compaction inside the allocator's own slow path: direct
+//! compaction is [`alloc_pages_direct_compact`], which a caller holding
+//! the owners calls (`__alloc_pages_direct_compact` and
+//! `try_to_compact_pages` at `COMPACT_PRIO_ASYNC` or `SYNC_FULL`, counting
+//! `compact_stall`, `compact_success` and `compact_fail`), without the
+//! slow path's retry loop and priority steps. The skip hints live in
 //! [`CompactState`], beside the zone, not in the fourth pageblock bit; the
 //! cached restart pfns are where an aborted run stopped, reset when the
 //! scanners meet. [`compact_zone_scan`] is the scanners alone with nothing
 //! moved, the walk experiment's subject.
 
+mod direct;
 mod finish;
 mod run;
 
+pub use direct::{CompactPriority, alloc_pages_direct_compact};
 pub use finish::{
     COMPACT_MAX_DEFER_SHIFT, CompactResult, EXTFRAG_THRESHOLD, compact_gap, compaction_suitable,
     fragmentation_index,

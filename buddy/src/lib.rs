@@ -13,9 +13,9 @@
 //! Movable pages can have owners ([`Owners`]), which [`migrate_pages`]
 //! repoints and [`compact_zone`] uses to compact a zone.
 //!
-//! What the kernel does and pfnlab does not model: reclaim, direct
-//! compaction from the slow path (compaction runs when a caller asks) and
-//! kswapd (below its watermark an ordinary request fails with
+//! What the kernel does and pfnlab does not model: reclaim, compaction
+//! inside the slow path (a caller that holds owners calls
+//! [`alloc_pages_direct_compact`] instead) and kswapd (below its watermark an ordinary request fails with
 //! [`RequestError::NoMemory`]; where direct reclaim would run, only its
 //! giving back of the HIGHATOMIC reserve is modelled); `ZONE_RECLAIM_ACTIVE` and
 //! the NUMA expiry of remote per-CPU lists in 6.7's tuning of `pcp->high`
@@ -151,8 +151,9 @@ pub use alloc::{Allocator, LockPolicy, Options};
 pub use chain::PageChain;
 pub use compaction::{
     COMPACT_CLUSTER_MAX, COMPACT_MAX_DEFER_SHIFT, CompactControl, CompactCounts, CompactError,
-    CompactResult, CompactRun, CompactState, CompactVmstat, EXTFRAG_THRESHOLD, compact_gap,
-    compact_zone, compact_zone_scan, compaction_suitable, fragmentation_index,
+    CompactPriority, CompactResult, CompactRun, CompactState, CompactVmstat, EXTFRAG_THRESHOLD,
+    alloc_pages_direct_compact, compact_gap, compact_zone, compact_zone_scan, compaction_suitable,
+    fragmentation_index,
 };
 pub use era::{Era, Gone, Mechanisms, NotInEra};
 pub use error::{

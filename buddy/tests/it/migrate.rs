@@ -441,3 +441,82 @@ fn fragmentation_index_numbers() {
     nr_free[9] = 1;
     assert_eq!(fragmentation_index(&nr_free, Order::new(9)), -1000);
 }
+
+/// `__alloc_pages_direct_compact` for an order-9 request on a zone with
+/// every other page free: it fails without compaction, succeeds after a
+/// sync-full one (a stall and a success); with every page's pageblock
+/// pinned it fails (a stall and a failure) and defers the zone, so the
+/// next async attempt is deferred (a stall, no run). A non-costly order
+/// never compacts.
+#[test]
+fn direct_compaction_counts_stall_success_and_fail() {
+    use buddy::{CompactPriority, CompactVmstat, alloc_pages_direct_compact};
+    let layout = layout();
+    let nine = Order::new(9);
+    let movable = Gfp::HIGHUSER_MOVABLE;
+    for pinned in [false, true] {
+        let alloc = allocator(&layout, false);
+        let mut owners = Owners::new();
+        fill_zone(&alloc, &mut owners, 0);
+        if pinned {
+            let start = alloc.zones()[0].start_pfn().get();
+            let mut firsts: Vec<(OwnerId, Pfn)> = owners.iter().map(|(id, p, _)| (id, p)).collect();
+            firsts.sort_by_key(|&(_, p)| p);
+            firsts.dedup_by_key(|&mut (_, p)| (p.get() - start) / PAGEBLOCK);
+            for (id, _) in firsts {
+                owners.pin(id).unwrap();
+            }
+        }
+        free_owned(&alloc, &mut owners, |p| p.get() % 2 == 1);
+        assert!(
+            alloc
+                .alloc_pages(nine, movable, NodeId::ZERO, None)
+                .is_err()
+        );
+        let mut states = CompactState::for_zones(&alloc);
+        let mut vmstat = CompactVmstat::default();
+        let small = alloc_pages_direct_compact(
+            &alloc,
+            Order::new(3),
+            movable,
+            NodeId::ZERO,
+            &mut owners,
+            &mut states,
+            CompactPriority::SyncFull,
+            &mut vmstat,
+        );
+        let small = small.unwrap();
+        alloc.free_pages(small, Order::new(3)).unwrap();
+        assert_eq!(vmstat, CompactVmstat::default(), "order 3 is not costly");
+        let mut direct = |prio, vmstat: &mut CompactVmstat| {
+            alloc_pages_direct_compact(
+                &alloc,
+                nine,
+                movable,
+                NodeId::ZERO,
+                &mut owners,
+                &mut states,
+                prio,
+                vmstat,
+            )
+        };
+        let got = direct(CompactPriority::SyncFull, &mut vmstat);
+        assert_eq!(got.is_ok(), !pinned, "{vmstat:?}");
+        assert_eq!(vmstat.compact_stall, 1);
+        assert_eq!(
+            (vmstat.compact_success, vmstat.compact_fail),
+            if pinned { (0, 1) } else { (1, 0) }
+        );
+        assert!(vmstat.pgmigrate_success > 0 && vmstat.compact_isolated > 0);
+        if pinned {
+            let before = vmstat;
+            assert!(direct(CompactPriority::Async, &mut vmstat).is_err());
+            assert_eq!(vmstat.compact_stall, 2, "a deferred zone still stalls");
+            assert_eq!(
+                vmstat.compact_migrate_scanned,
+                before.compact_migrate_scanned
+            );
+            assert_eq!(states[0].defer_shift(), 1);
+        }
+    }
+}

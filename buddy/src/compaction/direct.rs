@@ -1,0 +1,126 @@
+//! Direct compaction for a costly request: `__alloc_pages_direct_compact`
+//! and `try_to_compact_pages` (mm/page_alloc.c, mm/compaction.c; 2.6.35's
+//! `56de7263fcf3`), called by the caller of the allocator with the owners
+//! and the zones' compaction states, since the allocator keeps neither.
+
+use sparsemem::{NodeId, Order, Pfn};
+
+use super::finish::CompactResult;
+use super::run::{CompactVmstat, compact_zone};
+use super::{CompactControl, CompactError, CompactState};
+use crate::alloc::Allocator;
+use crate::error::RequestError;
+use crate::gfp::Gfp;
+use crate::migrate::Owners;
+use crate::types::{BuddyModel, PAGE_ALLOC_COSTLY_ORDER};
+use crate::variant::Variant;
+
+/// `enum compact_priority`: how hard a direct compaction tries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactPriority {
+    /// `COMPACT_PRIO_ASYNC` (`INIT_COMPACT_PRIORITY`): async, from the
+    /// cached pfns, skip hints honoured, deferred zones skipped; a
+    /// failure does not defer.
+    Async,
+    /// `COMPACT_PRIO_SYNC_FULL` (`MIN_COMPACT_PRIORITY`): the whole zone,
+    /// skip hints ignored, deferral ignored.
+    SyncFull,
+}
+
+impl CompactState {
+    /// A fresh state for each of `alloc`'s zones, by zone index.
+    pub fn for_zones<M: BuddyModel, V: Variant>(alloc: &Allocator<M, V>) -> Vec<CompactState> {
+        let block = alloc.model().geometry().pageblock_nr_pages();
+        alloc
+            .zones()
+            .iter()
+            .map(|z| CompactState::new(z, block))
+            .collect()
+    }
+}
+
+/// The allocation of `order` with `gfp` on `node`, with direct compaction
+/// where the slow path would run it: a request that fails, may reclaim
+/// (`__GFP_DIRECT_RECLAIM`) and is of a costly order (above
+/// `PAGE_ALLOC_COSTLY_ORDER`) compacts each zone of its zonelist at
+/// `prio` (`try_to_compact_pages`: a deferred zone is skipped unless
+/// `SyncFull`; a zone that succeeds resets its deferral and ends the walk;
+/// a non-async run that completes without success defers the zone), and
+/// tries once more. `vmstat` counts `compact_stall` when a zone was
+/// compacted, then `compact_success` or `compact_fail`, and every run's
+/// scanning and migration. `states` holds each zone's compaction state
+/// by zone index ([`CompactState::for_zones`]).
+#[allow(clippy::too_many_arguments)]
+pub fn alloc_pages_direct_compact<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    order: Order,
+    gfp: Gfp,
+    node: NodeId,
+    owners: &mut Owners,
+    states: &mut [CompactState],
+    prio: CompactPriority,
+    vmstat: &mut CompactVmstat,
+) -> Result<Pfn, RequestError> {
+    let first = alloc.alloc_pages(order, gfp, node, None);
+    let costly = order.get() > PAGE_ALLOC_COSTLY_ORDER;
+    let compacts = alloc.options().era.has_compaction();
+    if first.is_ok() || !costly || !compacts || !gfp.contains(Gfp::DIRECT_RECLAIM) {
+        return first;
+    }
+    let ac = alloc.prepare_alloc_pages(gfp)?;
+    let mut ran = false;
+    for &zid in alloc.zonelist(node, gfp)? {
+        let Some(zone) = alloc.zone(zid) else {
+            continue;
+        };
+        let Some(state) = states.get_mut(zid.index()) else {
+            continue;
+        };
+        if zone.kind > ac.highest_zone {
+            continue;
+        }
+        if prio != CompactPriority::SyncFull && state.compaction_deferred(order) {
+            // `COMPACT_DEFERRED`: not `SKIPPED`, so it counts as a stall.
+            ran = true;
+            continue;
+        }
+        let cc = match prio {
+            CompactPriority::Async => CompactControl::direct_async(order, ac.migratetype, None),
+            CompactPriority::SyncFull => CompactControl::direct_sync(order, ac.migratetype),
+        };
+        let run = match compact_zone(alloc, zid, state, owners, cc) {
+            Ok(run) => run,
+            Err(CompactError::NoZone(_) | CompactError::NoCompaction(_)) => continue,
+        };
+        vmstat.account(&run);
+        ran |= run.result != CompactResult::Skipped;
+        match run.result {
+            CompactResult::Success => {
+                state.compaction_defer_reset(order, false);
+                break;
+            }
+            CompactResult::Complete | CompactResult::PartialSkipped
+                if prio != CompactPriority::Async =>
+            {
+                state.defer_compaction(order);
+            }
+            _ => {}
+        }
+    }
+    if !ran {
+        return first;
+    }
+    vmstat.compact_stall += 1;
+    let got = alloc.alloc_pages(order, gfp, node, None);
+    match got {
+        Ok(pfn) => {
+            vmstat.compact_success += 1;
+            let zone = alloc.zones().iter().position(|z| z.spans(pfn));
+            if let Some(state) = zone.and_then(|i| states.get_mut(i)) {
+                state.compaction_defer_reset(order, true);
+            }
+        }
+        Err(_) => vmstat.compact_fail += 1,
+    }
+    got
+}
