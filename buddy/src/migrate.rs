@@ -27,8 +27,8 @@
 //!   target callback that gives nothing ends the call (`-ENOMEM`), the
 //!   sources not yet tried staying on the list uncounted, as the kernel
 //!   leaves them; otherwise the frame's bytes are copied where the
-//!   allocator has real frames (`folio_mc_copy`), the owner is repointed
-//!   (`remove_migration_ptes`) and the source is freed.
+//!   allocator has real frames (`folio_mc_copy`), the source is freed and
+//!   the owner is repointed (`remove_migration_ptes`).
 //!
 //! What it leaves out: the retry passes (10 before 6.3, the batched
 //! unmap/move passes of `5dfab109d519` after), since nothing in the model
@@ -293,8 +293,9 @@ impl std::ops::AddAssign for MigrateCounts {
 pub enum MigrateError {
     /// The target callback gave nothing (`-ENOMEM`).
     NoTarget,
-    /// A source could not be freed after its move: the block was freed
-    /// behind its owner's back. The owner holds the target.
+    /// A source could not be freed after its copy (freed behind its
+    /// owner's back, or owned with another order): the target went back
+    /// through `put_new`, the owner still holds the source.
     SourceFree(FreeError),
     /// A target the callback gave is not a block the allocator handed out
     /// (it could not be owned); it was given back through `put_new`.
@@ -400,12 +401,16 @@ pub fn migrate_pages<M: BuddyModel, V: Variant>(
         if let Some(frames) = &alloc.frames {
             frames.copy_block(src, dst, order.nr_pages());
         }
-        owners.repoint(id, src, dst);
-        counts.pgmigrate_success += order.nr_pages();
         if let Err(e) = alloc.free_pages(src, order) {
+            // The source was not the owner's block of that order: the
+            // target goes back and the owner stays.
+            put_new(dst);
+            left.push(src);
             stop = Some(MigrateError::SourceFree(e));
             break;
         }
+        owners.repoint(id, src, dst);
+        counts.pgmigrate_success += order.nr_pages();
     }
     left.extend(pending);
     *from = left;

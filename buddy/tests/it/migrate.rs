@@ -179,6 +179,25 @@ fn each_failure_reason_is_counted_and_nothing_is_lost() {
     assert_eq!(counts.pgmigrate_success, 1);
     assert_ne!(owners.resolve(pinned).unwrap().0, pinned_pfn);
     check(&alloc, &layout, &owners, &[(unowned, Order::ZERO)]);
+    // An owner that claims the wrong order: the source cannot be freed as
+    // that, so the target goes back and the owner stays.
+    let wrong_pfn = alloc0(&alloc, movable).unwrap();
+    let wrong = owners
+        .own(&alloc, wrong_pfn, Order::new(1), movable)
+        .unwrap();
+    let mut list = vec![wrong_pfn];
+    let target = alloc_migration_target(&alloc, NodeId::ZERO, movable);
+    let put_new = |pfn| alloc.free_pages(pfn, Order::new(1)).unwrap();
+    let r = migrate_pages(&alloc, &mut owners, &mut list, target, put_new, &mut counts);
+    assert!(matches!(r, Err(MigrateError::SourceFree(_))), "{r:?}");
+    assert_eq!(owners.disown(wrong).unwrap().0, wrong_pfn);
+    assert_eq!(list, vec![wrong_pfn]);
+    check(
+        &alloc,
+        &layout,
+        &owners,
+        &[(unowned, Order::ZERO), (wrong_pfn, Order::ZERO)],
+    );
 }
 
 /// The zone filled with order-0 pages (every `kernel_every`-th a
@@ -519,4 +538,44 @@ fn direct_compaction_counts_stall_success_and_fail() {
             assert_eq!(states[0].defer_shift(), 1);
         }
     }
+}
+
+/// An async direct run whose budget of pageblocks runs out ends
+/// `COMPACT_CONTENDED`, keeps its cached pfns for the next, and loses
+/// nothing; the next run goes on from there, and a sync-full one after
+/// it makes the order-9 block.
+#[test]
+fn an_async_run_out_of_budget_is_contended_and_resumes() {
+    let layout = layout();
+    let alloc = allocator(&layout, false);
+    let mut owners = Owners::new();
+    fill_zone(&alloc, &mut owners, 0);
+    free_owned(&alloc, &mut owners, |p| p.get() % 2 == 1);
+    let zone = &alloc.zones()[0];
+    let mut state = CompactState::new(zone, PAGEBLOCK);
+    let cc = CompactControl::direct_async(Order::new(9), Migratetype::Movable, Some(3));
+    let run = compact_zone(&alloc, zone.id, &mut state, &mut owners, cc).unwrap();
+    assert_eq!(run.result, CompactResult::Contended, "{run:?}");
+    assert!(state.cached_migrate_pfn() > zone.start_pfn(), "{run:?}");
+    check(&alloc, &layout, &owners, &[]);
+    let resumed = CompactControl {
+        budget_pageblocks: None,
+        ..cc
+    };
+    let run = compact_zone(&alloc, zone.id, &mut state, &mut owners, resumed).unwrap();
+    // The first run's skip hints stand (the free scanner's pageblocks
+    // among them), so this one may end with the scanners met short of a
+    // free pageblock: `COMPACT_PARTIAL_SKIPPED`, never `COMPLETE`.
+    assert!(
+        matches!(
+            run.result,
+            CompactResult::Success | CompactResult::PartialSkipped
+        ),
+        "{run:?}"
+    );
+    check(&alloc, &layout, &owners, &[]);
+    let sync = CompactControl::direct_sync(Order::new(9), Migratetype::Movable);
+    compact_zone(&alloc, zone.id, &mut state, &mut owners, sync).unwrap();
+    let nine = alloc.alloc_pages(Order::new(9), Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None);
+    check(&alloc, &layout, &owners, &[(nine.unwrap(), Order::new(9))]);
 }
