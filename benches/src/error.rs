@@ -47,6 +47,9 @@ pub enum RunError {
     /// The recording an experiment replays cannot be read: why, as the
     /// trace reader said it.
     Trace(String),
+    /// A workload's allocator refused a step it should have taken (a
+    /// free of a page it handed out): which allocator, and what it said.
+    Workload(String),
     /// The hugetlb pool (or its HVO) refused a step.
     Hugetlb {
         /// The model.
@@ -79,6 +82,7 @@ impl fmt::Display for RunError {
             }
             RunError::Hugetlb { model, source } => write!(f, "{model}: {source}"),
             RunError::Trace(why) => f.write_str(why),
+            RunError::Workload(why) => f.write_str(why),
         }
     }
 }
@@ -95,7 +99,7 @@ impl std::error::Error for RunError {
             RunError::Fixup(e) => Some(e),
             RunError::Peer(e) => Some(e),
             RunError::Hugetlb { source, .. } => Some(source),
-            RunError::Trace(_) => None,
+            RunError::Trace(_) | RunError::Workload(_) => None,
         }
     }
 }

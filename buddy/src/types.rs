@@ -90,8 +90,13 @@ pub struct ZoneStats {
     /// Allocations served from another migratetype's lists
     /// (`__rmqueue_fallback`).
     pub fallbacks: u64,
-    /// Pageblocks claimed for another migratetype (`move_freepages_block`).
+    /// Pageblocks claimed for another migratetype (`move_freepages_block`)
+    /// from a free block smaller than a pageblock.
     pub steals: u64,
+    /// Fallbacks that took a free block of a pageblock or more and
+    /// claimed all of it (`change_pageblock_range`): the only kind that
+    /// `mm_page_alloc_extfrag` does not call fragmenting.
+    pub whole_block_claims: u64,
     /// Hole checks that said "invalid".
     pub hole_hits: u64,
     /// Freed blocks put at the tail of their list because their buddy one
@@ -146,6 +151,7 @@ impl std::ops::AddAssign for ZoneStats {
         self.hole_hits += other.hole_hits;
         self.fallbacks += other.fallbacks;
         self.steals += other.steals;
+        self.whole_block_claims += other.whole_block_claims;
         self.merge_likely_tails += other.merge_likely_tails;
         self.numa += other.numa;
     }

@@ -77,6 +77,7 @@ ENTRIES = {
     # memory. 256 GiB of RAM is an 8-byte memmap twice such an LLC.
     "memdesc": (["bench", "memdesc", "--max-span-mib", "262144"], [], [EXP + "memdesc"]),
     "memmap-lifecycle": (["bench", "memmap-lifecycle"], [], [EXP + "lifecycle"]),
+    "frag": (["bench", "frag"], [], [EXP + "frag.rs", "benches/src/frag", "benches/data/frag-4g.toml"]),
     "replay-1": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
     "replay-2": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
     "replay-3": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use pfnlab::experiments::lifecycle::MemmapLifecycle;
 use pfnlab::experiments::{
-    Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, hole_density,
-    hvo, lock, memdesc, peers, pfn_valid, walk,
+    Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, frag,
+    hole_density, hvo, lock, memdesc, peers, pfn_valid, walk,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -163,6 +163,16 @@ pub enum BenchCommand {
         #[command(flatten)]
         sweep: MemdescArgs,
     },
+    /// Huge frames kept free under churn: fill memory with single
+    /// pages, free half at random, then free one and allocate one, over
+    /// and over (LLFree's fragmentation benchmark shape), on the buddy of
+    /// 2.6.9, 2.6.23 and 6.18 and on LLFree.
+    Frag {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        shape: FragArgs,
+    },
     /// When the memmap is written and where it lives: deferred
     /// init against threads, the allocation that grows the zone, the path
     /// once init is done, and memmap_on_memory against a memmap in boot
@@ -243,6 +253,10 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
             run_one::<memdesc::Memdesc>(&setup(run), &sweep.into())
         }
         BenchCommand::MemmapLifecycle { run } => run_one::<MemmapLifecycle>(&setup(run), &()),
+        BenchCommand::Frag { common, shape } => {
+            let params = shape.params(common.era);
+            run_one::<frag::Frag>(&setup(common.into()), &params)
+        }
         BenchCommand::Unknown(args) => {
             let name = args.into_iter().next().unwrap_or_default();
             Err(CliError(UnknownExperiment(name).to_string()))
@@ -338,5 +352,54 @@ impl From<MemdescArgs> for memdesc::MemdescOptions {
             memmap_budget_bytes: a.memmap_budget_mib.map(|mib| mib << 20),
             trace: a.trace,
         }
+    }
+}
+
+/// `bench frag`'s own options.
+#[derive(clap::Args, Debug)]
+pub struct FragArgs {
+    /// Per cent of the filled memory freed at random before the
+    /// iterations (default 50).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
+    free: Option<u8>,
+    /// Frees-and-allocations per iteration, per cent of the pages freed
+    /// (default 10).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
+    churn: Option<u8>,
+    /// Iterations after the fill (default 100).
+    #[arg(long)]
+    iterations: Option<u32>,
+    /// Per cent of allocations that are immovable (default 0, as
+    /// published).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
+    immovable: Option<u8>,
+    /// CPUs the requests go to in turn (default 2).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    cpus: Option<u16>,
+    /// Iterations between samples of the series (default 10; the last
+    /// iteration is always sampled).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    sample_every: Option<u32>,
+}
+
+impl FragArgs {
+    /// The parameters; `--era` runs that era's buddy beside LLFree.
+    fn params(&self, era: Option<buddy::Era>) -> frag::FragParams {
+        let paper = pfnlab::frag::workload::FragShape::PAPER;
+        let share = |v: Option<u8>, default: f64| v.map_or(default, |p| f64::from(p) / 100.0);
+        let shape = pfnlab::frag::workload::FragShape {
+            free: share(self.free, paper.free),
+            churn: share(self.churn, paper.churn),
+            iterations: self.iterations.unwrap_or(paper.iterations),
+            immovable: share(self.immovable, paper.immovable),
+            cpus: self.cpus.map_or(paper.cpus, usize::from),
+            sample_every: self.sample_every.unwrap_or(paper.sample_every),
+            seed: paper.seed,
+        };
+        let allocators = match era {
+            Some(era) => vec![frag::FragAllocator::Buddy(era), frag::FragAllocator::Llfree],
+            None => frag::FragAllocator::DEFAULT.to_vec(),
+        };
+        frag::FragParams { shape, allocators }
     }
 }

@@ -40,6 +40,7 @@ pub mod bulk;
 pub mod compare;
 pub mod cpuset;
 pub mod flags;
+pub mod frag;
 pub mod hole_density;
 pub mod hvo;
 pub mod kernel_fixup;
@@ -147,6 +148,8 @@ pub enum ExperimentId {
     /// When the memmap is written and where it lives: deferred init and
     /// memmap_on_memory.
     MemmapLifecycle,
+    /// Huge frames kept free under churn: the buddy by era and LLFree.
+    Frag,
     /// The default comparison (`pfnlab` with no command): every model on
     /// one layout.
     Compare,
@@ -155,7 +158,7 @@ pub enum ExperimentId {
 impl ExperimentId {
     /// Every experiment of `pfnlab bench`, in the order its help lists
     /// them (the default comparison is not one).
-    pub const ALL: [ExperimentId; 12] = [
+    pub const ALL: [ExperimentId; 13] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
         ExperimentId::PfnValid,
@@ -168,6 +171,7 @@ impl ExperimentId {
         ExperimentId::Hvo,
         ExperimentId::Memdesc,
         ExperimentId::MemmapLifecycle,
+        ExperimentId::Frag,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -185,6 +189,7 @@ impl ExperimentId {
             ExperimentId::Hvo => "hvo",
             ExperimentId::Memdesc => "memdesc",
             ExperimentId::MemmapLifecycle => "memmap-lifecycle",
+            ExperimentId::Frag => "frag",
             ExperimentId::Compare => "compare",
         }
     }
@@ -217,6 +222,7 @@ impl ExperimentId {
             | ExperimentId::Hvo
             | ExperimentId::Memdesc
             | ExperimentId::MemmapLifecycle
+            | ExperimentId::Frag
             | ExperimentId::Compare => Era::V6_18,
         }
     }
@@ -228,6 +234,7 @@ impl ExperimentId {
             ExperimentId::Flags | ExperimentId::Lock | ExperimentId::Cpuset => {
                 ModelKind::SparseExtreme
             }
+            ExperimentId::Frag => ModelKind::Flat,
             ExperimentId::Bulk
             | ExperimentId::Peers
             | ExperimentId::HoleDensity
@@ -255,6 +262,11 @@ impl ExperimentId {
             | ExperimentId::MemmapLifecycle => LayoutSpec::Preset("x86-pci-hole".into()),
             ExperimentId::PfnValid | ExperimentId::Compare => LayoutSpec::Host,
             ExperimentId::Walk => LayoutSpec::Preset("sparse-52bit".into()),
+            ExperimentId::Frag => LayoutSpec::File(
+                [env!("CARGO_MANIFEST_DIR"), "data", "frag-4g.toml"]
+                    .iter()
+                    .collect(),
+            ),
         }
     }
 

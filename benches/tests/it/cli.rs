@@ -245,6 +245,7 @@ mod quick_mode {
         hole_density: "hole-density";
         breakdown: "breakdown" "--model" "sparse-extreme";
         walk: "walk" "--model" "sparse-extreme";
+        frag: "frag" "--iterations" "4" "--sample-every" "1" "--immovable" "20";
     }
 }
 
@@ -396,6 +397,38 @@ fn run_quick(exp: &str, extra: &[&str]) {
                 .find(|r| r["variant"] == "pfnlab" && r["params"]["workload"] == "split-merge-pair")
                 .unwrap();
             positive(&pair["splits_per_pair"].clone(), "splits_per_pair");
+        }
+        "frag" => {
+            // The buddy of three eras and LLFree, each with three trials'
+            // series: after the free and after each of the 4 iterations.
+            assert_eq!(rows.len(), 4);
+            for r in &rows {
+                let series = r["series"].as_array().unwrap();
+                assert_eq!(series.len(), 3, "{}", r["variant"]);
+                for trial in series {
+                    let samples = trial.as_array().unwrap();
+                    assert_eq!(samples.len(), 5);
+                    for s in samples {
+                        positive(&s["free_pages"], "free_pages");
+                        let share = s["free_huge_share"].as_f64().unwrap();
+                        assert!((0.0..=1.0).contains(&share), "{s}");
+                    }
+                }
+                let end = &r["end_free_huge_percent"];
+                assert!(end["lo"].as_f64() <= end["median"].as_f64(), "{end}");
+                assert!(r["filled"][0].as_u64().unwrap() > 0, "{r}");
+            }
+            // Only 6.18 groups by mobility: its fallbacks are counted by
+            // kind; LLFree has free lists of no kind.
+            let last = |v: &str| {
+                let r = rows.iter().find(|r| r["variant"] == v).unwrap();
+                r["series"][0].as_array().unwrap().last().unwrap().clone()
+            };
+            assert!(last("llfree")["fallbacks"].is_null());
+            assert!(last("llfree")["free_blocks"].is_null());
+            let f = &last("buddy-6.18")["fallbacks"];
+            assert!(f["whole_block"].as_u64().unwrap() > 0, "{f}");
+            assert!(text.contains("published (LLFree paper"), "{text}");
         }
         "hole-density" => {
             let fractions: std::collections::BTreeSet<String> = rows

@@ -85,6 +85,7 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
                 self.stats.fallbacks += 1;
                 if current >= pageblock_order {
                     // Claim the whole block.
+                    self.stats.whole_block_claims += 1;
                     // SAFETY: `head` is on lists[current][fallback], at `pfn`.
                     unsafe { self.retype_free_block(model, head, pfn, current, [fallback, mt]) };
                     return self.rmqueue_smallest(model, order, mt);

@@ -1,0 +1,406 @@
+//! `frag`: how long each allocator keeps huge frames free under churn.
+//!
+//! LLFree's fragmentation benchmark shape ([`crate::frag::workload`]) runs
+//! on the buddy of 2.6.9 and 2.6.23 (one free list per order: grouping by
+//! mobility came in 2.6.24) and 6.18 (free lists per migratetype,
+//! pageblock fallback and claiming, HIGHATOMIC), and on LLFree, one fresh
+//! allocator per trial,
+//! each trial its own request sequence (seed), the allocators of one trial
+//! given the same sequence. The reading is the share of huge frames
+//! wholly free after the last iteration, with its interval over the
+//! trials, beside the paper's published figures; the series behind it
+//! (after the free and every iteration) goes into the JSON.
+
+use buddy::llfree::LLFree;
+use buddy::{AllocError, Era, Kernel, Options};
+use serde::Serialize;
+use sparsemem::Layout;
+use vmemmap::VmemmapOptions;
+
+use super::{Ctx, Experiment, ExperimentId};
+use crate::error::RunError;
+use crate::frag::FragSample;
+use crate::frag::workload::{FragRun, FragShape, run_buddy, run_llfree};
+use crate::models::{Buildable, ModelVisitor, build_allocator};
+use crate::report::Row;
+use crate::spread::Interval;
+use crate::timing::Measurement;
+
+/// The paper's figures (Wrenger et al., USENIX ATC 2023, fragmentation
+/// benchmark: a 128 GiB VM, 8 cores, 100 iterations): huge frames still
+/// wholly free, per cent.
+const PUBLISHED: [(&str, f64); 2] = [("LLFree", 46.6), ("Linux buddy", 0.14)];
+
+/// The experiment `bench frag`.
+pub struct Frag;
+
+/// An allocator under the workload (in the JSON: `buddy-6.18`, `llfree`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FragAllocator {
+    /// pfnlab's buddy in an era.
+    Buddy(Era),
+    /// LLFree.
+    Llfree,
+}
+
+impl Serialize for FragAllocator {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            FragAllocator::Buddy(era) => s.serialize_str(&format!("buddy-{era}")),
+            FragAllocator::Llfree => s.serialize_str("llfree"),
+        }
+    }
+}
+
+impl FragAllocator {
+    /// The default set: the buddy before and after grouping by mobility,
+    /// today's, and LLFree.
+    pub const DEFAULT: [FragAllocator; 4] = [
+        FragAllocator::Buddy(Era::V2_6_9),
+        FragAllocator::Buddy(Era::V2_6_23),
+        FragAllocator::Buddy(Era::V6_18),
+        FragAllocator::Llfree,
+    ];
+}
+
+impl std::fmt::Display for FragAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FragAllocator::Buddy(era) => write!(f, "buddy {era}"),
+            FragAllocator::Llfree => f.write_str("LLFree"),
+        }
+    }
+}
+
+/// `bench frag`'s parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FragParams {
+    /// The workload (its seed is the first trial's).
+    pub shape: FragShape,
+    /// The allocators, in the table's order.
+    pub allocators: Vec<FragAllocator>,
+}
+
+impl Default for FragParams {
+    fn default() -> Self {
+        FragParams {
+            shape: FragShape::PAPER,
+            allocators: FragAllocator::DEFAULT.to_vec(),
+        }
+    }
+}
+
+/// What `bench frag` measured.
+#[derive(Clone, Debug)]
+pub struct FragResults {
+    /// The workload (its seed is the first trial's).
+    pub shape: FragShape,
+    /// Each allocator's runs, in the table's order.
+    pub allocators: Vec<AllocatorRuns>,
+}
+
+/// One allocator's runs, a trial each.
+#[derive(Clone, Debug)]
+pub struct AllocatorRuns {
+    /// The allocator.
+    pub allocator: FragAllocator,
+    /// Its runs, trial by trial.
+    pub runs: Vec<FragRun>,
+}
+
+impl AllocatorRuns {
+    fn end(&self, of: impl Fn(&FragSample) -> f64) -> Vec<f64> {
+        self.runs
+            .iter()
+            .filter_map(|r| r.series.last().map(&of))
+            .collect()
+    }
+
+    /// Wholly free huge frames after the last iteration, per cent of all
+    /// huge frames, over the trials.
+    pub fn end_share(&self) -> Option<Interval> {
+        Interval::of_median(&self.end(|s| s.free_huge_of_all() * 100.0)).ok()
+    }
+
+    fn measurement(&self) -> Measurement {
+        Measurement::from_ns(
+            self.runs
+                .iter()
+                .map(|r| r.elapsed_ns / r.ops.max(1) as f64)
+                .collect(),
+        )
+    }
+}
+
+/// The row's parameters: the workload's shape.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct FragRowParams {
+    /// Share of the filled memory freed before the iterations.
+    pub free: f64,
+    /// Share freed and reallocated each iteration.
+    pub churn: f64,
+    /// Iterations.
+    pub iterations: u32,
+    /// Share of allocations immovable.
+    pub immovable: f64,
+    /// CPUs the requests go to in turn.
+    pub cpus: usize,
+    /// Iterations between samples.
+    pub sample_every: u32,
+}
+
+/// What a row carries besides the time per operation.
+#[derive(Clone, Debug, Serialize)]
+pub struct FragExtra {
+    /// Wholly free huge frames after the last iteration, per cent of all
+    /// huge frames, median and interval over the trials.
+    pub end_free_huge_percent: Option<Interval>,
+    /// Pageblocks holding another migratetype's page at the end, over
+    /// the trials.
+    pub end_mixed_pageblocks: Option<Interval>,
+    /// Allocations refused after the fill, every trial together.
+    pub refused: u64,
+    /// Pages the fill took, per trial.
+    pub filled: Vec<u64>,
+    /// The samples, trial by trial: after the free and each iteration.
+    pub series: Vec<Vec<FragSample>>,
+}
+
+/// One row of `bench frag`'s report.
+pub type FragRow = Row<FragAllocator, FragRowParams, FragExtra>;
+
+struct Visitor<'a> {
+    params: &'a FragParams,
+    trials: usize,
+}
+
+impl Visitor<'_> {
+    fn one<M: Buildable>(
+        &self,
+        layout: &Layout,
+        options: VmemmapOptions,
+        allocator: FragAllocator,
+        shape: &FragShape,
+        managed: &mut Option<u64>,
+    ) -> Result<Result<FragRun, String>, AllocError> {
+        Ok(match allocator {
+            FragAllocator::Buddy(era) => {
+                let alloc = build_allocator::<M, Kernel>(layout, options, Options::for_era(era))?;
+                managed.get_or_insert(alloc.managed_pages_total());
+                run_buddy(&alloc, shape).map_err(|why| format!("{allocator}: {why}"))
+            }
+            FragAllocator::Llfree => {
+                let frames = match managed {
+                    Some(m) => *m,
+                    None => {
+                        let a = build_allocator::<M, Kernel>(layout, options, Options::default())?;
+                        *managed.insert(a.managed_pages_total())
+                    }
+                };
+                LLFree::new(frames, shape.cpus)
+                    .map_err(|e| e.to_string())
+                    .and_then(|llfree| run_llfree(&llfree, shape))
+                    .map_err(|why| format!("{allocator}: {why}"))
+            }
+        })
+    }
+}
+
+impl ModelVisitor for Visitor<'_> {
+    type Output = Result<Vec<AllocatorRuns>, String>;
+
+    fn visit<M: Buildable>(
+        self,
+        layout: &Layout,
+        options: VmemmapOptions,
+    ) -> Result<Self::Output, AllocError> {
+        let mut out: Vec<AllocatorRuns> = self
+            .params
+            .allocators
+            .iter()
+            .map(|&allocator| AllocatorRuns {
+                allocator,
+                runs: Vec::new(),
+            })
+            .collect();
+        // LLFree gets as many frames as the buddy manages.
+        let mut managed = None;
+        for trial in 0..self.trials {
+            let shape = FragShape {
+                seed: self.params.shape.seed + trial as u64,
+                ..self.params.shape
+            };
+            for a in &mut out {
+                match self.one::<M>(layout, options, a.allocator, &shape, &mut managed)? {
+                    Ok(run) => a.runs.push(run),
+                    Err(why) => return Ok(Err(why)),
+                }
+            }
+        }
+        Ok(Ok(out))
+    }
+}
+
+impl Experiment for Frag {
+    const ID: ExperimentId = ExperimentId::Frag;
+    type Params = FragParams;
+    type Results = FragResults;
+    type Row = FragRow;
+
+    fn measure(ctx: &Ctx, params: &FragParams) -> Result<FragResults, RunError> {
+        params
+            .shape
+            .check()
+            .map_err(|why| RunError::NothingMeasured {
+                experiment: "frag",
+                why,
+            })?;
+        let allocators = ctx
+            .visit(Visitor {
+                params,
+                trials: ctx.plan.trials.max(1),
+            })?
+            .map_err(RunError::Workload)?;
+        if allocators
+            .iter()
+            .flat_map(|a| &a.runs)
+            .all(|r| r.filled == 0)
+        {
+            return Err(RunError::NothingMeasured {
+                experiment: "frag",
+                why: "no allocator could allocate a single page of the fill".into(),
+            });
+        }
+        Ok(FragResults {
+            shape: params.shape,
+            allocators,
+        })
+    }
+
+    fn rows(ctx: &Ctx, results: &FragResults) -> Vec<FragRow> {
+        let s = &results.shape;
+        let shape = FragRowParams {
+            free: s.free,
+            churn: s.churn,
+            iterations: s.iterations,
+            immovable: s.immovable,
+            cpus: s.cpus,
+            sample_every: s.sample_every,
+        };
+        results
+            .allocators
+            .iter()
+            .filter(|a| !a.runs.is_empty())
+            .map(|a| {
+                let extra = FragExtra {
+                    end_free_huge_percent: a.end_share(),
+                    end_mixed_pageblocks: Interval::of_median(
+                        &a.end(|s| s.mixed_pageblocks as f64),
+                    )
+                    .ok(),
+                    refused: a.runs.iter().map(|r| r.refused).sum(),
+                    filled: a.runs.iter().map(|r| r.filled).collect(),
+                    series: a.runs.iter().map(|r| r.series.clone()).collect(),
+                };
+                Row::new(a.allocator, ctx.model, shape, a.measurement(), extra)
+            })
+            .collect()
+    }
+
+    fn render(_ctx: &Ctx, results: &FragResults) -> String {
+        render(&results.allocators)
+    }
+}
+
+/// The table: the end state per allocator, then the series at a few
+/// points, then the published figures.
+fn render(results: &[AllocatorRuns]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<14} {:>26} {:>16} {:>22} {:>8} {:>9}",
+        "allocator",
+        "free huge frames, % of all",
+        "mixed blocks",
+        "fallbacks w/c/s",
+        "refused",
+        "ns/op"
+    );
+    for a in results {
+        let share = a.end_share().map_or("-".into(), |i| {
+            format!("{:.2} [{:.2}, {:.2}]", i.median, i.lo, i.hi)
+        });
+        let mixed = Interval::of_median(&a.end(|s| s.mixed_pageblocks as f64))
+            .map_or("-".into(), |i| format!("{:.0}", i.median));
+        let fallbacks = median_run(a)
+            .and_then(|r| r.series.last()?.fallbacks)
+            .map_or("-".into(), |f| {
+                format!("{}/{}/{}", f.whole_block, f.claimed, f.stolen)
+            });
+        let refused: u64 = a.runs.iter().map(|r| r.refused).sum();
+        let _ = writeln!(
+            out,
+            "{:<14} {share:>26} {mixed:>16} {fallbacks:>22} {refused:>8} {:>9.1}",
+            a.allocator.to_string(),
+            a.measurement().ns_per_op.median,
+        );
+    }
+    out.push_str(&series_table(results));
+    out.push_str("\npublished (LLFree paper, a 128 GiB VM on 8 cores, 100 iterations):");
+    for (who, pct) in PUBLISHED {
+        let _ = write!(out, " {who} {pct} %;");
+    }
+    out.push_str(
+        "\nfallbacks w/c/s: a whole free pageblock claimed / a smaller block whose pageblock was claimed / a smaller block used in another type's pageblock (mm_page_alloc_extfrag's kinds); mixed blocks: pageblocks holding a page of another migratetype (LLFree: huge frames holding both classes).\n",
+    );
+    out
+}
+
+/// The run whose end share is the median's (the lower middle one for an
+/// even count).
+fn median_run(a: &AllocatorRuns) -> Option<&FragRun> {
+    let mut runs: Vec<&FragRun> = a.runs.iter().collect();
+    runs.sort_by(|x, y| {
+        let share = |r: &FragRun| r.series.last().map_or(0.0, |s| s.free_huge_of_all());
+        share(x).total_cmp(&share(y))
+    });
+    runs.get(runs.len().saturating_sub(1) / 2).copied()
+}
+
+/// Wholly free huge frames (% of all) after the free and at quarters of
+/// the iterations, medians over the trials.
+fn series_table(results: &[AllocatorRuns]) -> String {
+    use std::fmt::Write;
+    let Some(first) = results.iter().flat_map(|a| a.runs.first()).next() else {
+        return String::new();
+    };
+    let len = first.series.len();
+    if len < 2 {
+        return String::new();
+    }
+    let last = len - 1;
+    let mut points = vec![0, last / 4, last / 2, 3 * last / 4, last];
+    points.dedup();
+    let mut out = String::from("\nfree huge frames, % of all, after iteration:\n");
+    let _ = write!(out, "{:<14}", "allocator");
+    for &p in &points {
+        let iteration = first.series[p].iteration;
+        let _ = write!(out, " {iteration:>8}");
+    }
+    out.push('\n');
+    for a in results {
+        let _ = write!(out, "{:<14}", a.allocator.to_string());
+        for &p in &points {
+            let at: Vec<f64> = a
+                .runs
+                .iter()
+                .filter_map(|r| r.series.get(p).map(|s| s.free_huge_of_all() * 100.0))
+                .collect();
+            let cell = Interval::of_median(&at).map_or("-".into(), |i| format!("{:.2}", i.median));
+            let _ = write!(out, " {cell:>8}");
+        }
+        out.push('\n');
+    }
+    out
+}
