@@ -407,6 +407,7 @@ fn stats_total_adds_every_counter_of_every_zone() {
         sum.hole_hits += s.hole_hits;
         sum.fallbacks += s.fallbacks;
         sum.steals += s.steals;
+        sum.whole_block_claims += s.whole_block_claims;
         sum.merge_likely_tails += s.merge_likely_tails;
         sum.numa += s.numa;
     }
