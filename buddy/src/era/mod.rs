@@ -652,11 +652,11 @@ impl Path {
 /// reads one byte and jumps to a form compiled without the others' tests,
 /// as a kernel patches a static key's jump into its code once.
 ///
-/// The choices are bits: [`PcpForm::TUNED`], 6.7's tuning of `pcp->high`
-/// (fixed by the era and the mechanisms), [`PcpForm::DEFERRED`],
-/// deferred struct page init's grow on a miss (the `deferred_pages` key,
-/// which `page_alloc_init_late` turns off), and [`PcpForm::ENTRY`], the
-/// kernel's per-call entry (fixed by the era and the mechanisms).
+/// The choices are bits: [`PcpForm::TUNED`], 6.7's tuning of `pcp->high`,
+/// [`PcpForm::BATCH`], lists without a drain factor, [`PcpForm::ENTRY`],
+/// the kernel's per-call entry (the three fixed by the era and the
+/// mechanisms), and [`PcpForm::DEFERRED`], deferred init's grow on a miss
+/// (the `deferred_pages` key, off after `page_alloc_init_late`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PcpForm(u8);
 
@@ -667,12 +667,16 @@ impl PcpForm {
     pub(crate) const DEFERRED: u8 = 1 << 1;
     /// The kernel's per-call entry is in the path.
     pub(crate) const ENTRY: u8 = 1 << 2;
+    /// A plain `batch` drains at `high`, no `free_factor` (before 5.14, and
+    /// 6.7 on untuned); neither this nor `TUNED` is 5.14 to 6.6's factor.
+    pub(crate) const BATCH: u8 = 1 << 3;
 
     /// The form for `path` with the `deferred_pages` key as given.
     pub(crate) fn new(path: &Path, deferred_pages: bool) -> PcpForm {
         let bit = |on: bool, b: u8| if on { b } else { 0 };
         PcpForm(
             bit(path.pcp_high_tuning, Self::TUNED)
+                | bit(!path.pcp_free_factor && !path.pcp_high_tuning, Self::BATCH)
                 | bit(deferred_pages, Self::DEFERRED)
                 | bit(path.entry, Self::ENTRY),
         )

@@ -189,22 +189,37 @@ fn the_form_byte_holds_each_choice() {
     };
     let tuned = Path::new(Era::V6_18, no_entry);
     let untuned = Path::new(Era::V5_13, no_entry);
+    let factor = Path::new(Era::V6_1, no_entry);
     assert_eq!(PcpForm::new(&tuned, false).bits(), PcpForm::TUNED);
     assert_eq!(
         PcpForm::new(&tuned, true).bits(),
         PcpForm::TUNED | PcpForm::DEFERRED
     );
-    assert_eq!(PcpForm::new(&untuned, true).bits(), PcpForm::DEFERRED);
-    assert_eq!(PcpForm::new(&untuned, false).bits(), 0);
-    // Bookkeeping only has no watermarks, so no tuning either.
+    assert_eq!(
+        PcpForm::new(&untuned, true).bits(),
+        PcpForm::BATCH | PcpForm::DEFERRED
+    );
+    assert_eq!(PcpForm::new(&untuned, false).bits(), PcpForm::BATCH);
+    assert_eq!(PcpForm::new(&factor, true).bits(), PcpForm::DEFERRED);
+    assert_eq!(PcpForm::new(&factor, false).bits(), 0);
+    // Bookkeeping only has no watermarks, so no tuning either: 6.18's
+    // lists then drain a plain batch, as it has no drain factor.
     let bookkeeping = Path::new(Era::V6_18, Mechanisms::BOOKKEEPING);
-    assert_eq!(PcpForm::new(&bookkeeping, false).bits(), 0);
+    assert_eq!(PcpForm::new(&bookkeeping, false).bits(), PcpForm::BATCH);
     // The entry is 5.13's and later eras' only.
     let all = |era| PcpForm::new(&Path::new(era, Mechanisms::ALL), false).bits();
     assert_eq!(all(Era::V6_18), PcpForm::TUNED | PcpForm::ENTRY);
     assert_eq!(all(Era::V6_1), PcpForm::ENTRY);
-    assert_eq!(all(Era::V5_13), PcpForm::ENTRY);
-    assert_eq!(all(Era::V2_6_23), 0);
+    // The drain factor is 5.14 to 6.6's only: the one sizing with
+    // neither bit, and never the tuning and a plain batch together.
+    for era in Era::ALL {
+        let form = all(era);
+        let sizing = form & (PcpForm::BATCH | PcpForm::TUNED);
+        assert_eq!(sizing == 0, era.pcp_free_factor(), "{era}");
+        assert_ne!(sizing, PcpForm::BATCH | PcpForm::TUNED, "{era}");
+    }
+    assert_eq!(all(Era::V5_13), PcpForm::BATCH | PcpForm::ENTRY);
+    assert_eq!(all(Era::V2_6_23), PcpForm::BATCH);
 }
 
 #[test]

@@ -34,7 +34,7 @@
 
 use sparsemem::{BuddyPage, Order, Pfn};
 
-use super::{Pcp, PerCpu};
+use super::{BATCH, FACTOR, Pcp, PerCpu, TUNED};
 use crate::alloc::Allocator;
 use crate::era::PcpForm;
 use crate::error::{FreeError, RequestError};
@@ -160,13 +160,16 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         order: Order,
         gfp: Gfp,
     ) -> Result<Pfn, RequestError> {
-        const TUNED: u8 = PcpForm::TUNED;
         const DEFERRED: u8 = PcpForm::DEFERRED;
-        match self.alloc.pcp_form.bits() & (TUNED | DEFERRED) {
-            0 => self.__alloc_pages::<false, false>(order, gfp),
-            TUNED => self.__alloc_pages::<true, false>(order, gfp),
-            DEFERRED => self.__alloc_pages::<false, true>(order, gfp),
-            _ => self.__alloc_pages::<true, true>(order, gfp),
+        const TUNED_DEFERRED: u8 = TUNED | DEFERRED;
+        match self.alloc.pcp_form.bits() & (TUNED | BATCH | DEFERRED) {
+            FACTOR => self.__alloc_pages::<FACTOR, false>(order, gfp),
+            TUNED => self.__alloc_pages::<TUNED, false>(order, gfp),
+            BATCH => self.__alloc_pages::<BATCH, false>(order, gfp),
+            DEFERRED => self.__alloc_pages::<FACTOR, true>(order, gfp),
+            TUNED_DEFERRED => self.__alloc_pages::<TUNED, true>(order, gfp),
+            // `BATCH | DEFERRED`, the one combination left.
+            _ => self.__alloc_pages::<BATCH, true>(order, gfp),
         }
     }
 
@@ -174,7 +177,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// with the tuning as the form byte says.
     #[inline(always)]
     pub(super) fn free_pages_entry(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
-        if self.alloc.pcp_form.bits() & PcpForm::TUNED != 0 {
+        if self.alloc.pcp_form.bits() & TUNED != 0 {
             self.__free_pages::<true>(pfn, order)
         } else {
             self.__free_pages::<false>(pfn, order)
@@ -186,41 +189,45 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// entry's work runs in the inner call here; the kernel splits it
     /// between the two).
     #[inline(never)]
-    fn __alloc_pages<const TUNED: bool, const DEFERRED: bool>(
+    fn __alloc_pages<const SIZING: u8, const DEFERRED: bool>(
         &mut self,
         order: Order,
         gfp: Gfp,
     ) -> Result<Pfn, RequestError> {
-        self.get_page_from_freelist::<TUNED, DEFERRED>(order, gfp)
+        self.get_page_from_freelist::<SIZING, DEFERRED>(order, gfp)
     }
 
     /// `get_page_from_freelist` as the call the kernel makes.
     #[inline(never)]
-    fn get_page_from_freelist<const TUNED: bool, const DEFERRED: bool>(
+    fn get_page_from_freelist<const SIZING: u8, const DEFERRED: bool>(
         &mut self,
         order: Order,
         gfp: Gfp,
     ) -> Result<Pfn, RequestError> {
-        self.alloc_pages_on::<TUNED, DEFERRED, true>(order, gfp)
+        self.alloc_pages_on::<SIZING, DEFERRED, true>(order, gfp)
     }
 
     /// `__free_pages` with the kernel's entry: a call of its own, calling
     /// `free_unref_page` (5.13) or `__free_frozen_pages` (6.18) as a
     /// second one, which drops the reference (the claim) and frees.
     #[inline(never)]
-    fn __free_pages<const TUNED: bool>(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
-        self.free_unref_page::<TUNED>(pfn, order)
+    fn __free_pages<const TUNING: bool>(
+        &mut self,
+        pfn: Pfn,
+        order: Order,
+    ) -> Result<(), FreeError> {
+        self.free_unref_page::<TUNING>(pfn, order)
     }
 
     /// `free_unref_page` / `__free_frozen_pages` as the call the kernel
     /// makes.
     #[inline(never)]
-    fn free_unref_page<const TUNED: bool>(
+    fn free_unref_page<const TUNING: bool>(
         &mut self,
         pfn: Pfn,
         order: Order,
     ) -> Result<(), FreeError> {
-        self.free_pages_on::<TUNED>(pfn, order)
+        self.free_pages_on::<TUNING>(pfn, order)
     }
 }
 
@@ -346,7 +353,7 @@ mod tests {
             let tuned = if era == Era::V6_18 {
                 PcpForm::TUNED | PcpForm::ENTRY
             } else {
-                PcpForm::ENTRY
+                PcpForm::BATCH | PcpForm::ENTRY
             };
             let options = Options {
                 deferred_init: true,

@@ -81,6 +81,17 @@ const NR_LOWORDER_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER
 /// no walk over the lists can tell from the kernel's shorter array.
 pub const NR_PCP_LISTS: usize = NR_LOWORDER_PCP_LISTS + MIGRATE_PCPTYPES;
 
+/// How an allocation's form sizes the lists (`SIZING`, the form byte's
+/// `TUNED` and `BATCH` bits): `batch << free_factor`, halved by each
+/// allocation (`FACTOR`, 5.14 to 6.6, neither bit: the dispatch's first
+/// form), a plain `batch` (`BATCH`: before 5.14, or 6.7 on untuned), or
+/// 6.7's tuning (`TUNED`). A free has two forms, tuned or not: its one
+/// test of the factor, `free_high`'s, follows the order's, and before
+/// 5.14 only order 0 reaches it.
+pub(super) const FACTOR: u8 = 0;
+pub(super) const BATCH: u8 = PcpForm::BATCH;
+pub(super) const TUNED: u8 = PcpForm::TUNED;
+
 /// One CPU's `per_cpu_pages` for one zone.
 #[derive(Default)]
 struct Pcp<P> {
@@ -272,6 +283,9 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// the era's THP lists.
     #[inline(always)]
     fn order_to_pindex(&self, mt: Migratetype, order: Order) -> usize {
+        // A request's migratetype (`gfp_migratetype`, or Movable for all
+        // without mobility grouping) always has a per-CPU list.
+        debug_assert!(mt.index() < MIGRATE_PCPTYPES);
         if order.get() > PAGE_ALLOC_COSTLY_ORDER {
             NR_LOWORDER_PCP_LISTS
                 + match self.alloc.path.pcp_thp_lists {
@@ -296,53 +310,48 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         order: Order,
     ) -> Option<OwnedBlock<M::Page>> {
         let alloc = self.alloc;
-        // A request's migratetype (`gfp_migratetype`, or Movable for all
-        // without mobility grouping) always has a per-CPU list.
-        debug_assert!(mt.index() < MIGRATE_PCPTYPES);
         let pindex = self.order_to_pindex(mt, order);
-        let pcp = &mut self.pcp[zid.index()];
-        if pcp.lists[pindex].is_empty() {
-            pcp.refill(alloc, zid, order, mt, pindex, TRYLOCK);
-        }
-        let block = pcp.lists[pindex].pop_front(&alloc.model, order)?;
-        pcp.count -= order.nr_pages();
-        pcp.pending_allocs[order.index()] += 1;
-        Some(block)
+        self.pcp[zid.index()].__rmqueue_pcplist::<M, V, TRYLOCK>(alloc, zid, mt, order, pindex)
     }
 
     /// `rmqueue_pcplist`: [`PerCpu::__rmqueue_pcplist`] under the pcp lock
     /// (6.0 on), prepared for the caller; `None` when the list cannot be
-    /// refilled or the trylock fails, so the caller goes to the zone.
+    /// refilled or the trylock fails, so the caller goes to the zone. The
+    /// zone's `per_cpu_pages` is looked up once, before the lock, so that
+    /// the lock's atomic does not make the compiler look it up again.
     #[inline(always)]
-    fn rmqueue_pcplist<const TUNED: bool, const TRYLOCK: bool>(
+    fn rmqueue_pcplist<const SIZING: u8, const TRYLOCK: bool>(
         &mut self,
         zid: ZoneId,
         mt: Migratetype,
         order: Order,
         gfp: Gfp,
     ) -> Option<Pfn> {
-        let locked = self.alloc.path.pcp_lock;
-        if locked && !self.pcp[zid.index()].lock.try_lock() {
+        let alloc = self.alloc;
+        let locked = alloc.path.pcp_lock;
+        let pindex = self.order_to_pindex(mt, order);
+        let pcp = &mut self.pcp[zid.index()];
+        if locked && !pcp.lock.try_lock() {
             return None;
         }
-        if TUNED {
+        match SIZING {
             // Allocations shrink the next drain (6.7).
-            self.pcp[zid.index()].free_count >>= 1;
-        } else {
-            // And before, its shift (5.14 to 6.6; 0 in the eras without).
-            self.pcp[zid.index()].free_factor >>= 1;
+            TUNED => pcp.free_count >>= 1,
+            // And before, its shift (5.14 to 6.6).
+            FACTOR => pcp.free_factor >>= 1,
+            _ => {}
         }
-        let block = self.__rmqueue_pcplist::<TRYLOCK>(zid, mt, order);
+        let block = pcp.__rmqueue_pcplist::<M, V, TRYLOCK>(alloc, zid, mt, order, pindex);
         if locked {
-            self.pcp[zid.index()].lock.unlock();
+            pcp.lock.unlock();
         }
-        Some(self.alloc.prep_new_page(block?, gfp))
+        Some(alloc.prep_new_page(block?, gfp))
     }
 
     /// `rmqueue`: through the per-CPU list when the order may use it, else
     /// (or when that fails) from the zone (`rmqueue_buddy`).
     #[inline(always)]
-    fn rmqueue<const TUNED: bool>(
+    fn rmqueue<const SIZING: u8>(
         &mut self,
         zid: ZoneId,
         ac: AllocContext,
@@ -350,7 +359,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     ) -> Option<Pfn> {
         if self.pcp_allowed_order(order)
             && let Some(pfn) =
-                self.rmqueue_pcplist::<TUNED, false>(zid, ac.migratetype, order, ac.gfp)
+                self.rmqueue_pcplist::<SIZING, false>(zid, ac.migratetype, order, ac.gfp)
         {
             return Some(pfn);
         }
@@ -360,10 +369,10 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// [`PerCpu::rmqueue`] with the era's tuning chosen at run time, for
     /// the paths off the fast one.
     fn rmqueue_any(&mut self, zid: ZoneId, ac: AllocContext, order: Order) -> Option<Pfn> {
-        if self.alloc.path.pcp_high_tuning {
-            self.rmqueue::<true>(zid, ac, order)
-        } else {
-            self.rmqueue::<false>(zid, ac, order)
+        match self.alloc.pcp_form.bits() & (TUNED | BATCH) {
+            TUNED => self.rmqueue::<TUNED>(zid, ac, order),
+            BATCH => self.rmqueue::<BATCH>(zid, ac, order),
+            _ => self.rmqueue::<FACTOR>(zid, ac, order),
         }
     }
 
@@ -406,14 +415,15 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// allows the order there ([`PerCpu::pcp_allowed_order`]), else on the
     /// zone path, walking the zonelist with the watermark checks.
     ///
-    /// 6.7's tuning of `pcp->high` is in the path or not by the era, as a
-    /// kernel either has that code or does not, and deferred struct page
-    /// init's grow on a miss while the `deferred_pages` key is on
-    /// ([`Allocator::deferred_pages_enabled`]; `page_alloc_init_late` turns
-    /// it off). Both are folded into the allocator's one form byte
+    /// How the era sizes the lists is in the path as that era's kernel has
+    /// it (a `batch` at `high` before 5.14, the drain factor and `free_high`
+    /// from 5.14 to 6.6, 6.7's tuning of `pcp->high` after), and deferred
+    /// struct page init's grow on a miss while the `deferred_pages` key is
+    /// on ([`Allocator::deferred_pages_enabled`]; `page_alloc_init_late`
+    /// turns it off). Both are folded into the allocator's one form byte
     /// (`PcpForm`), rewritten whenever either changes: a call reads that
-    /// byte and jumps to a form compiled on its own, so an older era's path
-    /// carries none of the tuning's tests and a booted one none of the
+    /// byte and jumps to a form compiled on its own, so an era's path
+    /// carries none of another era's sizing and a booted one none of the
     /// grow's (a static branch, like the kernel's static keys, rather than
     /// a flag read at each step). The kernel's per-call entry
     /// ([`Mechanisms::entry`](crate::Mechanisms::entry)) is a third bit of
@@ -421,13 +431,12 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// so the forms without it stay as small as they were.
     #[inline(always)]
     pub fn alloc_pages(&mut self, order: Order, gfp: Gfp) -> Result<Pfn, RequestError> {
-        const TUNED: u8 = PcpForm::TUNED;
-        // Two arms inline and the rest behind one call: a match of four or
-        // more arms compiles to a jump table, which costs a booted path
-        // five more instructions than two compares.
+        // The booted forms inline and the rest behind one call; a chain
+        // of compares, in the order of the byte's values.
         match self.alloc.pcp_form.bits() {
-            0 => self.alloc_pages_on::<false, false, false>(order, gfp),
-            TUNED => self.alloc_pages_on::<true, false, false>(order, gfp),
+            FACTOR => self.alloc_pages_on::<FACTOR, false, false>(order, gfp),
+            TUNED => self.alloc_pages_on::<TUNED, false, false>(order, gfp),
+            BATCH => self.alloc_pages_on::<BATCH, false, false>(order, gfp),
             _ => self.alloc_pages_unbooted_or_entry(order, gfp),
         }
     }
@@ -435,7 +444,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// The forms of [`PerCpu::alloc_pages`] a booted path without the
     /// kernel's entry never takes: `deferred_grow_zone` on a miss (until
     /// `page_alloc_init_late`), and every form with `PcpForm::ENTRY`. Out
-    /// of line, so the two booted forms' dispatch stays two compares; the
+    /// of line, so the booted forms' dispatch stays a few compares; the
     /// kernel keeps its deferred grow inline behind a static branch
     /// instead, so pfnlab's window pays one call more per allocation.
     #[inline(never)]
@@ -445,20 +454,22 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         gfp: Gfp,
     ) -> Result<Pfn, RequestError> {
         const DEFERRED: u8 = PcpForm::DEFERRED;
-        const TUNED_DEFERRED: u8 = PcpForm::TUNED | DEFERRED;
+        const TUNED_DEFERRED: u8 = TUNED | DEFERRED;
+        const BATCH_DEFERRED: u8 = BATCH | DEFERRED;
         match self.alloc.pcp_form.bits() {
-            DEFERRED => self.alloc_pages_on::<false, true, false>(order, gfp),
-            TUNED_DEFERRED => self.alloc_pages_on::<true, true, false>(order, gfp),
+            DEFERRED => self.alloc_pages_on::<FACTOR, true, false>(order, gfp),
+            TUNED_DEFERRED => self.alloc_pages_on::<TUNED, true, false>(order, gfp),
+            BATCH_DEFERRED => self.alloc_pages_on::<BATCH, true, false>(order, gfp),
             _ => self.alloc_pages_entry(order, gfp),
         }
     }
 
-    /// [`PerCpu::alloc_pages`] with the tuning in the path (`TUNED`) or
-    /// not, `deferred_grow_zone` on a miss (`DEFERRED`) or not, and the
-    /// kernel's entry (`ENTRY`: `current_gfp_context`, the preferred zone
+    /// [`PerCpu::alloc_pages`] with the lists sized as `SIZING` says,
+    /// `deferred_grow_zone` on a miss (`DEFERRED`) or not, and the kernel's
+    /// entry (`ENTRY`: `current_gfp_context`, the preferred zone
     /// and `zone_statistics`; its calls are `__alloc_pages`') or not.
     #[inline(always)]
-    fn alloc_pages_on<const TUNED: bool, const DEFERRED: bool, const ENTRY: bool>(
+    fn alloc_pages_on<const SIZING: u8, const DEFERRED: bool, const ENTRY: bool>(
         &mut self,
         order: Order,
         gfp: Gfp,
@@ -485,15 +496,15 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
                 continue;
             };
             let allowed = self.cpuset.as_ref().is_none_or(|m| m.test(zone.node));
-            if alloc.zone_usable(zone, order, &ac, flags, allowed, TUNED)
-                && let Some(pfn) = self.rmqueue::<TUNED>(zid, ac, order)
+            if alloc.zone_usable(zone, order, &ac, flags, allowed, SIZING == TUNED)
+                && let Some(pfn) = self.rmqueue::<SIZING>(zid, ac, order)
             {
                 return Ok(self.count_numa(preferred, zid, pfn));
             }
             if DEFERRED
                 && allowed
                 && zone.kind <= ac.highest_zone
-                && let Some(pfn) = self.grow_and_rmqueue::<TUNED>(zid, ac, order)
+                && let Some(pfn) = self.grow_and_rmqueue::<SIZING>(zid, ac, order)
             {
                 return Ok(self.count_numa(preferred, zid, pfn));
             }
@@ -516,14 +527,14 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// watermark (`goto try_this_zone`).
     #[cold]
     #[inline(never)]
-    fn grow_and_rmqueue<const TUNED: bool>(
+    fn grow_and_rmqueue<const SIZING: u8>(
         &mut self,
         zid: ZoneId,
         ac: AllocContext,
         order: Order,
     ) -> Option<Pfn> {
         while self.alloc.deferred_grow_zone(zid, order) {
-            if let Some(pfn) = self.rmqueue::<TUNED>(zid, ac, order) {
+            if let Some(pfn) = self.rmqueue::<SIZING>(zid, ac, order) {
                 return Some(pfn);
             }
         }
@@ -569,10 +580,10 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// other orders, isolated pageblocks and a failed pcp trylock go to the
     /// zone.
     /// As for allocation, 6.7's tuning is compiled into one form of the
-    /// path and absent from the other, chosen by the form byte.
+    /// path and absent from the other, chosen by the form byte (the drain
+    /// factor needs none here: see the sizing constants).
     #[inline(always)]
     pub fn free_pages(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
-        const TUNED: u8 = PcpForm::TUNED;
         const ENTRY: u8 = PcpForm::ENTRY;
         match self.alloc.pcp_form.bits() & (TUNED | ENTRY) {
             0 => self.free_pages_on::<false>(pfn, order),
@@ -582,9 +593,10 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         }
     }
 
-    /// [`PerCpu::free_pages`] with the tuning in the path (`TUNED`) or not.
+    /// [`PerCpu::free_pages`] with the tuning in the path (`TUNING`) or
+    /// not.
     #[inline(always)]
-    fn free_pages_on<const TUNED: bool>(
+    fn free_pages_on<const TUNING: bool>(
         &mut self,
         pfn: Pfn,
         order: Order,
@@ -605,7 +617,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         pcp.lists[pindex].push_front(block);
         pcp.count += order.nr_pages();
         pcp.pending_frees[order.index()] += 1;
-        if TUNED {
+        if TUNING {
             let free_high = pcp.note_free(order);
             if free_high || pcp.count >= pcp.high || alloc.zones[zid.index()].below_high() {
                 pcp.commit_tuned(alloc, zid, pindex, free_high);

@@ -50,7 +50,7 @@
 
 use sparsemem::{Migratetype, Order, Pfn};
 
-use super::PerCpu;
+use super::{BATCH, FACTOR, PerCpu, TUNED};
 use crate::alloc::Allocator;
 use crate::era::NotInEra;
 use crate::error::{FreeError, RequestError};
@@ -162,10 +162,10 @@ impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
     /// if the zone lock is free.
     fn rmqueue_trylock(&mut self, zid: ZoneId, ac: AllocContext, order: Order) -> Option<Pfn> {
         let (mt, gfp) = (ac.migratetype, ac.gfp);
-        let listed = if self.alloc.path.pcp_high_tuning {
-            self.rmqueue_pcplist::<true, true>(zid, mt, order, gfp)
-        } else {
-            self.rmqueue_pcplist::<false, true>(zid, mt, order, gfp)
+        let listed = match self.alloc.pcp_form.bits() & (TUNED | BATCH) {
+            TUNED => self.rmqueue_pcplist::<TUNED, true>(zid, mt, order, gfp),
+            BATCH => self.rmqueue_pcplist::<BATCH, true>(zid, mt, order, gfp),
+            _ => self.rmqueue_pcplist::<FACTOR, true>(zid, mt, order, gfp),
         };
         listed.or_else(|| self.alloc.rmqueue_buddy_trylock(zid, order, mt, gfp))
     }

@@ -8,11 +8,32 @@ use sparsemem::{BuddyPage, Migratetype, Order};
 
 use super::Pcp;
 use crate::alloc::{Allocator, LockPolicy};
+use crate::list::OwnedBlock;
 use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 use crate::zone::FreeArea;
 
 impl<P: BuddyPage> Pcp<P> {
+    /// `__rmqueue_pcplist` on these lists: list `pindex`'s first block,
+    /// refilled first when empty.
+    #[inline(always)]
+    pub(super) fn __rmqueue_pcplist<M: BuddyModel<Page = P>, V: Variant, const TRYLOCK: bool>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zid: ZoneId,
+        mt: Migratetype,
+        order: Order,
+        pindex: usize,
+    ) -> Option<OwnedBlock<P>> {
+        if self.lists[pindex].is_empty() {
+            self.refill(alloc, zid, order, mt, pindex, TRYLOCK);
+        }
+        let block = self.lists[pindex].pop_front(&alloc.model, order)?;
+        self.count -= order.nr_pages();
+        self.pending_allocs[order.index()] += 1;
+        Some(block)
+    }
+
     /// `rmqueue_bulk`: moves up to `count` blocks of `order` from the zone
     /// to the list `pindex`; returns how many. With `trylock`
     /// (`ALLOC_TRYLOCK`, Linux 6.15, commit 97769a53f117) the zone lock is
