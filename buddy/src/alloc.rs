@@ -174,6 +174,31 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         self.frames.as_ref()?.page_address(pfn)
     }
 
+    /// Whether `pfn` heads a block the allocator handed out at `order`:
+    /// a managed page of an allocator zone, not `PG_reserved`, aligned to
+    /// `order`, not a compound tail, on no free or per-CPU list, with one
+    /// reference and `order` in `private` (what a free of `(pfn, order)`
+    /// would claim).
+    pub(crate) fn is_allocated_head(&self, pfn: Pfn, order: Order) -> bool {
+        if !pfn.get().is_multiple_of(order.nr_pages()) {
+            return false;
+        }
+        let Some(page) = self.model.pfn_to_page(pfn) else {
+            return false;
+        };
+        let in_zone = self
+            .zones
+            .get(ZoneId::new(page.zone_id()).index())
+            .is_some_and(|z| z.spans(pfn));
+        in_zone
+            && !page.test(PageFlag::Reserved)
+            && !page.test(PageFlag::Buddy)
+            && !page.test(PageFlag::Pcp)
+            && page.compound_head().is_none()
+            && page.refcount() == 1
+            && page.private() == u64::from(order.get())
+    }
+
     /// `prep_new_page`: `post_alloc_hook` (with `__GFP_ZERO` and real
     /// frames, `kernel_init_pages` clears every page) and, with
     /// `__GFP_COMP`, `prep_compound_page`; returns the pfn handed out.

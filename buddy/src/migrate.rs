@@ -26,7 +26,10 @@
 //!   neither on the LRU nor a movable_ops page); a pinned page fails; a
 //!   target callback that gives nothing ends the call (`-ENOMEM`), the
 //!   sources not yet tried staying on the list uncounted, as the kernel
-//!   leaves them; otherwise the frame's bytes are copied where the
+//!   leaves them; a target the migration may not take (the source or a
+//!   block overlapping it, a block another owner holds, a block not handed
+//!   out at the source's order) goes back through `put_new`, counts as
+//!   a bad target and ends the call; otherwise the frame's bytes are copied where the
 //!   allocator has real frames (`folio_mc_copy`), the source is freed and
 //!   the owner is repointed (`remove_migration_ptes`).
 //!
@@ -249,6 +252,10 @@ pub enum MigrateFail {
     Pinned,
     /// The target callback gave nothing (`-ENOMEM`).
     NoTarget,
+    /// The target callback gave a block the migration may not take: the
+    /// source itself or one overlapping it, a block another owner holds,
+    /// a block of another order, or no block the allocator handed out.
+    BadTarget,
 }
 
 /// What migration did, in `/proc/vmstat`'s terms (base pages), with the
@@ -257,7 +264,7 @@ pub enum MigrateFail {
 pub struct MigrateCounts {
     /// `pgmigrate_success`.
     pub pgmigrate_success: u64,
-    /// `pgmigrate_fail`: the sum of the three reasons.
+    /// `pgmigrate_fail`: the sum of the reasons.
     pub pgmigrate_fail: u64,
     /// Pages failed as not movable.
     pub not_movable: u64,
@@ -265,6 +272,8 @@ pub struct MigrateCounts {
     pub pinned: u64,
     /// Pages failed for want of a target.
     pub no_target: u64,
+    /// Pages failed because the target given was refused.
+    pub bad_target: u64,
 }
 
 impl MigrateCounts {
@@ -274,6 +283,7 @@ impl MigrateCounts {
             MigrateFail::NotMovable => self.not_movable += nr_pages,
             MigrateFail::Pinned => self.pinned += nr_pages,
             MigrateFail::NoTarget => self.no_target += nr_pages,
+            MigrateFail::BadTarget => self.bad_target += nr_pages,
         }
     }
 }
@@ -285,6 +295,7 @@ impl std::ops::AddAssign for MigrateCounts {
         self.not_movable += o.not_movable;
         self.pinned += o.pinned;
         self.no_target += o.no_target;
+        self.bad_target += o.bad_target;
     }
 }
 
@@ -297,8 +308,8 @@ pub enum MigrateError {
     /// owner's back, or owned with another order): the target went back
     /// through `put_new`, the owner still holds the source.
     SourceFree(FreeError),
-    /// A target the callback gave is not a block the allocator handed out
-    /// (it could not be owned); it was given back through `put_new`.
+    /// A target the callback gave was refused ([`MigrateFail::BadTarget`]):
+    /// it went back through `put_new`, the owner still holds the source.
     BadTarget(Pfn),
 }
 
@@ -307,7 +318,7 @@ impl std::fmt::Display for MigrateError {
         match self {
             MigrateError::NoTarget => write!(f, "no target page for migration"),
             MigrateError::SourceFree(e) => write!(f, "freeing a migrated source: {e}"),
-            MigrateError::BadTarget(pfn) => write!(f, "target {pfn} is not an allocated block"),
+            MigrateError::BadTarget(pfn) => write!(f, "target {pfn} refused for migration"),
         }
     }
 }
@@ -338,24 +349,20 @@ fn source_owner<M: BuddyModel, V: Variant>(
     Ok((id, order))
 }
 
-/// The target `get_new` gave for `(src, order)` checked as an allocated
-/// block: a target the allocator did not hand out goes back through
-/// `put_new`.
-fn check_target<M: BuddyModel, V: Variant>(
+/// Whether the target `get_new` gave for the `order` block at `src` is one
+/// the migration may take: a block the allocator handed out at `order`
+/// (not reserved, aligned, a head), held by no owner, and disjoint from
+/// `src` (so not `src` itself).
+fn target_ok<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
+    owners: &Owners,
+    src: Pfn,
     dst: Pfn,
-    put_new: &mut impl FnMut(Pfn),
-) -> Result<Pfn, MigrateError> {
-    let ok = alloc
-        .model()
-        .pfn_to_page(dst)
-        .is_some_and(|p| p.refcount() > 0 && !p.test(PageFlag::Buddy) && !p.test(PageFlag::Pcp));
-    if ok {
-        Ok(dst)
-    } else {
-        put_new(dst);
-        Err(MigrateError::BadTarget(dst))
-    }
+    order: Order,
+) -> bool {
+    let nr = order.nr_pages();
+    let disjoint = src.get() + nr <= dst.get() || dst.get() + nr <= src.get();
+    disjoint && owners.owner_of(dst).is_none() && alloc.is_allocated_head(dst, order)
 }
 
 /// `migrate_pages(from, get_new_folio, put_new_folio, ...)`: moves each
@@ -393,9 +400,11 @@ pub fn migrate_pages<M: BuddyModel, V: Variant>(
             stop = Some(MigrateError::NoTarget);
             break;
         };
-        if let Err(e) = check_target(alloc, dst, &mut put_new) {
+        if !target_ok(alloc, owners, src, dst, order) {
+            put_new(dst);
+            counts.fail(MigrateFail::BadTarget, order.nr_pages());
             left.push(src);
-            stop = Some(e);
+            stop = Some(MigrateError::BadTarget(dst));
             break;
         }
         if let Some(frames) = &alloc.frames {

@@ -166,6 +166,7 @@ fn each_failure_reason_is_counted_and_nothing_is_lost() {
         not_movable: 1,
         pinned: 1,
         no_target: 1,
+        bad_target: 0,
     };
     assert_eq!(counts, want);
     check(&alloc, &layout, &owners, &[(unowned, Order::ZERO)]);
@@ -198,6 +199,56 @@ fn each_failure_reason_is_counted_and_nothing_is_lost() {
         &owners,
         &[(unowned, Order::ZERO), (wrong_pfn, Order::ZERO)],
     );
+}
+
+/// A target that is the source, a block another owner holds, or a block
+/// of another order than the source is refused: given back through
+/// `put_new`, counted as a bad target, and the owners stay as they were.
+#[test]
+fn refused_targets_are_given_back_and_counted() {
+    let layout = layout();
+    let alloc = allocator(&layout, true);
+    let mut owners = Owners::new();
+    let movable = Gfp::HIGHUSER_MOVABLE;
+    let two = Order::new(2);
+    let src = alloc.alloc_pages(two, movable, NodeId::ZERO, None).unwrap();
+    let id = owners.own(&alloc, src, two, movable).unwrap();
+    fill(&alloc, src, two, 7);
+    let other_pfn = alloc.alloc_pages(two, movable, NodeId::ZERO, None).unwrap();
+    let other = owners.own(&alloc, other_pfn, two, movable).unwrap();
+    let small = alloc0(&alloc, movable).unwrap();
+    for dst in [src, other_pfn, small] {
+        let mut list = vec![src];
+        let mut counts = MigrateCounts::default();
+        let mut given_back = Vec::new();
+        let r = migrate_pages(
+            &alloc,
+            &mut owners,
+            &mut list,
+            |_, _| Some(dst),
+            |pfn| given_back.push(pfn),
+            &mut counts,
+        );
+        assert!(
+            matches!(r, Err(MigrateError::BadTarget(p)) if p == dst),
+            "{r:?}"
+        );
+        assert_eq!(given_back, vec![dst]);
+        assert_eq!(list, vec![src]);
+        assert_eq!(
+            (
+                counts.pgmigrate_success,
+                counts.pgmigrate_fail,
+                counts.bad_target
+            ),
+            (0, 4, 4)
+        );
+        assert_eq!(owners.resolve(id), Some((src, two)));
+        assert_eq!(owners.resolve(other), Some((other_pfn, two)));
+        assert_eq!(owners.len(), 2);
+        assert!(holds(&alloc, src, two, 7));
+    }
+    check(&alloc, &layout, &owners, &[(small, Order::ZERO)]);
 }
 
 /// The zone filled with order-0 pages (every `kernel_every`-th a
