@@ -169,7 +169,12 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// `page_address`: where `pfn`'s frame is, with real frames
     /// ([`Options::frames`]); `None` without them or outside the layout's
     /// memory. Reading or writing it is the caller's `unsafe`, and sound
-    /// only while the caller holds the page.
+    /// only while the caller holds the page. A page given to an
+    /// [`crate::Owners`] table may move: it is the owner's, written only
+    /// while no [`crate::migrate_pages`] of that table runs, at the address
+    /// looked up again after one; and a page a table still names (freed
+    /// while owned, then handed out again) is not held by its new holder
+    /// until the stale owner is given up.
     pub fn page_address(&self, pfn: Pfn) -> Option<std::ptr::NonNull<u8>> {
         self.frames.as_ref()?.page_address(pfn)
     }

@@ -23,7 +23,9 @@
 //!   the retries run out.
 //! - [`migrate_pages`]: per source, in order: a page without an owner, or
 //!   in a `MIGRATE_HIGHATOMIC` pageblock, is *not movable* (a page that is
-//!   neither on the LRU nor a movable_ops page); a pinned page fails; a
+//!   neither on the LRU nor a movable_ops page); a pinned page fails; an
+//!   owner whose block is no longer allocated at its order (freed while
+//!   owned) is stale and fails before anything is asked, copied or freed; a
 //!   target callback that gives nothing ends the call (`-ENOMEM`), the
 //!   sources not yet tried staying on the list uncounted, as the kernel
 //!   leaves them; a target the migration may not take (the source or a
@@ -40,7 +42,7 @@
 
 use std::collections::HashMap;
 
-use sparsemem::{BuddyPage, Migratetype, Order, PageFlag, Pfn};
+use sparsemem::{Migratetype, Order, Pfn};
 
 use crate::alloc::Allocator;
 use crate::error::FreeError;
@@ -57,7 +59,8 @@ pub struct OwnerId(u32);
 pub enum OwnerError {
     /// The mask's migratetype is not `MIGRATE_MOVABLE`.
     NotMovable(Gfp),
-    /// `pfn` is not the head of an allocated block of the allocator.
+    /// `pfn` does not head a block the allocator handed out at the order
+    /// given.
     NotAllocated(Pfn),
     /// `pfn` already has an owner.
     AlreadyOwned(Pfn),
@@ -94,10 +97,15 @@ struct Owned {
 ///
 /// Invariants:
 /// - `by_pfn[p] == id` iff `slots[id]` is `Some` with pfn `p`;
-/// - every owned block was allocated when owned, and only
+/// - every owned block was allocated at its order when owned, and only
 ///   [`migrate_pages`] moves it (to a block it allocated).
 ///
-/// A frame an owner holds is the owner's: whoever writes it through
+/// A block an owner holds is held through the table from [`Owners::own`]
+/// to [`Owners::disown`]: it is freed only after `disown`. A block freed
+/// while still owned leaves a stale owner; [`migrate_pages`] checks each
+/// owner's block again before it touches it and refuses one that is no
+/// longer allocated at its order ([`MigrateFail::Stale`]). A frame an owner
+/// holds is the owner's: whoever writes it through
 /// [`Allocator::page_address`] must not run beside a [`migrate_pages`] of
 /// the same table (which takes it `&mut`), and must look the address up
 /// again after one, as a kernel user of a page re-reads its page table
@@ -117,6 +125,10 @@ impl Owners {
 
     /// Makes an owner for the allocated block `(pfn, order)`, allocated
     /// with `gfp`, which must be a movable mask.
+    ///
+    /// `pfn` must head a block the allocator handed out at exactly `order`
+    /// (aligned, in a zone, not `PG_reserved`, one reference, `order` in
+    /// `private`), else [`OwnerError::NotAllocated`].
     pub fn own<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
@@ -130,13 +142,7 @@ impl Owners {
         if self.by_pfn.contains_key(&pfn.get()) {
             return Err(OwnerError::AlreadyOwned(pfn));
         }
-        let allocated = alloc.model().pfn_to_page(pfn).is_some_and(|p| {
-            p.refcount() > 0
-                && !p.test(PageFlag::Buddy)
-                && !p.test(PageFlag::Pcp)
-                && p.compound_head().is_none()
-        });
-        if !allocated {
+        if !alloc.is_allocated_head(pfn, order) {
             return Err(OwnerError::NotAllocated(pfn));
         }
         let owned = Some(Owned {
@@ -250,6 +256,9 @@ pub enum MigrateFail {
     NotMovable,
     /// A pin (an extra reference `folio_expected_refs` does not expect).
     Pinned,
+    /// The owner's block is no longer allocated at its order (freed while
+    /// owned): nothing is copied or freed, the stale owner stays.
+    Stale,
     /// The target callback gave nothing (`-ENOMEM`).
     NoTarget,
     /// The target callback gave a block the migration may not take: the
@@ -270,6 +279,8 @@ pub struct MigrateCounts {
     pub not_movable: u64,
     /// Pages failed as pinned.
     pub pinned: u64,
+    /// Pages failed because their owner's block was freed while owned.
+    pub stale: u64,
     /// Pages failed for want of a target.
     pub no_target: u64,
     /// Pages failed because the target given was refused.
@@ -282,6 +293,7 @@ impl MigrateCounts {
         match why {
             MigrateFail::NotMovable => self.not_movable += nr_pages,
             MigrateFail::Pinned => self.pinned += nr_pages,
+            MigrateFail::Stale => self.stale += nr_pages,
             MigrateFail::NoTarget => self.no_target += nr_pages,
             MigrateFail::BadTarget => self.bad_target += nr_pages,
         }
@@ -294,6 +306,7 @@ impl std::ops::AddAssign for MigrateCounts {
         self.pgmigrate_fail += o.pgmigrate_fail;
         self.not_movable += o.not_movable;
         self.pinned += o.pinned;
+        self.stale += o.stale;
         self.no_target += o.no_target;
         self.bad_target += o.bad_target;
     }
@@ -346,6 +359,9 @@ fn source_owner<M: BuddyModel, V: Variant>(
         return Err(MigrateFail::Pinned);
     }
     let (_, order) = owners.resolve(id).ok_or(MigrateFail::NotMovable)?;
+    if !alloc.is_allocated_head(pfn, order) {
+        return Err(MigrateFail::Stale);
+    }
     Ok((id, order))
 }
 
@@ -408,6 +424,9 @@ pub fn migrate_pages<M: BuddyModel, V: Variant>(
             break;
         }
         if let Some(frames) = &alloc.frames {
+            // `src` and `dst` were both checked just now as blocks handed
+            // out at `order`, disjoint, `src` held through `owners` (taken
+            // `&mut`), `dst` held by no owner: `copy_block`'s contract.
             frames.copy_block(src, dst, order.nr_pages());
         }
         if let Err(e) = alloc.free_pages(src, order) {

@@ -11,8 +11,8 @@
 use buddy::testing::{Reference, check_conservation};
 use buddy::{
     Allocator, COMPACT_MAX_DEFER_SHIFT, CompactControl, CompactResult, CompactState, Era, Gfp,
-    Kernel, MigrateCounts, MigrateError, Options, OwnerId, Owners, alloc_migration_target,
-    compact_zone, fragmentation_index, migrate_pages,
+    Kernel, MigrateCounts, MigrateError, Options, OwnerError, OwnerId, Owners,
+    alloc_migration_target, compact_zone, fragmentation_index, migrate_pages,
 };
 use proptest::prelude::*;
 use sparsemem::{
@@ -165,6 +165,7 @@ fn each_failure_reason_is_counted_and_nothing_is_lost() {
         pgmigrate_fail: 3,
         not_movable: 1,
         pinned: 1,
+        stale: 0,
         no_target: 1,
         bad_target: 0,
     };
@@ -180,25 +181,63 @@ fn each_failure_reason_is_counted_and_nothing_is_lost() {
     assert_eq!(counts.pgmigrate_success, 1);
     assert_ne!(owners.resolve(pinned).unwrap().0, pinned_pfn);
     check(&alloc, &layout, &owners, &[(unowned, Order::ZERO)]);
-    // An owner that claims the wrong order: the source cannot be freed as
-    // that, so the target goes back and the owner stays.
+    // A block cannot be owned at an order it was not handed out at, nor
+    // from a pfn that is not its head.
     let wrong_pfn = alloc0(&alloc, movable).unwrap();
-    let wrong = owners
-        .own(&alloc, wrong_pfn, Order::new(1), movable)
+    let r = owners.own(&alloc, wrong_pfn, Order::new(1), movable);
+    assert!(
+        matches!(r, Err(OwnerError::NotAllocated(p)) if p == wrong_pfn),
+        "{r:?}"
+    );
+    let big = alloc
+        .alloc_pages(Order::new(1), movable, NodeId::ZERO, None)
         .unwrap();
-    let mut list = vec![wrong_pfn];
-    let target = alloc_migration_target(&alloc, NodeId::ZERO, movable);
-    let put_new = |pfn| alloc.free_pages(pfn, Order::new(1)).unwrap();
-    let r = migrate_pages(&alloc, &mut owners, &mut list, target, put_new, &mut counts);
-    assert!(matches!(r, Err(MigrateError::SourceFree(_))), "{r:?}");
-    assert_eq!(owners.disown(wrong).unwrap().0, wrong_pfn);
-    assert_eq!(list, vec![wrong_pfn]);
+    let tail = Pfn::new(big.get() + 1);
+    assert!(owners.own(&alloc, tail, Order::ZERO, movable).is_err());
     check(
         &alloc,
         &layout,
         &owners,
-        &[(unowned, Order::ZERO), (wrong_pfn, Order::ZERO)],
+        &[
+            (unowned, Order::ZERO),
+            (wrong_pfn, Order::ZERO),
+            (big, Order::new(1)),
+        ],
     );
+}
+
+/// An owned block freed through the safe free path leaves a stale owner:
+/// migration refuses it before it asks for a target, copies or frees
+/// anything.
+#[test]
+fn a_stale_owner_is_refused() {
+    let layout = layout();
+    let alloc = allocator(&layout, true);
+    let mut owners = Owners::new();
+    let movable = Gfp::HIGHUSER_MOVABLE;
+    let pfn = alloc0(&alloc, movable).unwrap();
+    let id = owners.own(&alloc, pfn, Order::ZERO, movable).unwrap();
+    alloc.free_pages(pfn, Order::ZERO).unwrap();
+    let mut list = vec![pfn];
+    let mut counts = MigrateCounts::default();
+    let mut asked = 0;
+    let r = migrate_pages(
+        &alloc,
+        &mut owners,
+        &mut list,
+        |_, _| {
+            asked += 1;
+            None
+        },
+        |_| {},
+        &mut counts,
+    );
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!(asked, 0, "no target is asked for a stale owner");
+    assert_eq!(list, vec![pfn]);
+    assert_eq!((counts.pgmigrate_success, counts.stale), (0, 1));
+    assert_eq!(owners.disown(id).unwrap(), (pfn, Order::ZERO));
+    check(&alloc, &layout, &owners, &[]);
 }
 
 /// A target that is the source, a block another owner holds, or a block
