@@ -60,8 +60,9 @@
 //! - before a run for an order: `COMPACT_SUCCESS` at once if the zone
 //!   passes its min watermark with a free block of the order, and
 //!   `COMPACT_SKIPPED` unless [`compaction_suitable`] (6.15's form: an
-//!   order-0 check at the watermark plus [`compact_gap`], and for a costly
-//!   order a [`fragmentation_index`] above [`EXTFRAG_THRESHOLD`], 500,
+//!   order-0 check at the watermark plus [`compact_gap`], plus the low less
+//!   the min watermark for a costly order, and for a costly order a
+//!   [`fragmentation_index`] above [`EXTFRAG_THRESHOLD`], 500,
 //!   from 2.6.35's `5e7719058079`).
 //! - deferral (2.6.35, `4f92e2586b43`), on [`CompactState`]:
 //!   `defer_compaction`, `compaction_deferred`, `compaction_defer_reset`

@@ -398,7 +398,8 @@ enum Expect {
 
 /// The plain reference: the zone's pageblocks from its own records. An
 /// order-9 block can be made iff one is free already, or compaction may
-/// run (order-0 free pages at least min + `compact_gap(9)`, fragmentation
+/// run (order-0 free pages at least min + `compact_gap(9)` + low - min,
+/// so low + `compact_gap(9)`, order 9 being costly; fragmentation
 /// index above 500) and the first pageblock `i` with no pin (short of the
 /// last, where the free scanner starts) can be emptied: its movable pages,
 /// and those of every pageblock below it (moved first), fit in the free
@@ -406,12 +407,12 @@ enum Expect {
 /// when they do not fit above `i`; in between it depends on where in
 /// pageblock `i + 1` the scanners meet (`compact_scanners_met` compares
 /// pageblocks, and the free pages left in that one are not used).
-fn reference(blocks: &[Block], min: u64, nr_free: &[u64; NR_PAGE_ORDERS]) -> Expect {
+fn reference(blocks: &[Block], low: u64, nr_free: &[u64; NR_PAGE_ORDERS]) -> Expect {
     if blocks.iter().any(|b| b.free == PAGEBLOCK) {
         return Expect::Success;
     }
     let free: u64 = blocks.iter().map(|b| b.free).sum();
-    if free < min + (2 << 9) || fragmentation_index(nr_free, Order::new(9)) <= 500 {
+    if free < low + (2 << 9) || fragmentation_index(nr_free, Order::new(9)) <= 500 {
         return Expect::Failure;
     }
     let last = blocks.len() - 1;
@@ -483,7 +484,7 @@ proptest! {
         });
         let zone = &alloc.zones()[0];
         let blocks = blocks_of(&alloc, &owners, start);
-        let expect = reference(&blocks, zone.watermarks().min, &zone.nr_free());
+        let expect = reference(&blocks, zone.watermarks().low, &zone.nr_free());
         let pinned: Vec<(OwnerId, Pfn)> = ids
             .iter()
             .copied()
