@@ -45,8 +45,10 @@
 //!   that decides what moves here, since the migrate scanner takes only
 //!   base pages; `compaction_alloc` has nothing for a larger source.
 //! - migration ([`migrate_pages`](crate::migrate_pages)): an owned,
-//!   unpinned page outside a `MIGRATE_HIGHATOMIC` pageblock moves; a pinned
-//!   one fails (counted, put back); `-ENOMEM` from `compaction_alloc`
+//!   unpinned page outside a `MIGRATE_HIGHATOMIC` pageblock moves (the
+//!   HIGHATOMIC refusal is pfnlab's own guard for the atomic reserve, not a
+//!   kernel rule: the kernel decides movability per folio); a pinned one
+//!   fails (counted, put back); `-ENOMEM` from `compaction_alloc`
 //!   before the scanners met ends the run `COMPACT_CONTENDED`.
 //! - modes: a sync run is `compact_memory`'s (whole zone, skip hints
 //!   ignored, [`CompactControl::PROC`]) or `COMPACT_PRIO_SYNC_FULL`'s

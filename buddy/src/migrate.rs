@@ -21,9 +21,13 @@
 //!   a transient `get_page`), which `folio_expected_refs` finds in
 //!   `__migrate_folio` and which makes the move fail with `-EAGAIN` until
 //!   the retries run out.
-//! - [`migrate_pages`]: per source, in order: a page without an owner, or
-//!   in a `MIGRATE_HIGHATOMIC` pageblock, is *not movable* (a page that is
-//!   neither on the LRU nor a movable_ops page); a pinned page fails; an
+//! - [`migrate_pages`]: per source, in order: a page without an owner is
+//!   *not movable* (a page that is neither on the LRU nor a movable_ops
+//!   page); a page in a `MIGRATE_HIGHATOMIC` pageblock is refused as not
+//!   movable too, a guard of pfnlab's own (the kernel decides movability
+//!   per folio, and its `migrate_pages` never reads the pageblock's
+//!   migratetype), which keeps the atomic reserve where it is; a pinned
+//!   page fails; an
 //!   owner whose block is no longer allocated at its order (freed while
 //!   owned) is stale and fails before anything is asked, copied or freed; a
 //!   target callback that gives nothing ends the call (`-ENOMEM`), the
@@ -251,8 +255,8 @@ impl Owners {
 /// Why one page did not move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MigrateFail {
-    /// No owner, or a `MIGRATE_HIGHATOMIC` pageblock: neither an LRU nor a
-    /// movable_ops page.
+    /// No owner (neither an LRU nor a movable_ops page), or, by pfnlab's
+    /// own guard, not the kernel's, a `MIGRATE_HIGHATOMIC` pageblock.
     NotMovable,
     /// A pin (an extra reference `folio_expected_refs` does not expect).
     Pinned,
@@ -352,6 +356,7 @@ fn source_owner<M: BuddyModel, V: Variant>(
     pfn: Pfn,
 ) -> Result<(OwnerId, Order), MigrateFail> {
     let id = owners.owner_of(pfn).ok_or(MigrateFail::NotMovable)?;
+    // pfnlab's guard for the atomic reserve; the kernel has no such test.
     if alloc.model().get_pfnblock_migratetype(pfn) == Migratetype::HighAtomic {
         return Err(MigrateFail::NotMovable);
     }

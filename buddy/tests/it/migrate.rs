@@ -350,6 +350,15 @@ fn compaction_moves_no_unmovable_pinned_or_highatomic_page() {
     let reserved = owners
         .own(&alloc, atomic, Order::new(1), Gfp::HIGHUSER_MOVABLE)
         .unwrap();
+    // Asked directly, past the scanners, migration still refuses it: the
+    // pageblock guard, not the scanner, keeps it.
+    let mut list = vec![atomic];
+    let mut counts = MigrateCounts::default();
+    let target = alloc_migration_target(&alloc, NodeId::ZERO, Gfp::HIGHUSER_MOVABLE);
+    let r = migrate_pages(&alloc, &mut owners, &mut list, target, |_| {}, &mut counts);
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!((counts.pgmigrate_success, counts.not_movable), (0, 1));
+    assert_eq!(owners.resolve(reserved), Some((atomic, Order::new(1))));
     let pinned: Vec<(OwnerId, Pfn)> = owners
         .iter()
         .filter(|&(_, p, _)| p.get() % 97 == 0)
