@@ -169,39 +169,11 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// `page_address`: where `pfn`'s frame is, with real frames
     /// ([`Options::frames`]); `None` without them or outside the layout's
     /// memory. Reading or writing it is the caller's `unsafe`, and sound
-    /// only while the caller holds the page. A page given to an
-    /// [`crate::Owners`] table may move: it is the owner's, written only
-    /// while no [`crate::migrate_pages`] of that table runs, at the address
-    /// looked up again after one; and a page a table still names (freed
-    /// while owned, then handed out again) is not held by its new holder
-    /// until the stale owner is given up.
+    /// only while the caller holds the page. An owned page may move (see
+    /// [`crate::Owners`]); one a stale owner still names is not held until
+    /// that owner is given up.
     pub fn page_address(&self, pfn: Pfn) -> Option<std::ptr::NonNull<u8>> {
         self.frames.as_ref()?.page_address(pfn)
-    }
-
-    /// Whether `pfn` heads a block the allocator handed out at `order`:
-    /// a managed page of an allocator zone, not `PG_reserved`, aligned to
-    /// `order`, not a compound tail, on no free or per-CPU list, with one
-    /// reference and `order` in `private` (what a free of `(pfn, order)`
-    /// would claim).
-    pub(crate) fn is_allocated_head(&self, pfn: Pfn, order: Order) -> bool {
-        if !pfn.get().is_multiple_of(order.nr_pages()) {
-            return false;
-        }
-        let Some(page) = self.model.pfn_to_page(pfn) else {
-            return false;
-        };
-        let in_zone = self
-            .zones
-            .get(ZoneId::new(page.zone_id()).index())
-            .is_some_and(|z| z.spans(pfn));
-        in_zone
-            && !page.test(PageFlag::Reserved)
-            && !page.test(PageFlag::Buddy)
-            && !page.test(PageFlag::Pcp)
-            && page.compound_head().is_none()
-            && page.refcount() == 1
-            && page.private() == u64::from(order.get())
     }
 
     /// `prep_new_page`: `post_alloc_hook` (with `__GFP_ZERO` and real

@@ -46,12 +46,12 @@
 
 use std::collections::HashMap;
 
-use sparsemem::{Migratetype, Order, Pfn};
+use sparsemem::{BuddyPage, Migratetype, Order, PageFlag, PageLayout, Pfn};
 
 use crate::alloc::Allocator;
 use crate::error::FreeError;
 use crate::gfp::Gfp;
-use crate::types::BuddyModel;
+use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 
 /// One holder in an [`Owners`] table.
@@ -146,7 +146,7 @@ impl Owners {
         if self.by_pfn.contains_key(&pfn.get()) {
             return Err(OwnerError::AlreadyOwned(pfn));
         }
-        if !alloc.is_allocated_head(pfn, order) {
+        if !is_allocated_head(alloc, pfn, order) {
             return Err(OwnerError::NotAllocated(pfn));
         }
         let owned = Some(Owned {
@@ -349,6 +349,34 @@ impl std::error::Error for MigrateError {
     }
 }
 
+/// Whether `pfn` heads a block `alloc` handed out at `order`: a managed
+/// page of an allocator zone, not `PG_reserved`, aligned to `order`, not a
+/// compound tail, on no free or per-CPU list, with one reference and
+/// `order` in `private` (what a free of `(pfn, order)` would claim).
+fn is_allocated_head<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    pfn: Pfn,
+    order: Order,
+) -> bool {
+    if !pfn.get().is_multiple_of(order.nr_pages()) {
+        return false;
+    }
+    let Some(page) = alloc.model().pfn_to_page(pfn) else {
+        return false;
+    };
+    let in_zone = alloc
+        .zones
+        .get(ZoneId::new(page.zone_id()).index())
+        .is_some_and(|z| z.spans(pfn));
+    in_zone
+        && !page.test(PageFlag::Reserved)
+        && !page.test(PageFlag::Buddy)
+        && !page.test(PageFlag::Pcp)
+        && page.compound_head().is_none()
+        && page.refcount() == 1
+        && page.private() == u64::from(order.get())
+}
+
 /// Whether `pfn` can move at all, and with which owner.
 fn source_owner<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
@@ -364,7 +392,7 @@ fn source_owner<M: BuddyModel, V: Variant>(
         return Err(MigrateFail::Pinned);
     }
     let (_, order) = owners.resolve(id).ok_or(MigrateFail::NotMovable)?;
-    if !alloc.is_allocated_head(pfn, order) {
+    if !is_allocated_head(alloc, pfn, order) {
         return Err(MigrateFail::Stale);
     }
     Ok((id, order))
@@ -383,7 +411,7 @@ fn target_ok<M: BuddyModel, V: Variant>(
 ) -> bool {
     let nr = order.nr_pages();
     let disjoint = src.get() + nr <= dst.get() || dst.get() + nr <= src.get();
-    disjoint && owners.owner_of(dst).is_none() && alloc.is_allocated_head(dst, order)
+    disjoint && owners.owner_of(dst).is_none() && is_allocated_head(alloc, dst, order)
 }
 
 /// `migrate_pages(from, get_new_folio, put_new_folio, ...)`: moves each
