@@ -169,7 +169,9 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// `page_address`: where `pfn`'s frame is, with real frames
     /// ([`Options::frames`]); `None` without them or outside the layout's
     /// memory. Reading or writing it is the caller's `unsafe`, and sound
-    /// only while the caller holds the page.
+    /// only while the caller holds the page. An owned page may move (see
+    /// [`crate::Owners`]); one a stale owner still names is not held until
+    /// that owner is given up.
     pub fn page_address(&self, pfn: Pfn) -> Option<std::ptr::NonNull<u8>> {
         self.frames.as_ref()?.page_address(pfn)
     }

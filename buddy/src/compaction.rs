@@ -45,8 +45,10 @@
 //!   that decides what moves here, since the migrate scanner takes only
 //!   base pages; `compaction_alloc` has nothing for a larger source.
 //! - migration ([`migrate_pages`](crate::migrate_pages)): an owned,
-//!   unpinned page outside a `MIGRATE_HIGHATOMIC` pageblock moves; a pinned
-//!   one fails (counted, put back); `-ENOMEM` from `compaction_alloc`
+//!   unpinned page outside a `MIGRATE_HIGHATOMIC` pageblock moves (the
+//!   HIGHATOMIC refusal is pfnlab's own guard for the atomic reserve, not a
+//!   kernel rule: the kernel decides movability per folio); a pinned one
+//!   fails (counted, put back); `-ENOMEM` from `compaction_alloc`
 //!   before the scanners met ends the run `COMPACT_CONTENDED`.
 //! - modes: a sync run is `compact_memory`'s (whole zone, skip hints
 //!   ignored, [`CompactControl::PROC`]) or `COMPACT_PRIO_SYNC_FULL`'s
@@ -60,8 +62,9 @@
 //! - before a run for an order: `COMPACT_SUCCESS` at once if the zone
 //!   passes its min watermark with a free block of the order, and
 //!   `COMPACT_SKIPPED` unless [`compaction_suitable`] (6.15's form: an
-//!   order-0 check at the watermark plus [`compact_gap`], and for a costly
-//!   order a [`fragmentation_index`] above [`EXTFRAG_THRESHOLD`], 500,
+//!   order-0 check at the watermark plus [`compact_gap`], plus the low less
+//!   the min watermark for a costly order, and for a costly order a
+//!   [`fragmentation_index`] above [`EXTFRAG_THRESHOLD`], 500,
 //!   from 2.6.35's `5e7719058079`).
 //! - deferral (2.6.35, `4f92e2586b43`), on [`CompactState`]:
 //!   `defer_compaction`, `compaction_deferred`, `compaction_defer_reset`

@@ -305,22 +305,35 @@ impl Frames {
 
 impl Frames {
     /// `folio_mc_copy`: the frames of block `src` copied onto those of
-    /// block `dst`, `nr` pages each. Both are allocated blocks of a
-    /// migration (see the module's safety contract): `src` held by an
-    /// owner the migration borrows mutably, `dst` just allocated for it;
-    /// blocks the allocator handed out do not overlap. A pfn without a
-    /// frame is left alone.
+    /// block `dst`, `nr` pages each. The caller ([`crate::migrate_pages`])
+    /// has just checked both as blocks the allocator handed out at the
+    /// order of `nr`: `src` the block of an owner in a table it borrows
+    /// mutably, `dst` a target held by no owner and disjoint from `src`.
+    /// A pfn without a frame is left alone.
+    ///
+    /// # Panics
+    ///
+    /// If the two ranges overlap.
     pub(crate) fn copy_block(&self, src: Pfn, dst: Pfn, nr: u64) {
-        if src == dst || !self.covers(src, nr) || !self.covers(dst, nr) {
+        assert!(
+            src.get() + nr <= dst.get() || dst.get() + nr <= src.get(),
+            "copy_block: {src} and {dst} overlap over {nr} pages"
+        );
+        if !self.covers(src, nr) || !self.covers(dst, nr) {
             return;
         }
         let (from, len) = self.span_of(src, nr);
         let (to, _) = self.span_of(dst, nr);
         // SAFETY: 1. both ranges lie inside the mapping (`covers`);
-        // 2. they do not overlap: two distinct allocated blocks of
-        // aligned, power-of-two sizes, both `nr` pages, starting at
-        // different pfns; 3. no one else writes either frame meanwhile:
-        // `dst` is the migration's own, `src`'s owner is borrowed by it.
+        // 2. they do not overlap (asserted above);
+        // 3. no one else writes either frame meanwhile. `src` heads a
+        // block allocated at this order whose owner's table the migration
+        // holds `&mut`, and `page_address`'s contract lets no one write an
+        // owned frame beside a migration; a block freed while owned was
+        // refused by the re-check unless it was handed out again at the
+        // same order, and its new holder's `page_address` contract then
+        // excludes a block a table still names. `dst` is allocated and
+        // held by no owner: the target callback gave it to the migration.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 self.base.as_ptr().add(from),

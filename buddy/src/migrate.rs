@@ -21,12 +21,21 @@
 //!   a transient `get_page`), which `folio_expected_refs` finds in
 //!   `__migrate_folio` and which makes the move fail with `-EAGAIN` until
 //!   the retries run out.
-//! - [`migrate_pages`]: per source, in order: a page without an owner, or
-//!   in a `MIGRATE_HIGHATOMIC` pageblock, is *not movable* (a page that is
-//!   neither on the LRU nor a movable_ops page); a pinned page fails; a
+//! - [`migrate_pages`]: per source, in order: a page without an owner is
+//!   *not movable* (a page that is neither on the LRU nor a movable_ops
+//!   page); a page in a `MIGRATE_HIGHATOMIC` pageblock is refused as not
+//!   movable too, a guard of pfnlab's own (the kernel decides movability
+//!   per folio, and its `migrate_pages` never reads the pageblock's
+//!   migratetype), which keeps the atomic reserve where it is; a pinned
+//!   page fails; an
+//!   owner whose block is no longer allocated at its order (freed while
+//!   owned) is stale and fails before anything is asked, copied or freed; a
 //!   target callback that gives nothing ends the call (`-ENOMEM`), the
 //!   sources not yet tried staying on the list uncounted, as the kernel
-//!   leaves them; otherwise the frame's bytes are copied where the
+//!   leaves them; a target the migration may not take (the source or a
+//!   block overlapping it, a block another owner holds, a block not handed
+//!   out at the source's order) goes back through `put_new`, counts as
+//!   a bad target and ends the call; otherwise the frame's bytes are copied where the
 //!   allocator has real frames (`folio_mc_copy`), the source is freed and
 //!   the owner is repointed (`remove_migration_ptes`).
 //!
@@ -37,12 +46,12 @@
 
 use std::collections::HashMap;
 
-use sparsemem::{BuddyPage, Migratetype, Order, PageFlag, Pfn};
+use sparsemem::{BuddyPage, Migratetype, Order, PageFlag, PageLayout, Pfn};
 
 use crate::alloc::Allocator;
 use crate::error::FreeError;
 use crate::gfp::Gfp;
-use crate::types::BuddyModel;
+use crate::types::{BuddyModel, ZoneId};
 use crate::variant::Variant;
 
 /// One holder in an [`Owners`] table.
@@ -54,7 +63,8 @@ pub struct OwnerId(u32);
 pub enum OwnerError {
     /// The mask's migratetype is not `MIGRATE_MOVABLE`.
     NotMovable(Gfp),
-    /// `pfn` is not the head of an allocated block of the allocator.
+    /// `pfn` does not head a block the allocator handed out at the order
+    /// given.
     NotAllocated(Pfn),
     /// `pfn` already has an owner.
     AlreadyOwned(Pfn),
@@ -91,10 +101,15 @@ struct Owned {
 ///
 /// Invariants:
 /// - `by_pfn[p] == id` iff `slots[id]` is `Some` with pfn `p`;
-/// - every owned block was allocated when owned, and only
+/// - every owned block was allocated at its order when owned, and only
 ///   [`migrate_pages`] moves it (to a block it allocated).
 ///
-/// A frame an owner holds is the owner's: whoever writes it through
+/// A block an owner holds is held through the table from [`Owners::own`]
+/// to [`Owners::disown`]: it is freed only after `disown`. A block freed
+/// while still owned leaves a stale owner; [`migrate_pages`] checks each
+/// owner's block again before it touches it and refuses one that is no
+/// longer allocated at its order ([`MigrateFail::Stale`]). A frame an owner
+/// holds is the owner's: whoever writes it through
 /// [`Allocator::page_address`] must not run beside a [`migrate_pages`] of
 /// the same table (which takes it `&mut`), and must look the address up
 /// again after one, as a kernel user of a page re-reads its page table
@@ -114,6 +129,10 @@ impl Owners {
 
     /// Makes an owner for the allocated block `(pfn, order)`, allocated
     /// with `gfp`, which must be a movable mask.
+    ///
+    /// `pfn` must head a block the allocator handed out at exactly `order`
+    /// (aligned, in a zone, not `PG_reserved`, one reference, `order` in
+    /// `private`), else [`OwnerError::NotAllocated`].
     pub fn own<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
@@ -127,13 +146,7 @@ impl Owners {
         if self.by_pfn.contains_key(&pfn.get()) {
             return Err(OwnerError::AlreadyOwned(pfn));
         }
-        let allocated = alloc.model().pfn_to_page(pfn).is_some_and(|p| {
-            p.refcount() > 0
-                && !p.test(PageFlag::Buddy)
-                && !p.test(PageFlag::Pcp)
-                && p.compound_head().is_none()
-        });
-        if !allocated {
+        if !is_allocated_head(alloc, pfn, order) {
             return Err(OwnerError::NotAllocated(pfn));
         }
         let owned = Some(Owned {
@@ -242,13 +255,20 @@ impl Owners {
 /// Why one page did not move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MigrateFail {
-    /// No owner, or a `MIGRATE_HIGHATOMIC` pageblock: neither an LRU nor a
-    /// movable_ops page.
+    /// No owner (neither an LRU nor a movable_ops page), or, by pfnlab's
+    /// own guard, not the kernel's, a `MIGRATE_HIGHATOMIC` pageblock.
     NotMovable,
     /// A pin (an extra reference `folio_expected_refs` does not expect).
     Pinned,
+    /// The owner's block is no longer allocated at its order (freed while
+    /// owned): nothing is copied or freed, the stale owner stays.
+    Stale,
     /// The target callback gave nothing (`-ENOMEM`).
     NoTarget,
+    /// The target callback gave a block the migration may not take: the
+    /// source itself or one overlapping it, a block another owner holds,
+    /// a block of another order, or no block the allocator handed out.
+    BadTarget,
 }
 
 /// What migration did, in `/proc/vmstat`'s terms (base pages), with the
@@ -257,14 +277,18 @@ pub enum MigrateFail {
 pub struct MigrateCounts {
     /// `pgmigrate_success`.
     pub pgmigrate_success: u64,
-    /// `pgmigrate_fail`: the sum of the three reasons.
+    /// `pgmigrate_fail`: the sum of the reasons.
     pub pgmigrate_fail: u64,
     /// Pages failed as not movable.
     pub not_movable: u64,
     /// Pages failed as pinned.
     pub pinned: u64,
+    /// Pages failed because their owner's block was freed while owned.
+    pub stale: u64,
     /// Pages failed for want of a target.
     pub no_target: u64,
+    /// Pages failed because the target given was refused.
+    pub bad_target: u64,
 }
 
 impl MigrateCounts {
@@ -273,7 +297,9 @@ impl MigrateCounts {
         match why {
             MigrateFail::NotMovable => self.not_movable += nr_pages,
             MigrateFail::Pinned => self.pinned += nr_pages,
+            MigrateFail::Stale => self.stale += nr_pages,
             MigrateFail::NoTarget => self.no_target += nr_pages,
+            MigrateFail::BadTarget => self.bad_target += nr_pages,
         }
     }
 }
@@ -284,7 +310,9 @@ impl std::ops::AddAssign for MigrateCounts {
         self.pgmigrate_fail += o.pgmigrate_fail;
         self.not_movable += o.not_movable;
         self.pinned += o.pinned;
+        self.stale += o.stale;
         self.no_target += o.no_target;
+        self.bad_target += o.bad_target;
     }
 }
 
@@ -297,8 +325,8 @@ pub enum MigrateError {
     /// owner's back, or owned with another order): the target went back
     /// through `put_new`, the owner still holds the source.
     SourceFree(FreeError),
-    /// A target the callback gave is not a block the allocator handed out
-    /// (it could not be owned); it was given back through `put_new`.
+    /// A target the callback gave was refused ([`MigrateFail::BadTarget`]):
+    /// it went back through `put_new`, the owner still holds the source.
     BadTarget(Pfn),
 }
 
@@ -307,7 +335,7 @@ impl std::fmt::Display for MigrateError {
         match self {
             MigrateError::NoTarget => write!(f, "no target page for migration"),
             MigrateError::SourceFree(e) => write!(f, "freeing a migrated source: {e}"),
-            MigrateError::BadTarget(pfn) => write!(f, "target {pfn} is not an allocated block"),
+            MigrateError::BadTarget(pfn) => write!(f, "target {pfn} refused for migration"),
         }
     }
 }
@@ -321,6 +349,34 @@ impl std::error::Error for MigrateError {
     }
 }
 
+/// Whether `pfn` heads a block `alloc` handed out at `order`: a managed
+/// page of an allocator zone, not `PG_reserved`, aligned to `order`, not a
+/// compound tail, on no free or per-CPU list, with one reference and
+/// `order` in `private` (what a free of `(pfn, order)` would claim).
+fn is_allocated_head<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    pfn: Pfn,
+    order: Order,
+) -> bool {
+    if !pfn.get().is_multiple_of(order.nr_pages()) {
+        return false;
+    }
+    let Some(page) = alloc.model().pfn_to_page(pfn) else {
+        return false;
+    };
+    let in_zone = alloc
+        .zones
+        .get(ZoneId::new(page.zone_id()).index())
+        .is_some_and(|z| z.spans(pfn));
+    in_zone
+        && !page.test(PageFlag::Reserved)
+        && !page.test(PageFlag::Buddy)
+        && !page.test(PageFlag::Pcp)
+        && page.compound_head().is_none()
+        && page.refcount() == 1
+        && page.private() == u64::from(order.get())
+}
+
 /// Whether `pfn` can move at all, and with which owner.
 fn source_owner<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
@@ -328,6 +384,7 @@ fn source_owner<M: BuddyModel, V: Variant>(
     pfn: Pfn,
 ) -> Result<(OwnerId, Order), MigrateFail> {
     let id = owners.owner_of(pfn).ok_or(MigrateFail::NotMovable)?;
+    // pfnlab's guard for the atomic reserve; the kernel has no such test.
     if alloc.model().get_pfnblock_migratetype(pfn) == Migratetype::HighAtomic {
         return Err(MigrateFail::NotMovable);
     }
@@ -335,27 +392,26 @@ fn source_owner<M: BuddyModel, V: Variant>(
         return Err(MigrateFail::Pinned);
     }
     let (_, order) = owners.resolve(id).ok_or(MigrateFail::NotMovable)?;
+    if !is_allocated_head(alloc, pfn, order) {
+        return Err(MigrateFail::Stale);
+    }
     Ok((id, order))
 }
 
-/// The target `get_new` gave for `(src, order)` checked as an allocated
-/// block: a target the allocator did not hand out goes back through
-/// `put_new`.
-fn check_target<M: BuddyModel, V: Variant>(
+/// Whether the target `get_new` gave for the `order` block at `src` is one
+/// the migration may take: a block the allocator handed out at `order`
+/// (not reserved, aligned, a head), held by no owner, and disjoint from
+/// `src` (so not `src` itself).
+fn target_ok<M: BuddyModel, V: Variant>(
     alloc: &Allocator<M, V>,
+    owners: &Owners,
+    src: Pfn,
     dst: Pfn,
-    put_new: &mut impl FnMut(Pfn),
-) -> Result<Pfn, MigrateError> {
-    let ok = alloc
-        .model()
-        .pfn_to_page(dst)
-        .is_some_and(|p| p.refcount() > 0 && !p.test(PageFlag::Buddy) && !p.test(PageFlag::Pcp));
-    if ok {
-        Ok(dst)
-    } else {
-        put_new(dst);
-        Err(MigrateError::BadTarget(dst))
-    }
+    order: Order,
+) -> bool {
+    let nr = order.nr_pages();
+    let disjoint = src.get() + nr <= dst.get() || dst.get() + nr <= src.get();
+    disjoint && owners.owner_of(dst).is_none() && is_allocated_head(alloc, dst, order)
 }
 
 /// `migrate_pages(from, get_new_folio, put_new_folio, ...)`: moves each
@@ -393,12 +449,17 @@ pub fn migrate_pages<M: BuddyModel, V: Variant>(
             stop = Some(MigrateError::NoTarget);
             break;
         };
-        if let Err(e) = check_target(alloc, dst, &mut put_new) {
+        if !target_ok(alloc, owners, src, dst, order) {
+            put_new(dst);
+            counts.fail(MigrateFail::BadTarget, order.nr_pages());
             left.push(src);
-            stop = Some(e);
+            stop = Some(MigrateError::BadTarget(dst));
             break;
         }
         if let Some(frames) = &alloc.frames {
+            // `src` and `dst` were both checked just now as blocks handed
+            // out at `order`, disjoint, `src` held through `owners` (taken
+            // `&mut`), `dst` held by no owner: `copy_block`'s contract.
             frames.copy_block(src, dst, order.nr_pages());
         }
         if let Err(e) = alloc.free_pages(src, order) {

@@ -71,18 +71,25 @@ pub fn fragmentation_index(nr_free: &[u64; NR_PAGE_ORDERS], order: Order) -> i32
 }
 
 /// `compaction_suitable` (6.15's form, the watermark the caller's): an
-/// order-0 watermark check at `watermark + compact_gap(order)` and, for a
-/// costly order, a fragmentation index above [`EXTFRAG_THRESHOLD`] (or
-/// -1000).
+/// order-0 watermark check at `watermark + compact_gap(order)`, raised for
+/// a costly order by the zone's low less its min watermark (as
+/// `__compaction_suitable` does), and, for a costly order, a fragmentation
+/// index above [`EXTFRAG_THRESHOLD`] (or -1000).
 pub fn compaction_suitable<V: Variant, P: sparsemem::BuddyPage>(
     zone: &Zone<V, P>,
     order: Order,
     watermark: u64,
 ) -> bool {
-    if !zone.zone_watermark_ok(Order::ZERO, watermark + compact_gap(order), zone.kind) {
+    let costly = order.get() > PAGE_ALLOC_COSTLY_ORDER;
+    let mut watermark = watermark + compact_gap(order);
+    if costly {
+        let w = zone.watermarks();
+        watermark += w.low - w.min;
+    }
+    if !zone.zone_watermark_ok(Order::ZERO, watermark, zone.kind) {
         return false;
     }
-    if order.get() <= PAGE_ALLOC_COSTLY_ORDER {
+    if !costly {
         return true;
     }
     let index = fragmentation_index(&zone.nr_free(), order);

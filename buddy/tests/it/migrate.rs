@@ -11,8 +11,8 @@
 use buddy::testing::{Reference, check_conservation};
 use buddy::{
     Allocator, COMPACT_MAX_DEFER_SHIFT, CompactControl, CompactResult, CompactState, Era, Gfp,
-    Kernel, MigrateCounts, MigrateError, Options, OwnerId, Owners, alloc_migration_target,
-    compact_zone, fragmentation_index, migrate_pages,
+    Kernel, MigrateCounts, MigrateError, Options, OwnerError, OwnerId, Owners,
+    alloc_migration_target, compact_zone, fragmentation_index, migrate_pages,
 };
 use proptest::prelude::*;
 use sparsemem::{
@@ -165,7 +165,9 @@ fn each_failure_reason_is_counted_and_nothing_is_lost() {
         pgmigrate_fail: 3,
         not_movable: 1,
         pinned: 1,
+        stale: 0,
         no_target: 1,
+        bad_target: 0,
     };
     assert_eq!(counts, want);
     check(&alloc, &layout, &owners, &[(unowned, Order::ZERO)]);
@@ -179,25 +181,113 @@ fn each_failure_reason_is_counted_and_nothing_is_lost() {
     assert_eq!(counts.pgmigrate_success, 1);
     assert_ne!(owners.resolve(pinned).unwrap().0, pinned_pfn);
     check(&alloc, &layout, &owners, &[(unowned, Order::ZERO)]);
-    // An owner that claims the wrong order: the source cannot be freed as
-    // that, so the target goes back and the owner stays.
+    // A block cannot be owned at an order it was not handed out at, nor
+    // from a pfn that is not its head.
     let wrong_pfn = alloc0(&alloc, movable).unwrap();
-    let wrong = owners
-        .own(&alloc, wrong_pfn, Order::new(1), movable)
+    let r = owners.own(&alloc, wrong_pfn, Order::new(1), movable);
+    assert!(
+        matches!(r, Err(OwnerError::NotAllocated(p)) if p == wrong_pfn),
+        "{r:?}"
+    );
+    let big = alloc
+        .alloc_pages(Order::new(1), movable, NodeId::ZERO, None)
         .unwrap();
-    let mut list = vec![wrong_pfn];
-    let target = alloc_migration_target(&alloc, NodeId::ZERO, movable);
-    let put_new = |pfn| alloc.free_pages(pfn, Order::new(1)).unwrap();
-    let r = migrate_pages(&alloc, &mut owners, &mut list, target, put_new, &mut counts);
-    assert!(matches!(r, Err(MigrateError::SourceFree(_))), "{r:?}");
-    assert_eq!(owners.disown(wrong).unwrap().0, wrong_pfn);
-    assert_eq!(list, vec![wrong_pfn]);
+    let tail = Pfn::new(big.get() + 1);
+    assert!(owners.own(&alloc, tail, Order::ZERO, movable).is_err());
     check(
         &alloc,
         &layout,
         &owners,
-        &[(unowned, Order::ZERO), (wrong_pfn, Order::ZERO)],
+        &[
+            (unowned, Order::ZERO),
+            (wrong_pfn, Order::ZERO),
+            (big, Order::new(1)),
+        ],
     );
+}
+
+/// An owned block freed through the safe free path leaves a stale owner:
+/// migration refuses it before it asks for a target, copies or frees
+/// anything.
+#[test]
+fn a_stale_owner_is_refused() {
+    let layout = layout();
+    let alloc = allocator(&layout, true);
+    let mut owners = Owners::new();
+    let movable = Gfp::HIGHUSER_MOVABLE;
+    let pfn = alloc0(&alloc, movable).unwrap();
+    let id = owners.own(&alloc, pfn, Order::ZERO, movable).unwrap();
+    alloc.free_pages(pfn, Order::ZERO).unwrap();
+    let mut list = vec![pfn];
+    let mut counts = MigrateCounts::default();
+    let mut asked = 0;
+    let r = migrate_pages(
+        &alloc,
+        &mut owners,
+        &mut list,
+        |_, _| {
+            asked += 1;
+            None
+        },
+        |_| {},
+        &mut counts,
+    );
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!(asked, 0, "no target is asked for a stale owner");
+    assert_eq!(list, vec![pfn]);
+    assert_eq!((counts.pgmigrate_success, counts.stale), (0, 1));
+    assert_eq!(owners.disown(id).unwrap(), (pfn, Order::ZERO));
+    check(&alloc, &layout, &owners, &[]);
+}
+
+/// A target that is the source, a block another owner holds, or a block
+/// of another order than the source is refused: given back through
+/// `put_new`, counted as a bad target, and the owners stay as they were.
+#[test]
+fn refused_targets_are_given_back_and_counted() {
+    let layout = layout();
+    let alloc = allocator(&layout, true);
+    let mut owners = Owners::new();
+    let movable = Gfp::HIGHUSER_MOVABLE;
+    let two = Order::new(2);
+    let src = alloc.alloc_pages(two, movable, NodeId::ZERO, None).unwrap();
+    let id = owners.own(&alloc, src, two, movable).unwrap();
+    fill(&alloc, src, two, 7);
+    let other_pfn = alloc.alloc_pages(two, movable, NodeId::ZERO, None).unwrap();
+    let other = owners.own(&alloc, other_pfn, two, movable).unwrap();
+    let small = alloc0(&alloc, movable).unwrap();
+    for dst in [src, other_pfn, small] {
+        let mut list = vec![src];
+        let mut counts = MigrateCounts::default();
+        let mut given_back = Vec::new();
+        let r = migrate_pages(
+            &alloc,
+            &mut owners,
+            &mut list,
+            |_, _| Some(dst),
+            |pfn| given_back.push(pfn),
+            &mut counts,
+        );
+        assert!(
+            matches!(r, Err(MigrateError::BadTarget(p)) if p == dst),
+            "{r:?}"
+        );
+        assert_eq!(given_back, vec![dst]);
+        assert_eq!(list, vec![src]);
+        assert_eq!(
+            (
+                counts.pgmigrate_success,
+                counts.pgmigrate_fail,
+                counts.bad_target
+            ),
+            (0, 4, 4)
+        );
+        assert_eq!(owners.resolve(id), Some((src, two)));
+        assert_eq!(owners.resolve(other), Some((other_pfn, two)));
+        assert_eq!(owners.len(), 2);
+        assert!(holds(&alloc, src, two, 7));
+    }
+    check(&alloc, &layout, &owners, &[(small, Order::ZERO)]);
 }
 
 /// The zone filled with order-0 pages (every `kernel_every`-th a
@@ -260,6 +350,15 @@ fn compaction_moves_no_unmovable_pinned_or_highatomic_page() {
     let reserved = owners
         .own(&alloc, atomic, Order::new(1), Gfp::HIGHUSER_MOVABLE)
         .unwrap();
+    // Asked directly, past the scanners, migration still refuses it: the
+    // pageblock guard, not the scanner, keeps it.
+    let mut list = vec![atomic];
+    let mut counts = MigrateCounts::default();
+    let target = alloc_migration_target(&alloc, NodeId::ZERO, Gfp::HIGHUSER_MOVABLE);
+    let r = migrate_pages(&alloc, &mut owners, &mut list, target, |_| {}, &mut counts);
+    assert_eq!(r.unwrap(), 1);
+    assert_eq!((counts.pgmigrate_success, counts.not_movable), (0, 1));
+    assert_eq!(owners.resolve(reserved), Some((atomic, Order::new(1))));
     let pinned: Vec<(OwnerId, Pfn)> = owners
         .iter()
         .filter(|&(_, p, _)| p.get() % 97 == 0)
@@ -308,7 +407,8 @@ enum Expect {
 
 /// The plain reference: the zone's pageblocks from its own records. An
 /// order-9 block can be made iff one is free already, or compaction may
-/// run (order-0 free pages at least min + `compact_gap(9)`, fragmentation
+/// run (order-0 free pages at least min + `compact_gap(9)` + low - min,
+/// so low + `compact_gap(9)`, order 9 being costly; fragmentation
 /// index above 500) and the first pageblock `i` with no pin (short of the
 /// last, where the free scanner starts) can be emptied: its movable pages,
 /// and those of every pageblock below it (moved first), fit in the free
@@ -316,12 +416,12 @@ enum Expect {
 /// when they do not fit above `i`; in between it depends on where in
 /// pageblock `i + 1` the scanners meet (`compact_scanners_met` compares
 /// pageblocks, and the free pages left in that one are not used).
-fn reference(blocks: &[Block], min: u64, nr_free: &[u64; NR_PAGE_ORDERS]) -> Expect {
+fn reference(blocks: &[Block], low: u64, nr_free: &[u64; NR_PAGE_ORDERS]) -> Expect {
     if blocks.iter().any(|b| b.free == PAGEBLOCK) {
         return Expect::Success;
     }
     let free: u64 = blocks.iter().map(|b| b.free).sum();
-    if free < min + (2 << 9) || fragmentation_index(nr_free, Order::new(9)) <= 500 {
+    if free < low + (2 << 9) || fragmentation_index(nr_free, Order::new(9)) <= 500 {
         return Expect::Failure;
     }
     let last = blocks.len() - 1;
@@ -393,7 +493,7 @@ proptest! {
         });
         let zone = &alloc.zones()[0];
         let blocks = blocks_of(&alloc, &owners, start);
-        let expect = reference(&blocks, zone.watermarks().min, &zone.nr_free());
+        let expect = reference(&blocks, zone.watermarks().low, &zone.nr_free());
         let pinned: Vec<(OwnerId, Pfn)> = ids
             .iter()
             .copied()
