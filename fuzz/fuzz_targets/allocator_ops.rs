@@ -243,7 +243,10 @@ impl Movers {
             Err(e) => panic!("migrate_pages: {e}"),
         }
         let c = counts;
-        assert_eq!(c.pgmigrate_fail, c.not_movable + c.pinned + c.no_target);
+        assert_eq!(
+            c.pgmigrate_fail,
+            c.not_movable + c.pinned + c.stale + c.no_target + c.bad_target
+        );
         let mut moved_pages = 0;
         for (src, id) in before {
             let stayed = from.contains(&src);
@@ -292,7 +295,10 @@ impl Movers {
         match compact_zone(alloc, zone.id, state, &mut self.owners, cc) {
             Ok(run) => {
                 let m = run.migrate;
-                assert_eq!(m.pgmigrate_fail, m.not_movable + m.pinned + m.no_target);
+                assert_eq!(
+                    m.pgmigrate_fail,
+                    m.not_movable + m.pinned + m.stale + m.no_target + m.bad_target
+                );
                 self.vmstat.account(&run);
             }
             Err(CompactError::NoCompaction(_)) => {
