@@ -310,7 +310,32 @@ impl Experiment for Frag {
     fn render(_ctx: &Ctx, results: &FragResults) -> String {
         render(&results.allocators)
     }
+
+    fn header(ctx: &Ctx) -> String {
+        format!(
+            "pfnlab bench frag | model {} | layout {}\nmachine: {}\n\n",
+            ctx.model,
+            layout_name(ctx),
+            ctx.machine.summary()
+        )
+    }
+
+    fn layout_label(ctx: &Ctx, _results: &FragResults) -> String {
+        layout_name(ctx)
+    }
 }
+
+/// The layout as the reader knows it: the default by its place in the
+/// source tree, anything else as given.
+fn layout_name(ctx: &Ctx) -> String {
+    match ctx.layout_spec {
+        None => DEFAULT_LAYOUT.to_string(),
+        Some(_) => ctx.layout.source().to_string(),
+    }
+}
+
+/// The default layout's file, from the repository's root.
+pub const DEFAULT_LAYOUT: &str = "benches/data/frag-4g.toml";
 
 /// The table: the end state per allocator, then the series at a few
 /// points, then the published figures.

@@ -263,7 +263,7 @@ impl ExperimentId {
             ExperimentId::PfnValid | ExperimentId::Compare => LayoutSpec::Host,
             ExperimentId::Walk => LayoutSpec::Preset("sparse-52bit".into()),
             ExperimentId::Frag => LayoutSpec::File(
-                [env!("CARGO_MANIFEST_DIR"), "data", "frag-4g.toml"]
+                [env!("CARGO_MANIFEST_DIR"), "..", frag::DEFAULT_LAYOUT]
                     .iter()
                     .collect(),
             ),
