@@ -132,23 +132,6 @@ impl AllocatorRuns {
     }
 }
 
-/// The row's parameters: the workload's shape.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct FragRowParams {
-    /// Share of the filled memory freed before the iterations.
-    pub free: f64,
-    /// Share freed and reallocated each iteration.
-    pub churn: f64,
-    /// Iterations.
-    pub iterations: u32,
-    /// Share of allocations immovable.
-    pub immovable: f64,
-    /// CPUs the requests go to in turn.
-    pub cpus: usize,
-    /// Iterations between samples.
-    pub sample_every: u32,
-}
-
 /// What a row carries besides the time per operation.
 #[derive(Clone, Debug, Serialize)]
 pub struct FragExtra {
@@ -167,7 +150,7 @@ pub struct FragExtra {
 }
 
 /// One row of `bench frag`'s report.
-pub type FragRow = Row<FragAllocator, FragRowParams, FragExtra>;
+pub type FragRow = Row<FragAllocator, FragShape, FragExtra>;
 
 struct Visitor<'a> {
     params: &'a FragParams,
@@ -278,15 +261,6 @@ impl Experiment for Frag {
     }
 
     fn rows(ctx: &Ctx, results: &FragResults) -> Vec<FragRow> {
-        let s = &results.shape;
-        let shape = FragRowParams {
-            free: s.free,
-            churn: s.churn,
-            iterations: s.iterations,
-            immovable: s.immovable,
-            cpus: s.cpus,
-            sample_every: s.sample_every,
-        };
         results
             .allocators
             .iter()
@@ -302,7 +276,13 @@ impl Experiment for Frag {
                     filled: a.runs.iter().map(|r| r.filled).collect(),
                     series: a.runs.iter().map(|r| r.series.clone()).collect(),
                 };
-                Row::new(a.allocator, ctx.model, shape, a.measurement(), extra)
+                Row::new(
+                    a.allocator,
+                    ctx.model,
+                    results.shape,
+                    a.measurement(),
+                    extra,
+                )
             })
             .collect()
     }

@@ -30,7 +30,7 @@ use super::{FragSample, Live, sample_buddy, sample_llfree};
 use crate::workloads::xorshift;
 
 /// The workload's shape.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct FragShape {
     /// The share of the frames held after the fill that is freed at
     /// random before the iterations (0 to 1).
