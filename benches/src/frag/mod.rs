@@ -22,6 +22,7 @@
 //! [`workload`] runs LLFree's fragmentation benchmark shape on the buddy of
 //! any era and on LLFree, sampling as it goes.
 
+pub mod host;
 pub mod workload;
 
 use serde::Serialize;

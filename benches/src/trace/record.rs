@@ -336,6 +336,26 @@ fn read_cpu(pipe: &Path, cpu: usize, stop: &AtomicBool) -> io::Result<(Vec<Event
 /// Records while `options.command` runs (or for `options.seconds`, or
 /// until `stop` is set, e.g. by Ctrl-C).
 pub fn record(options: &RecordOptions, stop: &AtomicBool) -> Result<Recording, RecordError> {
+    record_inner(options, stop, None)
+}
+
+/// Records while `work` runs on the calling thread, in place of
+/// `options.command` and `options.seconds`: tracing is on before `work`
+/// starts, and the end snapshot (with `options.snapshot`) is taken after
+/// it returns and before anything `work` left mapped is released.
+pub fn record_while<'a>(
+    options: &RecordOptions,
+    stop: &AtomicBool,
+    work: impl FnOnce() + 'a,
+) -> Result<Recording, RecordError> {
+    record_inner(options, stop, Some(Box::new(work)))
+}
+
+fn record_inner<'a>(
+    options: &RecordOptions,
+    stop: &AtomicBool,
+    work: Option<Box<dyn FnOnce() + 'a>>,
+) -> Result<Recording, RecordError> {
     let instance = Instance::create()?;
     instance.write("buffer_size_kb", &BUFFER_KB.to_string())?;
     for kind in EventKind::ALL {
@@ -355,7 +375,13 @@ pub fn record(options: &RecordOptions, stop: &AtomicBool) -> Result<Recording, R
                 s.spawn(move || read_cpu(&pipe, cpu, readers_stop))
             })
             .collect();
-        let status = run_workload(options, stop);
+        let status = match work {
+            Some(work) => {
+                work();
+                Ok(None)
+            }
+            None => run_workload(options, stop),
+        };
         let _ = instance.write("tracing_on", "0");
         let snapshot_end = options.snapshot.then(host_snapshot);
         readers_stop.store(true, Ordering::Relaxed);
