@@ -50,6 +50,9 @@ pub enum RunError {
     /// A workload's allocator refused a step it should have taken (a
     /// free of a page it handed out): which allocator, and what it said.
     Workload(String),
+    /// An experiment's run on this host's own kernel failed or was
+    /// refused (not root, nowhere to write its recording): why.
+    HostKernel(String),
     /// The hugetlb pool (or its HVO) refused a step.
     Hugetlb {
         /// The model.
@@ -83,6 +86,7 @@ impl fmt::Display for RunError {
             RunError::Hugetlb { model, source } => write!(f, "{model}: {source}"),
             RunError::Trace(why) => f.write_str(why),
             RunError::Workload(why) => f.write_str(why),
+            RunError::HostKernel(why) => write!(f, "--host-kernel: {why}"),
         }
     }
 }
@@ -99,7 +103,7 @@ impl std::error::Error for RunError {
             RunError::Fixup(e) => Some(e),
             RunError::Peer(e) => Some(e),
             RunError::Hugetlb { source, .. } => Some(source),
-            RunError::Trace(_) | RunError::Workload(_) => None,
+            RunError::Trace(_) | RunError::Workload(_) | RunError::HostKernel(_) => None,
         }
     }
 }

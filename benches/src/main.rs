@@ -17,12 +17,21 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // One clear line: clap's first line, without its usage block.
+            // One clear line: clap's message up to its usage block, its
+            // lines joined (a missing argument is named on the second).
             let text = e.to_string();
-            let first = text.lines().next().unwrap_or("bad arguments");
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let message = match message.join(" ") {
+                m if m.is_empty() => "bad arguments".to_owned(),
+                m => m,
+            };
             eprintln!(
                 "pfnlab: {} (see pfnlab --help)",
-                first.trim_start_matches("error: ")
+                message.trim_start_matches("error: ")
             );
             return ExitCode::from(2);
         }

@@ -254,6 +254,10 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
         }
         BenchCommand::MemmapLifecycle { run } => run_one::<MemmapLifecycle>(&setup(run), &()),
         BenchCommand::Frag { common, shape } => {
+            let _signals = shape
+                .host_kernel
+                .as_ref()
+                .map(|_| super::HostSignals::defer());
             let params = shape.params(common.era);
             run_one::<frag::Frag>(&setup(common.into()), &params)
         }
@@ -380,6 +384,16 @@ pub struct FragArgs {
     /// iteration is always sampled).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     sample_every: Option<u32>,
+    /// Also run the shape on this host's kernel (root): on anonymous
+    /// memory, recorded with the machine's snapshot at both ends into
+    /// FILE, then one `compact_memory`; the recording is replayed through
+    /// the model beside it
+    #[arg(long, value_name = "FILE")]
+    host_kernel: Option<std::path::PathBuf>,
+    /// The host kernel's run: MiB of anonymous memory (default 128)
+    #[arg(long, value_name = "MIB", requires = "host_kernel",
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    host_mib: Option<u64>,
 }
 
 impl FragArgs {
@@ -400,6 +414,19 @@ impl FragArgs {
             Some(era) => vec![frag::FragAllocator::Buddy(era), frag::FragAllocator::Llfree],
             None => frag::FragAllocator::DEFAULT.to_vec(),
         };
-        frag::FragParams { shape, allocators }
+        let host_kernel = self
+            .host_kernel
+            .as_ref()
+            .map(|recording| frag::HostKernelParams {
+                pages: self.host_mib.unwrap_or(128) * (1 << 20)
+                    / sparsemem::memmap::host_page_size() as u64,
+                recording: recording.clone(),
+                stop: &super::INTERRUPTED,
+            });
+        frag::FragParams {
+            shape,
+            allocators,
+            host_kernel,
+        }
     }
 }

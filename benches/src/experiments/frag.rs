@@ -11,6 +11,9 @@
 //! trials, beside the paper's published figures; the series behind it
 //! (after the free and every iteration) goes into the JSON.
 
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
 use buddy::llfree::LLFree;
 use buddy::{AllocError, Era, Kernel, Options};
 use serde::Serialize;
@@ -20,6 +23,7 @@ use vmemmap::VmemmapOptions;
 use super::{Ctx, Experiment, ExperimentId};
 use crate::error::RunError;
 use crate::frag::FragSample;
+use crate::frag::host::{HostComparison, compare_on_host, render_host};
 use crate::frag::workload::{FragRun, FragShape, run_buddy, run_llfree};
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
@@ -41,6 +45,9 @@ pub enum FragAllocator {
     Buddy(Era),
     /// LLFree.
     Llfree,
+    /// This host's kernel ([`FragParams::host_kernel`]; not a model's
+    /// allocator, so not one to list in [`FragParams::allocators`]).
+    HostKernel,
 }
 
 impl Serialize for FragAllocator {
@@ -48,6 +55,7 @@ impl Serialize for FragAllocator {
         match self {
             FragAllocator::Buddy(era) => s.serialize_str(&format!("buddy-{era}")),
             FragAllocator::Llfree => s.serialize_str("llfree"),
+            FragAllocator::HostKernel => s.serialize_str("host-kernel"),
         }
     }
 }
@@ -68,6 +76,7 @@ impl std::fmt::Display for FragAllocator {
         match self {
             FragAllocator::Buddy(era) => write!(f, "buddy {era}"),
             FragAllocator::Llfree => f.write_str("LLFree"),
+            FragAllocator::HostKernel => f.write_str("host kernel"),
         }
     }
 }
@@ -79,6 +88,9 @@ pub struct FragParams {
     pub shape: FragShape,
     /// The allocators, in the table's order.
     pub allocators: Vec<FragAllocator>,
+    /// Also run the shape on this host's kernel, recorded, and replay the
+    /// recording through the model (`None`: not asked for).
+    pub host_kernel: Option<HostKernelParams>,
 }
 
 impl Default for FragParams {
@@ -86,7 +98,27 @@ impl Default for FragParams {
         FragParams {
             shape: FragShape::PAPER,
             allocators: FragAllocator::DEFAULT.to_vec(),
+            host_kernel: None,
         }
+    }
+}
+
+/// The host kernel's run ([`crate::frag::host`]): root only.
+#[derive(Clone, Debug)]
+pub struct HostKernelParams {
+    /// Pages of anonymous memory the shape runs on.
+    pub pages: u64,
+    /// Where the recording goes.
+    pub recording: PathBuf,
+    /// Set to stop the workload between iterations (Ctrl-C).
+    pub stop: &'static AtomicBool,
+}
+
+impl PartialEq for HostKernelParams {
+    fn eq(&self, other: &Self) -> bool {
+        self.pages == other.pages
+            && self.recording == other.recording
+            && std::ptr::eq(self.stop, other.stop)
     }
 }
 
@@ -97,6 +129,9 @@ pub struct FragResults {
     pub shape: FragShape,
     /// Each allocator's runs, in the table's order.
     pub allocators: Vec<AllocatorRuns>,
+    /// The host kernel's run beside the model's replay of it (`None`: not
+    /// asked for).
+    pub host: Option<HostComparison>,
 }
 
 /// One allocator's runs, a trial each.
@@ -147,6 +182,9 @@ pub struct FragExtra {
     pub filled: Vec<u64>,
     /// The samples, trial by trial: after the free and each iteration.
     pub series: Vec<Vec<FragSample>>,
+    /// The host kernel's row: its run beside the model's replay of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_kernel: Option<HostComparison>,
 }
 
 /// One row of `bench frag`'s report.
@@ -185,6 +223,9 @@ impl Visitor<'_> {
                     .and_then(|llfree| run_llfree(&llfree, shape))
                     .map_err(|why| format!("{allocator}: {why}"))
             }
+            FragAllocator::HostKernel => Err(format!(
+                "{allocator}: runs on the machine with the host-kernel parameter, not on a layout"
+            )),
         })
     }
 }
@@ -238,6 +279,16 @@ impl Experiment for Frag {
                 experiment: "frag",
                 why,
             })?;
+        // The host's run first: a refusal (not root, no tracefs, an
+        // unwritable recording) then costs no model's run.
+        let host = match &params.host_kernel {
+            Some(h) => {
+                ctx.progress.stage("this host's kernel".into());
+                let run = compare_on_host(&params.shape, h.pages, &h.recording, h.stop);
+                Some(run.map_err(|e| RunError::HostKernel(e.to_string()))?)
+            }
+            None => None,
+        };
         let allocators = ctx
             .visit(Visitor {
                 params,
@@ -257,6 +308,7 @@ impl Experiment for Frag {
         Ok(FragResults {
             shape: params.shape,
             allocators,
+            host,
         })
     }
 
@@ -275,6 +327,7 @@ impl Experiment for Frag {
                     refused: a.runs.iter().map(|r| r.refused).sum(),
                     filled: a.runs.iter().map(|r| r.filled).collect(),
                     series: a.runs.iter().map(|r| r.series.clone()).collect(),
+                    host_kernel: None,
                 };
                 Row::new(
                     a.allocator,
@@ -284,11 +337,16 @@ impl Experiment for Frag {
                     extra,
                 )
             })
+            .chain(results.host.iter().map(|h| host_row(ctx, results, h)))
             .collect()
     }
 
     fn render(_ctx: &Ctx, results: &FragResults) -> String {
-        render(&results.allocators)
+        let mut out = render(&results.allocators);
+        if let Some(host) = &results.host {
+            out.push_str(&render_host(host));
+        }
+        out
     }
 
     fn header(ctx: &Ctx) -> String {
@@ -303,6 +361,26 @@ impl Experiment for Frag {
     fn layout_label(ctx: &Ctx, _results: &FragResults) -> String {
         layout_name(ctx)
     }
+}
+
+/// The host kernel's row: ns per page written or dropped, and the run.
+fn host_row(ctx: &Ctx, results: &FragResults, host: &HostComparison) -> FragRow {
+    let ops = (host.work.touched + host.work.dropped).max(1);
+    let extra = FragExtra {
+        end_free_huge_percent: None,
+        end_mixed_pageblocks: None,
+        refused: 0,
+        filled: vec![host.work.touched],
+        series: Vec::new(),
+        host_kernel: Some(host.clone()),
+    };
+    Row::new(
+        FragAllocator::HostKernel,
+        ctx.model,
+        results.shape,
+        Measurement::from_ns(vec![host.workload_ns / ops as f64]),
+        extra,
+    )
 }
 
 /// The layout as the reader knows it: the default by its place in the

@@ -21,6 +21,7 @@
 //! events. Nothing else is written: the trigger is not a setting, so there
 //! is nothing to restore.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -62,7 +63,7 @@ pub const COMPACTION_COUNTERS: [&str; 8] = [
 /// Pages a workload writes to (allocates) and drops (frees), by index.
 pub trait WorkPages {
     /// Pages there are.
-    fn len(&self) -> usize;
+    fn count(&self) -> usize;
     /// Writes page `i`: the first write after a drop allocates.
     fn touch(&mut self, i: usize);
     /// Drops page `i`: its frame goes back to the allocator.
@@ -87,7 +88,7 @@ pub struct HostWork {
 /// held pages and writes as many random dropped ones, a drop and a write
 /// in turn. Stops between iterations once `stop` is set.
 pub fn run_shape(pages: &mut dyn WorkPages, shape: &FragShape, stop: &AtomicBool) -> HostWork {
-    let n = pages.len();
+    let n = pages.count();
     let mut work = HostWork::default();
     for i in 0..n {
         pages.touch(i);
@@ -258,6 +259,8 @@ pub struct HostFragRun {
     pub compacted: HostState,
     /// Wall time of the `compact_memory` write, in ns.
     pub compact_ns: f64,
+    /// Wall time of the workload (tracing on), in ns.
+    pub workload_ns: f64,
 }
 
 /// Why the host's run could not be made.
@@ -317,6 +320,8 @@ pub fn run_on_host(
     if pages == 0 {
         return Err(HostFragError::Empty);
     }
+    // A recording that cannot be written is refused before anything runs.
+    std::fs::File::create(out).map_err(|e| HostFragError::Write(out.to_owned(), e))?;
     if !is_root() {
         return Err(HostFragError::NeedsRoot);
     }
@@ -327,8 +332,11 @@ pub fn run_on_host(
         snapshot: true,
     };
     let mut work = HostWork::default();
+    let mut workload_ns = 0.0;
     let recording = record_while(&options, stop, || {
+        let t = Instant::now();
         work = run_shape(&mut region, shape, stop);
+        workload_ns = t.elapsed().as_nanos() as f64;
     })
     .map_err(HostFragError::Record)?;
     write_recording(out, &recording.header, &recording.events)
@@ -349,6 +357,7 @@ pub fn run_on_host(
         after,
         compacted,
         compact_ns,
+        workload_ns,
     })
 }
 
@@ -449,6 +458,133 @@ pub fn replay_recording(path: &Path) -> Result<ModelEnd, HostFragError> {
     })
 }
 
+/// The host's run beside the model's replay of its recording: what `bench
+/// frag --host-kernel` prints and writes.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostComparison {
+    /// Pages the workload mapped.
+    pub pages: u64,
+    /// What the workload did.
+    pub work: HostWork,
+    /// Wall time of the workload, in ns.
+    pub workload_ns: f64,
+    /// The recording, with both snapshots.
+    pub recording: PathBuf,
+    /// Events recorded.
+    pub events: u64,
+    /// Events the ring buffers lost.
+    pub lost_events: u64,
+    /// The machine's free memory before the workload.
+    pub before: FreeShape,
+    /// After it.
+    pub after: FreeShape,
+    /// After `compact_memory`.
+    pub compacted: FreeShape,
+    /// The counters the workload moved (the machine's own compaction and
+    /// migration while it ran).
+    pub workload_counters: BTreeMap<&'static str, u64>,
+    /// The counters `compact_memory` moved.
+    pub compact_counters: BTreeMap<&'static str, u64>,
+    /// Wall time of the `compact_memory` write, in ns.
+    pub compact_ns: f64,
+    /// The model's end of the same events.
+    pub model: ModelEnd,
+}
+
+/// [`run_on_host`], then [`replay_recording`] of its recording.
+pub fn compare_on_host(
+    shape: &FragShape,
+    pages: u64,
+    out: &Path,
+    stop: &AtomicBool,
+) -> Result<HostComparison, HostFragError> {
+    let run = run_on_host(shape, pages, out, stop)?;
+    let model = replay_recording(&run.recording)?;
+    let deltas = |a: &HostState, b: &HostState| -> BTreeMap<&'static str, u64> {
+        counter_deltas(&a.counters, &b.counters)
+            .into_iter()
+            .collect()
+    };
+    Ok(HostComparison {
+        pages: run.pages,
+        work: run.work,
+        workload_ns: run.workload_ns,
+        events: run.events,
+        lost_events: run.lost_events,
+        workload_counters: deltas(&run.before, &run.after),
+        compact_counters: deltas(&run.after, &run.compacted),
+        before: run.before.free,
+        after: run.after.free,
+        compacted: run.compacted.free,
+        compact_ns: run.compact_ns,
+        recording: run.recording,
+        model,
+    })
+}
+
+/// The table of a [`HostComparison`]: each state's free memory, then the
+/// counters.
+pub fn render_host(c: &HostComparison) -> String {
+    use std::fmt::Write;
+    let mut out = format!(
+        "\nthis host's kernel, the same shape on {} pages of anonymous memory ({} written, {} dropped, {:.2} s), recorded ({} events, {} lost) into {}:\n",
+        c.pages,
+        c.work.touched,
+        c.work.dropped,
+        c.workload_ns / 1e9,
+        c.events,
+        c.lost_events,
+        c.recording.display()
+    );
+    let _ = writeln!(
+        out,
+        "{:<34} {:>12} {:>16} {:>14} {:>14}",
+        "state", "free pages", "in order>=9, %", "unusable(9)", "extfrag(9)"
+    );
+    let model_label = format!("model {} replaying the recording", c.model.era);
+    for (label, f) in [
+        ("host before", &c.before),
+        ("host after the workload", &c.after),
+        (model_label.as_str(), &c.model.free),
+        ("host after compact_memory", &c.compacted),
+    ] {
+        let _ = writeln!(
+            out,
+            "{label:<34} {:>12} {:>16.2} {:>14.3} {:>14.3}",
+            f.free_pages,
+            f.huge_share * 100.0,
+            f.unusable_index,
+            f.extfrag_index
+        );
+    }
+    let _ = writeln!(
+        out,
+        "model against the host at the end: {:.4} of free pages at another zone or order{}",
+        c.model.end_state.order_distance,
+        c.model
+            .end_state
+            .type_distance
+            .map_or(String::new(), |d| format!(
+                ", {d:.4} at another migratetype or order"
+            ))
+    );
+    let _ = writeln!(out, "compact_memory: {:.1} ms", c.compact_ns / 1e6);
+    let _ = writeln!(
+        out,
+        "{:<26} {:>14} {:>16}",
+        "counter", "the workload", "compact_memory"
+    );
+    for name in COMPACTION_COUNTERS {
+        let _ = writeln!(
+            out,
+            "{name:<26} {:>14} {:>16}",
+            c.workload_counters.get(name).copied().unwrap_or(0),
+            c.compact_counters.get(name).copied().unwrap_or(0)
+        );
+    }
+    out
+}
+
 /// The host's memory for the workload: an anonymous private mapping,
 /// huge pages off for it.
 #[allow(unsafe_code)]
@@ -484,7 +620,7 @@ mod region {
     }
 
     impl WorkPages for HostRegion {
-        fn len(&self) -> usize {
+        fn count(&self) -> usize {
             self.map.len() / self.page
         }
 
@@ -495,7 +631,7 @@ mod region {
         }
 
         fn drop_page(&mut self, i: usize) {
-            if i >= self.len() {
+            if i >= self.count() {
                 return;
             }
             // SAFETY: the range is one page inside this private anonymous

@@ -375,13 +375,7 @@ fn record_inner<'a>(
                 s.spawn(move || read_cpu(&pipe, cpu, readers_stop))
             })
             .collect();
-        let status = match work {
-            Some(work) => {
-                work();
-                Ok(None)
-            }
-            None => run_workload(options, stop),
-        };
+        let status = run_workload(options, stop, work);
         let _ = instance.write("tracing_on", "0");
         let snapshot_end = options.snapshot.then(host_snapshot);
         readers_stop.store(true, Ordering::Relaxed);
@@ -442,7 +436,12 @@ fn host_snapshot() -> Snapshot {
 fn run_workload(
     options: &RecordOptions,
     stop: &AtomicBool,
+    work: Option<Box<dyn FnOnce() + '_>>,
 ) -> Result<Option<std::process::ExitStatus>, RecordError> {
+    if let Some(work) = work {
+        work();
+        return Ok(None);
+    }
     if let Some((program, args)) = options.command.split_first() {
         let failed = |source| RecordError::Command {
             program: program.clone(),

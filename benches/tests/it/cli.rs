@@ -624,6 +624,17 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
         ],
         "memmap needs",
     );
+    assert_refused(
+        &[
+            "bench",
+            "frag",
+            "--quick",
+            "--host-kernel",
+            "/nonexistent-dir/host.trace.zst",
+        ],
+        "--host-kernel: writing /nonexistent-dir/host.trace.zst",
+    );
+    assert_refused(&["bench", "frag", "--host-mib", "64"], "--host-kernel");
     let unwritable = "/nonexistent-dir/out.json";
     assert_refused(
         &["--quick", "--layout", &layout, "--json", unwritable],

@@ -13,7 +13,7 @@ struct Fake {
 }
 
 impl WorkPages for Fake {
-    fn len(&self) -> usize {
+    fn count(&self) -> usize {
         self.held.len()
     }
     fn touch(&mut self, i: usize) {
@@ -157,4 +157,17 @@ fn a_recording_replays_from_its_start_snapshot_to_near_its_end() {
     // all of memory free.
     let off = model.abs_diff(machine) as f64 / machine as f64;
     assert!(off < 0.05, "model {model} against machine {machine}");
+}
+
+#[test]
+fn a_recording_that_cannot_be_written_is_refused_before_the_run() {
+    let out = Path::new("/nonexistent-directory/host.trace.zst");
+    let err = run_on_host(&FragShape::PAPER, 16, out, &AtomicBool::new(false))
+        .expect_err("no such directory");
+    assert!(matches!(err, HostFragError::Write(..)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("/nonexistent-directory/host.trace.zst"),
+        "{err}"
+    );
 }
