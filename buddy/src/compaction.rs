@@ -48,7 +48,8 @@
 //!   unpinned page outside a `MIGRATE_HIGHATOMIC` pageblock moves (the
 //!   HIGHATOMIC refusal is pfnlab's own guard for the atomic reserve, not a
 //!   kernel rule: the kernel decides movability per folio); a pinned one
-//!   fails (counted, put back); `-ENOMEM` from `compaction_alloc`
+//!   is not isolated (the anonymous-folio reference check in
+//!   `isolate_migratepages_block`), so it counts only as scanned; `-ENOMEM` from `compaction_alloc`
 //!   before the scanners met ends the run `COMPACT_CONTENDED`.
 //! - modes: a sync run is `compact_memory`'s (whole zone, skip hints
 //!   ignored, [`CompactControl::PROC`]) or `COMPACT_PRIO_SYNC_FULL`'s
@@ -354,6 +355,16 @@ fn compound_order<M: BuddyModel>(model: &M, pfn: Pfn, page: &M::Page) -> u64 {
 
 /// The migrate scanner's test: an allocation's head, not compound, in a
 /// movable pageblock.
+/// Whether `pfn`'s owner holds a pin: `isolate_migratepages_block`'s
+/// pre-filter for an anonymous folio (no mapping, more references than
+/// mappings: `folio_ref_count - 1 > folio_mapcount`) leaves it unisolated,
+/// counted only as scanned. pfnlab's owners stand for mapped anonymous
+/// pages here; a pinned page-cache page would pass the filter and fail in
+/// migration instead.
+fn pinned(owners: Option<&Owners>, pfn: Pfn) -> bool {
+    owners.is_some_and(|o| o.owner_of(pfn).is_some_and(|id| o.is_pinned(id)))
+}
+
 fn movable<M: BuddyModel>(model: &M, pfn: Pfn, page: &M::Page) -> bool {
     page.refcount() > 0
         && !page.test(PageFlag::Reserved)
@@ -448,7 +459,10 @@ impl<M: BuddyModel, V: Variant> Scan<'_, M, V> {
                 if skip > 0 {
                     low = low + ((1 << skip) - 1);
                     scanned += (1 << skip) - 1;
-                } else if owned != Some(None) && movable(self.model, low, page) {
+                } else if owned != Some(None)
+                    && !pinned(owners, low)
+                    && movable(self.model, low, page)
+                {
                     self.migratepages.push(low);
                     isolated += 1;
                     if isolated == COMPACT_CLUSTER_MAX {

@@ -15,8 +15,11 @@
 //!   (`(pfn, order)`), and a reverse map answers "who holds this pfn" for
 //!   the migrate scanner. The table lives beside the allocator, not in it:
 //!   an allocator whose caller keeps no owners pays nothing on its hot
-//!   path. Only movable allocations (a GFP mask whose `gfp_migratetype` is
-//!   `MIGRATE_MOVABLE`) can be owned.
+//!   path. An owner is the caller's word that the block is movable: `own`
+//!   takes the mask the block was allocated with and refuses one whose
+//!   `gfp_migratetype` is not `MIGRATE_MOVABLE`, but cannot check the mask
+//!   against the allocation (a movable page may sit in a pageblock of
+//!   another type after a fallback, so the pageblock cannot tell either).
 //! - [`Owners::pin`]: the stand-in for a raised reference count (a GUP pin,
 //!   a transient `get_page`), which `folio_expected_refs` finds in
 //!   `__migrate_folio` and which makes the move fail with `-EAGAIN` until
@@ -277,9 +280,11 @@ pub enum MigrateFail {
 pub struct MigrateCounts {
     /// `pgmigrate_success`.
     pub pgmigrate_success: u64,
-    /// `pgmigrate_fail`: the sum of the reasons.
+    /// `pgmigrate_fail`: the sum of the reasons except `not_movable`.
     pub pgmigrate_fail: u64,
-    /// Pages failed as not movable.
+    /// Pages refused as not movable. Not in `pgmigrate_fail`: the kernel's
+    /// isolation never hands `migrate_pages` a page that is neither on the
+    /// LRU nor a movable_ops page, so `/proc/vmstat` never counts one.
     pub not_movable: u64,
     /// Pages failed as pinned.
     pub pinned: u64,
@@ -293,7 +298,9 @@ pub struct MigrateCounts {
 
 impl MigrateCounts {
     fn fail(&mut self, why: MigrateFail, nr_pages: u64) {
-        self.pgmigrate_fail += nr_pages;
+        if why != MigrateFail::NotMovable {
+            self.pgmigrate_fail += nr_pages;
+        }
         match why {
             MigrateFail::NotMovable => self.not_movable += nr_pages,
             MigrateFail::Pinned => self.pinned += nr_pages,
@@ -438,7 +445,10 @@ pub fn migrate_pages<M: BuddyModel, V: Variant>(
         let (id, order) = match source_owner(alloc, owners, src) {
             Ok(found) => found,
             Err(why) => {
-                counts.fail(why, 1);
+                // An owned block fails whole; a page without an owner is
+                // one page.
+                let nr = owners.owned_order(src).map_or(1, Order::nr_pages);
+                counts.fail(why, nr);
                 left.push(src);
                 continue;
             }

@@ -245,7 +245,7 @@ impl Movers {
         let c = counts;
         assert_eq!(
             c.pgmigrate_fail,
-            c.not_movable + c.pinned + c.stale + c.no_target + c.bad_target
+            c.pinned + c.stale + c.no_target + c.bad_target
         );
         let mut moved_pages = 0;
         for (src, id) in before {
@@ -297,7 +297,7 @@ impl Movers {
                 let m = run.migrate;
                 assert_eq!(
                     m.pgmigrate_fail,
-                    m.not_movable + m.pinned + m.stale + m.no_target + m.bad_target
+                    m.pinned + m.stale + m.no_target + m.bad_target
                 );
                 self.vmstat.account(&run);
             }

@@ -160,9 +160,11 @@ fn each_failure_reason_is_counted_and_nothing_is_lost() {
     );
     assert!(matches!(r, Err(MigrateError::NoTarget)), "{r:?}");
     assert_eq!(list, vec![unowned, pinned_pfn, a, b]);
+    // The page without an owner is refused but, as in /proc/vmstat, not
+    // counted as a failed migration.
     let want = MigrateCounts {
         pgmigrate_success: 0,
-        pgmigrate_fail: 3,
+        pgmigrate_fail: 2,
         not_movable: 1,
         pinned: 1,
         stale: 0,
@@ -357,7 +359,15 @@ fn compaction_moves_no_unmovable_pinned_or_highatomic_page() {
     let target = alloc_migration_target(&alloc, NodeId::ZERO, Gfp::HIGHUSER_MOVABLE);
     let r = migrate_pages(&alloc, &mut owners, &mut list, target, |_| {}, &mut counts);
     assert_eq!(r.unwrap(), 1);
-    assert_eq!((counts.pgmigrate_success, counts.not_movable), (0, 1));
+    // The order-1 block is refused whole, and not counted as failed.
+    assert_eq!(
+        (
+            counts.pgmigrate_success,
+            counts.not_movable,
+            counts.pgmigrate_fail
+        ),
+        (0, 2, 0)
+    );
     assert_eq!(owners.resolve(reserved), Some((atomic, Order::new(1))));
     let pinned: Vec<(OwnerId, Pfn)> = owners
         .iter()
@@ -374,7 +384,9 @@ fn compaction_moves_no_unmovable_pinned_or_highatomic_page() {
     let run = compact_zone(&alloc, zid, &mut state, &mut owners, CompactControl::PROC).unwrap();
     assert_eq!(run.result, CompactResult::Complete, "{run:?}");
     assert!(run.migrate.pgmigrate_success > 0, "{run:?}");
-    assert!(run.migrate.pinned > 0, "{run:?}");
+    // Pinned pages are left at isolation, as the kernel's reference check
+    // leaves a pinned anonymous page: scanned, never tried.
+    assert_eq!(run.migrate.pinned, 0, "{run:?}");
     for &(id, pfn) in &pinned {
         assert_eq!(owners.resolve(id).unwrap().0, pfn, "a pinned page moved");
     }
@@ -678,4 +690,41 @@ fn an_async_run_out_of_budget_is_contended_and_resumes() {
     compact_zone(&alloc, zone.id, &mut state, &mut owners, sync).unwrap();
     let nine = alloc.alloc_pages(Order::new(9), Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None);
     check(&alloc, &layout, &owners, &[(nine.unwrap(), Order::new(9))]);
+}
+
+/// Compaction on real frames: every owned page's bytes follow it to
+/// wherever the run moved it.
+#[test]
+fn compaction_moves_each_frame_with_its_owner() {
+    let layout = layout();
+    let alloc = allocator(&layout, true);
+    let mut owners = Owners::new();
+    let kernel: Vec<(Pfn, Order)> = fill_zone(&alloc, &mut owners, 0)
+        .into_iter()
+        .map(|p| (p, Order::ZERO))
+        .collect();
+    // Every other page freed, then a pattern per owner in what is left.
+    free_owned(&alloc, &mut owners, |p| p.get() % 2 == 0);
+    let before: Vec<(OwnerId, Pfn, u8)> = owners
+        .iter()
+        .map(|(id, pfn, order)| {
+            // Seeded by where the page started, so a page that moved
+            // shows its old pfn's pattern at its new one.
+            let s = (pfn.get() as u8) ^ 0x5a;
+            fill(&alloc, pfn, order, s);
+            (id, pfn, s)
+        })
+        .collect();
+    let zid = alloc.zones()[0].id;
+    let mut state = CompactState::new(&alloc.zones()[0], PAGEBLOCK);
+    let run = compact_zone(&alloc, zid, &mut state, &mut owners, CompactControl::PROC).unwrap();
+    assert!(run.migrate.pgmigrate_success > 0, "{run:?}");
+    let mut moved = 0;
+    for (id, old, s) in before {
+        let (now, order) = owners.resolve(id).unwrap();
+        moved += u64::from(now != old);
+        assert!(holds(&alloc, now, order, s), "owner {id:?}: {old} -> {now}");
+    }
+    assert_eq!(moved, run.migrate.pgmigrate_success);
+    check(&alloc, &layout, &owners, &kernel);
 }
