@@ -380,6 +380,11 @@ pub struct FragArgs {
     /// iteration is always sampled).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     sample_every: Option<u32>,
+    /// Huge frames to recover from each allocator's end state: frames to
+    /// move for every allocator, and a compaction run for the buddy of
+    /// 2.6.35 on (default 1 % of the huge frames; 0 turns it off).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64))]
+    recover: Option<u64>,
 }
 
 impl FragArgs {
@@ -395,6 +400,7 @@ impl FragArgs {
             cpus: self.cpus.map_or(paper.cpus, usize::from),
             sample_every: self.sample_every.unwrap_or(paper.sample_every),
             seed: paper.seed,
+            recover: self.recover,
         };
         let allocators = match era {
             Some(era) => vec![frag::FragAllocator::Buddy(era), frag::FragAllocator::Llfree],

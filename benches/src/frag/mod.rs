@@ -20,8 +20,10 @@
 //!   ([`FallbackKinds`]).
 //!
 //! [`workload`] runs LLFree's fragmentation benchmark shape on the buddy of
-//! any era and on LLFree, sampling as it goes.
+//! any era and on LLFree, sampling as it goes; [`recover`] prices the
+//! huge frames its end state could still give.
 
+pub mod recover;
 pub mod workload;
 
 use serde::Serialize;
