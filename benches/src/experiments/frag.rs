@@ -451,32 +451,42 @@ fn cell(i: Option<&Interval>, digits: usize) -> String {
 /// The cost to recover huge frames: the measure for every allocator, the
 /// compaction run where there is one, then the published figures.
 fn recovery_table(results: &[AllocatorRuns]) -> String {
-    use std::fmt::Write;
-    let rows: Vec<(String, RecoverySummary)> = results
+    let rows: Vec<(FragAllocator, RecoverySummary)> = results
         .iter()
-        .filter_map(|a| {
-            Some((
-                a.allocator.to_string(),
-                RecoverySummary::of(&a.recoveries())?,
-            ))
-        })
+        .filter_map(|a| Some((a.allocator, RecoverySummary::of(&a.recoveries())?)))
         .collect();
-    let Some((_, first)) = rows.first() else {
+    if rows.is_empty() {
         return String::new();
-    };
+    }
+    let mut out = measure_table(&rows);
+    out.push_str(&compaction_table(&rows));
+    out.push_str(
+        "frames to move: allocated frames in the least-occupied huge frames to empty K of them \
+         (all: as many as the free memory makes), the least any compaction must copy; \
+         frames moved: pgmigrate_success; free huge b/a: before the run / after it, \
+         the huge frames taken given back.\n",
+    );
+    out
+}
+
+/// Frames to move, per allocator, beside the published figures.
+fn measure_table(rows: &[(FragAllocator, RecoverySummary)]) -> String {
+    use std::fmt::Write;
+    let wanted = rows.first().map_or(0, |(_, r)| r.wanted);
     let mut out = format!(
-        "\nrecovering {} huge frames (order 9) from the end state, median [interval] over the trials:\n",
-        first.wanted
+        "\nrecovering {wanted} huge frames (order 9) from the end state, \
+         median [interval] over the trials:\n"
     );
     let _ = writeln!(
         out,
-        "{:<14} {:>20} {:>22} {:>16}",
+        "{:<14} {:>20} {:>24} {:>22}",
         "allocator", "frames to move (K)", "frames to move (all)", "per GiB"
     );
-    for (who, r) in &rows {
+    for (who, r) in rows {
         let _ = writeln!(
             out,
-            "{who:<14} {:>20} {:>22} {:>16}",
+            "{:<14} {:>20} {:>24} {:>22}",
+            who.to_string(),
             cell(r.frames_to_move.as_ref(), 0),
             cell(r.frames_to_move_all.as_ref(), 0),
             cell(r.frames_to_move_all_per_gib.as_ref(), 0),
@@ -489,10 +499,20 @@ fn recovery_table(results: &[AllocatorRuns]) -> String {
     for (who, frames) in PUBLISHED_TO_MOVE {
         let _ = write!(out, " {who} {frames} ({} per GiB);", frames / PUBLISHED_GIB);
     }
-    out.push_str("\n\ncompaction (order-9 allocations compacting at COMPACT_PRIO_SYNC_FULL, as a hugetlb pool grows):\n");
+    out.push('\n');
+    out
+}
+
+/// The compaction runs, per allocator that has them.
+fn compaction_table(rows: &[(FragAllocator, RecoverySummary)]) -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        "\ncompaction (order-9 allocations compacting at COMPACT_PRIO_SYNC_FULL, \
+         as a hugetlb pool grows):\n",
+    );
     let _ = writeln!(
         out,
-        "{:<14} {:>10} {:>18} {:>8} {:>20} {:>18} {:>14} {:>10}",
+        "{:<14} {:>10} {:>18} {:>8} {:>22} {:>18} {:>14} {:>16}",
         "allocator",
         "recovered",
         "frames moved",
@@ -502,12 +522,13 @@ fn recovery_table(results: &[AllocatorRuns]) -> String {
         "free huge b/a",
         "ms"
     );
-    for (who, r) in &rows {
+    for (who, r) in rows {
         let Some(c) = &r.compaction else {
-            let _ = writeln!(
-                out,
-                "{who:<14} no compaction in this allocator or era (Linux 2.6.35 on)"
-            );
+            let why = match who {
+                FragAllocator::Buddy(_) => "no compaction before Linux 2.6.35",
+                FragAllocator::Llfree => "no compaction in pfnlab's LLFree",
+            };
+            let _ = writeln!(out, "{:<14} {why}", who.to_string());
             continue;
         };
         let before_after = format!(
@@ -517,7 +538,8 @@ fn recovery_table(results: &[AllocatorRuns]) -> String {
         );
         let _ = writeln!(
             out,
-            "{who:<14} {:>10} {:>18} {:>8} {:>20} {:>18} {before_after:>14} {:>10}",
+            "{:<14} {:>10} {:>18} {:>8} {:>22} {:>18} {before_after:>14} {:>16}",
+            who.to_string(),
             cell(c.recovered.as_ref(), 0),
             cell(c.pgmigrate_success.as_ref(), 0),
             cell(c.pgmigrate_fail.as_ref(), 0),
@@ -526,6 +548,5 @@ fn recovery_table(results: &[AllocatorRuns]) -> String {
             cell(c.elapsed_ms.as_ref(), 1),
         );
     }
-    out.push_str("frames to move: allocated frames in the least-occupied huge frames to empty K of them (all: as many as the free memory makes), the least any compaction must copy; frames moved: pgmigrate_success; free huge b/a: before the run / after it, the huge frames taken given back.\n");
     out
 }

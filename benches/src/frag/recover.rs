@@ -95,8 +95,8 @@ impl Occupancy {
 
     /// Huge frames the free memory would make if it were all together.
     pub fn possible(&self) -> u64 {
-        let emptiable =
-            self.huge_frames - self.occupied.values().filter(|o| o.1 > 0).count() as u64;
+        let pinned = self.occupied.values().filter(|o| o.1 > 0).count() as u64;
+        let emptiable = self.huge_frames.saturating_sub(pinned);
         (self.free_frames / self.frames_per_huge).min(emptiable)
     }
 }
