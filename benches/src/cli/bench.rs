@@ -383,8 +383,14 @@ pub struct FragArgs {
     /// Huge frames to recover from each allocator's end state: frames to
     /// move for every allocator, and a compaction run for the buddy of
     /// 2.6.35 on (default 1 % of the huge frames; 0 turns it off).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64))]
+    #[arg(long, value_name = "K", value_parser = parse_recover)]
     recover: Option<u64>,
+}
+
+/// `--recover`'s value: a count of huge frames.
+fn parse_recover(s: &str) -> Result<u64, String> {
+    s.parse()
+        .map_err(|_| format!("`{s}` is not a count of huge frames (0 turns recovery off)"))
 }
 
 impl FragArgs {

@@ -20,10 +20,15 @@
 //!   form; the paper gives the numbers, not their formula).
 //! - **A compaction run** (the buddy, from 2.6.35 on): what the kernel
 //!   does when `K` huge frames are asked for, as growing the hugetlb pool
-//!   by `K` does (`echo K > /proc/sys/vm/nr_hugepages`,
-//!   `alloc_pool_huge_folio` in mm/hugetlb.c): `K` order-9 allocations with
-//!   `GFP_HIGHUSER_MOVABLE | __GFP_COMP | __GFP_RETRY_MAYFAIL`, each
-//!   compacting directly when it fails (`__alloc_pages_direct_compact`).
+//!   by `K` does (`echo K > /proc/sys/vm/nr_hugepages`: mm/hugetlb.c's
+//!   `alloc_pool_huge_folio` and `alloc_buddy_hugetlb_folio`,
+//!   `alloc_buddy_huge_page` before folios): `K` order-9 allocations with
+//!   `htlb_alloc_mask` (`GFP_HIGHUSER_MOVABLE` for a migratable hstate)
+//!   and `__GFP_COMP | __GFP_NOWARN | __GFP_RETRY_MAYFAIL` (the pool's
+//!   `__GFP_THISNODE` changes nothing on one node), each compacting
+//!   directly when it fails (`__alloc_pages_direct_compact`). The pool
+//!   stops trying hard on a node after a failure (`node_alloc_noretry`);
+//!   here the first failure ends the step.
 //!   `__GFP_RETRY_MAYFAIL` lets the slow path's retries
 //!   (`should_compact_retry`) raise the priority to
 //!   `COMPACT_PRIO_SYNC_FULL`, the whole zone in sync mode; pfnlab goes to
@@ -200,8 +205,9 @@ fn free_huge_blocks<M: BuddyModel, V: Variant>(alloc: &Allocator<M, V>) -> u64 {
         .sum()
 }
 
-/// The hugetlb pool's allocation mask (`htlb_alloc_mask` for a movable
-/// hstate, with `alloc_pool_huge_folio`'s `__GFP_RETRY_MAYFAIL`).
+/// The hugetlb pool's allocation mask: `htlb_alloc_mask` for a
+/// migratable hstate with what `alloc_buddy_hugetlb_folio` adds when it
+/// tries hard (mm/hugetlb.c).
 const HUGETLB_GFP: Gfp = Gfp::HIGHUSER_MOVABLE
     .union(Gfp::COMP)
     .union(Gfp::RETRY_MAYFAIL)

@@ -585,8 +585,8 @@ fn assert_refused(args: &[&str], needle: &str) {
 fn frag_recover_takes_a_count_of_huge_frames() {
     for bad in ["many", "-3", "1.5"] {
         assert_refused(
-            &["bench", "frag", "--quick", "--recover", bad],
-            &format!("invalid value '{bad}' for '--recover <K>'"),
+            &["bench", "frag", "--quick", &format!("--recover={bad}")],
+            &format!("`{bad}` is not a count of huge frames (0 turns recovery off)"),
         );
     }
 }
