@@ -394,6 +394,17 @@ pub struct FragArgs {
     #[arg(long, value_name = "MIB", requires = "host_kernel",
           value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     host_mib: Option<u64>,
+    /// Huge frames to recover from each allocator's end state: frames to
+    /// move for every allocator, and a compaction run for the buddy of
+    /// 2.6.35 on (default 1 % of the huge frames; 0 turns it off).
+    #[arg(long, value_name = "K", value_parser = parse_recover)]
+    recover: Option<u64>,
+}
+
+/// `--recover`'s value: a count of huge frames.
+fn parse_recover(s: &str) -> Result<u64, String> {
+    s.parse()
+        .map_err(|_| format!("`{s}` is not a count of huge frames (0 turns recovery off)"))
 }
 
 impl FragArgs {
@@ -409,6 +420,7 @@ impl FragArgs {
             cpus: self.cpus.map_or(paper.cpus, usize::from),
             sample_every: self.sample_every.unwrap_or(paper.sample_every),
             seed: paper.seed,
+            recover: self.recover,
         };
         let allocators = match era {
             Some(era) => vec![frag::FragAllocator::Buddy(era), frag::FragAllocator::Llfree],

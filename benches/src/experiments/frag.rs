@@ -24,6 +24,7 @@ use super::{Ctx, Experiment, ExperimentId};
 use crate::error::RunError;
 use crate::frag::FragSample;
 use crate::frag::host::{HostComparison, compare_on_host, render_host};
+use crate::frag::recover::{Recovery, RecoverySummary};
 use crate::frag::workload::{FragRun, FragShape, run_buddy, run_llfree};
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
@@ -34,6 +35,13 @@ use crate::timing::Measurement;
 /// benchmark: a 128 GiB VM, 8 cores, 100 iterations): huge frames still
 /// wholly free, per cent.
 const PUBLISHED: [(&str, f64); 2] = [("LLFree", 46.6), ("Linux buddy", 0.14)];
+
+/// The paper's frames for compaction to move at the end of the same run
+/// (128 GiB), beside which the recovery's measure is printed.
+const PUBLISHED_TO_MOVE: [(&str, u64); 2] = [("LLFree", 266_503), ("Linux buddy", 6_634_775)];
+
+/// The paper's machine, GiB.
+const PUBLISHED_GIB: u64 = 128;
 
 /// The experiment `bench frag`.
 pub struct Frag;
@@ -157,6 +165,14 @@ impl AllocatorRuns {
         Interval::of_median(&self.end(|s| s.free_huge_of_all() * 100.0)).ok()
     }
 
+    /// The recoveries, trial by trial.
+    pub fn recoveries(&self) -> Vec<Recovery> {
+        self.runs
+            .iter()
+            .filter_map(|r| r.recovery.clone())
+            .collect()
+    }
+
     fn measurement(&self) -> Measurement {
         Measurement::from_ns(
             self.runs
@@ -185,6 +201,11 @@ pub struct FragExtra {
     /// The host kernel's row: its run beside the model's replay of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_kernel: Option<HostComparison>,
+    /// The cost to recover huge frames from the end state, over the
+    /// trials (`None` with `--recover 0`).
+    pub recovery: Option<RecoverySummary>,
+    /// The same, trial by trial.
+    pub recoveries: Vec<Recovery>,
 }
 
 /// One row of `bench frag`'s report.
@@ -328,6 +349,8 @@ impl Experiment for Frag {
                     filled: a.runs.iter().map(|r| r.filled).collect(),
                     series: a.runs.iter().map(|r| r.series.clone()).collect(),
                     host_kernel: None,
+                    recovery: RecoverySummary::of(&a.recoveries()),
+                    recoveries: a.recoveries(),
                 };
                 Row::new(
                     a.allocator,
@@ -373,6 +396,8 @@ fn host_row(ctx: &Ctx, results: &FragResults, host: &HostComparison) -> FragRow 
         filled: vec![host.work.touched],
         series: Vec::new(),
         host_kernel: Some(host.clone()),
+        recovery: None,
+        recoveries: Vec::new(),
     };
     Row::new(
         FragAllocator::HostKernel,
@@ -430,6 +455,7 @@ fn render(results: &[AllocatorRuns]) -> String {
         );
     }
     out.push_str(&series_table(results));
+    out.push_str(&recovery_table(results));
     out.push_str("\npublished (LLFree paper, a 128 GiB VM on 8 cores, 100 iterations):");
     for (who, pct) in PUBLISHED {
         let _ = write!(out, " {who} {pct} %;");
@@ -484,6 +510,124 @@ fn series_table(results: &[AllocatorRuns]) -> String {
             let _ = write!(out, " {cell:>8}");
         }
         out.push('\n');
+    }
+    out
+}
+
+/// A median and its interval, `-` without one.
+fn cell(i: Option<&Interval>, digits: usize) -> String {
+    i.map_or("-".into(), |i| {
+        if i.lo == i.hi {
+            format!("{:.digits$}", i.median)
+        } else {
+            format!(
+                "{:.digits$} [{:.digits$}, {:.digits$}]",
+                i.median, i.lo, i.hi
+            )
+        }
+    })
+}
+
+/// The cost to recover huge frames: the measure for every allocator, the
+/// compaction run where there is one, then the published figures.
+fn recovery_table(results: &[AllocatorRuns]) -> String {
+    let rows: Vec<(FragAllocator, RecoverySummary)> = results
+        .iter()
+        .filter_map(|a| Some((a.allocator, RecoverySummary::of(&a.recoveries())?)))
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = measure_table(&rows);
+    out.push_str(&compaction_table(&rows));
+    out.push_str(
+        "frames to move: allocated frames in the least-occupied huge frames to empty K of them \
+         (all: as many as the free memory makes), the least any compaction must copy; \
+         frames moved: pgmigrate_success; free huge b/a: before the run / after it, \
+         the huge frames taken given back.\n",
+    );
+    out
+}
+
+/// Frames to move, per allocator, beside the published figures.
+fn measure_table(rows: &[(FragAllocator, RecoverySummary)]) -> String {
+    use std::fmt::Write;
+    let wanted = rows.first().map_or(0, |(_, r)| r.wanted);
+    let mut out = format!(
+        "\nrecovering {wanted} huge frames (order 9) from the end state, \
+         median [interval] over the trials:\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<14} {:>20} {:>24} {:>22}",
+        "allocator", "frames to move (K)", "frames to move (all)", "per GiB"
+    );
+    for (who, r) in rows {
+        let _ = writeln!(
+            out,
+            "{:<14} {:>20} {:>24} {:>22}",
+            who.to_string(),
+            cell(r.frames_to_move.as_ref(), 0),
+            cell(r.frames_to_move_all.as_ref(), 0),
+            cell(r.frames_to_move_all_per_gib.as_ref(), 0),
+        );
+    }
+    let _ = write!(
+        out,
+        "published (frames for compaction to move, {PUBLISHED_GIB} GiB):"
+    );
+    for (who, frames) in PUBLISHED_TO_MOVE {
+        let _ = write!(out, " {who} {frames} ({} per GiB);", frames / PUBLISHED_GIB);
+    }
+    out.push('\n');
+    out
+}
+
+/// The compaction runs, per allocator that has them.
+fn compaction_table(rows: &[(FragAllocator, RecoverySummary)]) -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        "\ncompaction (order-9 allocations compacting at COMPACT_PRIO_SYNC_FULL, \
+         as a hugetlb pool grows):\n",
+    );
+    let _ = writeln!(
+        out,
+        "{:<14} {:>10} {:>18} {:>8} {:>22} {:>18} {:>14} {:>16}",
+        "allocator",
+        "recovered",
+        "frames moved",
+        "failed",
+        "pfns scanned",
+        "isolated",
+        "free huge b/a",
+        "ms"
+    );
+    for (who, r) in rows {
+        let Some(c) = &r.compaction else {
+            let why = match who {
+                FragAllocator::Buddy(_) => "no compaction before Linux 2.6.35",
+                FragAllocator::Llfree => "no compaction in pfnlab's LLFree",
+                FragAllocator::HostKernel => "its compact_memory is in its own table",
+            };
+            let _ = writeln!(out, "{:<14} {why}", who.to_string());
+            continue;
+        };
+        let before_after = format!(
+            "{}/{}",
+            cell(c.free_huge_before.as_ref(), 0),
+            cell(c.free_huge_after.as_ref(), 0)
+        );
+        let _ = writeln!(
+            out,
+            "{:<14} {:>10} {:>18} {:>8} {:>22} {:>18} {before_after:>14} {:>16}",
+            who.to_string(),
+            cell(c.recovered.as_ref(), 0),
+            cell(c.pgmigrate_success.as_ref(), 0),
+            cell(c.pgmigrate_fail.as_ref(), 0),
+            cell(c.pfns_scanned.as_ref(), 0),
+            cell(c.compact_isolated.as_ref(), 0),
+            cell(c.elapsed_ms.as_ref(), 1),
+        );
     }
     out
 }

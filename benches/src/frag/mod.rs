@@ -20,9 +20,11 @@
 //!   ([`FallbackKinds`]).
 //!
 //! [`workload`] runs LLFree's fragmentation benchmark shape on the buddy of
-//! any era and on LLFree, sampling as it goes.
+//! any era and on LLFree, sampling as it goes; [`recover`] prices the
+//! huge frames its end state could still give.
 
 pub mod host;
+pub mod recover;
 pub mod workload;
 
 use serde::Serialize;

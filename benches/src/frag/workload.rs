@@ -26,6 +26,7 @@ use buddy::llfree::{Class, LLFree};
 use buddy::{Allocator, BuddyModel, Gfp, PerCpu, Variant};
 use sparsemem::{Migratetype, NodeId, Order, Pfn};
 
+use super::recover::{Occupancy, Recovery, recover_buddy, wanted};
 use super::{FragSample, Live, sample_buddy, sample_llfree};
 use crate::workloads::xorshift;
 
@@ -48,6 +49,9 @@ pub struct FragShape {
     pub sample_every: u32,
     /// The request sequence's seed.
     pub seed: u64,
+    /// Huge frames to recover from the end state ([`super::recover`]);
+    /// `None` for the default, 1 % of the huge frames; 0 for none.
+    pub recover: Option<u64>,
 }
 
 impl FragShape {
@@ -62,6 +66,7 @@ impl FragShape {
         cpus: 2,
         sample_every: 10,
         seed: 1,
+        recover: None,
     };
 
     /// Whether every share is within 0 to 1 and there is a CPU.
@@ -99,6 +104,9 @@ pub struct FragRun {
     pub filled: u64,
     /// Allocations refused after the fill.
     pub refused: u64,
+    /// The cost to recover huge frames from the end state (`None` with
+    /// recovery off).
+    pub recovery: Option<Recovery>,
 }
 
 /// What an allocator under the workload does: one frame in, one out, and
@@ -112,6 +120,11 @@ trait Subject {
     fn put(&mut self, cpu: usize, pfn: Pfn) -> Result<(), String>;
     /// Its free memory now.
     fn sample(&self, ops: u64, live: &[Live]) -> FragSample;
+    /// After the last iteration: the cost to recover the huge frames
+    /// `recover` asks for ([`super::recover::wanted`]), then every
+    /// allocation in `live` given back.
+    fn finish(&mut self, live: Vec<Live>, recover: Option<u64>)
+    -> Result<Option<Recovery>, String>;
 }
 
 /// A buddy allocator through one per-CPU handle per CPU.
@@ -141,6 +154,28 @@ impl<M: BuddyModel, V: Variant> Subject for Buddy<'_, M, V> {
     fn sample(&self, ops: u64, live: &[Live]) -> FragSample {
         sample_buddy(self.alloc, ops, live)
     }
+
+    fn finish(
+        &mut self,
+        mut live: Vec<Live>,
+        recover: Option<u64>,
+    ) -> Result<Option<Recovery>, String> {
+        // `drain_all_pages`: the handles go, their lists drained.
+        self.cpus.clear();
+        let huge_frames = self.alloc.managed_pages_total()
+            >> self.alloc.model().geometry().pageblock_order().get();
+        let k = wanted(recover, huge_frames);
+        let recovery = match k {
+            0 => None,
+            k => Some(recover_buddy(self.alloc, &mut live, k)?),
+        };
+        for held in live {
+            self.alloc
+                .free_pages(held.pfn, held.order)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(recovery)
+    }
 }
 
 /// LLFree, CPU by CPU.
@@ -161,6 +196,21 @@ impl Subject for Llfree<'_> {
 
     fn sample(&self, ops: u64, live: &[Live]) -> FragSample {
         sample_llfree(self.0, ops, live)
+    }
+
+    fn finish(
+        &mut self,
+        live: Vec<Live>,
+        recover: Option<u64>,
+    ) -> Result<Option<Recovery>, String> {
+        let huge_order = u32::from(buddy::llfree::HUGE_ORDER);
+        let k = wanted(recover, self.0.nr_frames() >> huge_order);
+        let recovery = (k > 0)
+            .then(|| Recovery::measure(&Occupancy::of(&live, self.0.nr_frames(), huge_order), k));
+        for held in live {
+            self.put(0, held.pfn)?;
+        }
+        Ok(recovery)
     }
 }
 
@@ -276,15 +326,14 @@ fn run(subject: &mut impl Subject, shape: &FragShape) -> Result<FragRun, String>
             });
         }
     }
-    for held in live.drain(..) {
-        subject.put(0, held.pfn)?;
-    }
+    let recovery = subject.finish(live, shape.recover)?;
     Ok(FragRun {
         series,
         ops,
         elapsed_ns: elapsed,
         filled,
         refused,
+        recovery,
     })
 }
 

@@ -429,6 +429,24 @@ fn run_quick(exp: &str, extra: &[&str]) {
             let f = &last("buddy-6.18")["fallbacks"];
             assert!(f["whole_block"].as_u64().unwrap() > 0, "{f}");
             assert!(text.contains("published (LLFree paper"), "{text}");
+            // Every allocator prices the huge frames its end state could
+            // give; only a buddy of an era with compaction runs it.
+            let recovery = |v: &str| {
+                let r = rows.iter().find(|r| r["variant"] == v).unwrap();
+                r["recovery"].clone()
+            };
+            for r in &rows {
+                let rc = &r["recovery"];
+                assert!(rc["wanted"].as_u64().unwrap() >= 1, "{rc}");
+                assert!(rc["frames_to_move_all"]["median"].is_number(), "{rc}");
+                assert_eq!(r["recoveries"].as_array().unwrap().len(), 3, "{rc}");
+            }
+            assert!(recovery("llfree")["compaction"].is_null());
+            assert!(recovery("buddy-2.6.23")["compaction"].is_null());
+            let new = recovery("buddy-6.18");
+            let got = new["compaction"]["recovered"]["median"].as_f64();
+            assert_eq!(got, new["wanted"].as_f64(), "{new}");
+            assert!(text.contains("frames for compaction to move"), "{text}");
         }
         "hole-density" => {
             let fractions: std::collections::BTreeSet<String> = rows
@@ -561,6 +579,16 @@ fn assert_refused(args: &[&str], needle: &str) {
         err.starts_with("pfnlab: ") && err.contains(needle),
         "{args:?}: {err}"
     );
+}
+
+#[test]
+fn frag_recover_takes_a_count_of_huge_frames() {
+    for bad in ["many", "-3", "1.5"] {
+        assert_refused(
+            &["bench", "frag", "--quick", &format!("--recover={bad}")],
+            &format!("`{bad}` is not a count of huge frames (0 turns recovery off)"),
+        );
+    }
 }
 
 #[test]
