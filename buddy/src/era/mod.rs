@@ -292,6 +292,13 @@ impl Era {
         self.since(6, 15)
     }
 
+    /// Whether the kernel has `vm.defrag_mode`: 6.15, `e3aa7df331bc` "mm:
+    /// page_alloc: defrag_mode" (its fix "mm: page_alloc: fix
+    /// defrag_mode's retry & OOM path" in the same release).
+    pub const fn has_defrag_mode(self) -> bool {
+        self.since(6, 15)
+    }
+
     /// Whether the zone has the `WMARK_PROMO` watermark, `high` plus the
     /// low-to-high step: 5.18, `c574bbe91703` "NUMA balancing: optimize
     /// page placement for memory tiering system", whose
@@ -458,6 +465,11 @@ pub enum NotInEra {
         /// The era asked for.
         era: Era,
     },
+    /// `vm.defrag_mode`, which arrived in 6.15.
+    DefragMode {
+        /// The era asked for.
+        era: Era,
+    },
     /// `kernelcore=` or `movablecore=`, which arrived in 2.6.23 (their
     /// percentages in 4.17).
     MovableCore {
@@ -507,6 +519,10 @@ impl fmt::Display for NotInEra {
             NotInEra::AllocNolock { era } => write!(
                 f,
                 "alloc_pages_nolock and free_pages_nolock arrived in Linux 6.15; era {era} has no allocation that only tries its locks"
+            ),
+            NotInEra::DefragMode { era } => write!(
+                f,
+                "vm.defrag_mode arrived in Linux 6.15; era {era} falls back to another migratetype's pageblock without it (use era 6.18)"
             ),
         }
     }

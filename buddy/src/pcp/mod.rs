@@ -308,10 +308,12 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         zid: ZoneId,
         mt: Migratetype,
         order: Order,
+        nofragment: bool,
     ) -> Option<OwnedBlock<M::Page>> {
         let alloc = self.alloc;
         let pindex = self.order_to_pindex(mt, order);
-        self.pcp[zid.index()].__rmqueue_pcplist::<M, V, TRYLOCK>(alloc, zid, mt, order, pindex)
+        let pcp = &mut self.pcp[zid.index()];
+        pcp.__rmqueue_pcplist::<M, V, TRYLOCK>(alloc, zid, (mt, nofragment), order, pindex)
     }
 
     /// `rmqueue_pcplist`: [`PerCpu::__rmqueue_pcplist`] under the pcp lock
@@ -326,6 +328,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         mt: Migratetype,
         order: Order,
         gfp: Gfp,
+        nofragment: bool,
     ) -> Option<Pfn> {
         let alloc = self.alloc;
         let locked = alloc.path.pcp_lock;
@@ -341,7 +344,8 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             FACTOR => pcp.free_factor >>= 1,
             _ => {}
         }
-        let block = pcp.__rmqueue_pcplist::<M, V, TRYLOCK>(alloc, zid, mt, order, pindex);
+        let block =
+            pcp.__rmqueue_pcplist::<M, V, TRYLOCK>(alloc, zid, (mt, nofragment), order, pindex);
         if locked {
             pcp.lock.unlock();
         }
@@ -358,8 +362,13 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         order: Order,
     ) -> Option<Pfn> {
         if self.pcp_allowed_order(order)
-            && let Some(pfn) =
-                self.rmqueue_pcplist::<SIZING, false>(zid, ac.migratetype, order, ac.gfp)
+            && let Some(pfn) = self.rmqueue_pcplist::<SIZING, false>(
+                zid,
+                ac.migratetype,
+                order,
+                ac.gfp,
+                ac.nofragment,
+            )
         {
             return Some(pfn);
         }
@@ -379,7 +388,8 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// `rmqueue_buddy` kept out of line, so the per-CPU path stays small.
     #[inline(never)]
     fn rmqueue_buddy(&self, zid: ZoneId, ac: AllocContext, order: Order) -> Option<Pfn> {
-        self.alloc.rmqueue_buddy(zid, order, ac.migratetype, ac.gfp)
+        self.alloc
+            .rmqueue_buddy(zid, order, ac.migratetype, ac.gfp, ac.nofragment)
     }
 
     /// `buffered_rmqueue` for a zone the caller's own zonelist walk chose:
@@ -558,8 +568,8 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             self.node,
             self.pcp_allowed_order(order),
             |zone| cpuset.as_ref().is_none_or(|m| m.test(zone.node)),
-            |zid| {
-                let pfn = self.rmqueue_any(zid, ac, order)?;
+            |zid, ac| {
+                let pfn = self.rmqueue_any(zid, *ac, order)?;
                 Some(self.count_numa(preferred, zid, pfn))
             },
         );
