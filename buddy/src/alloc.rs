@@ -9,7 +9,8 @@
 //! path's flags (the min watermark; part of the reserve for `__GFP_HIGH`
 //! and non-blocking requests; no watermark for `__GFP_MEMALLOC`). pfnlab
 //! has no kswapd, direct reclaim or compaction: a request that fails both
-//! passes is refused with [`RequestError::NoMemory`]. Watermarks exist in
+//! passes (and, under `vm.defrag_mode`, the slow path's last retry;
+//! `slowpath`) is refused with [`RequestError::NoMemory`]. Watermarks exist in
 //! every era (2.6.9 had `pages_min/low/high`); pfnlab uses today's
 //! formulas for all of them.
 

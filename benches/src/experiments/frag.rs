@@ -34,11 +34,14 @@ const PUBLISHED: [(&str, f64); 2] = [("LLFree", 46.6), ("Linux buddy", 0.14)];
 /// The experiment `bench frag`.
 pub struct Frag;
 
-/// An allocator under the workload (in the JSON: `buddy-6.18`, `llfree`).
+/// An allocator under the workload (in the JSON: `buddy-6.18`,
+/// `buddy-6.18-defrag`, `llfree`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FragAllocator {
     /// pfnlab's buddy in an era.
     Buddy(Era),
+    /// pfnlab's buddy in an era with `vm.defrag_mode` (6.15 on).
+    BuddyDefrag(Era),
     /// LLFree.
     Llfree,
 }
@@ -47,6 +50,7 @@ impl Serialize for FragAllocator {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             FragAllocator::Buddy(era) => s.serialize_str(&format!("buddy-{era}")),
+            FragAllocator::BuddyDefrag(era) => s.serialize_str(&format!("buddy-{era}-defrag")),
             FragAllocator::Llfree => s.serialize_str("llfree"),
         }
     }
@@ -54,11 +58,12 @@ impl Serialize for FragAllocator {
 
 impl FragAllocator {
     /// The default set: the buddy before and after grouping by mobility,
-    /// today's, and LLFree.
-    pub const DEFAULT: [FragAllocator; 4] = [
+    /// today's without and with `vm.defrag_mode`, and LLFree.
+    pub const DEFAULT: [FragAllocator; 5] = [
         FragAllocator::Buddy(Era::V2_6_9),
         FragAllocator::Buddy(Era::V2_6_23),
         FragAllocator::Buddy(Era::V6_18),
+        FragAllocator::BuddyDefrag(Era::V6_18),
         FragAllocator::Llfree,
     ];
 }
@@ -67,6 +72,7 @@ impl std::fmt::Display for FragAllocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FragAllocator::Buddy(era) => write!(f, "buddy {era}"),
+            FragAllocator::BuddyDefrag(era) => write!(f, "buddy {era} defrag_mode"),
             FragAllocator::Llfree => f.write_str("LLFree"),
         }
     }
@@ -167,8 +173,12 @@ impl Visitor<'_> {
         managed: &mut Option<u64>,
     ) -> Result<Result<FragRun, String>, AllocError> {
         Ok(match allocator {
-            FragAllocator::Buddy(era) => {
-                let alloc = build_allocator::<M, Kernel>(layout, options, Options::for_era(era))?;
+            FragAllocator::Buddy(era) | FragAllocator::BuddyDefrag(era) => {
+                let buddy = Options {
+                    defrag_mode: matches!(allocator, FragAllocator::BuddyDefrag(_)),
+                    ..Options::for_era(era)
+                };
+                let alloc = build_allocator::<M, Kernel>(layout, options, buddy)?;
                 managed.get_or_insert(alloc.managed_pages_total());
                 run_buddy(&alloc, shape).map_err(|why| format!("{allocator}: {why}"))
             }

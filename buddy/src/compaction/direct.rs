@@ -22,7 +22,7 @@ use super::run::{CompactVmstat, compact_zone};
 use super::{CompactControl, CompactError, CompactState};
 use crate::alloc::Allocator;
 use crate::error::RequestError;
-use crate::gfp::Gfp;
+use crate::gfp::{AllocContext, Gfp};
 use crate::migrate::Owners;
 use crate::types::{BuddyModel, PAGE_ALLOC_COSTLY_ORDER};
 use crate::variant::Variant;
@@ -104,8 +104,45 @@ pub fn alloc_pages_direct_compact<M: BuddyModel, V: Variant>(
         return fall_back(first);
     }
     let ac = alloc.prepare_alloc_pages(gfp)?;
+    let ran = try_to_compact_pages(alloc, &ac, (order, prio), node, owners, states, vmstat)?;
+    if !ran {
+        return fall_back(first);
+    }
+    vmstat.compact_stall += 1;
+    let got = try_alloc();
+    match got {
+        Ok(pfn) => {
+            vmstat.compact_success += 1;
+            let zone = alloc.zones().iter().position(|z| z.spans(pfn));
+            if let Some(state) = zone.and_then(|i| states.get_mut(i)) {
+                state.compaction_defer_reset(order, true);
+            }
+            got
+        }
+        Err(_) => {
+            vmstat.compact_fail += 1;
+            fall_back(got)
+        }
+    }
+}
+
+/// `try_to_compact_pages` for the request `ac` of `order`: each zone of
+/// `node`'s zonelist the request may use, compacted at `prio` (a deferred zone skipped unless `SyncFull`; a zone that
+/// succeeds resets its deferral and ends the walk; a non-async run that
+/// completes without success defers the zone). Returns whether a zone
+/// was compacted or deferred (a stall).
+#[allow(clippy::too_many_arguments)]
+fn try_to_compact_pages<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    ac: &AllocContext,
+    (order, prio): (Order, CompactPriority),
+    node: NodeId,
+    owners: &mut Owners,
+    states: &mut [CompactState],
+    vmstat: &mut CompactVmstat,
+) -> Result<bool, RequestError> {
     let mut ran = false;
-    for &zid in alloc.zonelist(node, gfp)? {
+    for &zid in alloc.zonelist(node, ac.gfp)? {
         let Some(zone) = alloc.zone(zid) else {
             continue;
         };
@@ -143,23 +180,5 @@ pub fn alloc_pages_direct_compact<M: BuddyModel, V: Variant>(
             _ => {}
         }
     }
-    if !ran {
-        return fall_back(first);
-    }
-    vmstat.compact_stall += 1;
-    let got = try_alloc();
-    match got {
-        Ok(pfn) => {
-            vmstat.compact_success += 1;
-            let zone = alloc.zones().iter().position(|z| z.spans(pfn));
-            if let Some(state) = zone.and_then(|i| states.get_mut(i)) {
-                state.compaction_defer_reset(order, true);
-            }
-            got
-        }
-        Err(_) => {
-            vmstat.compact_fail += 1;
-            fall_back(got)
-        }
-    }
+    Ok(ran)
 }

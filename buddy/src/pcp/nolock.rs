@@ -164,10 +164,11 @@ impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
     /// `ALLOC_NOFRAGMENT` even under `vm.defrag_mode`.
     fn rmqueue_trylock(&mut self, zid: ZoneId, ac: AllocContext, order: Order) -> Option<Pfn> {
         let (mt, gfp) = (ac.migratetype, ac.gfp);
+        let request = (mt, false);
         let listed = match self.alloc.pcp_form.bits() & (TUNED | BATCH) {
-            TUNED => self.rmqueue_pcplist::<TUNED, true>(zid, mt, order, gfp, false),
-            BATCH => self.rmqueue_pcplist::<BATCH, true>(zid, mt, order, gfp, false),
-            _ => self.rmqueue_pcplist::<FACTOR, true>(zid, mt, order, gfp, false),
+            TUNED => self.rmqueue_pcplist::<TUNED, true>(zid, request, order, gfp),
+            BATCH => self.rmqueue_pcplist::<BATCH, true>(zid, request, order, gfp),
+            _ => self.rmqueue_pcplist::<FACTOR, true>(zid, request, order, gfp),
         };
         listed.or_else(|| self.alloc.rmqueue_buddy_trylock(zid, order, mt, gfp))
     }
