@@ -5,8 +5,8 @@
 //! # defrag_mode
 //!
 //! Johannes Weiner's `vm.defrag_mode` (Linux 6.15, e3aa7df331bc "mm:
-//! page_alloc: defrag_mode", with its fix "mm: page_alloc: fix
-//! defrag_mode's retry & OOM path") makes the allocator run reclaim and
+//! page_alloc: defrag_mode", with its fix 7a95a05f15d5 "mm: page_alloc:
+//! fix defrag_mode's retry & OOM path") makes the allocator run reclaim and
 //! compaction to their full extent *before* a fallback that mixes
 //! migratetypes in a pageblock. The kernel already had the means,
 //! `ALLOC_NOFRAGMENT` (4.20, for spreading over zones before fragmenting

@@ -295,8 +295,8 @@ impl Era {
     }
 
     /// Whether the kernel has `vm.defrag_mode`: 6.15, `e3aa7df331bc` "mm:
-    /// page_alloc: defrag_mode" (its fix "mm: page_alloc: fix
-    /// defrag_mode's retry & OOM path" in the same release).
+    /// page_alloc: defrag_mode" (its fix `7a95a05f15d5` "mm: page_alloc:
+    /// fix defrag_mode's retry & OOM path" in the same release).
     pub const fn has_defrag_mode(self) -> bool {
         self.since(6, 15)
     }
