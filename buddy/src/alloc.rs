@@ -9,7 +9,8 @@
 //! path's flags (the min watermark; part of the reserve for `__GFP_HIGH`
 //! and non-blocking requests; no watermark for `__GFP_MEMALLOC`). pfnlab
 //! has no kswapd, direct reclaim or compaction: a request that fails both
-//! passes is refused with [`RequestError::NoMemory`]. Watermarks exist in
+//! passes (and, under `vm.defrag_mode`, the slow path's last retry;
+//! `slowpath`) is refused with [`RequestError::NoMemory`]. Watermarks exist in
 //! every era (2.6.9 had `pages_min/low/high`); pfnlab uses today's
 //! formulas for all of them.
 
@@ -59,6 +60,11 @@ pub struct Options {
     /// 2.6.25 and 4.2 cost the same one locked operation, so only the lock
     /// experiment, which contends for it, chooses).
     pub zone_lock: ZoneLockKind,
+    /// `vm.defrag_mode` (Linux 6.15 on; refused in an older era): no
+    /// fallback that leaves a pageblock mixed until the slow path has
+    /// nothing else to try (see `Allocator::alloc_pages_slowpath`;
+    /// default: off, the kernel's default).
+    pub defrag_mode: bool,
     /// `vm.percpu_pagelist_high_fraction` (Linux 5.14 on, and every era
     /// from 5.14 here): with a value `f` (at least 8), `pcp->high` is a zone's
     /// managed pages over `f`, split over the node's CPUs, instead of its
@@ -238,10 +244,13 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     }
 
     /// `prepare_alloc_pages`: the request's zone limit and migratetype for
-    /// this era, or why the mask is invalid.
+    /// this era, or why the mask is invalid; with the `ALLOC_NOFRAGMENT`
+    /// that `__alloc_pages` adds next (`alloc_flags_nofragment`).
     #[inline(always)]
     pub(crate) fn prepare_alloc_pages(&self, gfp: Gfp) -> Result<AllocContext, GfpError> {
-        AllocContext::new(gfp, self.path.mobility)
+        let mut ac = AllocContext::new(gfp, self.path.mobility)?;
+        ac.nofragment = self.alloc_flags_nofragment();
+        Ok(ac)
     }
 
     /// Whether `get_page_from_freelist` may take from `zone` for a
@@ -287,101 +296,6 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         }
     }
 
-    /// `__alloc_pages_slowpath` without kswapd, reclaim or compaction: one
-    /// more zonelist walk with `gfp_to_alloc_flags` (the min watermark,
-    /// less for `__GFP_HIGH` and non-blocking requests, none for
-    /// `__GFP_MEMALLOC`), with the `MIGRATE_HIGHATOMIC` reserve's rules
-    /// (`zone::highatomic`): a request that may reclaim and fails the walk
-    /// gives back a reserved pageblock and walks again, as long as one is
-    /// given back. A request that fails is [`RequestError::NoMemory`].
-    /// `take` takes a block from a zone that passed, through the per-CPU
-    /// list first when `pcp_first` (the order is one the lists hold).
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn alloc_pages_slowpath(
-        &self,
-        order: Order,
-        ac: &AllocContext,
-        node: &Node,
-        pcp_first: bool,
-        mut allowed: impl FnMut(&Zone<V, M::Page>) -> bool,
-        mut take: impl FnMut(ZoneId) -> Option<Pfn>,
-    ) -> Result<Pfn, RequestError> {
-        if !self.path.watermarks {
-            return Err(RequestError::NoMemory { order });
-        }
-        let flags = AllocFlags::slow(ac.gfp, order, self.path.highatomic);
-        let mut force = false;
-        loop {
-            for &zid in node.zonelist(ac.gfp) {
-                let zone = &self.zones[zid.index()];
-                let usable = allowed(zone);
-                if !self.zone_usable(zone, order, ac, flags, usable, self.path.pcp_high_tuning) {
-                    continue;
-                }
-                let highatomic = |alloc: &Self| {
-                    alloc.rmqueue_buddy(zid, order, sparsemem::Migratetype::HighAtomic, ac.gfp)
-                };
-                let got = if flags.highatomic && !pcp_first {
-                    highatomic(self).or_else(|| take(zid))
-                } else {
-                    take(zid).or_else(|| {
-                        (flags.highatomic || flags.highatomic_fallback)
-                            .then(|| highatomic(self))
-                            .flatten()
-                    })
-                };
-                if let Some(pfn) = got {
-                    if flags.highatomic {
-                        zone.reserve_highatomic_pageblock(&self.model, pfn, order);
-                    }
-                    return Ok(pfn);
-                }
-            }
-            if !self.unreserve_highatomic_pageblock(order, ac, node, &mut force) {
-                return Err(RequestError::NoMemory { order });
-            }
-        }
-    }
-
-    /// `unreserve_highatomic_pageblock` where a failed slow-path walk of a
-    /// request that may reclaim would reclaim and retry: one reserved
-    /// pageblock of the zonelist goes back to the request's migratetype,
-    /// keeping each zone's last one (`__alloc_pages_direct_reclaim`) until
-    /// none other is left; then, for a request that would retry
-    /// (`should_reclaim_retry`: not `__GFP_NORETRY`, not a costly order
-    /// without `__GFP_RETRY_MAYFAIL`), the last ones too (`force`, set
-    /// here once). Returns whether one was given back.
-    fn unreserve_highatomic_pageblock(
-        &self,
-        order: Order,
-        ac: &AllocContext,
-        node: &Node,
-        force: &mut bool,
-    ) -> bool {
-        if !ac.gfp.contains(Gfp::DIRECT_RECLAIM) {
-            return false;
-        }
-        let retries = !ac.gfp.contains(Gfp::NORETRY)
-            && (order.get() <= crate::types::PAGE_ALLOC_COSTLY_ORDER
-                || ac.gfp.contains(Gfp::RETRY_MAYFAIL));
-        loop {
-            let zones = node.zonelist(ac.gfp).iter().map(|z| &self.zones[z.index()]);
-            if zones
-                .filter(|zone| zone.kind <= ac.highest_zone)
-                .any(|zone| {
-                    zone.unreserve_highatomic_pageblock(&self.model, ac.migratetype, *force)
-                })
-            {
-                return true;
-            }
-            if *force || !retries {
-                return false;
-            }
-            *force = true;
-        }
-    }
-
     /// `__alloc_pages` on the zone path (no per-CPU list): walks the
     /// zonelist of `node`, taking each zone's lock once.
     pub fn alloc_pages(
@@ -408,7 +322,8 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         node: NodeId,
         allowed: impl FnMut(&Zone<V, M::Page>) -> bool,
     ) -> Result<Pfn, RequestError> {
-        self.alloc_pages_at(order, gfp, &self.nodes[self.node_index(node)?], allowed)
+        let node = &self.nodes[self.node_index(node)?];
+        self.alloc_pages_at(order, gfp, node, true, allowed)
     }
 
     /// [`Allocator::alloc_pages_with`] for `node`:
@@ -416,19 +331,21 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
     /// zonelist with the low watermark; if no zone can serve the request,
     /// the slow path walks it once more with the min watermark. The
     /// `deferred_pages` key picks the compiled form with the grow on a miss
-    /// or without it, as on the per-CPU path.
+    /// or without it, as on the per-CPU path. `defrag_retry` is
+    /// [`AllocContext::defrag_retry`].
     #[inline(always)]
     pub(crate) fn alloc_pages_at(
         &self,
         order: Order,
         gfp: Gfp,
         node: &Node,
+        defrag_retry: bool,
         allowed: impl FnMut(&Zone<V, M::Page>) -> bool,
     ) -> Result<Pfn, RequestError> {
         if self.deferred_pages_enabled() {
-            self.alloc_pages_at_on::<true>(order, gfp, node, allowed)
+            self.alloc_pages_at_on::<true>(order, gfp, node, defrag_retry, allowed)
         } else {
-            self.alloc_pages_at_on::<false>(order, gfp, node, allowed)
+            self.alloc_pages_at_on::<false>(order, gfp, node, defrag_retry, allowed)
         }
     }
 
@@ -440,29 +357,34 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         order: Order,
         gfp: Gfp,
         node: &Node,
+        defrag_retry: bool,
         mut allowed: impl FnMut(&Zone<V, M::Page>) -> bool,
     ) -> Result<Pfn, RequestError> {
         self.check_order(order)?;
-        let ac = self.prepare_alloc_pages(gfp)?;
+        let ac = AllocContext {
+            defrag_retry,
+            ..self.prepare_alloc_pages(gfp)?
+        };
         let flags = self.fast_flags();
         for &zid in node.zonelist(gfp) {
             let zone = &self.zones[zid.index()];
             let usable = allowed(zone);
             if self.zone_usable(zone, order, &ac, flags, usable, self.path.pcp_high_tuning)
-                && let Some(pfn) = self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
+                && let Some(pfn) =
+                    self.rmqueue_buddy(zid, order, ac.migratetype, gfp, ac.nofragment)
             {
                 return Ok(pfn);
             }
             if DEFERRED
                 && usable
                 && zone.kind <= ac.highest_zone
-                && let Some(pfn) = self.grow_and_rmqueue_buddy(zid, order, ac.migratetype, gfp)
+                && let Some(pfn) = self.grow_and_rmqueue_buddy(zid, order, &ac)
             {
                 return Ok(pfn);
             }
         }
-        self.alloc_pages_slowpath(order, &ac, node, false, allowed, |zid| {
-            self.rmqueue_buddy(zid, order, ac.migratetype, gfp)
+        self.alloc_pages_slowpath(order, &ac, node, false, allowed, |zid, ac| {
+            self.rmqueue_buddy(zid, order, ac.migratetype, gfp, ac.nofragment)
         })
     }
 
@@ -475,12 +397,14 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         order: Order,
         mt: Migratetype,
         gfp: Gfp,
+        nofragment: bool,
     ) -> Option<Pfn> {
         let zone = self.zones.get(zid.index())?;
-        self.rmqueue_buddy_locked(zone, zone.free_area.lock(), order, mt, gfp)
+        self.rmqueue_buddy_locked(zone, zone.free_area.lock(), order, mt, gfp, nofragment)
     }
 
-    /// The body of `rmqueue_buddy` once `area` holds zone `zone`'s lock.
+    /// The body of `rmqueue_buddy` once `area` holds zone `zone`'s lock;
+    /// `nofragment` is `ALLOC_NOFRAGMENT`.
     #[inline(always)]
     pub(crate) fn rmqueue_buddy_locked(
         &self,
@@ -489,8 +413,9 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         order: Order,
         mt: Migratetype,
         gfp: Gfp,
+        nofragment: bool,
     ) -> Option<Pfn> {
-        let block = area.rmqueue(&self.model, order, mt)?;
+        let block = area.rmqueue(&self.model, order, mt, nofragment)?;
         area.stats.allocs[order.index()] += 1;
         drop(area);
         if self.path.watermarks {

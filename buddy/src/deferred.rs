@@ -349,11 +349,11 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         &self,
         zid: ZoneId,
         order: Order,
-        mt: sparsemem::Migratetype,
-        gfp: crate::gfp::Gfp,
+        ac: &crate::gfp::AllocContext,
     ) -> Option<Pfn> {
         while self.deferred_grow_zone(zid, order) {
-            if let Some(pfn) = self.rmqueue_buddy(zid, order, mt, gfp) {
+            if let Some(pfn) = self.rmqueue_buddy(zid, order, ac.migratetype, ac.gfp, ac.nofragment)
+            {
                 return Some(pfn);
             }
         }

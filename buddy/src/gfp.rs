@@ -484,6 +484,16 @@ pub(crate) struct AllocContext {
     pub(crate) gfp: Gfp,
     pub(crate) highest_zone: ZoneType,
     pub(crate) migratetype: Migratetype,
+    /// `ALLOC_NOFRAGMENT`, which the kernel keeps in `alloc_flags` beside
+    /// its context: no fallback but a whole free pageblock's
+    /// (`zone::fallback`). Set by `alloc_flags_nofragment` and
+    /// `gfp_to_alloc_flags` under `vm.defrag_mode`; the slow path clears
+    /// it for its last retry.
+    pub(crate) nofragment: bool,
+    /// Whether the slow path may drop [`AllocContext::nofragment`] for its
+    /// last retry: false for a caller that compacts first and asks again
+    /// itself (`alloc_pages_direct_compact`).
+    pub(crate) defrag_retry: bool,
 }
 
 impl AllocContext {
@@ -502,6 +512,8 @@ impl AllocContext {
             } else {
                 Migratetype::Movable
             },
+            nofragment: false,
+            defrag_retry: true,
         })
     }
 }

@@ -159,14 +159,20 @@ fn kernel_zone_parts(layout: &Layout) -> BTreeMap<(NodeId, ZoneType), Vec<(Pfn, 
 /// `percpu_pagelist_high_fraction_sysctl_handler`'s check: 0 or at least
 /// `MIN_PERCPU_PAGELIST_HIGH_FRACTION` (8), and only in an era that has the
 /// sysctl (5.14 on; 2.6's `percpu_pagelist_fraction` set `high` and
-/// `batch` by another rule, which pfnlab does not model); and
-/// `kernelcore=`/`movablecore=` only in an era that takes them.
+/// `batch` by another rule, which pfnlab does not model);
+/// `kernelcore=`/`movablecore=` only in an era that takes them; and
+/// `vm.defrag_mode` only from 6.15.
 fn check_options(options: &Options) -> Result<(), InitError> {
     let fraction = options.percpu_pagelist_high_fraction;
     options
         .movable_core
         .check_era(options.era)
         .map_err(InitError::EraMismatch)?;
+    if options.defrag_mode && !options.era.has_defrag_mode() {
+        return Err(InitError::EraMismatch(NotInEra::DefragMode {
+            era: options.era,
+        }));
+    }
     if fraction == 0 {
         return Ok(());
     }

@@ -69,7 +69,8 @@
 //!    of a free), `zone::highatomic` (the `MIGRATE_HIGHATOMIC` reserve:
 //!    `reserve_highatomic_pageblock`, `unreserve_highatomic_pageblock`),
 //!    `zone::rebuild` (free lists rebuilt to a plan);
-//! 5. `alloc` (the allocator and its zone path), `walk`
+//! 5. `alloc` (the allocator and its zone path), then `slowpath`
+//!    (`__alloc_pages_slowpath` and `vm.defrag_mode`), `walk`
 //!    (`pageblock_pfn_to_page`, `zone->contiguous`, over a zone); the
 //!    zone path's miss calls `deferred`'s grow
 //!    (`Allocator::deferred_grow_zone`, as `get_page_from_freelist` calls
@@ -130,6 +131,7 @@ mod migrate;
 mod movable;
 mod node;
 mod pcp;
+mod slowpath;
 mod split_page;
 mod start_state;
 #[cfg(feature = "testing")]

@@ -5,7 +5,7 @@
 //! watermark formulas, the errors and the zones can all name a zone type
 //! or a limit without importing the code that uses them.
 
-use sparsemem::{BuddyPage, MemoryModel, NR_PAGE_ORDERS};
+use sparsemem::{BuddyPage, MIGRATE_PCPTYPES, MemoryModel, NR_PAGE_ORDERS};
 
 /// A memory model the allocator can run on: one whose `struct page` holds
 /// the free-list links, the order and the counts itself ([`BuddyPage`]:
@@ -97,6 +97,14 @@ pub struct ZoneStats {
     /// claimed all of it (`change_pageblock_range`): the only kind that
     /// `mm_page_alloc_extfrag` does not call fragmenting.
     pub whole_block_claims: u64,
+    /// Fallbacks that used a block smaller than a pageblock where it was,
+    /// leaving another migratetype's page in its pageblock (the kind
+    /// `mm_page_alloc_extfrag` reports with `change_ownership=0`), by the
+    /// request's migratetype and then the pageblock's: `stolen[Movable]
+    /// [Unmovable]` counts "movable from unmovable" fallbacks. Indexed by
+    /// [`Migratetype::index`](sparsemem::Migratetype::index), the first
+    /// `MIGRATE_PCPTYPES` only.
+    pub stolen: [[u64; MIGRATE_PCPTYPES]; MIGRATE_PCPTYPES],
     /// Hole checks that said "invalid".
     pub hole_hits: u64,
     /// Freed blocks put at the tail of their list because their buddy one
@@ -152,6 +160,11 @@ impl std::ops::AddAssign for ZoneStats {
         self.fallbacks += other.fallbacks;
         self.steals += other.steals;
         self.whole_block_claims += other.whole_block_claims;
+        for (mine, theirs) in self.stolen.iter_mut().zip(other.stolen) {
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                *m += t;
+            }
+        }
         self.merge_likely_tails += other.merge_likely_tails;
         self.numa += other.numa;
     }

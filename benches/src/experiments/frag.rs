@@ -46,11 +46,14 @@ const PUBLISHED_GIB: u64 = 128;
 /// The experiment `bench frag`.
 pub struct Frag;
 
-/// An allocator under the workload (in the JSON: `buddy-6.18`, `llfree`).
+/// An allocator under the workload (in the JSON: `buddy-6.18`,
+/// `buddy-6.18-defrag`, `llfree`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FragAllocator {
     /// pfnlab's buddy in an era.
     Buddy(Era),
+    /// pfnlab's buddy in an era with `vm.defrag_mode` (6.15 on).
+    BuddyDefrag(Era),
     /// LLFree.
     Llfree,
     /// This host's kernel ([`FragParams::host_kernel`]; not a model's
@@ -62,6 +65,7 @@ impl Serialize for FragAllocator {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             FragAllocator::Buddy(era) => s.serialize_str(&format!("buddy-{era}")),
+            FragAllocator::BuddyDefrag(era) => s.serialize_str(&format!("buddy-{era}-defrag")),
             FragAllocator::Llfree => s.serialize_str("llfree"),
             FragAllocator::HostKernel => s.serialize_str("host-kernel"),
         }
@@ -70,11 +74,12 @@ impl Serialize for FragAllocator {
 
 impl FragAllocator {
     /// The default set: the buddy before and after grouping by mobility,
-    /// today's, and LLFree.
-    pub const DEFAULT: [FragAllocator; 4] = [
+    /// today's without and with `vm.defrag_mode`, and LLFree.
+    pub const DEFAULT: [FragAllocator; 5] = [
         FragAllocator::Buddy(Era::V2_6_9),
         FragAllocator::Buddy(Era::V2_6_23),
         FragAllocator::Buddy(Era::V6_18),
+        FragAllocator::BuddyDefrag(Era::V6_18),
         FragAllocator::Llfree,
     ];
 }
@@ -83,6 +88,7 @@ impl std::fmt::Display for FragAllocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FragAllocator::Buddy(era) => write!(f, "buddy {era}"),
+            FragAllocator::BuddyDefrag(era) => write!(f, "buddy {era} defrag_mode"),
             FragAllocator::Llfree => f.write_str("LLFree"),
             FragAllocator::HostKernel => f.write_str("host kernel"),
         }
@@ -226,8 +232,12 @@ impl Visitor<'_> {
         managed: &mut Option<u64>,
     ) -> Result<Result<FragRun, String>, AllocError> {
         Ok(match allocator {
-            FragAllocator::Buddy(era) => {
-                let alloc = build_allocator::<M, Kernel>(layout, options, Options::for_era(era))?;
+            FragAllocator::Buddy(era) | FragAllocator::BuddyDefrag(era) => {
+                let buddy = Options {
+                    defrag_mode: matches!(allocator, FragAllocator::BuddyDefrag(_)),
+                    ..Options::for_era(era)
+                };
+                let alloc = build_allocator::<M, Kernel>(layout, options, buddy)?;
                 managed.get_or_insert(alloc.managed_pages_total());
                 run_buddy(&alloc, shape).map_err(|why| format!("{allocator}: {why}"))
             }
@@ -427,7 +437,7 @@ fn render(results: &[AllocatorRuns]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<14} {:>26} {:>16} {:>22} {:>8} {:>9}",
+        "{:<22} {:>26} {:>16} {:>22} {:>8} {:>9}",
         "allocator",
         "free huge frames, % of all",
         "mixed blocks",
@@ -449,7 +459,7 @@ fn render(results: &[AllocatorRuns]) -> String {
         let refused: u64 = a.runs.iter().map(|r| r.refused).sum();
         let _ = writeln!(
             out,
-            "{:<14} {share:>26} {mixed:>16} {fallbacks:>22} {refused:>8} {:>9.1}",
+            "{:<22} {share:>26} {mixed:>16} {fallbacks:>22} {refused:>8} {:>9.1}",
             a.allocator.to_string(),
             a.measurement().ns_per_op.median,
         );
@@ -492,14 +502,14 @@ fn series_table(results: &[AllocatorRuns]) -> String {
     let mut points = vec![0, last / 4, last / 2, 3 * last / 4, last];
     points.dedup();
     let mut out = String::from("\nfree huge frames, % of all, after iteration:\n");
-    let _ = write!(out, "{:<14}", "allocator");
+    let _ = write!(out, "{:<22}", "allocator");
     for &p in &points {
         let iteration = first.series[p].iteration;
         let _ = write!(out, " {iteration:>8}");
     }
     out.push('\n');
     for a in results {
-        let _ = write!(out, "{:<14}", a.allocator.to_string());
+        let _ = write!(out, "{:<22}", a.allocator.to_string());
         for &p in &points {
             let at: Vec<f64> = a
                 .runs
@@ -559,13 +569,13 @@ fn measure_table(rows: &[(FragAllocator, RecoverySummary)]) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<14} {:>20} {:>24} {:>22}",
+        "{:<22} {:>20} {:>24} {:>22}",
         "allocator", "frames to move (K)", "frames to move (all)", "per GiB"
     );
     for (who, r) in rows {
         let _ = writeln!(
             out,
-            "{:<14} {:>20} {:>24} {:>22}",
+            "{:<22} {:>20} {:>24} {:>22}",
             who.to_string(),
             cell(r.frames_to_move.as_ref(), 0),
             cell(r.frames_to_move_all.as_ref(), 0),
@@ -592,7 +602,7 @@ fn compaction_table(rows: &[(FragAllocator, RecoverySummary)]) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<14} {:>10} {:>18} {:>8} {:>22} {:>18} {:>14} {:>16}",
+        "{:<22} {:>10} {:>18} {:>8} {:>22} {:>18} {:>14} {:>16}",
         "allocator",
         "recovered",
         "frames moved",
@@ -605,11 +615,13 @@ fn compaction_table(rows: &[(FragAllocator, RecoverySummary)]) -> String {
     for (who, r) in rows {
         let Some(c) = &r.compaction else {
             let why = match who {
-                FragAllocator::Buddy(_) => "no compaction before Linux 2.6.35",
+                FragAllocator::Buddy(_) | FragAllocator::BuddyDefrag(_) => {
+                    "no compaction before Linux 2.6.35"
+                }
                 FragAllocator::Llfree => "no compaction in pfnlab's LLFree",
                 FragAllocator::HostKernel => "its compact_memory is in its own table",
             };
-            let _ = writeln!(out, "{:<14} {why}", who.to_string());
+            let _ = writeln!(out, "{:<22} {why}", who.to_string());
             continue;
         };
         let before_after = format!(
@@ -619,7 +631,7 @@ fn compaction_table(rows: &[(FragAllocator, RecoverySummary)]) -> String {
         );
         let _ = writeln!(
             out,
-            "{:<14} {:>10} {:>18} {:>8} {:>22} {:>18} {before_after:>14} {:>16}",
+            "{:<22} {:>10} {:>18} {:>8} {:>22} {:>18} {before_after:>14} {:>16}",
             who.to_string(),
             cell(c.recovered.as_ref(), 0),
             cell(c.pgmigrate_success.as_ref(), 0),

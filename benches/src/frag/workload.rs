@@ -389,6 +389,34 @@ mod tests {
         assert_eq!(alloc.free_pages_total(), fresh.free_pages);
     }
 
+    /// The same mixed sequence on 6.18 without and with `vm.defrag_mode`:
+    /// no refusal after the fill, every page back, and every fallback one
+    /// of the three kinds the statistics count (`ALLOC_NOFRAGMENT` changes
+    /// which fallbacks happen, not how they are counted).
+    #[test]
+    fn defrag_mode_runs_the_mixed_sequence_and_loses_no_page() {
+        let layout = Layout::from_toml(LAYOUT).unwrap();
+        for defrag_mode in [false, true] {
+            let options = Options {
+                defrag_mode,
+                ..Options::for_era(Era::V6_18)
+            };
+            let model = Flat::new(&layout).unwrap();
+            let alloc: Allocator<Flat, Kernel> = Allocator::new(model, &layout, options).unwrap();
+            let fresh = alloc.free_pages_total();
+            let run = run_buddy(&alloc, &shape()).unwrap();
+            assert!(run.filled > 0 && run.refused == 0, "{defrag_mode}");
+            assert_eq!(alloc.free_pages_total(), fresh, "a page was lost");
+            let stats = alloc.stats_total();
+            let stolen: u64 = stats.stolen.iter().flatten().sum();
+            assert!(stats.whole_block_claims > 0, "{defrag_mode}");
+            assert_eq!(
+                stats.fallbacks,
+                stats.whole_block_claims + stats.steals + stolen
+            );
+        }
+    }
+
     #[test]
     fn llfree_and_the_buddy_see_the_same_requests() {
         let llfree = LLFree::new(16_384, 2).unwrap();

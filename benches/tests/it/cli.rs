@@ -399,9 +399,10 @@ fn run_quick(exp: &str, extra: &[&str]) {
             positive(&pair["splits_per_pair"].clone(), "splits_per_pair");
         }
         "frag" => {
-            // The buddy of three eras and LLFree, each with three trials'
-            // series: after the free and after each of the 4 iterations.
-            assert_eq!(rows.len(), 4);
+            // The buddy of three eras, 6.18's with vm.defrag_mode too, and
+            // LLFree, each with three trials' series: after the free and
+            // after each of the 4 iterations.
+            assert_eq!(rows.len(), 5);
             for r in &rows {
                 let series = r["series"].as_array().unwrap();
                 assert_eq!(series.len(), 3, "{}", r["variant"]);
@@ -428,6 +429,9 @@ fn run_quick(exp: &str, extra: &[&str]) {
             assert!(last("llfree")["free_blocks"].is_null());
             let f = &last("buddy-6.18")["fallbacks"];
             assert!(f["whole_block"].as_u64().unwrap() > 0, "{f}");
+            let f = &last("buddy-6.18-defrag")["fallbacks"];
+            assert!(f["whole_block"].as_u64().unwrap() > 0, "{f}");
+            assert!(text.contains("buddy 6.18 defrag_mode"), "{text}");
             assert!(text.contains("published (LLFree paper"), "{text}");
             // Every allocator prices the huge frames its end state could
             // give; only a buddy of an era with compaction runs it.

@@ -2,6 +2,18 @@
 //! and `try_to_compact_pages` (mm/page_alloc.c, mm/compaction.c; 2.6.35's
 //! `56de7263fcf3`), called by the caller of the allocator with the owners
 //! and the zones' compaction states, since the allocator keeps neither.
+//!
+//! Under `vm.defrag_mode` (6.15) it is also where the slow path compacts
+//! before it lets a request fall back into another migratetype's
+//! pageblock: the tries before and after compaction keep
+//! `ALLOC_NOFRAGMENT`, every order above 0 compacts (the kernel's
+//! `__alloc_pages_direct_compact` after reclaim; order 0 never does), and
+//! only a request that still fails asks once more without the flag, as
+//! `__alloc_pages_slowpath` does once reclaim and compaction have failed.
+//! Without the sysctl only costly orders compact here: the kernel's
+//! compaction of smaller orders after direct reclaim, which pfnlab does
+//! not have, is left out, and so are `should_compact_retry`'s retries at
+//! a higher priority (the caller picks the priority).
 
 use sparsemem::{NodeId, Order, Pfn};
 
@@ -10,7 +22,7 @@ use super::run::{CompactVmstat, compact_zone};
 use super::{CompactControl, CompactError, CompactState};
 use crate::alloc::Allocator;
 use crate::error::RequestError;
-use crate::gfp::Gfp;
+use crate::gfp::{AllocContext, Gfp};
 use crate::migrate::Owners;
 use crate::types::{BuddyModel, PAGE_ALLOC_COSTLY_ORDER};
 use crate::variant::Variant;
@@ -42,7 +54,9 @@ impl CompactState {
 /// The allocation of `order` with `gfp` on `node`, with direct compaction
 /// where the slow path would run it: a request that fails, may reclaim
 /// (`__GFP_DIRECT_RECLAIM`) and is of a costly order (above
-/// `PAGE_ALLOC_COSTLY_ORDER`) compacts each zone of its zonelist at
+/// `PAGE_ALLOC_COSTLY_ORDER`; under `vm.defrag_mode` any order above 0,
+/// with the fallback into another migratetype's pageblock only after
+/// compaction: see the module documentation) compacts each zone of its zonelist at
 /// `prio` (`try_to_compact_pages`: a deferred zone is skipped unless
 /// `SyncFull`; a zone that succeeds resets its deferral and ends the walk;
 /// a non-async run that completes without success defers the zone), and
@@ -61,15 +75,74 @@ pub fn alloc_pages_direct_compact<M: BuddyModel, V: Variant>(
     prio: CompactPriority,
     vmstat: &mut CompactVmstat,
 ) -> Result<Pfn, RequestError> {
-    let first = alloc.alloc_pages(order, gfp, node, None);
+    let defrag_mode = alloc.options().defrag_mode;
+    // Under defrag_mode, the allocation without compaction's help keeps
+    // ALLOC_NOFRAGMENT to the end; the fallback waits for compaction.
+    let try_alloc = || {
+        if defrag_mode {
+            alloc.alloc_pages_nofragment(order, gfp, node)
+        } else {
+            alloc.alloc_pages(order, gfp, node, None)
+        }
+    };
+    // "Reclaim/compaction failed to prevent the fallback".
+    let fall_back = |failed: Result<Pfn, RequestError>| {
+        if defrag_mode {
+            alloc.alloc_pages(order, gfp, node, None)
+        } else {
+            failed
+        }
+    };
+    let first = try_alloc();
     let costly = order.get() > PAGE_ALLOC_COSTLY_ORDER;
+    let wanted = costly || (defrag_mode && order > Order::ZERO);
     let compacts = alloc.options().era.has_compaction();
-    if first.is_ok() || !costly || !compacts || !gfp.contains(Gfp::DIRECT_RECLAIM) {
+    if first.is_ok() {
         return first;
     }
+    if !wanted || !compacts || !gfp.contains(Gfp::DIRECT_RECLAIM) {
+        return fall_back(first);
+    }
     let ac = alloc.prepare_alloc_pages(gfp)?;
+    let ran = try_to_compact_pages(alloc, &ac, (order, prio), node, owners, states, vmstat)?;
+    if !ran {
+        return fall_back(first);
+    }
+    vmstat.compact_stall += 1;
+    let got = try_alloc();
+    match got {
+        Ok(pfn) => {
+            vmstat.compact_success += 1;
+            let zone = alloc.zones().iter().position(|z| z.spans(pfn));
+            if let Some(state) = zone.and_then(|i| states.get_mut(i)) {
+                state.compaction_defer_reset(order, true);
+            }
+            got
+        }
+        Err(_) => {
+            vmstat.compact_fail += 1;
+            fall_back(got)
+        }
+    }
+}
+
+/// `try_to_compact_pages` for the request `ac` of `order`: each zone of
+/// `node`'s zonelist the request may use, compacted at `prio` (a deferred zone skipped unless `SyncFull`; a zone that
+/// succeeds resets its deferral and ends the walk; a non-async run that
+/// completes without success defers the zone). Returns whether a zone
+/// was compacted or deferred (a stall).
+#[allow(clippy::too_many_arguments)]
+fn try_to_compact_pages<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    ac: &AllocContext,
+    (order, prio): (Order, CompactPriority),
+    node: NodeId,
+    owners: &mut Owners,
+    states: &mut [CompactState],
+    vmstat: &mut CompactVmstat,
+) -> Result<bool, RequestError> {
     let mut ran = false;
-    for &zid in alloc.zonelist(node, gfp)? {
+    for &zid in alloc.zonelist(node, ac.gfp)? {
         let Some(zone) = alloc.zone(zid) else {
             continue;
         };
@@ -107,20 +180,5 @@ pub fn alloc_pages_direct_compact<M: BuddyModel, V: Variant>(
             _ => {}
         }
     }
-    if !ran {
-        return first;
-    }
-    vmstat.compact_stall += 1;
-    let got = alloc.alloc_pages(order, gfp, node, None);
-    match got {
-        Ok(pfn) => {
-            vmstat.compact_success += 1;
-            let zone = alloc.zones().iter().position(|z| z.spans(pfn));
-            if let Some(state) = zone.and_then(|i| states.get_mut(i)) {
-                state.compaction_defer_reset(order, true);
-            }
-        }
-        Err(_) => vmstat.compact_fail += 1,
-    }
-    got
+    Ok(ran)
 }

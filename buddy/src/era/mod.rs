@@ -46,6 +46,8 @@
 
 use std::fmt;
 
+pub use not_in_era::{Gone, NotInEra};
+
 use crate::variant::{Variant, VariantName};
 
 /// A kernel release whose allocator pfnlab can model.
@@ -292,6 +294,13 @@ impl Era {
         self.since(6, 15)
     }
 
+    /// Whether the kernel has `vm.defrag_mode`: 6.15, `e3aa7df331bc` "mm:
+    /// page_alloc: defrag_mode" (its fix `7a95a05f15d5` "mm: page_alloc:
+    /// fix defrag_mode's retry & OOM path" in the same release).
+    pub const fn has_defrag_mode(self) -> bool {
+        self.since(6, 15)
+    }
+
     /// Whether the zone has the `WMARK_PROMO` watermark, `high` plus the
     /// low-to-high step: 5.18, `c574bbe91703` "NUMA balancing: optimize
     /// page placement for memory tiering system", whose
@@ -418,101 +427,6 @@ pub(crate) enum PcpThpLists {
     /// 6.10 on: one for Movable, one for the others.
     MovableOrNot,
 }
-
-/// A variant's mechanism that ended before the era asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gone {
-    /// The per-order buddy bitmap, which ended with 2.6.9.
-    BuddyBitmap,
-    /// Atomic `PageBuddy` operations under the zone lock: the 2004 patch's
-    /// variant against 2.6.9.
-    AtomicBuddyFlags,
-    /// `CONFIG_HOLES_IN_ZONE`'s check, removed in 5.14.
-    HolesInZone,
-}
-
-/// Something asked of an era that did not have it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NotInEra {
-    /// A variant whose mechanism had ended by `era`.
-    Variant {
-        /// The variant.
-        variant: VariantName,
-        /// The era asked for.
-        era: Era,
-        /// What had gone.
-        gone: Gone,
-    },
-    /// Deferred struct page init, which arrived in 4.2.
-    DeferredInit {
-        /// The era asked for.
-        era: Era,
-    },
-    /// `percpu_pagelist_high_fraction`, which arrived in 5.14.
-    HighFraction {
-        /// The era asked for.
-        era: Era,
-    },
-    /// `alloc_pages_nolock` and `free_pages_nolock`, which arrived in 6.15.
-    AllocNolock {
-        /// The era asked for.
-        era: Era,
-    },
-    /// `kernelcore=` or `movablecore=`, which arrived in 2.6.23 (their
-    /// percentages in 4.17).
-    MovableCore {
-        /// The era asked for.
-        era: Era,
-        /// Whether it was a percentage the era did not take.
-        percent: bool,
-    },
-}
-
-impl fmt::Display for NotInEra {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            NotInEra::Variant { variant, era, gone } => {
-                write!(f, "variant {variant} does not exist in era {era}: ")?;
-                f.write_str(match gone {
-                    Gone::BuddyBitmap => {
-                        "the per-order buddy bitmap ended with 2.6.9 (use era 2.6.9)"
-                    }
-                    Gone::AtomicBuddyFlags => {
-                        "atomic PageBuddy operations under the zone lock are the 2004 patch's variant against 2.6.9 (use era 2.6.9)"
-                    }
-                    Gone::HolesInZone => {
-                        "CONFIG_HOLES_IN_ZONE was removed in 5.14 (use era 5.13 or older)"
-                    }
-                })
-            }
-            NotInEra::DeferredInit { era } => write!(
-                f,
-                "deferred struct page init arrived in Linux 4.2; era {era} initialises every struct page at boot"
-            ),
-            NotInEra::HighFraction { era } => write!(
-                f,
-                "percpu_pagelist_high_fraction arrived in Linux 5.14; era {era} sizes pcp->high as 6 × batch"
-            ),
-            NotInEra::MovableCore {
-                era,
-                percent: false,
-            } => write!(
-                f,
-                "kernelcore= and movablecore= arrived with ZONE_MOVABLE in Linux 2.6.23; era {era} has no movable zone"
-            ),
-            NotInEra::MovableCore { era, percent: true } => write!(
-                f,
-                "kernelcore= and movablecore= take a percentage from Linux 4.17; era {era} takes a size"
-            ),
-            NotInEra::AllocNolock { era } => write!(
-                f,
-                "alloc_pages_nolock and free_pages_nolock arrived in Linux 6.15; era {era} has no allocation that only tries its locks"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for NotInEra {}
 
 /// Which of the era's allocation-path mechanisms run. All of them by
 /// default; `pfnlab bench breakdown` turns them off one at a time to see
@@ -695,5 +609,6 @@ impl fmt::Display for Era {
     }
 }
 
+mod not_in_era;
 #[cfg(test)]
 mod tests;

@@ -159,8 +159,8 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         }
         let (mut got, mut taken) = (0, 0);
         while got < want {
-            let Some(block) = self.__rmqueue_pcplist::<false>(zid, ac.migratetype, Order::ZERO)
-            else {
+            let request = (ac.migratetype, ac.nofragment);
+            let Some(block) = self.__rmqueue_pcplist::<false>(zid, request, Order::ZERO) else {
                 break;
             };
             taken += 1;

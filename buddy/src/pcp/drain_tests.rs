@@ -28,7 +28,15 @@ const ZID: ZoneId = ZoneId::new(0);
 fn fill(pcp: &mut Pcp<Page>, alloc: &Allocator<SparseExtreme, Kernel>, k: usize, n: u32) {
     let order = pindex_to_order(k, alloc.model.geometry().pageblock_order());
     assert_eq!(
-        pcp.rmqueue_bulk(alloc, ZID, order, n, Migratetype::Movable, k, false),
+        pcp.rmqueue_bulk(
+            alloc,
+            ZID,
+            order,
+            n,
+            (Migratetype::Movable, false),
+            k,
+            false
+        ),
         n
     );
 }

@@ -29,8 +29,8 @@
 //! it leaves out, and why, is in docs/accounting.md: interrupt disabling
 //! (5.13's `local_irq_save`), `preempt_disable`, static keys that are off
 //! (a patched no-op, not a load), `set_pcppage_migratetype` (no `index`
-//! field), `alloc_flags_nofragment` (pfnlab's fallback has no
-//! `ALLOC_NOFRAGMENT`).
+//! field), `alloc_flags_nofragment`'s zone test (4.20; pfnlab sets
+//! `ALLOC_NOFRAGMENT` only under `vm.defrag_mode`, from the options).
 
 use sparsemem::{BuddyPage, Order, Pfn};
 

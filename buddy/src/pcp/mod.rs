@@ -299,19 +299,20 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     }
 
     /// `__rmqueue_pcplist`: one block of `order` from zone `zid`'s list for
-    /// `mt`, refilled with `rmqueue_bulk` when empty — with `TRYLOCK`
+    /// `request` (the migratetype, and whether `ALLOC_NOFRAGMENT`),
+    /// refilled with `rmqueue_bulk` when empty — with `TRYLOCK`
     /// (`ALLOC_TRYLOCK`, 6.15) only if the zone lock is free; the caller
     /// holds the pcp lock where the era has one.
     #[inline(always)]
     fn __rmqueue_pcplist<const TRYLOCK: bool>(
         &mut self,
         zid: ZoneId,
-        mt: Migratetype,
+        request: (Migratetype, bool),
         order: Order,
     ) -> Option<OwnedBlock<M::Page>> {
         let alloc = self.alloc;
-        let pindex = self.order_to_pindex(mt, order);
-        self.pcp[zid.index()].__rmqueue_pcplist::<M, V, TRYLOCK>(alloc, zid, mt, order, pindex)
+        let pindex = self.order_to_pindex(request.0, order);
+        self.pcp[zid.index()].__rmqueue_pcplist::<M, V, TRYLOCK>(alloc, zid, request, order, pindex)
     }
 
     /// `rmqueue_pcplist`: [`PerCpu::__rmqueue_pcplist`] under the pcp lock
@@ -323,13 +324,13 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     fn rmqueue_pcplist<const SIZING: u8, const TRYLOCK: bool>(
         &mut self,
         zid: ZoneId,
-        mt: Migratetype,
+        request: (Migratetype, bool),
         order: Order,
         gfp: Gfp,
     ) -> Option<Pfn> {
         let alloc = self.alloc;
         let locked = alloc.path.pcp_lock;
-        let pindex = self.order_to_pindex(mt, order);
+        let pindex = self.order_to_pindex(request.0, order);
         let pcp = &mut self.pcp[zid.index()];
         if locked && !pcp.lock.try_lock() {
             return None;
@@ -341,7 +342,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
             FACTOR => pcp.free_factor >>= 1,
             _ => {}
         }
-        let block = pcp.__rmqueue_pcplist::<M, V, TRYLOCK>(alloc, zid, mt, order, pindex);
+        let block = pcp.__rmqueue_pcplist::<M, V, TRYLOCK>(alloc, zid, request, order, pindex);
         if locked {
             pcp.lock.unlock();
         }
@@ -357,9 +358,9 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         ac: AllocContext,
         order: Order,
     ) -> Option<Pfn> {
+        let request = (ac.migratetype, ac.nofragment);
         if self.pcp_allowed_order(order)
-            && let Some(pfn) =
-                self.rmqueue_pcplist::<SIZING, false>(zid, ac.migratetype, order, ac.gfp)
+            && let Some(pfn) = self.rmqueue_pcplist::<SIZING, false>(zid, request, order, ac.gfp)
         {
             return Some(pfn);
         }
@@ -379,7 +380,8 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
     /// `rmqueue_buddy` kept out of line, so the per-CPU path stays small.
     #[inline(never)]
     fn rmqueue_buddy(&self, zid: ZoneId, ac: AllocContext, order: Order) -> Option<Pfn> {
-        self.alloc.rmqueue_buddy(zid, order, ac.migratetype, ac.gfp)
+        self.alloc
+            .rmqueue_buddy(zid, order, ac.migratetype, ac.gfp, ac.nofragment)
     }
 
     /// `buffered_rmqueue` for a zone the caller's own zonelist walk chose:
@@ -541,32 +543,6 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         None
     }
 
-    /// `__alloc_pages_slowpath` for this CPU ([`Allocator::alloc_pages_slowpath`]
-    /// with this CPU's cpuset and lists).
-    #[cold]
-    #[inline(never)]
-    fn alloc_pages_slowpath(
-        &mut self,
-        order: Order,
-        ac: AllocContext,
-        preferred: Option<ZoneId>,
-    ) -> Result<Pfn, RequestError> {
-        let cpuset = self.cpuset.take();
-        let got = self.alloc.alloc_pages_slowpath(
-            order,
-            &ac,
-            self.node,
-            self.pcp_allowed_order(order),
-            |zone| cpuset.as_ref().is_none_or(|m| m.test(zone.node)),
-            |zid| {
-                let pfn = self.rmqueue_any(zid, ac, order)?;
-                Some(self.count_numa(preferred, zid, pfn))
-            },
-        );
-        self.cpuset = cpuset;
-        got
-    }
-
     /// Frees one page (order 0); see [`PerCpu::free_pages`].
     #[inline]
     pub fn free(&mut self, pfn: Pfn) -> Result<(), FreeError> {
@@ -693,6 +669,7 @@ impl<M: BuddyModel, V: Variant> Drop for PerCpu<'_, M, V> {
 mod drain;
 mod nolock;
 mod refill;
+mod slowpath;
 mod tune;
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
         gfp: Gfp,
     ) -> Option<Pfn> {
         let zone = self.zones.get(zid.index())?;
-        self.rmqueue_buddy_locked(zone, zone.free_area.try_lock()?, order, mt, gfp)
+        self.rmqueue_buddy_locked(zone, zone.free_area.try_lock()?, order, mt, gfp, false)
     }
 }
 
@@ -159,13 +159,16 @@ impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
 
     /// `rmqueue` with `ALLOC_TRYLOCK`: this CPU's list under the tried
     /// pcp lock (refilled only if the zone lock is free), else the buddy
-    /// if the zone lock is free.
+    /// if the zone lock is free. `alloc_pages_nolock` adds no
+    /// `alloc_flags_nofragment`: its `ALLOC_TRYLOCK` alone, so no
+    /// `ALLOC_NOFRAGMENT` even under `vm.defrag_mode`.
     fn rmqueue_trylock(&mut self, zid: ZoneId, ac: AllocContext, order: Order) -> Option<Pfn> {
         let (mt, gfp) = (ac.migratetype, ac.gfp);
+        let request = (mt, false);
         let listed = match self.alloc.pcp_form.bits() & (TUNED | BATCH) {
-            TUNED => self.rmqueue_pcplist::<TUNED, true>(zid, mt, order, gfp),
-            BATCH => self.rmqueue_pcplist::<BATCH, true>(zid, mt, order, gfp),
-            _ => self.rmqueue_pcplist::<FACTOR, true>(zid, mt, order, gfp),
+            TUNED => self.rmqueue_pcplist::<TUNED, true>(zid, request, order, gfp),
+            BATCH => self.rmqueue_pcplist::<BATCH, true>(zid, request, order, gfp),
+            _ => self.rmqueue_pcplist::<FACTOR, true>(zid, request, order, gfp),
         };
         listed.or_else(|| self.alloc.rmqueue_buddy_trylock(zid, order, mt, gfp))
     }

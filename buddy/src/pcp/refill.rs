@@ -15,18 +15,19 @@ use crate::zone::FreeArea;
 
 impl<P: BuddyPage> Pcp<P> {
     /// `__rmqueue_pcplist` on these lists: list `pindex`'s first block,
-    /// refilled first when empty.
+    /// refilled first when empty, for migratetype `mt` with or without
+    /// `ALLOC_NOFRAGMENT` (`nofragment`).
     #[inline(always)]
     pub(super) fn __rmqueue_pcplist<M: BuddyModel<Page = P>, V: Variant, const TRYLOCK: bool>(
         &mut self,
         alloc: &Allocator<M, V>,
         zid: ZoneId,
-        mt: Migratetype,
+        (mt, nofragment): (Migratetype, bool),
         order: Order,
         pindex: usize,
     ) -> Option<OwnedBlock<P>> {
         if self.lists[pindex].is_empty() {
-            self.refill(alloc, zid, order, mt, pindex, TRYLOCK);
+            self.refill(alloc, zid, order, (mt, nofragment), pindex, TRYLOCK);
         }
         let block = self.lists[pindex].pop_front(&alloc.model, order)?;
         self.count -= order.nr_pages();
@@ -38,7 +39,8 @@ impl<P: BuddyPage> Pcp<P> {
     /// to the list `pindex`; returns how many. With `trylock`
     /// (`ALLOC_TRYLOCK`, Linux 6.15, commit 97769a53f117) the zone lock is
     /// only tried (`spin_trylock_irqsave`): held, it moves nothing (per
-    /// block, the first held lock ends the batch).
+    /// block, the first held lock ends the batch). `nofragment` is
+    /// `ALLOC_NOFRAGMENT`, which `__rmqueue` gets for each block.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rmqueue_bulk<M: BuddyModel<Page = P>, V: Variant>(
         &mut self,
@@ -46,7 +48,7 @@ impl<P: BuddyPage> Pcp<P> {
         zid: ZoneId,
         order: Order,
         count: u32,
-        mt: Migratetype,
+        (mt, nofragment): (Migratetype, bool),
         pindex: usize,
         trylock: bool,
     ) -> u32 {
@@ -65,7 +67,7 @@ impl<P: BuddyPage> Pcp<P> {
                 area.stats.pcp_refills += 1;
                 pcp.fold(&mut area.stats);
             }
-            pcp.lists[pindex].push_back(area.rmqueue(&alloc.model, order, mt)?);
+            pcp.lists[pindex].push_back(area.rmqueue(&alloc.model, order, mt, nofragment)?);
             area.stats.pcp_refill_blocks += 1;
             pcp.refill_blocks += 1;
             Some(())
@@ -97,7 +99,8 @@ impl<P: BuddyPage> Pcp<P> {
     /// `nr_pcp_alloc` blocks — `batch`, and for higher orders
     /// `batch >> order`, at least 2; from 6.7 scaled and raising `high`
     /// ([`tune`]). With `trylock` the zone lock is only tried, as
-    /// [`Pcp::rmqueue_bulk`] says.
+    /// [`Pcp::rmqueue_bulk`] says; `request` is the migratetype and
+    /// `ALLOC_NOFRAGMENT`.
     #[cold]
     #[inline(never)]
     pub(super) fn refill<M: BuddyModel<Page = P>, V: Variant>(
@@ -105,7 +108,7 @@ impl<P: BuddyPage> Pcp<P> {
         alloc: &Allocator<M, V>,
         zid: ZoneId,
         order: Order,
-        mt: Migratetype,
+        request: (Migratetype, bool),
         pindex: usize,
         trylock: bool,
     ) {
@@ -118,6 +121,6 @@ impl<P: BuddyPage> Pcp<P> {
         } else {
             (batch >> order.get()).max(2)
         };
-        self.rmqueue_bulk(alloc, zid, order, count, mt, pindex, trylock);
+        self.rmqueue_bulk(alloc, zid, order, count, request, pindex, trylock);
     }
 }

@@ -18,6 +18,14 @@
 //! The `MIGRATE_HIGHATOMIC` reserve is never a fallback: only the
 //! requests with its rights take from it (`zone::highatomic`).
 //!
+//! `ALLOC_NOFRAGMENT` (Linux 4.20's flag, which 6.15's `vm.defrag_mode`
+//! sets on every request) allows only the first kind: `__rmqueue_claim`
+//! starts its search no lower than `pageblock_order` (its `min_order`), so
+//! only a free block of a whole pageblock or more can be claimed, and
+//! `__rmqueue` skips `__rmqueue_steal`. A request it leaves without a
+//! block goes back to the slow path, which decides when to ask again
+//! without the flag (`Allocator::alloc_pages_slowpath`).
+//!
 //! Simplifications, said: no
 //! "alike pages" count of in-use movable pages, and the 6.x
 //! `find_smallest` retry for Movable requests is not modelled.
@@ -45,13 +53,16 @@ pub const FALLBACKS: [[Migratetype; 2]; 3] = [
 ];
 
 impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
-    /// `__rmqueue`: a block of `order` for migratetype `mt`.
+    /// `__rmqueue`: a block of `order` for migratetype `mt`; with
+    /// `nofragment` (`ALLOC_NOFRAGMENT`) only a whole free pageblock of
+    /// another migratetype may be claimed for it.
     #[inline(always)]
     pub(crate) fn rmqueue<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         order: Order,
         mt: Migratetype,
+        nofragment: bool,
     ) -> Option<OwnedBlock<P>> {
         let mt = if self.migratetypes {
             mt
@@ -59,23 +70,32 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
             Migratetype::Movable
         };
         self.rmqueue_smallest(model, order, mt)
-            .or_else(|| self.rmqueue_fallback(model, order, mt))
+            .or_else(|| self.rmqueue_fallback(model, order, mt, nofragment))
     }
 
-    /// `__rmqueue_fallback`.
+    /// `__rmqueue_fallback` (6.15 splits it into `__rmqueue_claim` and
+    /// `__rmqueue_steal`): with `nofragment`, the search stops above
+    /// `pageblock_order` (`__rmqueue_claim`'s `min_order`), where every
+    /// block found is claimed whole, and nothing is stolen.
     #[cold]
     fn rmqueue_fallback<M: BuddyModel<Page = P>>(
         &mut self,
         model: &M,
         order: Order,
         mt: Migratetype,
+        nofragment: bool,
     ) -> Option<OwnedBlock<P>> {
         let fallbacks = FALLBACKS.get(mt.index())?;
         if !self.migratetypes {
             return None;
         }
         let pageblock_order = model.geometry().pageblock_order().index();
-        for current in (order.index()..=self.max_order().index()).rev() {
+        let min_order = if nofragment {
+            order.index().max(pageblock_order)
+        } else {
+            order.index()
+        };
+        for current in (min_order..=self.max_order().index()).rev() {
             for &fallback in fallbacks {
                 let Some(head) = self.lists[current][fallback.index()].iter().next() else {
                     continue;
@@ -96,6 +116,7 @@ impl<V: Variant, P: BuddyPage> FreeArea<V, P> {
                 if can_steal && self.claim_pageblock(model, pfn, fallback, mt) {
                     return self.rmqueue_smallest(model, order, mt);
                 }
+                self.stats.stolen[mt.index()][fallback.index()] += 1;
                 return self.rmqueue_smallest(model, order, fallback);
             }
         }

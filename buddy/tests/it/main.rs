@@ -11,6 +11,7 @@ mod deferred;
 mod deferred_bulk;
 #[cfg(feature = "uffd")]
 mod deferred_uffd;
+mod defrag_mode;
 mod descriptors;
 mod descriptors8;
 mod differential;
