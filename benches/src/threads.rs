@@ -163,7 +163,10 @@ mod tests {
                     .unwrap_or(false)
             },
         );
-        assert!(joined.pinned, "a CPU of the process's own mask takes the pin");
+        assert!(
+            joined.pinned,
+            "a CPU of the process's own mask takes the pin"
+        );
         assert!(joined.results[0]);
     }
 }

@@ -559,8 +559,10 @@ fn run_quick(exp: &str, extra: &[&str]) {
 /// figures beside pfnlab's.
 fn check_scale(rows: &[Value], text: &str) {
     positive(&rows[0]["params"]["nr_pages"], "nr_pages");
-    let allocators: std::collections::BTreeSet<&str> =
-        rows.iter().map(|r| r["variant"].as_str().unwrap()).collect();
+    let allocators: std::collections::BTreeSet<&str> = rows
+        .iter()
+        .map(|r| r["variant"].as_str().unwrap())
+        .collect();
     assert_eq!(
         allocators.into_iter().collect::<Vec<_>>(),
         ["buddy-pcp", "buddy-zone", "frame-alloc", "llfree"]

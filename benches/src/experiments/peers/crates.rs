@@ -244,10 +244,7 @@ impl CheckedSummaryBuddy {
         else {
             return false;
         };
-        let Some(count) = 1usize
-            .checked_shl(order.into())
-            .and_then(NonZeroUsize::new)
-        else {
+        let Some(count) = 1usize.checked_shl(order.into()).and_then(NonZeroUsize::new) else {
             return false;
         };
         if slot
@@ -261,7 +258,11 @@ impl CheckedSummaryBuddy {
         // left for exactly this frame and order, so (1) `addr` is the address
         // `allocate_physical` returned for `count` base frames, and (2) no
         // other call can give it back, the mark being gone.
-        unsafe { self.inner.alloc.deallocate_physical(BASE_FRAME, count, addr) };
+        unsafe {
+            self.inner
+                .alloc
+                .deallocate_physical(BASE_FRAME, count, addr)
+        };
         true
     }
 }

@@ -10,8 +10,8 @@ use vmemmap::VmemmapOptions;
 
 use super::workloads::{self, PcpPath, RandShape, Run, ScaleAllocator, ZonePath};
 use super::{
-    FULL_BYTES, Memory, ORDERS, QUICK_BYTES, ScaleAllocatorId, ScaleError, ScaleExtra,
-    ScaleParams, ScaleRow, ScaleRowParams, Workload, memory_pages, paper_figure, thread_counts,
+    FULL_BYTES, Memory, ORDERS, QUICK_BYTES, ScaleAllocatorId, ScaleError, ScaleExtra, ScaleParams,
+    ScaleRow, ScaleRowParams, Workload, memory_pages, paper_figure, thread_counts,
 };
 use crate::error::RunError;
 use crate::experiments::Ctx;
@@ -105,12 +105,14 @@ impl ScaleResults {
         let mut out = Vec::new();
         for workload in Workload::ALL {
             for order in ORDERS {
-                for threads in [first, last].into_iter().collect::<std::collections::BTreeSet<_>>() {
+                for threads in [first, last]
+                    .into_iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                {
                     let of = |a| self.cell(workload, order, a, threads);
-                    let (Some(l), Some(b)) = (
-                        of(ScaleAllocatorId::Llfree),
-                        of(ScaleAllocatorId::BuddyPcp),
-                    ) else {
+                    let (Some(l), Some(b)) =
+                        (of(ScaleAllocatorId::Llfree), of(ScaleAllocatorId::BuddyPcp))
+                    else {
                         continue;
                     };
                     let what = format!(
@@ -232,12 +234,11 @@ impl Sweep<'_> {
                 ScaleAllocatorId::BuddyPcp => Box::new(Driven(id, PcpPath { alloc, node })),
                 ScaleAllocatorId::BuddyZone => Box::new(Driven(id, ZonePath { alloc, node })),
                 ScaleAllocatorId::Llfree => {
-                    let llfree = LLFree::new(self.nr_pages, most).map_err(|e| {
-                        ScaleError::Refused {
+                    let llfree =
+                        LLFree::new(self.nr_pages, most).map_err(|e| ScaleError::Refused {
                             allocator: "llfree",
                             why: e.to_string(),
-                        }
-                    })?;
+                        })?;
                     Box::new(Driven(id, llfree))
                 }
                 #[cfg(feature = "peers")]

@@ -1,7 +1,7 @@
 //! `scale`: the page allocator on many cores, as LLFree's evaluation
 //! measured it (Wrenger, Rommel, Halbuer, Dietrich and Lohmann, "LLFree:
 //! Scalable and Optionally-Persistent Page-Frame Allocation", USENIX ATC
-//! 2023, § 6). The paper ran three workloads in a kernel module on a
+//! 2023). The paper ran three workloads in a kernel module on a
 //! 26-core machine, 1 to 26 cores, orders 0 and 9, against the Linux
 //! buddy and LLFree ported into the kernel, and found the buddy's
 //! order-0 allocations ten times slower on 26 cores than on one, LLFree's
@@ -49,8 +49,8 @@ pub mod workloads;
 use serde::Serialize;
 
 use super::{Ctx, Experiment, ExperimentId};
-pub use crate::error::ScaleError;
 use crate::error::RunError;
+pub use crate::error::ScaleError;
 use crate::report::{Row, Subject};
 use crate::spread::Comparison;
 use crate::timing::Measurement;
@@ -350,7 +350,13 @@ mod tests {
     fn zero_threads_and_more_threads_than_cpus_are_refused() {
         assert_eq!(thread_counts(2, Some(&[0])), Err(ScaleError::NoThreads));
         let e = thread_counts(2, Some(&[1, 3])).unwrap_err();
-        assert_eq!(e, ScaleError::TooManyThreads { asked: 3, online: 2 });
+        assert_eq!(
+            e,
+            ScaleError::TooManyThreads {
+                asked: 3,
+                online: 2
+            }
+        );
         assert!(e.to_string().contains("2 CPUs"), "{e}");
     }
 
@@ -361,7 +367,10 @@ mod tests {
             Ok(ScaleAllocatorId::Llfree)
         );
         let e = ScaleAllocatorId::parse("slab").unwrap_err();
-        assert!(e.to_string().contains("buddy-pcp, buddy-zone, llfree"), "{e}");
+        assert!(
+            e.to_string().contains("buddy-pcp, buddy-zone, llfree"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -58,7 +58,11 @@ fn table(
     pick: impl Fn(&ScaleCell) -> Option<&Measurement>,
     what: &str,
 ) -> String {
-    let mut t = format!("\n{} order {order}{what}\n{:<12}", workload.name(), "allocator");
+    let mut t = format!(
+        "\n{} order {order}{what}\n{:<12}",
+        workload.name(),
+        "allocator"
+    );
     for n in &r.counts {
         t += &format!(" {:>24}", format!("{n} threads"));
     }
@@ -110,11 +114,10 @@ fn paper(r: &ScaleResults) -> String {
         let Some(fig) = paper_figure(Workload::Bulk, 0, id, cores) else {
             continue;
         };
-        let ours = r
-            .cell(Workload::Bulk, 0, id, cores)
-            .map_or(format!("not run ({cores} threads not in this sweep)"), |c| {
-                ns_cell(&c.measurement)
-            });
+        let ours = r.cell(Workload::Bulk, 0, id, cores).map_or(
+            format!("not run ({cores} threads not in this sweep)"),
+            |c| ns_cell(&c.measurement),
+        );
         t += &format!(
             "  bulk order 0, {cores:>2} cores, {:<10}: paper {:>7} ns, pfnlab {ours}\n",
             id.name(),

@@ -1,5 +1,5 @@
 //! The three scalability workloads of LLFree's evaluation (Wrenger et al.,
-//! USENIX ATC 2023, § 6; the kernel module of its artifact,
+//! USENIX ATC 2023; the kernel module of its artifact,
 //! `linux-alloc-bench`), written once over [`ScaleAllocator`] so that the
 //! buddy's per-CPU path, its zone path, LLFree and a thread-safe peer run
 //! the same loops:
@@ -236,11 +236,10 @@ impl ScaleAllocator for CheckedSummaryBuddy {
 impl FrameCpu for &CheckedSummaryBuddy {
     #[inline]
     fn get(&mut self, order: Order) -> Result<u64, ScaleError> {
-        self.alloc_block(order.get())
-            .ok_or(ScaleError::NoMemory {
-                allocator: "frame-alloc",
-                order: order.get(),
-            })
+        self.alloc_block(order.get()).ok_or(ScaleError::NoMemory {
+            allocator: "frame-alloc",
+            order: order.get(),
+        })
     }
 
     #[inline]
@@ -250,7 +249,10 @@ impl FrameCpu for &CheckedSummaryBuddy {
         } else {
             Err(refused(
                 "frame-alloc",
-                format!("pfn {frame:#x} is not a live block of order {}", order.get()),
+                format!(
+                    "pfn {frame:#x} is not a live block of order {}",
+                    order.get()
+                ),
             ))
         }
     }
@@ -375,39 +377,14 @@ pub fn rand<A: ScaleAllocator>(
     order: Order,
     shape: RandShape,
 ) -> Result<Run, ScaleError> {
-    let fill = |_, cpu: Result<A::Cpu<'_>, ScaleError>| {
-        let mut cpu = cpu.map_err(|e| (e, Vec::new()))?;
-        let mut held = Vec::with_capacity(shape.blocks_each as usize);
-        for _ in 0..shape.blocks_each {
-            match cpu.get(order) {
-                Ok(frame) => held.push(frame),
-                Err(e) => return Err((e, held)),
-            }
-        }
-        Ok(held)
-    };
-    let filled = on_cpus(cpus, |t| alloc.cpu(t), fill);
-    let mut shares = Vec::with_capacity(cpus.len());
-    let mut failure = None;
-    for r in filled.results {
-        match r {
-            Ok(held) => shares.push(held),
-            Err((e, held)) => {
-                failure.get_or_insert(e);
-                shares.push(held);
-            }
-        }
-    }
-    if let Some(e) = failure {
-        give_back(alloc, cpus, order, shares);
-        return Err(e);
-    }
+    let shares = fill(alloc, cpus, order, shape.blocks_each)?;
     let shares: Vec<Mutex<Vec<u64>>> = shuffle(shares, shape.seed)
         .into_iter()
         .map(Mutex::new)
         .collect();
     let work = |t: usize, cpu: Result<A::Cpu<'_>, ScaleError>| {
-        let mut held = std::mem::take(&mut *shares[t].lock().unwrap_or_else(PoisonError::into_inner));
+        let mut held =
+            std::mem::take(&mut *shares[t].lock().unwrap_or_else(PoisonError::into_inner));
         let held = &mut held;
         let mut cpu = cpu?;
         let mut rng = XorShift(shape.seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -430,6 +407,47 @@ pub fn rand<A: ScaleAllocator>(
         outcome.map(|()| (ns, None))
     };
     joined(on_cpus(cpus, |t| alloc.cpu(t), work))
+}
+
+/// Every thread on CPU `cpus[t]` allocates `blocks_each` blocks of
+/// `order`: each thread's blocks, or (everything given back) the first
+/// error.
+fn fill<A: ScaleAllocator>(
+    alloc: &A,
+    cpus: &[usize],
+    order: Order,
+    blocks_each: u64,
+) -> Result<Vec<Vec<u64>>, ScaleError> {
+    let fill = |_, cpu: Result<A::Cpu<'_>, ScaleError>| {
+        let mut cpu = cpu.map_err(|e| (e, Vec::new()))?;
+        let mut held = Vec::with_capacity(blocks_each as usize);
+        for _ in 0..blocks_each {
+            match cpu.get(order) {
+                Ok(frame) => held.push(frame),
+                Err(e) => return Err((e, held)),
+            }
+        }
+        Ok(held)
+    };
+    let filled = on_cpus(cpus, |t| alloc.cpu(t), fill);
+    let mut shares = Vec::with_capacity(cpus.len());
+    let mut failure = None;
+    for r in filled.results {
+        match r {
+            Ok(held) => shares.push(held),
+            Err((e, held)) => {
+                failure.get_or_insert(e);
+                shares.push(held);
+            }
+        }
+    }
+    match failure {
+        Some(e) => {
+            give_back(alloc, cpus, order, shares);
+            Err(e)
+        }
+        None => Ok(shares),
+    }
 }
 
 /// Frees `held[i]` and allocates its replacement into the same slot (the

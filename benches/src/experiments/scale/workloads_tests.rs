@@ -46,8 +46,8 @@ fn every_workload_gives_every_page_back<A: ScaleAllocator>(alloc: &A) {
 #[test]
 fn the_buddys_per_cpu_path_ends_with_every_page_free() {
     let l = layout();
-    let alloc = build_allocator::<Flat, Kernel>(&l, VmemmapOptions::default(), Options::default())
-        .unwrap();
+    let alloc =
+        build_allocator::<Flat, Kernel>(&l, VmemmapOptions::default(), Options::default()).unwrap();
     every_workload_gives_every_page_back(&PcpPath {
         alloc: &alloc,
         node: l.first_node(),
@@ -57,8 +57,8 @@ fn the_buddys_per_cpu_path_ends_with_every_page_free() {
 #[test]
 fn the_buddys_zone_path_ends_with_every_page_free() {
     let l = layout();
-    let alloc = build_allocator::<Flat, Kernel>(&l, VmemmapOptions::default(), Options::default())
-        .unwrap();
+    let alloc =
+        build_allocator::<Flat, Kernel>(&l, VmemmapOptions::default(), Options::default()).unwrap();
     every_workload_gives_every_page_back(&ZonePath {
         alloc: &alloc,
         node: l.first_node(),
@@ -104,7 +104,10 @@ fn the_shuffle_keeps_every_block_and_every_share_size() {
     let out = shuffle(shares, 3);
     assert_eq!((out[0].len(), out[1].len()), (50, 30));
     let mut all: Vec<u64> = out.concat();
-    assert!(out[0].iter().any(|&b| b >= 50), "blocks move between threads");
+    assert!(
+        out[0].iter().any(|&b| b >= 50),
+        "blocks move between threads"
+    );
     all.sort_unstable();
     assert_eq!(all, (0..80).collect::<Vec<_>>());
 }
