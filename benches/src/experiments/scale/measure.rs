@@ -116,8 +116,9 @@ impl ScaleResults {
                         continue;
                     };
                     let what = format!(
-                        "{} order {order}, {threads} threads: llfree / buddy-pcp",
-                        workload.name()
+                        "{} order {order}, {}: llfree / buddy-pcp",
+                        workload.name(),
+                        super::render::threads_text(threads)
                     );
                     out.extend(Comparison::of(what, &l.measurement, &b.measurement));
                 }
@@ -262,8 +263,9 @@ impl Sweep<'_> {
             for order in ORDERS {
                 for &threads in self.counts {
                     self.progress.stage(format!(
-                        "{} order {order}, {threads} threads",
-                        workload.name()
+                        "{} order {order}, {}",
+                        workload.name(),
+                        super::render::threads_text(threads)
                     ));
                     let shape = self.shape(workload, Order::new(order), threads);
                     cells.extend(self.trials(runners, shape)?);

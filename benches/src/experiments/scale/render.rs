@@ -64,7 +64,7 @@ fn table(
         "allocator"
     );
     for n in &r.counts {
-        t += &format!(" {:>24}", format!("{n} threads"));
+        t += &format!(" {:>24}", threads_text(*n));
     }
     t += "\n";
     for id in allocators(r) {
@@ -119,7 +119,8 @@ fn paper(r: &ScaleResults) -> String {
             |c| ns_cell(&c.measurement),
         );
         t += &format!(
-            "  bulk order 0, {cores:>2} cores, {:<10}: paper {:>7} ns, pfnlab {ours}\n",
+            "  bulk order 0, {cores:>2} core{}, {:<10}: paper {:>7} ns, pfnlab {ours}\n",
+            if cores == 1 { "" } else { "s" },
             id.name(),
             fmt_ns(fig.ns_per_op)
         );
@@ -146,4 +147,9 @@ fn ratios(r: &ScaleResults) -> String {
         t += &format!("  {:<48} {}\n", c.what, ratio_cell(&c.interval));
     }
     t
+}
+
+/// `1 thread`, `2 threads`.
+pub(super) fn threads_text(n: usize) -> String {
+    format!("{n} thread{}", if n == 1 { "" } else { "s" })
 }
