@@ -246,7 +246,7 @@ mod quick_mode {
         breakdown: "breakdown" "--model" "sparse-extreme";
         walk: "walk" "--model" "sparse-extreme";
         frag: "frag" "--iterations" "4" "--sample-every" "1" "--immovable" "20";
-        scale: "scale";
+        scale: "scale" "--threads" "1";
     }
 }
 
