@@ -53,6 +53,9 @@ pub enum RunError {
     /// An experiment's run on this host's own kernel failed or was
     /// refused (not root, nowhere to write its recording): why.
     HostKernel(String),
+    /// `bench scale`: a thread count or allocator it cannot run, or a
+    /// workload's allocator that refused a step.
+    Scale(ScaleError),
     /// The hugetlb pool (or its HVO) refused a step.
     Hugetlb {
         /// The model.
@@ -87,6 +90,7 @@ impl fmt::Display for RunError {
             RunError::Trace(why) => f.write_str(why),
             RunError::Workload(why) => f.write_str(why),
             RunError::HostKernel(why) => write!(f, "--host-kernel: {why}"),
+            RunError::Scale(e) => e.fmt(f),
         }
     }
 }
@@ -102,9 +106,92 @@ impl std::error::Error for RunError {
             | RunError::NothingMeasured { .. } => None,
             RunError::Fixup(e) => Some(e),
             RunError::Peer(e) => Some(e),
+            RunError::Scale(e) => Some(e),
             RunError::Hugetlb { source, .. } => Some(source),
             RunError::Trace(_) | RunError::Workload(_) | RunError::HostKernel(_) => None,
         }
+    }
+}
+
+/// What `bench scale` refuses, or what one of its allocators refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScaleError {
+    /// `--threads` holds 0.
+    NoThreads,
+    /// A thread count above the CPUs this process may run on (each
+    /// thread is pinned to a CPU of its own).
+    TooManyThreads {
+        /// The count asked for.
+        asked: usize,
+        /// The CPUs there are.
+        online: usize,
+    },
+    /// An allocator name `bench scale` does not know.
+    UnknownAllocator {
+        /// The name given.
+        name: String,
+        /// The names it knows.
+        known: String,
+    },
+    /// The memory is too small for every thread to hold a block of the
+    /// order.
+    TooSmall {
+        /// The pages modelled.
+        nr_pages: u64,
+        /// The order.
+        order: u8,
+        /// The threads.
+        threads: usize,
+    },
+    /// An allocator had no free block of the order.
+    NoMemory {
+        /// Which allocator.
+        allocator: &'static str,
+        /// The order asked for.
+        order: u8,
+    },
+    /// An allocator refused a step it should have taken (a handle, a
+    /// free of a block it handed out).
+    Refused {
+        /// Which allocator.
+        allocator: &'static str,
+        /// What it said.
+        why: String,
+    },
+}
+
+impl fmt::Display for ScaleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScaleError::NoThreads => f.write_str("--threads: a thread count must be at least 1"),
+            ScaleError::TooManyThreads { asked, online } => write!(
+                f,
+                "--threads: {asked} threads, but this process may run on {online} CPUs (each thread is pinned to a CPU of its own)"
+            ),
+            ScaleError::UnknownAllocator { name, known } => {
+                write!(f, "unknown allocator `{name}` (known: {known})")
+            }
+            ScaleError::TooSmall {
+                nr_pages,
+                order,
+                threads,
+            } => write!(
+                f,
+                "{nr_pages} pages are too few for {threads} threads to hold a block of order {order} each in half of them"
+            ),
+            ScaleError::NoMemory { allocator, order } => {
+                write!(f, "{allocator}: no free block of order {order}")
+            }
+            ScaleError::Refused { allocator, why } => write!(f, "{allocator}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ScaleError {}
+
+impl From<ScaleError> for RunError {
+    fn from(e: ScaleError) -> Self {
+        RunError::Scale(e)
     }
 }
 

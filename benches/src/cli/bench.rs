@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use pfnlab::experiments::lifecycle::MemmapLifecycle;
 use pfnlab::experiments::{
     Experiment, Prepared, Setup, UnknownExperiment, breakdown, bulk, cpuset, flags, frag,
-    hole_density, hvo, lock, memdesc, peers, pfn_valid, walk,
+    hole_density, hvo, lock, memdesc, peers, pfn_valid, scale, walk,
 };
 use pfnlab::layout_spec::LayoutSpec;
 use pfnlab::models::ModelKind;
@@ -173,6 +173,15 @@ pub enum BenchCommand {
         #[command(flatten)]
         shape: FragArgs,
     },
+    /// The allocators on 1 to every CPU (LLFree's scalability workloads:
+    /// bulk, repeat and rand at orders 0 and 9), each thread pinned: the
+    /// buddy's per-CPU and zone paths, LLFree and frame-alloc.
+    Scale {
+        #[command(flatten)]
+        run: WithModel,
+        #[command(flatten)]
+        sweep: ScaleArgs,
+    },
     /// When the memmap is written and where it lives: deferred
     /// init against threads, the allocation that grows the zone, the path
     /// once init is done, and memmap_on_memory against a memmap in boot
@@ -252,6 +261,7 @@ pub fn run(command: BenchCommand, outer: Option<LayoutSpec>) -> Result<(), CliEr
         BenchCommand::Memdesc { run, sweep } => {
             run_one::<memdesc::Memdesc>(&setup(run), &sweep.into())
         }
+        BenchCommand::Scale { run, sweep } => run_one::<scale::Scale>(&setup(run), &sweep.into()),
         BenchCommand::MemmapLifecycle { run } => run_one::<MemmapLifecycle>(&setup(run), &()),
         BenchCommand::Frag { common, shape } => {
             let _signals = shape
@@ -439,6 +449,38 @@ impl FragArgs {
             shape,
             allocators,
             host_kernel,
+        }
+    }
+}
+
+/// `bench scale`'s own options.
+#[derive(clap::Args, Debug)]
+pub struct ScaleArgs {
+    /// Thread counts, comma-separated, each at most the CPUs this process
+    /// may run on (default: 1, 2, 4, ... and every CPU).
+    #[arg(long, value_delimiter = ',')]
+    threads: Option<Vec<usize>>,
+    /// Allocators, comma-separated: buddy-pcp, buddy-zone, llfree,
+    /// frame-alloc (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_scale_allocator)]
+    allocators: Option<Vec<scale::ScaleAllocatorId>>,
+    /// Memory modelled, in MiB (default: 4 GiB or 256 MiB per CPU;
+    /// with --quick, 64 MiB or 8 MiB per CPU), at most what half this
+    /// machine's memory holds.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    memory_mib: Option<u64>,
+}
+
+fn parse_scale_allocator(s: &str) -> Result<scale::ScaleAllocatorId, String> {
+    scale::ScaleAllocatorId::parse(s).map_err(|e| e.to_string())
+}
+
+impl From<ScaleArgs> for scale::ScaleParams {
+    fn from(a: ScaleArgs) -> Self {
+        scale::ScaleParams {
+            threads: a.threads,
+            allocators: a.allocators,
+            memory_mib: a.memory_mib,
         }
     }
 }

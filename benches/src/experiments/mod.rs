@@ -49,6 +49,7 @@ pub mod lock;
 pub mod memdesc;
 pub mod peers;
 pub mod pfn_valid;
+pub mod scale;
 pub mod walk;
 
 use std::marker::PhantomData;
@@ -150,6 +151,9 @@ pub enum ExperimentId {
     MemmapLifecycle,
     /// Huge frames kept free under churn: the buddy by era and LLFree.
     Frag,
+    /// The allocators on 1 to every CPU: LLFree's three scalability
+    /// workloads.
+    Scale,
     /// The default comparison (`pfnlab` with no command): every model on
     /// one layout.
     Compare,
@@ -158,7 +162,7 @@ pub enum ExperimentId {
 impl ExperimentId {
     /// Every experiment of `pfnlab bench`, in the order its help lists
     /// them (the default comparison is not one).
-    pub const ALL: [ExperimentId; 13] = [
+    pub const ALL: [ExperimentId; 14] = [
         ExperimentId::Flags,
         ExperimentId::Lock,
         ExperimentId::PfnValid,
@@ -172,6 +176,7 @@ impl ExperimentId {
         ExperimentId::Memdesc,
         ExperimentId::MemmapLifecycle,
         ExperimentId::Frag,
+        ExperimentId::Scale,
     ];
 
     /// The name `pfnlab bench` takes and reports use.
@@ -190,6 +195,7 @@ impl ExperimentId {
             ExperimentId::Memdesc => "memdesc",
             ExperimentId::MemmapLifecycle => "memmap-lifecycle",
             ExperimentId::Frag => "frag",
+            ExperimentId::Scale => "scale",
             ExperimentId::Compare => "compare",
         }
     }
@@ -223,6 +229,7 @@ impl ExperimentId {
             | ExperimentId::Memdesc
             | ExperimentId::MemmapLifecycle
             | ExperimentId::Frag
+            | ExperimentId::Scale
             | ExperimentId::Compare => Era::V6_18,
         }
     }
@@ -243,6 +250,7 @@ impl ExperimentId {
             | ExperimentId::Hvo
             | ExperimentId::Memdesc
             | ExperimentId::MemmapLifecycle
+            | ExperimentId::Scale
             | ExperimentId::Compare => ModelKind::VmemmapTable,
         }
     }
@@ -259,7 +267,8 @@ impl ExperimentId {
             | ExperimentId::HoleDensity
             | ExperimentId::Breakdown
             | ExperimentId::Memdesc
-            | ExperimentId::MemmapLifecycle => LayoutSpec::Preset("x86-pci-hole".into()),
+            | ExperimentId::MemmapLifecycle
+            | ExperimentId::Scale => LayoutSpec::Preset("x86-pci-hole".into()),
             ExperimentId::PfnValid | ExperimentId::Compare => LayoutSpec::Host,
             ExperimentId::Walk => LayoutSpec::Preset("sparse-52bit".into()),
             ExperimentId::Frag => LayoutSpec::File(

@@ -246,6 +246,7 @@ mod quick_mode {
         breakdown: "breakdown" "--model" "sparse-extreme";
         walk: "walk" "--model" "sparse-extreme";
         frag: "frag" "--iterations" "4" "--sample-every" "1" "--immovable" "20";
+        scale: "scale" "--threads" "1";
     }
 }
 
@@ -452,6 +453,7 @@ fn run_quick(exp: &str, extra: &[&str]) {
             assert_eq!(got, new["wanted"].as_f64(), "{new}");
             assert!(text.contains("frames for compaction to move"), "{text}");
         }
+        "scale" => check_scale(&rows, &text),
         "hole-density" => {
             let fractions: std::collections::BTreeSet<String> = rows
                 .iter()
@@ -572,6 +574,62 @@ fn run_quick(exp: &str, extra: &[&str]) {
         }
         _ => {}
     }
+}
+
+/// `bench scale --quick`: every workload, order and thread count on
+/// every allocator, the bulk rows with their free phase, and the paper's
+/// figures beside pfnlab's.
+fn check_scale(rows: &[Value], text: &str) {
+    positive(&rows[0]["params"]["nr_pages"], "nr_pages");
+    let allocators: std::collections::BTreeSet<&str> = rows
+        .iter()
+        .map(|r| r["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        allocators.into_iter().collect::<Vec<_>>(),
+        ["buddy-pcp", "buddy-zone", "frame-alloc", "llfree"]
+    );
+    let cells: std::collections::BTreeSet<String> = rows
+        .iter()
+        .map(|r| {
+            let p = &r["params"];
+            format!("{} {} {}", p["workload"], p["order"], p["threads"])
+        })
+        .collect();
+    assert_eq!(rows.len(), 4 * cells.len(), "every allocator in every cell");
+    for r in rows {
+        assert!(r["params"]["threads"].as_u64().unwrap() >= 1, "{r}");
+        let bulk = r["params"]["workload"] == "bulk";
+        assert_eq!(r["free_ns_per_op"].is_object(), bulk, "{r}");
+    }
+    let llfree_one = rows
+        .iter()
+        .find(|r| {
+            r["variant"] == "llfree"
+                && r["params"]["workload"] == "bulk"
+                && r["params"]["order"] == 0
+                && r["params"]["threads"] == 1
+        })
+        .expect("bulk order 0 on one thread");
+    assert_eq!(llfree_one["paper"]["ns_per_op"], 82.75);
+    assert!(text.contains("bulk order 0, 26 cores, buddy-pcp"), "{text}");
+    assert!(text.contains("llfree / buddy-pcp"), "{text}");
+}
+
+#[test]
+fn bench_scale_refuses_threads_it_cannot_pin_and_unknown_allocators() {
+    assert_refused(
+        &["bench", "scale", "--quick", "--threads", "1,0"],
+        "a thread count must be at least 1",
+    );
+    assert_refused(
+        &["bench", "scale", "--quick", "--threads", "100000"],
+        "--threads: 100000 threads, but this process may run on",
+    );
+    assert_refused(
+        &["bench", "scale", "--quick", "--allocators", "llfree,slab"],
+        "unknown allocator `slab` (known: buddy-pcp, buddy-zone, llfree, frame-alloc)",
+    );
 }
 
 fn assert_refused(args: &[&str], needle: &str) {

@@ -197,3 +197,72 @@ impl Frames for SegmentTree {
         self.tree.dealloc((frame - self.first_pfn) as usize);
     }
 }
+
+/// [`SummaryBuddy`] for `bench scale`: blocks of any order up to 10, its
+/// frees checked as pfnlab's LLFree checks them (a byte per frame holding
+/// the order of the live block that starts there, cleared by one
+/// compare-and-swap), so that a safe call can never hand the crate's
+/// trusting `deallocate_physical` a block it did not hand out.
+pub struct CheckedSummaryBuddy {
+    inner: SummaryBuddy,
+    /// Per frame from `first_pfn`: 0 free or inside a block, `order + 1`
+    /// where a live block of that order starts.
+    live: Box<[std::sync::atomic::AtomicU8]>,
+}
+
+impl CheckedSummaryBuddy {
+    /// The allocator over the RAM of `blocks` ([`SummaryBuddy::new`]).
+    pub fn new(blocks: &Layout) -> Result<CheckedSummaryBuddy, PeerError> {
+        let inner = SummaryBuddy::new(blocks)?;
+        let (lo, hi) = blocks.pfn_span();
+        let live = (lo.get()..hi.get())
+            .map(|_| std::sync::atomic::AtomicU8::new(0))
+            .collect();
+        Ok(CheckedSummaryBuddy { inner, live })
+    }
+
+    /// A block of `1 << order` frames: its first frame.
+    pub fn alloc_block(&self, order: u8) -> Option<u64> {
+        let count = NonZeroUsize::new(1usize.checked_shl(order.into())?)?;
+        let addr = self.inner.alloc.allocate_physical(BASE_FRAME, count).ok()?;
+        let frame = ((addr - self.inner.base) >> 12) as u64 + self.inner.first_pfn;
+        // Release pairs with the Acquire of the compare-and-swap in
+        // `free_block`: the free sees the block as this call left it.
+        self.live[(frame - self.inner.first_pfn) as usize]
+            .store(order + 1, std::sync::atomic::Ordering::Release);
+        Some(frame)
+    }
+
+    /// Gives back the block of `order` at `frame`; false (and nothing
+    /// changes) unless `alloc_block` returned it with that order and it
+    /// was not given back since.
+    pub fn free_block(&self, frame: u64, order: u8) -> bool {
+        use std::sync::atomic::Ordering;
+        let Some(slot) = frame
+            .checked_sub(self.inner.first_pfn)
+            .and_then(|i| self.live.get(i as usize))
+        else {
+            return false;
+        };
+        let Some(count) = 1usize.checked_shl(order.into()).and_then(NonZeroUsize::new) else {
+            return false;
+        };
+        if slot
+            .compare_exchange(order + 1, 0, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let addr = self.inner.base + ((frame - self.inner.first_pfn) << 12) as usize;
+        // SAFETY: the compare-and-swap above took the mark `alloc_block`
+        // left for exactly this frame and order, so (1) `addr` is the address
+        // `allocate_physical` returned for `count` base frames, and (2) no
+        // other call can give it back, the mark being gone.
+        unsafe {
+            self.inner
+                .alloc
+                .deallocate_physical(BASE_FRAME, count, addr)
+        };
+        true
+    }
+}
