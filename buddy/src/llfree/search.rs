@@ -13,7 +13,8 @@
 //!
 //! - a tree counts as **almost allocated** below a sixteenth of its
 //!   frames free (the authors' 1024 of 16,384: one order-10 block), and
-//!   as **almost free** above fifteen sixteenths; **partial** is between;
+//!   as **almost free** from fifteen sixteenths on; **partial** is
+//!   between;
 //! - [`Pass::Near`]: the trees around the CPU's previous one (a quarter of
 //!   the trees per CPU, at least one), in alternating order before and
 //!   after the start of its cache line of tree entries, any that is not
@@ -158,7 +159,7 @@ impl Pass {
 /// that `i` in `0..nr_trees` visits every tree once.
 pub(super) fn alternate(base: usize, i: usize, nr_trees: usize) -> usize {
     let step = i.div_ceil(2) % nr_trees;
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         (base + step) % nr_trees
     } else {
         (base + nr_trees - step) % nr_trees
