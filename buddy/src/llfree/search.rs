@@ -5,11 +5,10 @@
 //! fragmentation: a CPU whose tree runs out reserves a *partially filled*
 //! tree rather than a free one, so that allocations pack into memory that
 //! is in use already and free memory stays in whole trees, and so whole
-//! huge frames; and it looks *near its previous tree* first, for locality
-//! of the tree array's cache lines. The paper states the preferences; the
-//! counter ranges and the search order below are those of the authors'
-//! implementation published with the paper (llfree-rs, its `Trees`
-//! search and its reservation on free), which pfnlab follows:
+//! huge frames. How near, which counters count as partial and when a CPU
+//! moves on are taken here from the authors' implementation published
+//! with the paper (llfree-rs: its tree array's reservation searches, its
+//! counter synchronisation and its reservation on free):
 //!
 //! - a tree counts as **almost allocated** below a sixteenth of its
 //!   frames free (the authors' 1024 of 16,384: one order-10 block), and
@@ -25,10 +24,10 @@
 //! - [`Pass::Any`]: any tree with the frames, from the previous tree on;
 //! - a CPU whose tree had the frames but no aligned block of the order
 //!   (fragmentation) searches almost free trees first;
-//! - a CPU that frees [`LAST_FREES`] frames in a row into a tree it does
-//!   not hold reserves that tree, if it is not almost allocated: the
-//!   frames it keeps freeing there are likely to be reused soon
-//!   ([`LastFrees`]);
+//! - a CPU that has freed [`LAST_FREES`] blocks in a row into a tree it
+//!   does not hold reserves that tree at its next free there, if the
+//!   tree is not almost allocated: the frames it keeps freeing there are
+//!   likely to be reused soon ([`LastFrees`]);
 //! - a CPU whose local counter runs short takes over the frames freed into
 //!   its tree's entry only when they, with its own, exceed the almost
 //!   allocated mark; otherwise it moves to another tree.

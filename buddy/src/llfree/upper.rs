@@ -207,7 +207,7 @@ impl Miss {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum StealMin {
     /// When they and the local counter exceed the almost allocated mark:
-    /// the paper's rule, which moves the CPU on from a nearly full tree.
+    /// the authors' rule, which moves the CPU on from a nearly full tree.
     AlmostAllocated,
     /// Whenever there are any: the last resort before draining.
     Any,
@@ -261,7 +261,7 @@ impl Upper {
     /// A block of `order` from the tree `local` holds: its first frame, or
     /// why not. A short local counter takes over the frames freed into
     /// the tree's entry when, with its own, they exceed `steal_min`
-    /// (the paper's CPU moves on from a tree that is almost allocated:
+    /// (the authors' CPU moves on from a tree that is almost allocated:
     /// [`almost_allocated`]).
     pub(super) fn get_reserved(
         &self,
@@ -339,7 +339,7 @@ impl Upper {
     /// The frames of a free block of `tree` go back: to a reservation of
     /// `cpu` that holds the tree, else to the tree's entry. A CPU that
     /// keeps freeing into a tree it does not hold then reserves it, if it
-    /// is not almost allocated: the reservation on free of the paper's
+    /// is not almost allocated: the reservation on free of the authors'
     /// upper allocator, which expects the frames a CPU frees together to
     /// be reused by it.
     pub(super) fn put_counter(&self, cpu: usize, tree: usize, n: u64) {
