@@ -14,9 +14,10 @@
 //! - the **upper allocator** (`upper`): trees of 32 huge frames (16,384
 //!   base frames), each with an entry holding its free counter and a
 //!   reserved flag. Each CPU reserves one tree and allocates from it with a
-//!   counter of its own, so CPUs rarely touch the same cache lines; a
-//!   reservation prefers partly used trees, so allocations pack into them
-//!   and entirely free trees (and their free huge frames) stay whole.
+//!   counter of its own, so CPUs rarely touch the same cache lines; the
+//!   search for the next tree (`search`) prefers partly used trees near
+//!   the previous one, so allocations pack into them and free memory
+//!   collects in whole trees (and whole huge frames).
 //!
 //! A free clears the block's bits and adds to the counters; once all 512
 //! frames of a huge frame are free its counter reads 512 again and an
@@ -36,31 +37,39 @@
 //!   (migratetypes `MIGRATE_MOVABLE` vs `MIGRATE_UNMOVABLE` and
 //!   `MIGRATE_RECLAIMABLE`): each CPU has one reservation per class, a
 //!   tree entry records the class of the last reservation that allocated
-//!   from it, and the first search for a new tree only takes partly used
-//!   trees of the caller's class, so immovable frames cluster in few
-//!   trees. The 2023 paper's
+//!   from it, and the near and partial searches for a new tree only take
+//!   trees of the caller's class (or entirely free ones), so immovable
+//!   frames cluster in few trees. The 2023 paper's
 //!   tree entry is 16 bits (a 15-bit counter and the reserved flag) with
 //!   no room for it (the authors' later versions add a "kind"); pfnlab's
 //!   tree entry is an `AtomicU32` with the class in bit 17. Huge
 //!   (order-9) requests go through the caller's class like any other.
-//! - **How a reservation is chosen.** Searches run from the CPU's current
-//!   tree (or, for a CPU with none, a start spread by CPU number) and
-//!   wrap around: first partly used trees of the caller's class with at
-//!   least a sixteenth of their frames free, then entirely free trees,
-//!   then any tree with enough frames. If all fail, every CPU's
-//!   reservation is ended ([`LLFree::drain`]) and the last search runs
-//!   again, so a request fails only when no tree has an aligned free block
-//!   (or, under concurrency, when the frames that would serve it are in
-//!   another CPU's call at that moment: a lock-free allocator does not
-//!   wait for it).
-//!   The authors' search of nearby tree entries first, and their
-//!   heuristic of reserving a tree a CPU keeps freeing into, are left
-//!   out.
+//! - **How a reservation is chosen.** The paper's tree-search
+//!   heuristics are modelled in `search` with the counter ranges and
+//!   search order of the authors' published implementation: near trees
+//!   first (around the previous tree's cache line of entries), then
+//!   partial trees (neither almost allocated nor almost free), then almost
+//!   free trees, then any; a CPU moves on from its tree once what is left
+//!   there is almost allocated; a CPU that keeps freeing into a tree
+//!   reserves it. A CPU with no tree yet starts at a tree spread by CPU
+//!   number. pfnlab adds a last resort: when every search fails, the
+//!   CPU's own tree gives up whatever was freed into it, and then every
+//!   CPU's reservation is ended ([`LLFree::drain`]) and the last search
+//!   runs again, so a request fails only when no tree has an aligned free
+//!   block (or, under concurrency, when the frames that would serve it are
+//!   in another CPU's call at that moment: a lock-free allocator does not
+//!   wait for it). The ranges scale with a tree's frames, the near search
+//!   also visits the first tree of its line, and a line holds 32 entries
+//!   as the paper's 16-bit entries would.
 //! - **Inside a tree**, a request below order 9 tries the partly used
 //!   huge frames before the entirely free ones (starting at the huge
 //!   frame the CPU last allocated from), the reservation search's
 //!   preference one level down, so that a small block breaks up a whole
-//!   huge frame only when its tree has no other room.
+//!   huge frame only when its tree has no other room. The authors'
+//!   lower allocator takes the first huge frame with room from the last
+//!   allocation on, whole or not; where allocations go within a tree
+//!   matters less than which tree they go to, since a CPU fills its tree
+//!   before it moves on.
 //! - **Checked frees.** The paper trusts the caller's frame and order, as
 //!   the kernel trusts its callers. pfnlab keeps one byte per base frame
 //!   with the order of the live block starting there, so a double free, a
@@ -87,6 +96,7 @@
 //! ```
 
 mod lower;
+mod search;
 mod upper;
 
 use std::fmt;
@@ -94,7 +104,8 @@ use std::fmt;
 use sparsemem::{Order, Pfn};
 
 pub use lower::{HUGE_FRAMES, HUGE_ORDER};
-use upper::{Pass, Upper};
+use search::Pass;
+use upper::{StealMin, Upper};
 pub use upper::{TREE_CHILDREN, TREE_FRAMES};
 
 /// Most base frames an instance manages: 2^30 (4 TiB of 4 KiB frames;
@@ -264,9 +275,8 @@ impl LLFree {
         if nr_cpus == 0 || nr_cpus > MAX_CPUS {
             return Err(LlfreeError::Cpus { nr_cpus });
         }
-        let locals = nr_cpus * Class::ALL.len();
         Ok(LLFree {
-            upper: Upper::new(lower::Lower::new(nr_frames), locals),
+            upper: Upper::new(lower::Lower::new(nr_frames), nr_cpus),
             nr_frames,
             nr_cpus,
         })
@@ -293,16 +303,21 @@ impl LLFree {
     pub fn get(&self, cpu: usize, order: Order, class: Class) -> Result<Pfn, LlfreeError> {
         let order = self.check_order(order)?;
         let local = self.local(cpu, class)?;
-        if let Some(frame) = self.upper.get_reserved(local, order) {
-            return Ok(Pfn::new(frame));
-        }
+        let miss = match self
+            .upper
+            .get_reserved(local, order, StealMin::AlmostAllocated)
+        {
+            Ok(frame) => return Ok(Pfn::new(frame)),
+            Err(miss) => miss,
+        };
         let start = local
             .held()
             .map_or_else(|| cpu * self.nr_trees() / self.nr_cpus, |held| held.tree);
         let search = |pass| self.upper.reserve_and_get(local, start, order, class, pass);
-        Pass::ALL
+        miss.passes()
             .into_iter()
             .find_map(search)
+            .or_else(|| self.upper.get_reserved(local, order, StealMin::Any).ok())
             .or_else(|| {
                 self.upper.drain();
                 search(Pass::Any)
@@ -317,7 +332,7 @@ impl LLFree {
     /// block of that order is refused and nothing changes.
     pub fn put(&self, cpu: usize, frame: Pfn, order: Order) -> Result<(), LlfreeError> {
         let order = self.check_order(order)?;
-        let locals = self.cpu_locals(cpu)?;
+        self.cpu_locals(cpu)?;
         let frame = frame.get();
         if frame >= self.nr_frames {
             return Err(LlfreeError::OutOfRange {
@@ -330,7 +345,7 @@ impl LLFree {
         }
         self.upper.lower.put(frame, order)?;
         let tree = (frame / TREE_FRAMES) as usize;
-        self.upper.put_counter(locals, tree, 1 << order);
+        self.upper.put_counter(cpu, tree, 1 << order);
         Ok(())
     }
 
@@ -374,8 +389,7 @@ impl LLFree {
                 nr_cpus: self.nr_cpus,
             });
         }
-        let n = Class::ALL.len();
-        Ok(&self.upper.locals[cpu * n..(cpu + 1) * n])
+        Ok(self.upper.cpu_locals(cpu))
     }
 
     /// `cpu`'s reservation for `class`.

@@ -9,8 +9,10 @@
 //! so that no other CPU reserves it. Frees into a tree the CPU holds go
 //! to its local counter; frees into any other tree go to the tree's
 //! entry, and the holder takes them over ("steals" the counter) when its
-//! local one runs short. When the tree cannot serve a request, the CPU
-//! reserves another and returns the old one's counter to its entry.
+//! local one runs short and they are worth it. When the tree cannot
+//! serve a request, the CPU reserves another ([`search`](super::search)
+//! says which) and returns the old one's counter to its entry; a CPU
+//! that keeps freeing into one tree reserves that one.
 //!
 //! # Orderings
 //! The counters here only steer the search: every frame is claimed by the
@@ -25,6 +27,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use super::Class;
 use super::lower::{HUGE_FRAMES, HUGE_ORDER, Lower};
+use super::search::{Candidate, LAST_FREES, LastFrees, Pass, almost_allocated, near_trees};
 
 /// Huge frames in a tree: 32, as in the paper (16,384 base frames,
 /// 64 MiB of 4 KiB frames).
@@ -74,6 +77,16 @@ impl Tree {
         Tree(Tree::RESERVED | Tree::class_bit(class))
     }
 
+    /// What a search sees of it, for a tree of `capacity` frames.
+    fn candidate(self, capacity: u64) -> Candidate {
+        Candidate {
+            free: self.free(),
+            capacity,
+            reserved: self.reserved(),
+            class: self.class(),
+        }
+    }
+
     /// Not reserved, `free` more frames counted, labelled `class`.
     fn returned(self, free: u64, class: Class) -> Tree {
         let sum = self.free() + free;
@@ -83,39 +96,6 @@ impl Tree {
 }
 
 const _: () = assert!(TREE_FRAMES <= Tree::FREE as u64);
-
-/// Which trees a reservation search accepts, in the order the searches
-/// run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Pass {
-    /// Partly used trees of the same class with at least a sixteenth of
-    /// their frames free: fills used trees first and keeps free trees
-    /// whole.
-    Partial,
-    /// Entirely free trees.
-    Free,
-    /// Any tree with enough frames, of either class.
-    Any,
-}
-
-impl Pass {
-    /// The searches, preferred first.
-    pub(super) const ALL: [Pass; 3] = [Pass::Partial, Pass::Free, Pass::Any];
-
-    /// Whether a tree of `capacity` frames in state `tree` may serve `n`
-    /// frames of `class`.
-    fn accepts(self, tree: Tree, capacity: u64, n: u64, class: Class) -> bool {
-        let free = tree.free();
-        if tree.reserved() || free < n {
-            return false;
-        }
-        match self {
-            Pass::Partial => tree.class() == class && free < capacity && free >= capacity / 16,
-            Pass::Free => free == capacity,
-            Pass::Any => true,
-        }
-    }
-}
 
 /// One CPU's reservation for one class: the tree it holds and the frames
 /// of it counted here, packed in one word (tree + 1 in bits 0..32, 0 when
@@ -203,17 +183,52 @@ impl Local {
     }
 }
 
-/// The trees' entries over a lower allocator, and every reservation.
+/// Why the reserved tree did not serve a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Miss {
+    /// Too few frames counted (none held, or the counter short).
+    Short,
+    /// The frames were there but no aligned block of the order.
+    Fragmented,
+}
+
+impl Miss {
+    /// The searches for the next tree, preferred first.
+    pub(super) fn passes(self) -> [Pass; 4] {
+        match self {
+            Miss::Short => Pass::AFTER_SHORT,
+            Miss::Fragmented => Pass::AFTER_FRAGMENTED,
+        }
+    }
+}
+
+/// When a CPU whose local counter is short takes over the frames freed
+/// into its tree's entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StealMin {
+    /// When they and the local counter exceed the almost allocated mark:
+    /// the authors' rule, which moves the CPU on from a nearly full tree.
+    AlmostAllocated,
+    /// Whenever there are any: the last resort before draining.
+    Any,
+}
+
+/// The trees' entries over a lower allocator, every reservation, and each
+/// CPU's recent frees.
 pub(super) struct Upper {
     pub(super) lower: Lower,
     trees: Box<[AtomicU32]>,
-    pub(super) locals: Box<[Local]>,
+    /// Each CPU's reservations, one per class, CPU by CPU.
+    locals: Box<[Local]>,
+    last_frees: Box<[LastFrees]>,
+    /// Trees the near search visits.
+    near: usize,
 }
 
 impl Upper {
-    /// Trees over `lower`, all unreserved, and `nr_locals` empty
-    /// reservations.
-    pub(super) fn new(lower: Lower, nr_locals: usize) -> Upper {
+    /// Trees over `lower`, all unreserved, and empty reservations for
+    /// `nr_cpus` CPUs.
+    pub(super) fn new(lower: Lower, nr_cpus: usize) -> Upper {
         let nr_trees = lower.nr_huge().div_ceil(TREE_CHILDREN);
         let trees = (0..nr_trees)
             .map(|t| {
@@ -223,10 +238,13 @@ impl Upper {
                 AtomicU32::new(free as u32)
             })
             .collect();
+        let nr_locals = nr_cpus * Class::ALL.len();
         Upper {
             lower,
             trees,
             locals: (0..nr_locals).map(|_| Local::default()).collect(),
+            last_frees: (0..nr_cpus).map(|_| LastFrees::default()).collect(),
+            near: near_trees(nr_trees, nr_cpus),
         }
     }
 
@@ -241,15 +259,22 @@ impl Upper {
     }
 
     /// A block of `order` from the tree `local` holds: its first frame, or
-    /// `None` when the local counter (with what it steals from the tree's
-    /// entry) is short, or the tree has no aligned run.
-    pub(super) fn get_reserved(&self, local: &Local, order: u8) -> Option<u64> {
+    /// why not. A short local counter takes over the frames freed into
+    /// the tree's entry when, with its own, they exceed `steal_min`
+    /// (the authors' CPU moves on from a tree that is almost allocated:
+    /// [`almost_allocated`]).
+    pub(super) fn get_reserved(
+        &self,
+        local: &Local,
+        order: u8,
+        steal_min: StealMin,
+    ) -> Result<u64, Miss> {
         let n = 1u64 << order;
         let held = loop {
             match local.take(n) {
                 Ok(held) => break held,
-                Err(Some(short)) if self.steal(local, short) => continue,
-                Err(_) => return None,
+                Err(Some(short)) if self.steal(local, short, steal_min) => continue,
+                Err(_) => return Err(Miss::Short),
             }
         };
         let hint = local.hint.load(Relaxed) as usize;
@@ -258,21 +283,27 @@ impl Upper {
         match self.get_in_tree(held.tree, order, hint, whole) {
             Some((frame, child)) => {
                 local.hint.store(child as u32, Relaxed);
-                Some(frame)
+                Ok(frame)
             }
             None => {
                 self.give_back(local, held.tree, n);
-                None
+                Err(Miss::Fragmented)
             }
         }
     }
 
     /// Moves the frames freed into the held tree's entry to the local
-    /// counter; whether there were any (the caller then tries again).
-    fn steal(&self, local: &Local, held: Held) -> bool {
+    /// counter, if there are any and `steal_min` lets it; whether it did
+    /// (the caller then tries again).
+    fn steal(&self, local: &Local, held: Held, steal_min: StealMin) -> bool {
         let entry = &self.trees[held.tree];
+        let min = match steal_min {
+            StealMin::AlmostAllocated => almost_allocated(self.capacity(held.tree)),
+            StealMin::Any => 0,
+        };
         let Ok(old) = entry.fetch_update(Relaxed, Relaxed, |e| {
-            (Tree(e).free() > 0).then_some(e & !Tree::FREE)
+            let free = Tree(e).free();
+            (free > 0 && held.free + free > min).then_some(e & !Tree::FREE)
         }) else {
             return false;
         };
@@ -306,11 +337,51 @@ impl Upper {
     }
 
     /// The frames of a free block of `tree` go back: to a reservation of
-    /// `locals` that holds the tree, else to the tree's entry.
-    pub(super) fn put_counter(&self, locals: &[Local], tree: usize, n: u64) {
-        if !locals.iter().any(|l| l.add(tree, n)) {
-            self.add_to_entry(tree, n);
+    /// `cpu` that holds the tree, else to the tree's entry. A CPU that
+    /// keeps freeing into a tree it does not hold then reserves it, if it
+    /// is not almost allocated: the reservation on free of the authors'
+    /// upper allocator, which expects the frames a CPU frees together to
+    /// be reused by it.
+    pub(super) fn put_counter(&self, cpu: usize, tree: usize, n: u64) {
+        let before = self.last_frees[cpu].record(tree);
+        if self.cpu_locals(cpu).iter().any(|l| l.add(tree, n)) {
+            return;
         }
+        self.add_to_entry(tree, n);
+        if before >= LAST_FREES {
+            self.reserve_on_free(cpu, tree);
+        }
+    }
+
+    /// Reserves `tree` for `cpu`, in the class of its label, if no CPU
+    /// holds it and it is not almost allocated; the CPU's old reservation
+    /// of that class goes back.
+    fn reserve_on_free(&self, cpu: usize, tree: usize) {
+        let capacity = self.capacity(tree);
+        let Ok(old) = self.trees[tree].fetch_update(Relaxed, Relaxed, |e| {
+            let t = Tree(e);
+            (!t.reserved() && t.free() >= almost_allocated(capacity))
+                .then_some(Tree::reserved_for(t.class()).0)
+        }) else {
+            return;
+        };
+        let old = Tree(old);
+        let local = &self.cpu_locals(cpu)[old.class().index()];
+        local.hint.store((tree * TREE_CHILDREN) as u32, Relaxed);
+        let new = Held {
+            tree,
+            free: old.free(),
+        };
+        if let Some(prev) = local.swap(Some(new)) {
+            self.unreserve(prev, None);
+        }
+    }
+
+    /// `cpu`'s reservations, one per class (`cpu` in range: the caller
+    /// checked).
+    pub(super) fn cpu_locals(&self, cpu: usize) -> &[Local] {
+        let n = Class::ALL.len();
+        &self.locals[cpu * n..(cpu + 1) * n]
     }
 
     /// Counts `n` more free frames in `tree`'s entry. The counter never
@@ -357,10 +428,11 @@ impl Upper {
         ring().find_map(get)
     }
 
-    /// Reserves, for `local`, the first tree `pass` accepts from `start`
-    /// on (wrapping) that has a block of `order`, and takes the block; the
-    /// old reservation goes back. Trees that have the frames but no
-    /// aligned run are given back at once.
+    /// Reserves, for `local`, the first tree `pass` accepts, visiting the
+    /// trees in its order from the previous tree `start`, that has a block
+    /// of `order`, and takes the block; the old reservation goes back.
+    /// Trees that have the frames but no aligned run are given back at
+    /// once.
     pub(super) fn reserve_and_get(
         &self,
         local: &Local,
@@ -370,12 +442,11 @@ impl Upper {
         pass: Pass,
     ) -> Option<u64> {
         let n = 1u64 << order;
-        let nr = self.nr_trees();
-        for tree in (0..nr).map(|i| (start + i) % nr) {
+        for tree in pass.trees(start, self.nr_trees(), self.near) {
             let capacity = self.capacity(tree);
             let entry = &self.trees[tree];
             let Ok(old) = entry.fetch_update(Relaxed, Relaxed, |e| {
-                pass.accepts(Tree(e), capacity, n, class)
+                pass.accepts(Tree(e).candidate(capacity), n, class)
                     .then_some(Tree::reserved_for(class).0)
             }) else {
                 continue;

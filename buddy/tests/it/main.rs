@@ -21,6 +21,7 @@ mod hotplug;
 mod hotplug_notifier;
 mod hugetlb;
 mod llfree;
+mod llfree_search;
 mod memmap_init;
 mod memmap_on_memory;
 mod memmap_on_memory_frames;
