@@ -78,6 +78,12 @@ ENTRIES = {
     "memdesc": (["bench", "memdesc", "--max-span-mib", "262144"], [], [EXP + "memdesc"]),
     "memmap-lifecycle": (["bench", "memmap-lifecycle"], [], [EXP + "lifecycle"]),
     "frag": (["bench", "frag"], [], [EXP + "frag.rs", "benches/src/frag", "benches/data/frag-4g.toml"]),
+    # This host's own allocator beside the model (root): the recording goes
+    # under target/, which git ignores.
+    "frag-host": (["bench", "frag", "--quick", "--era", "6.18", "--recover", "0",
+                   "--host-kernel", "target/frag-host.trace.zst"], [],
+                  [EXP + "frag.rs", "benches/src/frag", "benches/src/trace", "benches/data/frag-4g.toml"]),
+    "scale": (["bench", "scale"], [], [EXP + "scale", "benches/src/threads.rs", EXP + "peers/crates.rs"]),
     "replay-1": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
     "replay-2": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
     "replay-3": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
