@@ -13,27 +13,12 @@
 
 use buddy::testing::{Reference, check_conservation};
 use buddy::{
-    Allocator, CompactPriority, CompactState, CompactVmstat, Era, Gfp, InitError, Kernel, NotInEra,
-    Options, Owners, RequestError, alloc_pages_direct_compact,
+    CompactPriority, CompactState, CompactVmstat, Era, Gfp, InitError, NotInEra, Options, Owners,
+    RequestError, alloc_pages_direct_compact,
 };
-use sparsemem::{
-    Geometry, Layout, MemRange, MemoryModel, Migratetype, NodeId, Order, Pfn, RangeKind,
-    SparseExtreme,
-};
+use sparsemem::{Layout, MemoryModel, Migratetype, NodeId, Order, Pfn, SparseExtreme};
 
-const MIB: u64 = 1 << 20;
-const PAGEBLOCK: u64 = 512;
-
-type Alloc = Allocator<SparseExtreme, Kernel>;
-
-fn layout() -> Layout {
-    Layout::new(
-        Geometry::X86_64,
-        vec![MemRange::new(16 * MIB, 32 * MIB, RangeKind::Ram, 0)],
-        "16m",
-    )
-    .unwrap()
-}
+use crate::common::{PAGEBLOCK, SmallAlloc as Alloc, zone_16m as layout};
 
 fn options(defrag_mode: bool) -> Options {
     Options {

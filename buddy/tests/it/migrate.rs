@@ -11,28 +11,15 @@
 use buddy::testing::{Reference, check_conservation};
 use buddy::{
     Allocator, COMPACT_MAX_DEFER_SHIFT, CompactControl, CompactResult, CompactState, Era, Gfp,
-    Kernel, MigrateCounts, MigrateError, Options, OwnerError, OwnerId, Owners,
-    alloc_migration_target, compact_zone, fragmentation_index, migrate_pages,
+    MigrateCounts, MigrateError, Options, OwnerError, OwnerId, Owners, alloc_migration_target,
+    compact_zone, fragmentation_index, migrate_pages,
 };
 use proptest::prelude::*;
 use sparsemem::{
-    Geometry, Layout, MemRange, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn,
-    RangeKind, SparseExtreme,
+    Layout, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn, SparseExtreme,
 };
 
-const MIB: u64 = 1 << 20;
-const PAGEBLOCK: u64 = 512;
-
-type Alloc = Allocator<SparseExtreme, Kernel>;
-
-fn layout() -> Layout {
-    Layout::new(
-        Geometry::X86_64,
-        vec![MemRange::new(16 * MIB, 32 * MIB, RangeKind::Ram, 0)],
-        "16m",
-    )
-    .unwrap()
-}
+use crate::common::{PAGEBLOCK, SmallAlloc as Alloc, zone_16m as layout};
 
 fn allocator(layout: &Layout, frames: bool) -> Alloc {
     allocator_in(layout, frames, Era::V6_18)
