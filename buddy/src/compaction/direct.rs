@@ -1,4 +1,5 @@
-//! Direct compaction for a costly request: `__alloc_pages_direct_compact`
+//! Direct compaction for a request the slow path compacts for (a costly
+//! order, or a non-movable one above order 0): `__alloc_pages_direct_compact`
 //! and `try_to_compact_pages` (mm/page_alloc.c, mm/compaction.c; 2.6.35's
 //! `56de7263fcf3`), called by the caller of the allocator with the owners
 //! and the zones' compaction states, since the allocator keeps neither.
@@ -10,12 +11,13 @@
 //! `__alloc_pages_direct_compact` after reclaim; order 0 never does), and
 //! only a request that still fails asks once more without the flag, as
 //! `__alloc_pages_slowpath` does once reclaim and compaction have failed.
-//! Without the sysctl only costly orders compact here: the kernel's
-//! compaction of smaller orders after direct reclaim, which pfnlab does
-//! not have, is left out, and so are `should_compact_retry`'s retries at
-//! a higher priority (the caller picks the priority).
+//! Without the sysctl, a costly order and a non-movable order above 0
+//! compact here, as the slow path's first compaction does: the kernel's
+//! compaction of smaller movable orders after direct reclaim, which
+//! pfnlab does not have, is left out, and so are `should_compact_retry`'s
+//! retries at a higher priority (the caller picks the priority).
 
-use sparsemem::{NodeId, Order, Pfn};
+use sparsemem::{Migratetype, NodeId, Order, Pfn};
 
 use super::finish::CompactResult;
 use super::run::{CompactVmstat, compact_zone};
@@ -53,10 +55,11 @@ impl CompactState {
 
 /// The allocation of `order` with `gfp` on `node`, with direct compaction
 /// where the slow path would run it: a request that fails, may reclaim
-/// (`__GFP_DIRECT_RECLAIM`) and is of a costly order (above
-/// `PAGE_ALLOC_COSTLY_ORDER`; under `vm.defrag_mode` any order above 0,
-/// with the fallback into another migratetype's pageblock only after
-/// compaction: see the module documentation) compacts each zone of its zonelist at
+/// (`__GFP_DIRECT_RECLAIM`) and may do I/O (`__GFP_IO`), of a costly order
+/// (above `PAGE_ALLOC_COSTLY_ORDER`) or of an order above 0 that is not
+/// movable (under `vm.defrag_mode` any order above 0, with the fallback
+/// into another migratetype's pageblock only after compaction: see the
+/// module documentation), compacts each zone of its zonelist at
 /// `prio` (`try_to_compact_pages`: a deferred zone is skipped unless
 /// `SyncFull`; a zone that succeeds resets its deferral and ends the walk;
 /// a non-async run that completes without success defers the zone), and
@@ -94,16 +97,13 @@ pub fn alloc_pages_direct_compact<M: BuddyModel, V: Variant>(
         }
     };
     let first = try_alloc();
-    let costly = order.get() > PAGE_ALLOC_COSTLY_ORDER;
-    let wanted = costly || (defrag_mode && order > Order::ZERO);
-    let compacts = alloc.options().era.has_compaction();
     if first.is_ok() {
         return first;
     }
-    if !wanted || !compacts || !gfp.contains(Gfp::DIRECT_RECLAIM) {
+    let ac = alloc.prepare_alloc_pages(gfp)?;
+    if !compaction_wanted(alloc, &ac, order, defrag_mode) {
         return fall_back(first);
     }
-    let ac = alloc.prepare_alloc_pages(gfp)?;
     let ran = try_to_compact_pages(alloc, &ac, (order, prio), node, owners, states, vmstat)?;
     if !ran {
         return fall_back(first);
@@ -124,6 +124,34 @@ pub fn alloc_pages_direct_compact<M: BuddyModel, V: Variant>(
             fall_back(got)
         }
     }
+}
+
+/// Whether the slow path compacts for the request `ac` of `order` here.
+///
+/// Its first direct compaction, before any reclaim (`__alloc_pages_slowpath`
+/// in mm/page_alloc.c): a request that may reclaim, of a costly
+/// order or of any order above 0 that is not movable (whose fallback
+/// would mix a pageblock), and that may not ignore the watermarks
+/// (`gfp_pfmemalloc_allowed`: those are served from the reserves first).
+/// Under `vm.defrag_mode`, any order above 0 once the reserves are tried.
+/// Either way only with `__GFP_IO` (`gfp_compaction_allowed`, tested in
+/// `try_to_compact_pages`), and in an era with compaction.
+fn compaction_wanted<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    ac: &AllocContext,
+    order: Order,
+    defrag_mode: bool,
+) -> bool {
+    let gfp = ac.gfp;
+    let above_zero = order > Order::ZERO;
+    let costly = order.get() > PAGE_ALLOC_COSTLY_ORDER;
+    let unmovable = above_zero && ac.migratetype != Migratetype::Movable;
+    let pfmemalloc = gfp.contains(Gfp::MEMALLOC) && !gfp.contains(Gfp::NOMEMALLOC);
+    let first = (costly || unmovable) && !pfmemalloc;
+    (first || (defrag_mode && above_zero))
+        && gfp.contains(Gfp::DIRECT_RECLAIM)
+        && gfp.contains(Gfp::IO)
+        && alloc.options().era.has_compaction()
 }
 
 /// `try_to_compact_pages` for the request `ac` of `order`: each zone of

@@ -593,19 +593,6 @@ fn direct_compaction_counts_stall_success_and_fail() {
         );
         let mut states = CompactState::for_zones(&alloc);
         let mut vmstat = CompactVmstat::default();
-        let small = alloc_pages_direct_compact(
-            &alloc,
-            Order::new(3),
-            movable,
-            NodeId::ZERO,
-            &mut owners,
-            &mut states,
-            CompactPriority::SyncFull,
-            &mut vmstat,
-        );
-        let small = small.unwrap();
-        alloc.free_pages(small, Order::new(3)).unwrap();
-        assert_eq!(vmstat, CompactVmstat::default(), "order 3 is not costly");
         let mut direct = |prio, vmstat: &mut CompactVmstat| {
             alloc_pages_direct_compact(
                 &alloc,
@@ -714,4 +701,62 @@ fn compaction_moves_each_frame_with_its_owner() {
     }
     assert_eq!(moved, run.migrate.pgmigrate_success);
     check(&alloc, &layout, &owners, &kernel);
+}
+
+/// The slow path's first direct compaction is for a costly order or for a
+/// non-movable order above 0 (whose fallback would mix a pageblock), and
+/// only with `__GFP_IO`: an order-3 movable request that fails is not
+/// compacted for, an order-3 unmovable one is.
+#[test]
+fn direct_compaction_is_for_costly_or_unmovable_requests() {
+    use buddy::{CompactPriority, CompactVmstat, alloc_pages_direct_compact};
+    let layout = layout();
+    let alloc = allocator(&layout, false);
+    let mut owners = Owners::new();
+    fill_zone(&alloc, &mut owners, 0);
+    free_owned(&alloc, &mut owners, |p| p.get() % 2 == 1);
+    // Every free block above order 0 taken, so an order-3 request fails
+    // on the free lists alone.
+    let one = Order::new(1);
+    let mut held = Vec::new();
+    while let Ok(pfn) = alloc.alloc_pages(one, Gfp::HIGHUSER_MOVABLE, NodeId::ZERO, None) {
+        held.push((pfn, one));
+    }
+    let three = Order::new(3);
+    assert!(
+        alloc
+            .alloc_pages(three, Gfp::KERNEL, NodeId::ZERO, None)
+            .is_err()
+    );
+    let mut states = CompactState::for_zones(&alloc);
+    let mut vmstat = CompactVmstat::default();
+    let mut direct = |gfp, vmstat: &mut CompactVmstat| {
+        alloc_pages_direct_compact(
+            &alloc,
+            three,
+            gfp,
+            NodeId::ZERO,
+            &mut owners,
+            &mut states,
+            CompactPriority::SyncFull,
+            vmstat,
+        )
+    };
+    assert!(direct(Gfp::HIGHUSER_MOVABLE, &mut vmstat).is_err());
+    assert_eq!(
+        vmstat,
+        CompactVmstat::default(),
+        "order 3 movable is not compacted for"
+    );
+    assert!(direct(Gfp::KERNEL.without(Gfp::IO), &mut vmstat).is_err());
+    assert_eq!(
+        vmstat,
+        CompactVmstat::default(),
+        "no compaction without __GFP_IO"
+    );
+    let got = direct(Gfp::KERNEL, &mut vmstat).expect("compaction makes an order-3 block");
+    assert_eq!((vmstat.compact_stall, vmstat.compact_success), (1, 1));
+    assert!(vmstat.pgmigrate_success > 0, "{vmstat:?}");
+    held.push((got, three));
+    check(&alloc, &layout, &owners, &held);
 }
