@@ -130,6 +130,13 @@ impl Gfp {
         Gfp(self.0 | other.0)
     }
 
+    /// `gfp_pfmemalloc_allowed` for the mask alone: `__GFP_MEMALLOC`
+    /// without `__GFP_NOMEMALLOC`, a request that may ignore the
+    /// watermarks.
+    pub const fn pfmemalloc_allowed(self) -> bool {
+        self.0 & Gfp::MEMALLOC.0 != 0 && self.0 & Gfp::NOMEMALLOC.0 == 0
+    }
+
     /// This mask without `other`'s bits.
     pub const fn without(self, other: Gfp) -> Gfp {
         Gfp(self.0 & !other.0)
@@ -458,7 +465,7 @@ impl AllocFlags {
     /// watermark lets `ALLOC_RESERVES` (6.3: non-blocking or `__GFP_HIGH`)
     /// count the reserve, and before 6.3 only `ALLOC_HARDER`.
     pub(crate) fn slow(gfp: Gfp, order: Order, rules: HighatomicRules) -> AllocFlags {
-        let no_wmarks = gfp.contains(Gfp::MEMALLOC) && !gfp.contains(Gfp::NOMEMALLOC);
+        let no_wmarks = gfp.pfmemalloc_allowed();
         let min_reserve = gfp.contains(Gfp::HIGH);
         let non_block = !gfp.contains(Gfp::DIRECT_RECLAIM) && !gfp.contains(Gfp::NOMEMALLOC);
         let atomic = min_reserve && non_block;

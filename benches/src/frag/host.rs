@@ -37,7 +37,7 @@ use crate::layout_spec::LayoutSpec;
 use crate::models::ModelKind;
 use crate::snapshot::{Snapshot, StartState};
 use crate::trace::format::{Header, TraceReader, write_recording};
-use crate::trace::record::{RecordError, RecordOptions, record_while};
+use crate::trace::record::{RecordError, RecordOptions, host_snapshot, record_while};
 use crate::trace::replay::end_state::{EndState, FreeState, compare_end_state};
 use crate::trace::replay::{EventCounts, ReplayOptions, replay_layout, replay_models_from};
 use crate::workloads::xorshift;
@@ -303,12 +303,6 @@ impl std::fmt::Display for HostFragError {
 
 impl std::error::Error for HostFragError {}
 
-/// The live machine's snapshot.
-fn live_snapshot() -> Snapshot {
-    let page_size = sparsemem::memmap::host_page_size() as u64;
-    Snapshot::read(Path::new("/"), std::env::consts::ARCH, page_size)
-}
-
 /// Runs `shape` on `pages` host pages, recorded into `out` with the
 /// machine's snapshot at both ends, then compacts the machine once.
 pub fn run_on_host(
@@ -345,7 +339,7 @@ pub fn run_on_host(
     let t = Instant::now();
     compact_memory(&HostPaths::live()).map_err(HostFragError::Host)?;
     let compact_ns = t.elapsed().as_nanos() as f64;
-    let compacted = HostState::of(live_snapshot())?;
+    let compacted = HostState::of(host_snapshot())?;
     drop(region);
     Ok(HostFragRun {
         pages,

@@ -428,7 +428,7 @@ fn record_inner<'a>(
 }
 
 /// The live machine's [`Snapshot`], as `pfnlab snapshot` takes it.
-fn host_snapshot() -> Snapshot {
+pub fn host_snapshot() -> Snapshot {
     let page_size = sparsemem::memmap::host_page_size() as u64;
     Snapshot::read(Path::new("/"), std::env::consts::ARCH, page_size)
 }

@@ -146,7 +146,7 @@ fn compaction_wanted<M: BuddyModel, V: Variant>(
     let above_zero = order > Order::ZERO;
     let costly = order.get() > PAGE_ALLOC_COSTLY_ORDER;
     let unmovable = above_zero && ac.migratetype != Migratetype::Movable;
-    let pfmemalloc = gfp.contains(Gfp::MEMALLOC) && !gfp.contains(Gfp::NOMEMALLOC);
+    let pfmemalloc = gfp.pfmemalloc_allowed();
     let first = (costly || unmovable) && !pfmemalloc;
     (first || (defrag_mode && above_zero))
         && gfp.contains(Gfp::DIRECT_RECLAIM)
