@@ -23,6 +23,7 @@ pub mod counting;
 pub mod error;
 pub mod experiments;
 pub mod frag;
+pub mod free_memory;
 pub mod host_kernel;
 pub mod layout_spec;
 pub mod machine;

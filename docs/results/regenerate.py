@@ -77,12 +77,16 @@ ENTRIES = {
     # memory. 256 GiB of RAM is an 8-byte memmap twice such an LLC.
     "memdesc": (["bench", "memdesc", "--max-span-mib", "262144"], [], [EXP + "memdesc"]),
     "memmap-lifecycle": (["bench", "memmap-lifecycle"], [], [EXP + "lifecycle"]),
-    "frag": (["bench", "frag"], [], [EXP + "frag.rs", "benches/src/frag", "benches/data/frag-4g.toml"]),
+    "frag": (["bench", "frag"], [], [EXP + "frag.rs", EXP + "frag", "benches/src/frag",
+                                     "benches/src/free_memory.rs", "benches/src/trace",
+                                     "benches/data/frag-4g.toml", f"benches/tests/data/{TRACE}",
+                                     "benches/tests/data/snapshots.trace.zst"]),
     # This host's own allocator beside the model (root): the recording goes
     # under target/, which git ignores.
-    "frag-host": (["bench", "frag", "--quick", "--era", "6.18", "--recover", "0",
+    "frag-host": (["bench", "frag", "--quick", "--era", "6.18", "--recover", "0", "--no-trace",
                    "--host-kernel", "target/frag-host.trace.zst"], [],
-                  [EXP + "frag.rs", "benches/src/frag", "benches/src/trace", "benches/data/frag-4g.toml"]),
+                  [EXP + "frag.rs", "benches/src/frag", "benches/src/free_memory.rs",
+                   "benches/src/trace", "benches/data/frag-4g.toml"]),
     "scale": (["bench", "scale"], [], [EXP + "scale", "benches/src/threads.rs", EXP + "peers/crates.rs"]),
     "replay-1": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),
     "replay-2": (REPLAY, [], ["benches/src/trace", f"benches/tests/data/{TRACE}"]),

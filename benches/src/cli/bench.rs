@@ -409,6 +409,18 @@ pub struct FragArgs {
     /// 2.6.35 on (default 1 % of the huge frames; 0 turns it off).
     #[arg(long, value_name = "K", value_parser = parse_recover)]
     recover: Option<u64>,
+    /// A recorded trace (`pfnlab trace record`, or the kernel's own trace
+    /// file) each allocator replays after the shape, sampled as it goes;
+    /// repeat for more (default: the recordings committed in
+    /// benches/tests/data)
+    #[arg(long, value_name = "FILE")]
+    trace: Vec<std::path::PathBuf>,
+    /// Replay no trace
+    #[arg(long, conflicts_with = "trace")]
+    no_trace: bool,
+    /// Events between a replay's samples (default 4096)
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    trace_sample_every: Option<u64>,
 }
 
 /// `--recover`'s value: a count of huge frames.
@@ -445,10 +457,21 @@ impl FragArgs {
                 recording: recording.clone(),
                 stop: &super::INTERRUPTED,
             });
+        let traces = if self.no_trace {
+            Vec::new()
+        } else if self.trace.is_empty() {
+            pfnlab::frag::replay::committed_traces()
+        } else {
+            self.trace.clone()
+        };
         frag::FragParams {
             shape,
             allocators,
             host_kernel,
+            traces,
+            trace_sample_every: self
+                .trace_sample_every
+                .unwrap_or(pfnlab::frag::replay::DEFAULT_SAMPLE_EVERY),
         }
     }
 }

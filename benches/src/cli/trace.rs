@@ -227,6 +227,8 @@ fn replay_options(args: &ReplayArgs) -> ReplayOptions {
         count_calls: args.count_calls,
         started: None,
         end_state: false,
+        defrag_mode: false,
+        sample_every: None,
     }
 }
 

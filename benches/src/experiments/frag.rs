@@ -10,6 +10,13 @@
 //! wholly free after the last iteration, with its interval over the
 //! trials, beside the paper's published figures; the series behind it
 //! (after the free and every iteration) goes into the JSON.
+//!
+//! Then each recorded trace (the committed recordings unless others are
+//! given) is replayed through every allocator once ([`crate::frag::replay`]),
+//! the same reading sampled every K events: what a real workload, rather
+//! than the benchmark's churn, does to the free huge frames.
+
+mod replays;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -25,11 +32,13 @@ use crate::error::RunError;
 use crate::frag::FragSample;
 use crate::frag::host::{HostComparison, compare_on_host, render_host};
 use crate::frag::recover::{Recovery, RecoverySummary};
+use crate::frag::replay::{DEFAULT_SAMPLE_EVERY, TraceRun, check_trace, committed_traces};
 use crate::frag::workload::{FragRun, FragShape, run_buddy, run_llfree};
 use crate::models::{Buildable, ModelVisitor, build_allocator};
 use crate::report::Row;
 use crate::spread::Interval;
 use crate::timing::Measurement;
+use replays::{replay_table, replay_traces};
 
 /// The paper's figures (Wrenger et al., USENIX ATC 2023, fragmentation
 /// benchmark: a 128 GiB VM, 8 cores, 100 iterations): huge frames still
@@ -105,6 +114,11 @@ pub struct FragParams {
     /// Also run the shape on this host's kernel, recorded, and replay the
     /// recording through the model (`None`: not asked for).
     pub host_kernel: Option<HostKernelParams>,
+    /// Recorded traces each allocator replays after the shape (empty:
+    /// none).
+    pub traces: Vec<PathBuf>,
+    /// Events between a replay's samples.
+    pub trace_sample_every: u64,
 }
 
 impl Default for FragParams {
@@ -113,6 +127,8 @@ impl Default for FragParams {
             shape: FragShape::PAPER,
             allocators: FragAllocator::DEFAULT.to_vec(),
             host_kernel: None,
+            traces: committed_traces(),
+            trace_sample_every: DEFAULT_SAMPLE_EVERY,
         }
     }
 }
@@ -155,6 +171,8 @@ pub struct AllocatorRuns {
     pub allocator: FragAllocator,
     /// Its runs, trial by trial.
     pub runs: Vec<FragRun>,
+    /// Its replay of each trace, in [`FragParams::traces`]' order.
+    pub replays: Vec<TraceRun>,
 }
 
 impl AllocatorRuns {
@@ -212,6 +230,9 @@ pub struct FragExtra {
     pub recovery: Option<RecoverySummary>,
     /// The same, trial by trial.
     pub recoveries: Vec<Recovery>,
+    /// Its replay of each recorded trace, sampled as it went.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replays: Vec<TraceRun>,
 }
 
 /// One row of `bench frag`'s report.
@@ -276,6 +297,7 @@ impl ModelVisitor for Visitor<'_> {
             .map(|&allocator| AllocatorRuns {
                 allocator,
                 runs: Vec::new(),
+                replays: Vec::new(),
             })
             .collect();
         // LLFree gets as many frames as the buddy manages.
@@ -310,6 +332,10 @@ impl Experiment for Frag {
                 experiment: "frag",
                 why,
             })?;
+        // A trace that cannot be read is refused before any run.
+        for trace in &params.traces {
+            check_trace(trace).map_err(|e| RunError::Trace(format!("{}: {e}", trace.display())))?;
+        }
         // The host's run first: a refusal (not root, no tracefs, an
         // unwritable recording) then costs no model's run.
         let host = match &params.host_kernel {
@@ -336,6 +362,8 @@ impl Experiment for Frag {
                 why: "no allocator could allocate a single page of the fill".into(),
             });
         }
+        let mut allocators = allocators;
+        replay_traces(ctx, params, &mut allocators)?;
         Ok(FragResults {
             shape: params.shape,
             allocators,
@@ -361,6 +389,7 @@ impl Experiment for Frag {
                     host_kernel: None,
                     recovery: RecoverySummary::of(&a.recoveries()),
                     recoveries: a.recoveries(),
+                    replays: a.replays.clone(),
                 };
                 Row::new(
                     a.allocator,
@@ -376,6 +405,7 @@ impl Experiment for Frag {
 
     fn render(_ctx: &Ctx, results: &FragResults) -> String {
         let mut out = render(&results.allocators);
+        out.push_str(&replay_table(&results.allocators));
         if let Some(host) = &results.host {
             out.push_str(&render_host(host));
         }
@@ -408,6 +438,7 @@ fn host_row(ctx: &Ctx, results: &FragResults, host: &HostComparison) -> FragRow 
         host_kernel: Some(host.clone()),
         recovery: None,
         recoveries: Vec::new(),
+        replays: Vec::new(),
     };
     Row::new(
         FragAllocator::HostKernel,

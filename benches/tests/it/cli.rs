@@ -245,7 +245,8 @@ mod quick_mode {
         hole_density: "hole-density";
         breakdown: "breakdown" "--model" "sparse-extreme";
         walk: "walk" "--model" "sparse-extreme";
-        frag: "frag" "--iterations" "4" "--sample-every" "1" "--immovable" "20";
+        frag: "frag" "--iterations" "4" "--sample-every" "1" "--immovable" "20"
+            "--trace-sample-every" "3000";
         scale: "scale" "--threads" "1";
     }
 }
@@ -269,6 +270,14 @@ fn run_quick(exp: &str, extra: &[&str]) {
     let short = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ls-gzip.trace.txt");
     if exp == "flags" {
         args.extend(["--trace", short]);
+    }
+    // The smaller of the two committed recordings (8,013 events).
+    let recording = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/snapshots.trace.zst"
+    );
+    if exp == "frag" {
+        args.extend(["--trace", recording]);
     }
     let out = pfnlab(&args);
     assert!(
@@ -452,6 +461,30 @@ fn run_quick(exp: &str, extra: &[&str]) {
             let got = new["compaction"]["recovered"]["median"].as_f64();
             assert_eq!(got, new["wanted"].as_f64(), "{new}");
             assert!(text.contains("frames for compaction to move"), "{text}");
+            // The recorded trace, replayed once by every allocator: sampled
+            // before its first event, every 3000 events and after its
+            // last; LLFree on as many frames as the buddy managed.
+            let boot = rows[0]["replays"][0]["series"][0]["free_pages"].as_u64();
+            for r in &rows {
+                let replay = &r["replays"][0];
+                let events = replay["events"].as_u64().unwrap();
+                let ops: Vec<u64> = replay["series"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s["ops"].as_u64().unwrap())
+                    .collect();
+                let mut want: Vec<u64> = (0..=events).step_by(3000).collect();
+                if events % 3000 != 0 {
+                    want.push(events);
+                }
+                assert_eq!(ops, want, "{}", r["variant"]);
+                assert!(replay["allocs"].as_u64().unwrap() > 0, "{replay}");
+            }
+            let llfree = rows.iter().find(|r| r["variant"] == "llfree").unwrap();
+            let frames = llfree["replays"][0]["series"][0]["free_pages"].as_u64();
+            assert_eq!(frames, boot);
+            assert!(text.contains("replay of "), "{text}");
         }
         "scale" => check_scale(&rows, &text),
         "hole-density" => {
@@ -725,6 +758,24 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_written() {
         "--host-kernel: writing /nonexistent-dir/host.trace.zst",
     );
     assert_refused(&["bench", "frag", "--host-mib", "64"], "--host-kernel");
+    assert_refused(
+        &[
+            "bench",
+            "frag",
+            "--quick",
+            "--trace",
+            "/nonexistent-dir/t.trace.zst",
+        ],
+        "/nonexistent-dir/t.trace.zst",
+    );
+    assert_refused(
+        &["bench", "frag", "--quick", "--trace-sample-every", "0"],
+        "--trace-sample-every",
+    );
+    assert_refused(
+        &["bench", "frag", "--no-trace", "--trace", "t.trace.zst"],
+        "--trace",
+    );
     let unwritable = "/nonexistent-dir/out.json";
     assert_refused(
         &["--quick", "--layout", &layout, "--json", unwritable],

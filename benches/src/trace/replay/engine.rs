@@ -9,15 +9,19 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use buddy::{AllocError, Allocator, BuddyModel, Era, PerCpu, RequestError, Variant, ZoneStats};
 use serde::Serialize;
-use sparsemem::{Layout, NodeId, Order, Pfn};
+use sparsemem::{Layout, Migratetype, NodeId, Order, Pfn};
 
 use super::end_state::{EndState, FreeState};
 use super::exact::ExactResult;
 use super::per_cpu::{CpuCounts, per_cpu_counts};
 use super::prior::{FromStart, Prior};
+use super::read::ReadTrace;
+use super::sample::{Series, sample};
+use crate::free_memory::{FragSample, fragmentation_index};
 use crate::models::ModelKind;
 use crate::timing::{Measurement, tsc_hz, tsc_now};
-use crate::trace::format::{OpenTrace, ReadCounts};
+
+use crate::trace::format::ReadCounts;
 use crate::trace::{Event, EventKind, TraceError};
 
 /// How to replay (default: the 6.18 era, no checks, stop at a bad line).
@@ -51,6 +55,14 @@ pub struct ReplayOptions {
     /// Keep each model's free lists as its first pass ended
     /// ([`ReplayResult::end_free`]), to hold against a machine's.
     pub end_state: bool,
+    /// Run the allocator with `vm.defrag_mode` (6.15 on;
+    /// [`buddy::Options::defrag_mode`]).
+    pub defrag_mode: bool,
+    /// Sample the allocator's free memory ([`FragSample`]) before the
+    /// first event, every this many events, and after the last, in the
+    /// first pass ([`ReplayResult::series`]). The samples are taken
+    /// outside the timed calls. `None` or 0: no series.
+    pub sample_every: Option<u64>,
 }
 
 /// Counts of what the replay did with the trace's events.
@@ -192,6 +204,10 @@ pub struct ReplayResult {
     pub end_state: Option<EndState>,
     /// With `--exact`: the trace's own pfn stream through the model.
     pub exact: Option<ExactResult>,
+    /// With [`ReplayOptions::sample_every`]: the first pass's free memory
+    /// as it went, `ops` counting the events replayed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<FragSample>,
 }
 
 /// One timed pass's times, per event and per call.
@@ -248,6 +264,7 @@ impl ReplayResult {
             exact,
             end_free: timed.end_free,
             end_state: None,
+            series: timed.series,
         };
         result.add_pass(times);
         result
@@ -283,65 +300,6 @@ impl ReplayResult {
 /// Each model's replay, or why it could not run on the layout.
 pub type ModelResults = Vec<(ModelKind, Result<ReplayResult, AllocError>)>;
 
-/// What [`replay_through`] measured.
-#[derive(Clone, Debug)]
-pub struct TimedReplay {
-    /// Wall time of the whole replay.
-    pub elapsed_ns: f64,
-    /// Time inside the allocator's allocation calls.
-    pub alloc_ns: f64,
-    /// Time inside its free calls.
-    pub free_ns: f64,
-    /// What was replayed.
-    pub events: EventCounts,
-}
-
-/// Replays the trace `open` reads through `alloc`, an allocator of any
-/// variant the caller built (the flags experiment replays one trace through
-/// each of its buddies): the timed pass of [`Replay`](super::Replay) without the counting
-/// pass.
-pub fn replay_through<M: BuddyModel, V: Variant>(
-    alloc: &Allocator<M, V>,
-    layout: &Layout,
-    open: OpenTrace<'_>,
-    options: ReplayOptions,
-) -> Result<TimedReplay, TraceError> {
-    let trace = ReadTrace::read(open, options.skip_bad)?;
-    let pass = run(
-        alloc,
-        layout,
-        &trace,
-        options,
-        &FromStart::default(),
-        &|_| {},
-    )?;
-    Ok(TimedReplay {
-        elapsed_ns: pass.elapsed_ns,
-        alloc_ns: pass.alloc_ns,
-        free_ns: pass.free_ns,
-        events: pass.events,
-    })
-}
-
-/// A trace read once into memory: its events in order and what reading
-/// counted. Every pass of a replay runs over it, so the trace is parsed
-/// once however many passes and models there are.
-#[derive(Clone, Debug, Default)]
-pub struct ReadTrace {
-    /// The events, in timestamp order.
-    pub events: Vec<Event>,
-    /// What the reader counted (bad lines skipped, other events).
-    pub counts: ReadCounts,
-}
-
-impl ReadTrace {
-    /// Reads the whole trace `open` opens.
-    pub fn read(open: OpenTrace<'_>, skip_bad: bool) -> Result<ReadTrace, TraceError> {
-        let (events, counts) = open()?.skip_bad(skip_bad).read_all()?;
-        Ok(ReadTrace { events, counts })
-    }
-}
-
 /// One pass's results.
 pub(super) struct Pass {
     pub(super) model: String,
@@ -355,6 +313,8 @@ pub(super) struct Pass {
     /// With [`ReplayOptions::end_state`]: the free lists before the
     /// handles' final drain.
     pub(super) end_free: Option<FreeState>,
+    /// With [`ReplayOptions::sample_every`]: the samples.
+    pub(super) series: Vec<FragSample>,
 }
 
 /// The replay's state over one allocator.
@@ -363,8 +323,9 @@ struct State<'a, M: BuddyModel, V: Variant> {
     layout: &'a Layout,
     node: NodeId,
     cpus: Vec<Option<PerCpu<'a, M, V>>>,
-    /// Trace pfn → the replay's block.
-    held: FxHashMap<u64, (Pfn, Order)>,
+    /// Trace pfn → the replay's block and the migratetype it was asked
+    /// for.
+    held: FxHashMap<u64, (Pfn, Order, Migratetype)>,
     /// Trace pfns freed by `mm_page_free` and not yet batched.
     freed: FxHashSet<u64>,
     /// `--verify`: the replay's blocks, start → end.
@@ -408,6 +369,32 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
             && let Some(Some(handle)) = self.cpus.get_mut(i)
         {
             handle.vmstat_update();
+        }
+    }
+
+    fn new(
+        alloc: &'a Allocator<M, V>,
+        layout: &'a Layout,
+        verify: bool,
+        from_start: &FromStart,
+    ) -> Self {
+        State {
+            alloc,
+            layout,
+            node: layout.first_node(),
+            cpus: Vec::new(),
+            held: FxHashMap::default(),
+            freed: FxHashSet::default(),
+            blocks: BTreeMap::new(),
+            verify,
+            verify_failures: 0,
+            first_verify_failure: None,
+            events: EventCounts::default(),
+            alloc_cycles: 0,
+            free_cycles: 0,
+            vmstat_periods: Vec::new(),
+            prior: Prior::new(alloc, from_start),
+            trace_cpus: BTreeMap::new(),
         }
     }
 
@@ -467,7 +454,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
                     self.events.kernel_failed_allocs += 1;
                     return Ok(());
                 };
-                if let Some((pfn, order)) = self.held.remove(&trace_pfn) {
+                if let Some((pfn, order, _)) = self.held.remove(&trace_pfn) {
                     self.events.untraced_frees += 1;
                     self.free(e.cpu, pfn, order)?;
                     self.events.frees -= 1;
@@ -481,7 +468,8 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
                 match got {
                     Ok(pfn) => {
                         self.events.allocs += 1;
-                        self.held.insert(trace_pfn, (pfn, order));
+                        self.held
+                            .insert(trace_pfn, (pfn, order, e.gfp.migratetype()));
                         if self.verify {
                             self.check_block(pfn, order);
                         }
@@ -508,10 +496,10 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
                             self.free(e.cpu, pfn, Order::ZERO)?;
                         }
                     }
-                    Some(&(_, order)) if order.get() != e.order => {
+                    Some(&(_, order, _)) if order.get() != e.order => {
                         self.events.order_mismatch_frees += 1;
                     }
-                    Some(&(pfn, order)) => {
+                    Some(&(pfn, order, _)) => {
                         self.held.remove(&trace_pfn);
                         self.free(e.cpu, pfn, order)?;
                     }
@@ -558,34 +546,24 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
     from_start: &FromStart,
     progress: &dyn Fn(u64),
 ) -> Result<Pass, TraceError> {
-    let mut state = State {
-        alloc,
-        layout,
-        node: layout.first_node(),
-        cpus: Vec::new(),
-        held: FxHashMap::default(),
-        freed: FxHashSet::default(),
-        blocks: BTreeMap::new(),
-        verify: options.verify,
-        verify_failures: 0,
-        first_verify_failure: None,
-        events: EventCounts::default(),
-        alloc_cycles: 0,
-        free_cycles: 0,
-        vmstat_periods: Vec::new(),
-        prior: Prior::new(alloc, from_start),
-        trace_cpus: BTreeMap::new(),
-    };
+    let mut state = State::new(alloc, layout, options.verify, from_start);
+    let mut series = Series::new(options.sample_every);
+    series.start(|| sample(alloc, 0, &state.held));
     let start = Instant::now();
     for event in &trace.events {
         state
             .event(event)
             .map_err(|e| TraceError::at(event.line, format!("{}: {e}", event.kind)))?;
-        if state.events.events.is_multiple_of(1 << 20) {
-            progress(state.events.events);
+        let events = state.events.events;
+        if events.is_multiple_of(1 << 20) {
+            progress(events);
         }
+        series.after(events, || sample(alloc, events, &state.held));
     }
-    let elapsed_ns = start.elapsed().as_nanos() as f64;
+    let elapsed = start.elapsed().as_nanos();
+    let events = state.events.events;
+    let (series, sampling_ns) = series.end(events, || sample(alloc, events, &state.held));
+    let elapsed_ns = (elapsed - sampling_ns) as f64;
     state.events.read = trace.counts;
     let State {
         cpus,
@@ -608,7 +586,7 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
         pagetypeinfo: Some(alloc.pagetypeinfo()),
     });
     drop(cpus);
-    let held_pages: u64 = held.values().map(|(_, o)| o.nr_pages()).sum();
+    let held_pages: u64 = held.values().map(|(_, o, _)| o.nr_pages()).sum();
     let ns_per_cycle = 1e9 / tsc_hz() as f64;
     Ok(Pass {
         model: alloc.model().name().to_owned(),
@@ -628,6 +606,7 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
         verify_failures,
         first_verify_failure,
         end_free,
+        series,
     })
 }
 
@@ -659,31 +638,16 @@ fn allocator_counts<M: BuddyModel, V: Variant>(
         pcp_refill_blocks: at_end.pcp_refill_blocks,
         pcp_drain_blocks: at_end.pcp_drain_blocks,
         zone_lock_acquisitions: alloc.zones().iter().map(|z| z.lock_acquisitions()).sum(),
-        fragmentation_index: fragmentation_index(
+        // The kernel's integer thousandths.
+        fragmentation_index: (fragmentation_index(
             &free_blocks,
-            alloc.model().geometry().pageblock_order(),
-        ),
+            alloc.model().geometry().pageblock_order().index(),
+        ) * 1000.0)
+            .round() as i64,
         free_blocks,
         held_pages,
         start_state_pages,
         conserved,
         per_cpu: Vec::new(),
     }
-}
-
-/// `fragmentation_index(zone, order)` over `free_blocks` (per order), in
-/// thousandths: -1000 when a block of `order` or larger is free, else how
-/// much of the failure is fragmentation (near 1000) rather than lack of
-/// memory (near 0).
-pub fn fragmentation_index(free_blocks: &[u64], order: Order) -> i64 {
-    let total: u64 = free_blocks.iter().sum();
-    if total == 0 {
-        return 0;
-    }
-    if free_blocks.iter().skip(order.index()).any(|&n| n > 0) {
-        return -1000;
-    }
-    let free_pages: u64 = free_blocks.iter().enumerate().map(|(o, n)| n << o).sum();
-    let requested = order.nr_pages();
-    1000 - ((1000 + free_pages * 1000 / requested) / total) as i64
 }

@@ -27,14 +27,16 @@ mod engine;
 mod exact;
 mod per_cpu;
 mod prior;
+mod read;
 mod report;
+mod sample;
 
 pub use engine::{
-    AllocatorCounts, EventCounts, ModelCounts, ModelResults, PassTimes, ReadTrace, ReplayOptions,
-    ReplayResult, TimedReplay, fragmentation_index, replay_through,
+    AllocatorCounts, EventCounts, ModelCounts, ModelResults, PassTimes, ReplayOptions, ReplayResult,
 };
 pub use exact::{EXACT_MAX_PFNS, ExactResult, trace_pfns};
 pub use per_cpu::CpuCounts;
+pub use read::{ReadTrace, TimedReplay, replay_through};
 
 use engine::run;
 use exact::exact;
@@ -197,6 +199,7 @@ impl ModelVisitor for Retime<'_> {
 fn allocator_options(options: ReplayOptions) -> Options {
     Options {
         deferred_init: options.deferred_init,
+        defrag_mode: options.defrag_mode,
         ..Options::for_era(options.era)
     }
 }
