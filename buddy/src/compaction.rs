@@ -93,9 +93,13 @@
 
 mod direct;
 mod finish;
+mod retry;
 mod run;
 
 pub use direct::{CompactPriority, alloc_pages_direct_compact};
+pub use retry::{
+    CompactTry, MAX_COMPACT_RETRIES, alloc_pages_direct_compact_retry, should_compact_retry,
+};
 pub use finish::{
     COMPACT_MAX_DEFER_SHIFT, CompactResult, EXTFRAG_THRESHOLD, compact_gap, compaction_suitable,
     fragmentation_index,
@@ -158,6 +162,11 @@ pub struct CompactControl {
     /// without scanning it. Off, every checked pageblock is a source, as
     /// in sync compaction and `/proc/sys/vm/compact_memory`.
     pub async_movable: bool,
+    /// `ignore_block_suitable`: the free scanner takes free pages from a
+    /// pageblock of any migratetype, not only `MIGRATE_MOVABLE` ones
+    /// (`suitable_migration_target`); set only at
+    /// `COMPACT_PRIO_SYNC_FULL` (`compact_zone_order`).
+    pub ignore_block_suitable: bool,
     /// `cc->order`: the order a run works for, `None` for the kernel's
     /// `-1` (the whole zone, until the scanners meet).
     pub order: Option<Order>,
@@ -174,6 +183,7 @@ impl CompactControl {
         use_contiguous: true,
         budget_pageblocks: None,
         async_movable: false,
+        ignore_block_suitable: false,
         order: None,
         migratetype: Migratetype::Movable,
     };
@@ -189,15 +199,36 @@ impl CompactControl {
             use_contiguous: true,
             budget_pageblocks: budget,
             async_movable: migratetype == Migratetype::Movable,
+            ignore_block_suitable: false,
             order: Some(order),
             migratetype,
         }
     }
 
-    /// A direct compaction at `COMPACT_PRIO_SYNC_FULL`: the whole zone,
-    /// skip hints ignored, every pageblock a source.
+    /// A direct compaction at `COMPACT_PRIO_SYNC_LIGHT`
+    /// (`DEF_COMPACT_PRIORITY`, `MIGRATE_SYNC_LIGHT`): from the cached
+    /// pfns, skip hints honoured, every pageblock a source, free pages
+    /// only from `MIGRATE_MOVABLE` pageblocks.
+    pub fn direct_sync_light(order: Order, migratetype: Migratetype) -> Self {
+        CompactControl {
+            ignore_skip_hint: false,
+            whole_zone: false,
+            use_contiguous: true,
+            budget_pageblocks: None,
+            async_movable: false,
+            ignore_block_suitable: false,
+            order: Some(order),
+            migratetype,
+        }
+    }
+
+    /// A direct compaction at `COMPACT_PRIO_SYNC_FULL`
+    /// (`MIN_COMPACT_PRIORITY`): the whole zone, skip hints ignored, every
+    /// pageblock a source, and free pages from a pageblock of any
+    /// migratetype (`ignore_block_suitable`).
     pub fn direct_sync(order: Order, migratetype: Migratetype) -> Self {
         CompactControl {
+            ignore_block_suitable: true,
             order: Some(order),
             migratetype,
             ..CompactControl::PROC
@@ -485,17 +516,22 @@ impl<M: BuddyModel, V: Variant> Scan<'_, M, V> {
             || self.model.get_pfnblock_migratetype(block_start) == Migratetype::Movable
     }
 
-    /// `suitable_migration_target`: a movable pageblock not headed by a
-    /// free block of at least a pageblock.
+    /// `suitable_migration_target`: a pageblock not headed by a free block
+    /// of at least `cc->order` (of at least a pageblock for an order-0 or
+    /// `-1` run), and `MIGRATE_MOVABLE` unless `ignore_block_suitable`.
     fn suitable_target(&self, block_start: Pfn) -> bool {
         let Some(page) = self.model.pfn_to_page(block_start) else {
             return false;
         };
-        let pageblock_order = self.model.geometry().pageblock_order().get();
-        if page.test(PageFlag::Buddy) && page.private() >= u64::from(pageblock_order) {
+        let order = match self.cc.order {
+            Some(order) if order > Order::ZERO => order,
+            _ => self.model.geometry().pageblock_order(),
+        };
+        if page.test(PageFlag::Buddy) && page.private() >= u64::from(order.get()) {
             return false;
         }
-        self.model.get_pfnblock_migratetype(block_start) == Migratetype::Movable
+        self.cc.ignore_block_suitable
+            || self.model.get_pfnblock_migratetype(block_start) == Migratetype::Movable
     }
 
     /// `isolate_freepages`: pageblocks from `free_pfn` down to the migrate

@@ -153,9 +153,10 @@ pub use alloc::{Allocator, LockPolicy, Options};
 pub use chain::PageChain;
 pub use compaction::{
     COMPACT_CLUSTER_MAX, COMPACT_MAX_DEFER_SHIFT, CompactControl, CompactCounts, CompactError,
-    CompactPriority, CompactResult, CompactRun, CompactState, CompactVmstat, EXTFRAG_THRESHOLD,
-    alloc_pages_direct_compact, compact_gap, compact_zone, compact_zone_scan, compaction_suitable,
-    fragmentation_index,
+    CompactPriority, CompactResult, CompactRun, CompactState, CompactTry, CompactVmstat,
+    EXTFRAG_THRESHOLD, MAX_COMPACT_RETRIES, alloc_pages_direct_compact,
+    alloc_pages_direct_compact_retry, compact_gap, compact_zone, compact_zone_scan,
+    compaction_suitable, fragmentation_index, should_compact_retry,
 };
 pub use era::{Era, Gone, Mechanisms, NotInEra};
 pub use error::{
