@@ -15,7 +15,8 @@
 //!
 //! What the kernel does and pfnlab does not model: reclaim, compaction
 //! inside the slow path (a caller that holds owners calls
-//! [`alloc_pages_direct_compact`] instead) and kswapd (below its watermark an ordinary request fails with
+//! [`alloc_pages_direct_compact`] or, for the slow path's retries,
+//! [`alloc_pages_direct_compact_retry`] instead) and kswapd (below its watermark an ordinary request fails with
 //! [`RequestError::NoMemory`]; where direct reclaim would run, only its
 //! giving back of the HIGHATOMIC reserve is modelled); `ZONE_RECLAIM_ACTIVE` and
 //! the NUMA expiry of remote per-CPU lists in 6.7's tuning of `pcp->high`

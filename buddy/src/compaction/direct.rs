@@ -89,6 +89,23 @@ impl CompactPriority {
 }
 
 impl CompactControl {
+    /// A direct compaction at `COMPACT_PRIO_SYNC_LIGHT`
+    /// (`DEF_COMPACT_PRIORITY`, `MIGRATE_SYNC_LIGHT`): from the cached
+    /// pfns, skip hints honoured, every pageblock a source, free pages
+    /// only from `MIGRATE_MOVABLE` pageblocks.
+    pub fn direct_sync_light(order: Order, migratetype: Migratetype) -> Self {
+        CompactControl {
+            ignore_skip_hint: false,
+            whole_zone: false,
+            use_contiguous: true,
+            budget_pageblocks: None,
+            async_movable: false,
+            ignore_block_suitable: false,
+            order: Some(order),
+            migratetype,
+        }
+    }
+
     /// `compact_zone_order`'s control for a direct compaction at `prio`
     /// (mm/compaction.c, Linux 6.18): `MIGRATE_ASYNC` at
     /// `COMPACT_PRIO_ASYNC` and `MIGRATE_SYNC_LIGHT` above it;

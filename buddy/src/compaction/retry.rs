@@ -28,10 +28,10 @@
 
 use sparsemem::{NodeId, Order, Pfn};
 
+use super::CompactState;
 use super::direct::{CompactPriority, Direct, fall_back, first_compaction, try_alloc};
 use super::finish::CompactResult;
 use super::run::CompactVmstat;
-use super::CompactState;
 use crate::alloc::Allocator;
 use crate::error::RequestError;
 use crate::gfp::Gfp;

@@ -134,7 +134,7 @@ fn each_priority_sets_the_control_as_compact_zone_order_does() {
     assert_eq!(flags(CompactPriority::SyncFull), (true, true, true, false));
     assert_eq!(CompactPriority::INIT, CompactPriority::Async);
     assert_eq!(CompactPriority::DEF, CompactPriority::SyncLight);
-    assert!(!CompactControl::PROC.ignore_block_suitable);
+    const { assert!(!CompactControl::PROC.ignore_block_suitable) };
 }
 
 /// `suitable_migration_target` tests the free block heading a pageblock
@@ -286,7 +286,10 @@ fn the_retry_loop_escalates_async_sync_light_sync_full() {
 fn a_noretry_costly_request_does_not_escalate() {
     let nine = Order::new(9);
     for (flag, want) in [
-        (Gfp::NORETRY, [CompactPriority::Async, CompactPriority::Async]),
+        (
+            Gfp::NORETRY,
+            [CompactPriority::Async, CompactPriority::Async],
+        ),
         (
             Gfp::RETRY_MAYFAIL,
             [CompactPriority::Async, CompactPriority::SyncLight],

@@ -277,7 +277,11 @@ fn progress_never_enough_stops_after_max_compact_retries() {
     assert_eq!(tries.len(), 2 * per_priority, "{tries:?}");
     assert!(tries.iter().all(|t| t.result == CompactResult::Success));
     let (light, full) = tries.split_at(per_priority);
-    assert!(light.iter().all(|t| t.priority == CompactPriority::SyncLight));
+    assert!(
+        light
+            .iter()
+            .all(|t| t.priority == CompactPriority::SyncLight)
+    );
     assert!(full.iter().all(|t| t.priority == CompactPriority::SyncFull));
     let n = tries.len() as u64;
     assert_eq!((vmstat.compact_stall, vmstat.compact_fail), (n, n));
