@@ -161,7 +161,8 @@ pub fn alloc_pages_direct_compact<M: BuddyModel, V: Variant>(
 ) -> Result<Pfn, RequestError> {
     let defrag_mode = alloc.options().defrag_mode;
     let first = try_alloc(alloc, order, gfp, node);
-    if first.is_ok() {
+    if !matches!(first, Err(RequestError::NoMemory { .. })) {
+        // A page, or a request the allocator refuses outright.
         return first;
     }
     let ac = alloc.prepare_alloc_pages(gfp)?;

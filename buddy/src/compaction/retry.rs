@@ -114,7 +114,8 @@ pub fn should_compact_retry(
 ///    `__GFP_RETRY_MAYFAIL`, stops after one pass; any other goes round
 ///    again while [`should_compact_retry`] says so.
 ///
-/// A request that still fails is [`RequestError::NoMemory`], except under
+/// A request the allocator refuses outright gets its error at once, with
+/// no compaction. One that still fails is [`RequestError::NoMemory`], except under
 /// `vm.defrag_mode`, where one that would retry tries once more without
 /// `ALLOC_NOFRAGMENT`. `vmstat` counts each compaction as
 /// [`alloc_pages_direct_compact`](super::alloc_pages_direct_compact) does;
@@ -132,7 +133,9 @@ pub fn alloc_pages_direct_compact_retry<M: BuddyModel, V: Variant>(
     tries: &mut Vec<CompactTry>,
 ) -> Result<Pfn, RequestError> {
     let failed = try_alloc(alloc, order, gfp, node);
-    if failed.is_ok() {
+    if !matches!(failed, Err(RequestError::NoMemory { .. })) {
+        // A page, or a request the allocator refuses (an unknown node, an
+        // order past the geometry's, an invalid mask): nothing to compact.
         return failed;
     }
     let ac = alloc.prepare_alloc_pages(gfp)?;

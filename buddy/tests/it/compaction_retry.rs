@@ -12,7 +12,8 @@
 use buddy::testing::{Reference, check_conservation};
 use buddy::{
     CompactControl, CompactPriority, CompactState, CompactTry, CompactVmstat, Era, Gfp, Options,
-    Owners, alloc_pages_direct_compact, alloc_pages_direct_compact_retry, compact_zone_scan,
+    Owners, RequestError, alloc_pages_direct_compact, alloc_pages_direct_compact_retry,
+    compact_zone_scan,
 };
 use sparsemem::{Layout, MemoryModel, Migratetype, NodeId, Order, Pfn, SparseExtreme};
 
@@ -325,4 +326,39 @@ fn a_noretry_costly_request_does_not_escalate() {
         assert!(vmstat.pgmigrate_success > 0, "{vmstat:?}");
         full.check(&[]);
     }
+}
+
+/// A request the allocator refuses (an unknown node, an order past the
+/// geometry's) gets the allocator's own error, with nothing compacted.
+#[test]
+fn a_refused_request_gets_its_error_without_compaction() {
+    let mut full = sync_full_only();
+    let max = full.alloc.model().geometry().max_order();
+    let cases = [
+        (Order::new(3), NodeId::new(1)),
+        (Order::new(max.get() + 1), NodeId::ZERO),
+    ];
+    for (order, node) in cases {
+        let want = full.alloc.alloc_pages(order, Gfp::KERNEL, node, None);
+        assert!(
+            !matches!(want, Ok(_) | Err(RequestError::NoMemory { .. })),
+            "{want:?}"
+        );
+        let (mut vmstat, mut tries) = (CompactVmstat::default(), Vec::new());
+        let mut states = CompactState::for_zones(&full.alloc);
+        let got = alloc_pages_direct_compact_retry(
+            &full.alloc,
+            order,
+            Gfp::KERNEL,
+            node,
+            &mut full.owners,
+            &mut states,
+            &mut vmstat,
+            &mut tries,
+        );
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        assert!(tries.is_empty(), "{tries:?}");
+        assert_eq!(vmstat, CompactVmstat::default());
+    }
+    full.check(&[]);
 }
