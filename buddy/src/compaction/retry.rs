@@ -17,11 +17,14 @@
 //! here is taken as one on which reclaim reported progress, freed nothing
 //! compaction could use, and `should_reclaim_retry` said no, as it does
 //! when no zone has a free block of the order. The count of compactions is
-//! then the kernel's for such a zone: with no reclaim progress at all, the
-//! kernel stops after its second compaction (a costly order; a non-costly
-//! one goes to the OOM killer); where `should_reclaim_retry` says yes, it
-//! compacts again without counting a retry, so more often than here. A
-//! `COMPACT_SKIPPED` try ends the loop: the kernel retries it while
+//! then the kernel's for such a zone. With no reclaim progress at all the
+//! kernel never asks `should_compact_retry`: it stops after its second
+//! compaction unless `should_reclaim_retry` sends it round, and a
+//! non-costly request then goes to the OOM killer; where
+//! `should_reclaim_retry` says yes, it compacts again without counting a
+//! retry, so more often than here.
+//!
+//! A `COMPACT_SKIPPED` try ends the loop: the kernel retries it while
 //! `compaction_zonelist_suitable` finds a zone that reclaim could lift
 //! over compaction's watermark, and with nothing reclaimed the next try
 //! here would be the same try again.
