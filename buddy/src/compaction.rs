@@ -34,8 +34,10 @@
 //!   compound page. Isolation stops at [`COMPACT_CLUSTER_MAX`] pages; a
 //!   pageblock scanned whole with nothing isolated gets its skip hint.
 //! - free scanner (`isolate_freepages` / `isolate_freepages_block`): only
-//!   `MIGRATE_MOVABLE` pageblocks not headed by a pageblock-sized free
-//!   block (`suitable_migration_target`); each free block found is taken
+//!   pageblocks not headed by a free block of at least the run's order
+//!   (at least a pageblock for an order-0 or `-1` run), and of those only
+//!   `MIGRATE_MOVABLE` ones unless `ignore_block_suitable`
+//!   (`suitable_migration_target`); each free block found is taken
 //!   off its list and split into order-0 pages (`__isolate_free_page`,
 //!   `split_map_pages`), until as many free pages as migrate pages are in
 //!   hand; a pageblock scanned whole gets its skip hint.
@@ -52,14 +54,17 @@
 //!   `isolate_migratepages_block`), so it counts only as scanned; `-ENOMEM` from `compaction_alloc`
 //!   before the scanners met ends the run `COMPACT_CONTENDED`.
 //! - modes: a sync run is `compact_memory`'s (whole zone, skip hints
-//!   ignored, [`CompactControl::PROC`]) or `COMPACT_PRIO_SYNC_FULL`'s
-//!   ([`CompactControl::direct_sync`]); an async direct run
-//!   ([`CompactControl::direct_async`]) starts at the cached pfns, honours
-//!   the hints, takes only `MIGRATE_MOVABLE` source pageblocks for a
-//!   movable request (`suitable_migration_source`), and ends
-//!   `COMPACT_CONTENDED` when its budget of pageblocks
+//!   ignored, [`CompactControl::PROC`]), `COMPACT_PRIO_SYNC_FULL`'s (the
+//!   same, and free pages taken from any pageblock:
+//!   [`CompactControl::direct_sync`]) or `COMPACT_PRIO_SYNC_LIGHT`'s (from
+//!   the cached pfns, hints honoured: [`CompactControl::direct_sync_light`]);
+//!   an async direct run ([`CompactControl::direct_async`]) starts at the
+//!   cached pfns, honours the hints, takes only `MIGRATE_MOVABLE` source
+//!   pageblocks for a movable request (`suitable_migration_source`), and
+//!   ends `COMPACT_CONTENDED` when its budget of pageblocks
 //!   ([`CompactControl::budget_pageblocks`], the stand-in for the
-//!   contention abort) is spent.
+//!   contention abort) is spent. [`CompactControl::direct`] maps a
+//!   [`CompactPriority`] to its control as `compact_zone_order` does.
 //! - before a run for an order: `COMPACT_SUCCESS` at once if the zone
 //!   passes its min watermark with a free block of the order, and
 //!   `COMPACT_SKIPPED` unless [`compaction_suitable`] (6.15's form: an
@@ -83,9 +88,18 @@
 //! defrag_mode; compaction inside the allocator's own slow path: direct
 //! compaction is [`alloc_pages_direct_compact`], which a caller holding
 //! the owners calls (`__alloc_pages_direct_compact` and
-//! `try_to_compact_pages` at `COMPACT_PRIO_ASYNC` or `SYNC_FULL`, counting
-//! `compact_stall`, `compact_success` and `compact_fail`), without the
-//! slow path's retry loop and priority steps. The skip hints live in
+//! `try_to_compact_pages` at one [`CompactPriority`], counting
+//! `compact_stall`, `compact_success` and `compact_fail`), or
+//! [`alloc_pages_direct_compact_retry`], the slow path's loop of them with
+//! `should_compact_retry`'s priority steps but without the direct reclaim
+//! between them. Also left out: an async run for a non-movable request
+//! takes every pageblock as a source, where the kernel's
+//! `suitable_migration_source` takes only those of the request's
+//! migratetype; the kernel keeps separate cached migrate pfns for async
+//! and sync runs, and sets `whole_zone` for a run whose cached migrate pfn
+//! is at or below the zone's first (`compact_init_migrate_pfn`), so that
+//! it ends `COMPACT_COMPLETE`, not `PARTIAL_SKIPPED`; pfnlab does neither.
+//! The skip hints live in
 //! [`CompactState`], beside the zone, not in the fourth pageblock bit; the
 //! cached restart pfns are where an aborted run stopped, reset when the
 //! scanners meet. [`compact_zone_scan`] is the scanners alone with nothing
@@ -93,12 +107,16 @@
 
 mod direct;
 mod finish;
+mod retry;
 mod run;
 
 pub use direct::{CompactPriority, alloc_pages_direct_compact};
 pub use finish::{
     COMPACT_MAX_DEFER_SHIFT, CompactResult, EXTFRAG_THRESHOLD, compact_gap, compaction_suitable,
     fragmentation_index,
+};
+pub use retry::{
+    CompactTry, MAX_COMPACT_RETRIES, alloc_pages_direct_compact_retry, should_compact_retry,
 };
 pub use run::{CompactRun, CompactVmstat, compact_zone};
 
@@ -158,6 +176,11 @@ pub struct CompactControl {
     /// without scanning it. Off, every checked pageblock is a source, as
     /// in sync compaction and `/proc/sys/vm/compact_memory`.
     pub async_movable: bool,
+    /// `ignore_block_suitable`: the free scanner takes free pages from a
+    /// pageblock of any migratetype, not only `MIGRATE_MOVABLE` ones
+    /// (`suitable_migration_target`); set only at
+    /// `COMPACT_PRIO_SYNC_FULL` (`compact_zone_order`).
+    pub ignore_block_suitable: bool,
     /// `cc->order`: the order a run works for, `None` for the kernel's
     /// `-1` (the whole zone, until the scanners meet).
     pub order: Option<Order>,
@@ -174,6 +197,7 @@ impl CompactControl {
         use_contiguous: true,
         budget_pageblocks: None,
         async_movable: false,
+        ignore_block_suitable: false,
         order: None,
         migratetype: Migratetype::Movable,
     };
@@ -189,15 +213,19 @@ impl CompactControl {
             use_contiguous: true,
             budget_pageblocks: budget,
             async_movable: migratetype == Migratetype::Movable,
+            ignore_block_suitable: false,
             order: Some(order),
             migratetype,
         }
     }
 
-    /// A direct compaction at `COMPACT_PRIO_SYNC_FULL`: the whole zone,
-    /// skip hints ignored, every pageblock a source.
+    /// A direct compaction at `COMPACT_PRIO_SYNC_FULL`
+    /// (`MIN_COMPACT_PRIORITY`): the whole zone, skip hints ignored, every
+    /// pageblock a source, and free pages from a pageblock of any
+    /// migratetype (`ignore_block_suitable`).
     pub fn direct_sync(order: Order, migratetype: Migratetype) -> Self {
         CompactControl {
+            ignore_block_suitable: true,
             order: Some(order),
             migratetype,
             ..CompactControl::PROC
@@ -485,17 +513,22 @@ impl<M: BuddyModel, V: Variant> Scan<'_, M, V> {
             || self.model.get_pfnblock_migratetype(block_start) == Migratetype::Movable
     }
 
-    /// `suitable_migration_target`: a movable pageblock not headed by a
-    /// free block of at least a pageblock.
+    /// `suitable_migration_target`: a pageblock not headed by a free block
+    /// of at least `cc->order` (of at least a pageblock for an order-0 or
+    /// `-1` run), and `MIGRATE_MOVABLE` unless `ignore_block_suitable`.
     fn suitable_target(&self, block_start: Pfn) -> bool {
         let Some(page) = self.model.pfn_to_page(block_start) else {
             return false;
         };
-        let pageblock_order = self.model.geometry().pageblock_order().get();
-        if page.test(PageFlag::Buddy) && page.private() >= u64::from(pageblock_order) {
+        let order = match self.cc.order {
+            Some(order) if order > Order::ZERO => order,
+            _ => self.model.geometry().pageblock_order(),
+        };
+        if page.test(PageFlag::Buddy) && page.private() >= u64::from(order.get()) {
             return false;
         }
-        self.model.get_pfnblock_migratetype(block_start) == Migratetype::Movable
+        self.cc.ignore_block_suitable
+            || self.model.get_pfnblock_migratetype(block_start) == Migratetype::Movable
     }
 
     /// `isolate_freepages`: pageblocks from `free_pfn` down to the migrate

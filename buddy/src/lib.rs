@@ -15,7 +15,8 @@
 //!
 //! What the kernel does and pfnlab does not model: reclaim, compaction
 //! inside the slow path (a caller that holds owners calls
-//! [`alloc_pages_direct_compact`] instead) and kswapd (below its watermark an ordinary request fails with
+//! [`alloc_pages_direct_compact`] or, for the slow path's retries,
+//! [`alloc_pages_direct_compact_retry`] instead) and kswapd (below its watermark an ordinary request fails with
 //! [`RequestError::NoMemory`]; where direct reclaim would run, only its
 //! giving back of the HIGHATOMIC reserve is modelled); `ZONE_RECLAIM_ACTIVE` and
 //! the NUMA expiry of remote per-CPU lists in 6.7's tuning of `pcp->high`
@@ -153,9 +154,10 @@ pub use alloc::{Allocator, LockPolicy, Options};
 pub use chain::PageChain;
 pub use compaction::{
     COMPACT_CLUSTER_MAX, COMPACT_MAX_DEFER_SHIFT, CompactControl, CompactCounts, CompactError,
-    CompactPriority, CompactResult, CompactRun, CompactState, CompactVmstat, EXTFRAG_THRESHOLD,
-    alloc_pages_direct_compact, compact_gap, compact_zone, compact_zone_scan, compaction_suitable,
-    fragmentation_index,
+    CompactPriority, CompactResult, CompactRun, CompactState, CompactTry, CompactVmstat,
+    EXTFRAG_THRESHOLD, MAX_COMPACT_RETRIES, alloc_pages_direct_compact,
+    alloc_pages_direct_compact_retry, compact_gap, compact_zone, compact_zone_scan,
+    compaction_suitable, fragmentation_index, should_compact_retry,
 };
 pub use era::{Era, Gone, Mechanisms, NotInEra};
 pub use error::{

@@ -33,7 +33,9 @@
 //! the walks with it and the HIGHATOMIC reserve's giving back have failed.
 //! A caller with owners gets direct compaction before the fallback from
 //! [`alloc_pages_direct_compact`](crate::alloc_pages_direct_compact),
-//! which keeps the flag through its first try and its compaction.
+//! which keeps the flag through its first try and its compaction, and
+//! from [`alloc_pages_direct_compact_retry`](crate::alloc_pages_direct_compact_retry),
+//! which keeps it through all its compactions and retries.
 //!
 //! Not modelled, from the same series: kswapd woken at `pageblock_order`
 //! (`wake_all_kswapds`' `reclaim_order`, "defrag_mode kswapd/kcompactd

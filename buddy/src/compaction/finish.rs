@@ -26,6 +26,10 @@ pub const EXTFRAG_THRESHOLD: i32 = 500;
 pub enum CompactResult {
     /// `COMPACT_SKIPPED`: `compaction_suitable` said no.
     Skipped,
+    /// `COMPACT_DEFERRED`: a direct compaction passed over every zone it
+    /// did not skip, each deferred (`try_to_compact_pages`' result, never
+    /// a run's).
+    Deferred,
     /// `COMPACT_CONTINUE`: the run goes on.
     Continue,
     /// `COMPACT_COMPLETE`: the scanners met on a whole-zone run.
@@ -39,6 +43,23 @@ pub enum CompactResult {
     /// `COMPACT_SUCCESS`: a free block of the order is on the request's
     /// lists or one it may fall back to.
     Success,
+}
+
+impl CompactResult {
+    /// The value's place in `enum compact_result`
+    /// (include/linux/compaction.h), whose order `try_to_compact_pages`
+    /// takes the largest of over the zones it tries.
+    pub(super) fn rank(self) -> u8 {
+        match self {
+            CompactResult::Skipped => 0,
+            CompactResult::Deferred => 1,
+            CompactResult::Continue => 2,
+            CompactResult::Complete => 3,
+            CompactResult::PartialSkipped => 4,
+            CompactResult::Contended => 5,
+            CompactResult::Success => 6,
+        }
+    }
 }
 
 /// `compact_gap(order)`: the free pages compaction wants beyond the

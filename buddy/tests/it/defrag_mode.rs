@@ -245,3 +245,49 @@ fn defrag_mode_compacts_before_it_falls_back() {
     assert_eq!(movable_from_unmovable(&on.alloc), 1);
     on.check(&[(got, Order::new(2))]);
 }
+
+/// The slow path's loop where compaction reports success each time and
+/// the allocation never profits: an Unmovable pageblock's free order-2
+/// block makes every compaction stop at once with `COMPACT_SUCCESS`, and
+/// the try with `ALLOC_NOFRAGMENT` will not take it. The order-2 Movable
+/// request (not costly, so no first compaction) tries at
+/// `DEF_COMPACT_PRIORITY` until `MAX_COMPACT_RETRIES` retries are spent,
+/// again at `SYNC_FULL`, then stops, and steals only then. (The kernel's
+/// `should_reclaim_retry` would see the free block and send it round
+/// without counting a retry for as long as reclaim made progress; pfnlab
+/// has no reclaim, see `alloc_pages_direct_compact_retry`.)
+#[test]
+fn progress_never_enough_stops_after_max_compact_retries() {
+    use buddy::{CompactResult, MAX_COMPACT_RETRIES, alloc_pages_direct_compact_retry};
+    let mut on = mixed(true);
+    let mut states = CompactState::for_zones(&on.alloc);
+    let (mut vmstat, mut tries) = (CompactVmstat::default(), Vec::new());
+    let got = alloc_pages_direct_compact_retry(
+        &on.alloc,
+        Order::new(2),
+        Gfp::HIGHUSER_MOVABLE,
+        NodeId::ZERO,
+        &mut on.owners,
+        &mut states,
+        &mut vmstat,
+        &mut tries,
+    )
+    .unwrap();
+    let per_priority = MAX_COMPACT_RETRIES as usize + 1;
+    assert_eq!(tries.len(), 2 * per_priority, "{tries:?}");
+    assert!(tries.iter().all(|t| t.result == CompactResult::Success));
+    let (light, full) = tries.split_at(per_priority);
+    assert!(
+        light
+            .iter()
+            .all(|t| t.priority == CompactPriority::SyncLight)
+    );
+    assert!(full.iter().all(|t| t.priority == CompactPriority::SyncFull));
+    let n = tries.len() as u64;
+    assert_eq!((vmstat.compact_stall, vmstat.compact_fail), (n, n));
+    assert_eq!(vmstat.compact_migrate_scanned, 0, "{vmstat:?}");
+    let model = on.alloc.model();
+    assert_eq!(model.get_pfnblock_migratetype(got), Migratetype::Unmovable);
+    assert_eq!(movable_from_unmovable(&on.alloc), 1);
+    on.check(&[(got, Order::new(2))]);
+}

@@ -7,6 +7,7 @@
 mod common;
 
 mod compaction;
+mod compaction_retry;
 mod deferred;
 mod deferred_bulk;
 #[cfg(feature = "uffd")]
