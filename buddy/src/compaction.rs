@@ -107,6 +107,7 @@
 
 mod direct;
 mod finish;
+mod proactive;
 mod retry;
 mod run;
 
@@ -114,6 +115,11 @@ pub use direct::{CompactPriority, alloc_pages_direct_compact};
 pub use finish::{
     COMPACT_MAX_DEFER_SHIFT, CompactResult, EXTFRAG_THRESHOLD, compact_gap, compaction_suitable,
     fragmentation_index,
+};
+pub use proactive::{
+    DEFAULT_COMPACTION_PROACTIVENESS, HPAGE_FRAG_CHECK_INTERVAL_MSEC, Kcompactd, ProactiveError,
+    ProactiveRun, compaction_hpage_order, extfrag_for_order, fragmentation_score_node,
+    fragmentation_score_wmark, fragmentation_score_zone, proactive_compact_node,
 };
 pub use retry::{
     CompactTry, MAX_COMPACT_RETRIES, alloc_pages_direct_compact_retry, should_compact_retry,

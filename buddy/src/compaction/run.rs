@@ -44,6 +44,12 @@ pub struct CompactVmstat {
     pub pgmigrate_success: u64,
     /// `pgmigrate_fail` (base pages).
     pub pgmigrate_fail: u64,
+    /// `compact_daemon_migrate_scanned` (`KCOMPACTD_MIGRATE_SCANNED`):
+    /// the migrate scanner's pfns in kcompactd's runs, also in
+    /// `compact_migrate_scanned`.
+    pub kcompactd_migrate_scanned: u64,
+    /// `compact_daemon_free_scanned` (`KCOMPACTD_FREE_SCANNED`).
+    pub kcompactd_free_scanned: u64,
 }
 
 impl CompactVmstat {
@@ -161,6 +167,20 @@ pub fn compact_zone<M: BuddyModel, V: Variant>(
     owners: &mut Owners,
     cc: CompactControl,
 ) -> Result<CompactRun, CompactError> {
+    compact_zone_until(alloc, zid, state, owners, cc, || false)
+}
+
+/// [`compact_zone`] that also ends `SUCCESS` where `compact_finished`
+/// would go on and `done` says the run's goal is met (proactive
+/// compaction's zone score at its low mark).
+pub(super) fn compact_zone_until<M: BuddyModel, V: Variant>(
+    alloc: &Allocator<M, V>,
+    zid: ZoneId,
+    state: &mut CompactState,
+    owners: &mut Owners,
+    cc: CompactControl,
+    done: impl Fn() -> bool,
+) -> Result<CompactRun, CompactError> {
     let mut run = CompactRun {
         result: CompactResult::Skipped,
         counts: CompactCounts::default(),
@@ -189,6 +209,9 @@ pub fn compact_zone<M: BuddyModel, V: Variant>(
         let r = scan.compact_finished();
         if r != CompactResult::Continue {
             break r;
+        }
+        if done() {
+            break CompactResult::Success;
         }
         if let Some(r) = scan.step(owners, &mut migrate) {
             break r;

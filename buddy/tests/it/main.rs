@@ -36,6 +36,7 @@ mod pcp;
 mod pcp_eras;
 mod pcp_tuning;
 mod prep;
+mod proactive;
 mod split_page;
 mod start_state;
 mod stress;

@@ -8,7 +8,6 @@
 //! Every zone here is 16 MiB (4,096 pages, eight pageblocks of 512) from
 //! 16 MiB: one ZONE_DMA32 whose min watermark is 128 pages.
 
-use buddy::testing::{Reference, check_conservation};
 use buddy::{
     Allocator, COMPACT_MAX_DEFER_SHIFT, CompactControl, CompactResult, CompactState, Era, Gfp,
     MigrateCounts, MigrateError, Options, OwnerError, OwnerId, Owners, alloc_migration_target,
@@ -19,7 +18,9 @@ use sparsemem::{
     Layout, MemoryModel, Migratetype, NR_PAGE_ORDERS, NodeId, Order, Pfn, SparseExtreme,
 };
 
-use crate::common::{PAGEBLOCK, SmallAlloc as Alloc, zone_16m as layout};
+use crate::common::{
+    PAGEBLOCK, SmallAlloc as Alloc, alloc0, check, fill_zone, free_owned, zone_16m as layout,
+};
 
 fn allocator(layout: &Layout, frames: bool) -> Alloc {
     allocator_in(layout, frames, Era::V6_18)
@@ -31,25 +32,6 @@ fn allocator_in(layout: &Layout, frames: bool, era: Era) -> Alloc {
         ..Options::for_era(era)
     };
     Allocator::new(SparseExtreme::new(layout).unwrap(), layout, options).unwrap()
-}
-
-fn alloc0(alloc: &Alloc, gfp: Gfp) -> Option<Pfn> {
-    alloc.alloc_pages(Order::ZERO, gfp, NodeId::ZERO, None).ok()
-}
-
-/// The whole-allocator checks with the owners' blocks and `others` as the
-/// allocated ones; every owner resolves to an allocated block.
-fn check(alloc: &Alloc, layout: &Layout, owners: &Owners, others: &[(Pfn, Order)]) {
-    let mut reference = Reference::default();
-    for (_, pfn, order) in owners.iter() {
-        let page = alloc.model().pfn_to_page(pfn).unwrap();
-        assert!(page.refcount() > 0, "owner at {pfn} holds a free page");
-        reference.record(layout, pfn, order).unwrap();
-    }
-    for &(pfn, order) in others {
-        reference.record(layout, pfn, order).unwrap();
-    }
-    check_conservation(alloc, 0, &reference).unwrap();
 }
 
 /// Writes a pattern of `seed` over the block.
@@ -277,41 +259,6 @@ fn refused_targets_are_given_back_and_counted() {
         assert!(holds(&alloc, src, two, 7));
     }
     check(&alloc, &layout, &owners, &[(small, Order::ZERO)]);
-}
-
-/// The zone filled with order-0 pages (every `kernel_every`-th a
-/// GFP_KERNEL one, the rest owned movable ones) until the allocator
-/// refuses; returns the kernel pages.
-fn fill_zone(alloc: &Alloc, owners: &mut Owners, kernel_every: usize) -> Vec<Pfn> {
-    let mut kernel = Vec::new();
-    for i in 0.. {
-        let gfp = if kernel_every > 0 && i % kernel_every == 0 {
-            Gfp::KERNEL
-        } else {
-            Gfp::HIGHUSER_MOVABLE
-        };
-        let Some(pfn) = alloc0(alloc, gfp) else {
-            break;
-        };
-        if gfp == Gfp::KERNEL {
-            kernel.push(pfn);
-        } else {
-            owners.own(alloc, pfn, Order::ZERO, gfp).unwrap();
-        }
-    }
-    kernel
-}
-
-/// Frees the owned, unpinned pages `free` picks, in pfn order.
-fn free_owned(alloc: &Alloc, owners: &mut Owners, mut free: impl FnMut(Pfn) -> bool) {
-    let mut all: Vec<(OwnerId, Pfn)> = owners.iter().map(|(id, p, _)| (id, p)).collect();
-    all.sort_by_key(|&(_, p)| p);
-    for (id, pfn) in all {
-        if !owners.is_pinned(id) && free(pfn) {
-            let (pfn, order) = owners.disown(id).unwrap();
-            alloc.free_pages(pfn, order).unwrap();
-        }
-    }
 }
 
 #[test]
