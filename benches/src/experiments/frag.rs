@@ -628,8 +628,8 @@ fn measure_table(rows: &[(FragAllocator, RecoverySummary)]) -> String {
 fn compaction_table(rows: &[(FragAllocator, RecoverySummary)]) -> String {
     use std::fmt::Write;
     let mut out = String::from(
-        "\ncompaction (order-9 allocations compacting at COMPACT_PRIO_SYNC_FULL, \
-         as a hugetlb pool grows):\n",
+        "\ncompaction (order-9 allocations as a hugetlb pool grows, each through the \
+         slow path's compaction loop: async, then sync-light):\n",
     );
     let _ = writeln!(
         out,

@@ -29,11 +29,12 @@
 //!   directly when it fails (`__alloc_pages_direct_compact`). The pool
 //!   stops trying hard on a node after a failure (`node_alloc_noretry`);
 //!   here the first failure ends the step.
-//!   `__GFP_RETRY_MAYFAIL` lets the slow path's retries
-//!   (`should_compact_retry`) raise the priority to
-//!   `COMPACT_PRIO_SYNC_FULL`, the whole zone in sync mode; pfnlab goes to
-//!   that priority at once ([`buddy::alloc_pages_direct_compact`]). Each
-//!   run stops at `compact_finished`'s first free order-9 block, which the
+//!   Each allocation goes through the slow path's compaction loop
+//!   ([`buddy::alloc_pages_direct_compact_retry`]): async first, then
+//!   `COMPACT_PRIO_SYNC_LIGHT`, which a costly order does not go past
+//!   (`MIN_COMPACT_COSTLY_PRIORITY`), retried while `should_compact_retry`
+//!   allows (`__GFP_RETRY_MAYFAIL` lets it); reclaim between the tries is
+//!   not modelled. Each run stops at `compact_finished`'s first free order-9 block, which the
 //!   allocation takes; the next allocation compacts again. `/proc/sys/vm/
 //!   compact_memory` would not fit: it compacts the whole zone whatever is
 //!   wanted. The movable allocations get owners ([`buddy::Owners`], the
@@ -46,8 +47,8 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use buddy::{
-    Allocator, BuddyModel, CompactPriority, CompactState, CompactVmstat, Gfp, Owners, Variant,
-    alloc_pages_direct_compact,
+    Allocator, BuddyModel, CompactState, CompactVmstat, Gfp, Owners, Variant,
+    alloc_pages_direct_compact_retry,
 };
 use serde::Serialize;
 use sparsemem::{Migratetype, NodeId};
@@ -241,17 +242,18 @@ pub fn compact_buddy<M: BuddyModel, V: Variant>(
     let mut vmstat = CompactVmstat::default();
     let free_huge_before = free_huge_blocks(alloc);
     let mut taken = Vec::new();
+    let mut tries = Vec::new();
     let t = Instant::now();
     for _ in 0..k {
-        let got = alloc_pages_direct_compact(
+        let got = alloc_pages_direct_compact_retry(
             alloc,
             order,
             HUGETLB_GFP,
             node,
             &mut owners,
             &mut states,
-            CompactPriority::SyncFull,
             &mut vmstat,
+            &mut tries,
         );
         match got {
             Ok(pfn) => taken.push(pfn),
