@@ -18,7 +18,6 @@
 use sparsemem::{Order, Pfn};
 
 use super::PerCpu;
-use super::irqflags::{local_irq_restore, local_irq_save};
 use crate::chain::PageChain;
 use crate::error::{FreeError, RequestError};
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
@@ -155,11 +154,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         };
         let per_page = self.alloc.path.numa_stat_diffs;
         let locked = self.alloc.path.pcp_lock;
-        let flags = self.alloc.path.pcp_irq_save.then(local_irq_save);
         if locked && !self.pcp[zid.index()].lock.try_lock() {
-            if let Some(flags) = flags {
-                local_irq_restore(flags);
-            }
             return 0;
         }
         let (mut got, mut taken) = (0, 0);
@@ -177,9 +172,6 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         }
         if locked {
             self.pcp[zid.index()].lock.unlock();
-        }
-        if let Some(flags) = flags {
-            local_irq_restore(flags);
         }
         if !per_page
             && taken > 0
