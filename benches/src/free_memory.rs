@@ -166,6 +166,17 @@ pub struct Live {
     pub migratetype: sparsemem::Migratetype,
 }
 
+impl From<(Pfn, Order, sparsemem::Migratetype)> for Live {
+    /// A replay's held block: its first page, order and migratetype.
+    fn from((pfn, order, migratetype): (Pfn, Order, sparsemem::Migratetype)) -> Live {
+        Live {
+            pfn,
+            order,
+            migratetype,
+        }
+    }
+}
+
 /// A sample of a buddy allocator after `ops` operations, with `live` the
 /// allocations the workload holds (for the mixed pageblocks).
 pub fn sample_buddy<M: buddy::BuddyModel, V: buddy::Variant>(

@@ -210,15 +210,7 @@ struct LlfreeReplay<'a> {
 
 impl LlfreeReplay<'_> {
     fn sample(&self) -> FragSample {
-        let live: Vec<Live> = self
-            .held
-            .values()
-            .map(|&(pfn, order, migratetype)| Live {
-                pfn,
-                order,
-                migratetype,
-            })
-            .collect();
+        let live: Vec<Live> = self.held.values().map(|&b| Live::from(b)).collect();
         sample_llfree(self.llfree, self.events, &live)
     }
 

@@ -67,13 +67,6 @@ pub(super) fn sample<M: BuddyModel, V: Variant>(
     events: u64,
     held: &FxHashMap<u64, (Pfn, Order, Migratetype)>,
 ) -> FragSample {
-    let live: Vec<Live> = held
-        .values()
-        .map(|&(pfn, order, migratetype)| Live {
-            pfn,
-            order,
-            migratetype,
-        })
-        .collect();
+    let live: Vec<Live> = held.values().map(|&b| Live::from(b)).collect();
     sample_buddy(alloc, events, &live)
 }
