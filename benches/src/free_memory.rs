@@ -100,33 +100,17 @@ pub struct FragSample {
     pub fallbacks: Option<FallbackKinds>,
 }
 
-/// `fill_contig_page_info` over `nr_free` (free blocks per order) for a
-/// request of `order`: (free blocks, free pages, free blocks of `order`
-/// the free memory holds whole).
-fn contig_page_info(nr_free: &[u64], order: usize) -> (u64, u64, u64) {
-    let mut blocks = 0;
-    let mut pages = 0;
-    let mut suitable = 0;
-    for (o, &n) in nr_free.iter().enumerate() {
-        blocks += n;
-        pages += n << o;
-        if o >= order {
-            suitable += n << (o - order);
-        }
-    }
-    (blocks, pages, suitable)
-}
-
 /// `unusable_free_index`: the share of free memory that cannot serve a
 /// request of `order`, 0 to 1 (1 when nothing is free, as the kernel
 /// prints 1.000).
 pub fn unusable_free_index(nr_free: &[u64], order: usize) -> f64 {
-    let (_, pages, suitable) = contig_page_info(nr_free, order);
+    let info = buddy::fill_contig_page_info(nr_free, order);
+    let pages = info.free_pages;
     if pages == 0 {
         return 1.0;
     }
     // The kernel's integer thousandths, printed `%d.%03d`.
-    let thousandths = (pages - (suitable << order)) * 1000 / pages;
+    let thousandths = (pages - (info.free_blocks_suitable << order)) * 1000 / pages;
     thousandths as f64 / 1000.0
 }
 
@@ -134,16 +118,16 @@ pub fn unusable_free_index(nr_free: &[u64], order: usize) -> f64 {
 /// nothing is free, else how much of the failure is fragmentation (near 1)
 /// rather than lack of memory (near 0).
 pub fn fragmentation_index(nr_free: &[u64], order: usize) -> f64 {
-    let (blocks, pages, suitable) = contig_page_info(nr_free, order);
-    if blocks == 0 {
+    let info = buddy::fill_contig_page_info(nr_free, order);
+    if info.free_blocks_total == 0 {
         return 0.0;
     }
-    if suitable > 0 {
+    if info.free_blocks_suitable > 0 {
         return -1.0;
     }
     // Integer thousandths, as the kernel computes them.
     let requested = 1u64 << order;
-    let thousandths = 1000 - (1000 + pages * 1000 / requested) / blocks;
+    let thousandths = 1000 - (1000 + info.free_pages * 1000 / requested) / info.free_blocks_total;
     thousandths as f64 / 1000.0
 }
 

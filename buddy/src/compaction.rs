@@ -113,8 +113,8 @@ mod run;
 
 pub use direct::{CompactPriority, alloc_pages_direct_compact};
 pub use finish::{
-    COMPACT_MAX_DEFER_SHIFT, CompactResult, EXTFRAG_THRESHOLD, compact_gap, compaction_suitable,
-    fragmentation_index,
+    COMPACT_MAX_DEFER_SHIFT, CompactResult, ContigPageInfo, EXTFRAG_THRESHOLD, compact_gap,
+    compaction_suitable, fill_contig_page_info, fragmentation_index,
 };
 pub use proactive::{
     DEFAULT_COMPACTION_PROACTIVENESS, HPAGE_FRAG_CHECK_INTERVAL_MSEC, Kcompactd, ProactiveError,

@@ -159,6 +159,7 @@ pub use compaction::{
     alloc_pages_direct_compact_retry, compact_gap, compact_zone, compact_zone_scan,
     compaction_suitable, fragmentation_index, should_compact_retry,
 };
+pub use compaction::{ContigPageInfo, fill_contig_page_info};
 pub use compaction::{
     DEFAULT_COMPACTION_PROACTIVENESS, HPAGE_FRAG_CHECK_INTERVAL_MSEC, Kcompactd, ProactiveError,
     ProactiveRun, compaction_hpage_order, extfrag_for_order, fragmentation_score_node,

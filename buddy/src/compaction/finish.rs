@@ -4,7 +4,7 @@
 //! from 2.6.35: `4f92e2586b43` brought deferral, `5e7719058079` the
 //! `extfrag_threshold`).
 
-use sparsemem::{Migratetype, NR_PAGE_ORDERS, Order};
+use sparsemem::{Migratetype, Order};
 
 use super::{CompactState, Scan};
 use crate::types::{BuddyModel, PAGE_ALLOC_COSTLY_ORDER};
@@ -68,26 +68,45 @@ pub fn compact_gap(order: Order) -> u64 {
     2 << order.get()
 }
 
+/// `struct contig_page_info` (mm/vmstat.c): what the fragmentation
+/// indices and the proactive score are computed from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContigPageInfo {
+    /// Free pages.
+    pub free_pages: u64,
+    /// Free blocks of every order.
+    pub free_blocks_total: u64,
+    /// Free blocks of the requested order the free memory holds whole.
+    pub free_blocks_suitable: u64,
+}
+
+/// `fill_contig_page_info` (mm/vmstat.c) over `nr_free` (free blocks per
+/// order) for a request of `order`.
+pub fn fill_contig_page_info(nr_free: &[u64], order: usize) -> ContigPageInfo {
+    let mut info = ContigPageInfo::default();
+    for (o, &blocks) in nr_free.iter().enumerate() {
+        info.free_blocks_total += blocks;
+        info.free_pages += blocks << o;
+        if o >= order {
+            info.free_blocks_suitable += blocks << (o - order);
+        }
+    }
+    info
+}
+
 /// `__fragmentation_index` over a zone's `nr_free` (mm/vmstat.c): -1000
 /// when a free block of `order` or more exists; 0 with no free blocks;
 /// otherwise `1000 - (1000 + free_pages * 1000 / 2^order) / blocks`, near
 /// 0 for a lack of memory and near 1000 for fragmentation.
-pub fn fragmentation_index(nr_free: &[u64; NR_PAGE_ORDERS], order: Order) -> i32 {
-    let (mut total, mut free_pages, mut suitable) = (0u64, 0u64, 0u64);
-    for (o, &blocks) in nr_free.iter().enumerate() {
-        total += blocks;
-        free_pages += blocks << o;
-        if o >= order.index() {
-            suitable += blocks << (o - order.index());
-        }
-    }
-    if total == 0 {
+pub fn fragmentation_index(nr_free: &[u64], order: Order) -> i32 {
+    let info = fill_contig_page_info(nr_free, order.index());
+    if info.free_blocks_total == 0 {
         return 0;
     }
-    if suitable > 0 {
+    if info.free_blocks_suitable > 0 {
         return -1000;
     }
-    let rest = (1000 + free_pages * 1000 / order.nr_pages()) / total;
+    let rest = (1000 + info.free_pages * 1000 / order.nr_pages()) / info.free_blocks_total;
     (1000 - rest as i64) as i32
 }
 

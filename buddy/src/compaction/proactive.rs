@@ -33,6 +33,7 @@
 
 use sparsemem::{Migratetype, NR_PAGE_ORDERS, NodeId};
 
+use super::finish::fill_contig_page_info;
 use super::run::{CompactRun, CompactVmstat, compact_zone_until};
 use super::{CompactControl, CompactError, CompactState};
 use crate::alloc::Allocator;
@@ -51,18 +52,11 @@ pub const DEFAULT_COMPACTION_PROACTIVENESS: u8 = 20;
 /// blocks per order), the per cent not in free blocks of `order` or more;
 /// 0 when nothing is free.
 pub fn extfrag_for_order(nr_free: &[u64], order: usize) -> u32 {
-    let mut free_pages = 0u64;
-    let mut suitable = 0u64;
-    for (o, &n) in nr_free.iter().enumerate() {
-        free_pages += n << o;
-        if o >= order {
-            suitable += n << (o - order);
-        }
-    }
-    if free_pages == 0 {
+    let info = fill_contig_page_info(nr_free, order);
+    if info.free_pages == 0 {
         return 0;
     }
-    ((free_pages - (suitable << order)) * 100 / free_pages) as u32
+    ((info.free_pages - (info.free_blocks_suitable << order)) * 100 / info.free_pages) as u32
 }
 
 /// `COMPACTION_HPAGE_ORDER` of `alloc`'s geometry: `HPAGE_PMD_ORDER`,

@@ -17,7 +17,7 @@ use super::per_cpu::{CpuCounts, per_cpu_counts};
 use super::prior::{FromStart, Prior};
 use super::read::ReadTrace;
 use super::sample::{Series, sample};
-use crate::free_memory::{FragSample, fragmentation_index};
+use crate::free_memory::FragSample;
 use crate::models::ModelKind;
 use crate::timing::{Measurement, tsc_hz, tsc_now};
 
@@ -638,12 +638,10 @@ fn allocator_counts<M: BuddyModel, V: Variant>(
         pcp_refill_blocks: at_end.pcp_refill_blocks,
         pcp_drain_blocks: at_end.pcp_drain_blocks,
         zone_lock_acquisitions: alloc.zones().iter().map(|z| z.lock_acquisitions()).sum(),
-        // The kernel's integer thousandths.
-        fragmentation_index: (fragmentation_index(
+        fragmentation_index: i64::from(buddy::fragmentation_index(
             &free_blocks,
-            alloc.model().geometry().pageblock_order().index(),
-        ) * 1000.0)
-            .round() as i64,
+            alloc.model().geometry().pageblock_order(),
+        )),
         free_blocks,
         held_pages,
         start_state_pages,
