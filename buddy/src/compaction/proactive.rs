@@ -263,14 +263,29 @@ impl Kcompactd {
                 self.proactiveness,
                 vmstat,
             )?;
-            let mut timeout = HPAGE_FRAG_CHECK_INTERVAL_MSEC;
-            if let Some(pass) = ran {
-                if pass.score_after >= pass.score_before {
-                    timeout <<= super::COMPACT_MAX_DEFER_SHIFT;
+            let interval = HPAGE_FRAG_CHECK_INTERVAL_MSEC;
+            let timeout = match ran {
+                Some(pass) => {
+                    let progress = pass.score_after < pass.score_before;
+                    passes.push(pass);
+                    if progress {
+                        interval
+                    } else {
+                        interval << super::COMPACT_MAX_DEFER_SHIFT
+                    }
                 }
-                passes.push(pass);
+                // Nothing changes the node between two checks here, so
+                // every check up to `now_ms` would find the same score:
+                // the next one that could differ is the first after it.
+                None => interval.saturating_mul((now_ms - at) / interval + 1),
+            };
+            match at.checked_add(timeout) {
+                Some(next) => self.wakes_at_ms = next,
+                None => {
+                    self.wakes_at_ms = u64::MAX;
+                    break;
+                }
             }
-            self.wakes_at_ms = at + timeout;
         }
         Ok(passes)
     }
