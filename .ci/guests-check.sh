@@ -18,6 +18,11 @@
 #   guest's two files show one state (its /init reads them until they
 #   agree, up to 128 times, and says when they never did).
 #
+# Linux 6.1 can leave free blocks on the lists of a migratetype other
+# than their pageblock's (the rest of a block split for a request of
+# another migratetype); when the guest's counts prove it, pfnlab refuses
+# the start state, and that view is listed as not compared, not failed.
+#
 #   .ci/guests-check.sh PFNLAB [LAYOUT...]
 #
 # A guest that does not boot or save its files fails the run at once
@@ -42,11 +47,11 @@ words() {
   sed -e 's/[[:space:]]\+/ /g' -e 's/ $//' "$1" | grep -v '^$' || true
 }
 
-failed=()
+failed=() skipped=()
 for layout in "${layouts[@]}"; do
   root="$work/guests/$layout"
   snap="$work/$layout.json"
-  before=${#failed[@]}
+  before=${#failed[@]} compared=()
   if ! "$pfnlab" snapshot --root "$root" --out "$snap" >/dev/null 2>"$work/err"; then
     echo "$layout: pfnlab snapshot failed: $(cat "$work/err")" >&2
     failed+=("$layout snapshot")
@@ -86,6 +91,14 @@ for layout in "${layouts[@]}"; do
       grep -q "fit the layout" "$work/err" || break
       echo "$layout: seed $seed placed no start state ($(cat "$work/err")); trying the next"
     done
+    # Linux 6.1 can leave free blocks on the lists of a migratetype other
+    # than their pageblock's, which the model does not represent; pfnlab
+    # says so when the counts prove it, and the view cannot be compared.
+    if [ "$ok" -eq 0 ] && grep -q "some lie in pageblocks of another migratetype" "$work/err"; then
+      echo "$layout: $view not compared: $(cat "$work/err")"
+      skipped+=("$layout $view")
+      continue
+    fi
     if [ "$ok" -eq 0 ]; then
       echo "$layout: pfnlab $view failed: $(cat "$work/err")" >&2
       failed+=("$layout $view")
@@ -93,16 +106,22 @@ for layout in "${layouts[@]}"; do
       echo "$layout: $view from the start state differs from the guest's:" >&2
       head -20 "$work/$layout.$view.diff" >&2
       failed+=("$layout $view")
+    else
+      compared+=("$view")
     fi
   done
   if [ ${#failed[@]} -eq "$before" ]; then
-    joined=$(printf '%s and ' "${views[@]}")
-    echo "$layout: the zones, their computed fields and its ${joined% and } are the guest kernel's"
+    joined=""
+    [ ${#compared[@]} -eq 0 ] || joined=$(printf ' and its %s' "${compared[@]}")
+    echo "$layout: the zones, their computed fields${joined} are the guest kernel's"
   fi
 done
 
+if [ ${#skipped[@]} -gt 0 ]; then
+  echo "not compared (free blocks outside their migratetype's pageblocks): ${skipped[*]}"
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "differs from Linux 6.1: ${failed[*]}" >&2
   exit 1
 fi
-echo "every guest's zones, computed fields and free lists are the model's"
+echo "every guest's zones, computed fields and compared free lists are the model's"

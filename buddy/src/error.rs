@@ -325,6 +325,27 @@ pub enum StartStateError {
         /// Of how many.
         wanted: u64,
     },
+    /// More pages free on a migratetype's lists than its pageblocks hold,
+    /// in a zone whose pageblocks hold all the free pages: some of them
+    /// lie in pageblocks of another migratetype. A kernel before 6.10
+    /// leaves such blocks (`steal_suitable_fallback` put the rest of a
+    /// block split for a request of another migratetype on the request's
+    /// list, until commit c0cd6f557b90); the model keeps every free block
+    /// on its pageblock's list, so it cannot start from them.
+    ForeignFreeBlocks {
+        /// Its node.
+        node: u32,
+        /// Its name.
+        zone: String,
+        /// The migratetype.
+        mt: Migratetype,
+        /// Pages free on its lists.
+        free_pages: u64,
+        /// Its pageblocks.
+        pageblocks: u64,
+        /// The pages they hold.
+        room: u64,
+    },
 }
 
 impl fmt::Display for StartStateError {
@@ -366,6 +387,21 @@ impl fmt::Display for StartStateError {
             } => write!(
                 f,
                 "node {node} zone {zone}: only {placed} of {wanted} free {mt} blocks of order {order} fit the layout"
+            ),
+            StartStateError::ForeignFreeBlocks {
+                node,
+                zone,
+                mt,
+                free_pages,
+                pageblocks,
+                room,
+            } => write!(
+                f,
+                "node {node} zone {zone}: {free_pages} pages free on the {mt} lists, more than its \
+                 {pageblocks} {mt} pageblocks hold ({room}): some lie in pageblocks of another \
+                 migratetype, as a kernel before 6.10 leaves them (the rest of a block split for \
+                 a request of another migratetype stays on the request's list), and the model \
+                 keeps every free block on its own pageblock's list"
             ),
         }
     }

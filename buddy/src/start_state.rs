@@ -34,6 +34,12 @@
 //!    `__free_one_page` merges nothing and each block stays as placed;
 //! 5. the rest is allocated, in aligned blocks handed back to the caller.
 //!
+//! A migratetype with more free pages than its pageblocks hold, in a zone
+//! whose pageblocks hold all its free pages, is refused before any
+//! placement: such blocks lie in pageblocks of another migratetype, a
+//! state kernels before 6.10 reach and the model does not represent
+//! ([`StartStateError::ForeignFreeBlocks`]).
+//!
 //! A shuffle that leaves some blocks without a place is tried again with
 //! the next of [`PLACEMENT_ATTEMPTS`] shuffles derived from the seed, so
 //! a target fails only when none fits.
@@ -254,6 +260,7 @@ impl<M: BuddyModel, V: Variant> Allocator<M, V> {
             .iter()
             .find(|z| u32::from(z.node.get()) == t.node && z.kind.name() == t.zone)
             .expect("the model's view names its own zones");
+        foreign_free_blocks(t, self.model.geometry().pageblock_nr_pages())?;
         let mut last = None;
         for attempt in 0..PLACEMENT_ATTEMPTS {
             let mut placer = Placer::new(self, zone.id, zone.start, zone.end, seed, attempt);
@@ -316,6 +323,41 @@ fn uncap(
         }
     }
     Ok(out)
+}
+
+/// Refuses a zone whose free pages all fit in its pageblocks but not each
+/// migratetype's in its own: no placement can keep every free block on
+/// its pageblock's list (see [`StartStateError::ForeignFreeBlocks`]).
+fn foreign_free_blocks(t: &ZoneTypes, pageblock_pages: u64) -> Result<(), StartStateError> {
+    let free_pages = |mt: Migratetype| -> u64 {
+        t.free[mt.index()]
+            .iter()
+            .enumerate()
+            .map(|(order, &n)| n.saturating_mul(1 << order))
+            .fold(0, u64::saturating_add)
+    };
+    let room = |mt: Migratetype| t.blocks[mt.index()].saturating_mul(pageblock_pages);
+    let sum = |f: &dyn Fn(Migratetype) -> u64| -> u64 {
+        Migratetype::ALL
+            .into_iter()
+            .map(f)
+            .fold(0, u64::saturating_add)
+    };
+    let (total, zone_room) = (sum(&free_pages), sum(&room));
+    match Migratetype::ALL
+        .into_iter()
+        .find(|&mt| free_pages(mt) > room(mt))
+    {
+        Some(mt) if total <= zone_room => Err(StartStateError::ForeignFreeBlocks {
+            node: t.node,
+            zone: t.zone.clone(),
+            mt,
+            free_pages: free_pages(mt),
+            pageblocks: t.blocks[mt.index()],
+            room: room(mt),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn same(a: &ZoneTypes, b: &ZoneTypes) -> bool {

@@ -88,20 +88,36 @@ fn a_target_that_cannot_fit_leaves_the_allocator_as_it_was() {
         e.to_string(),
         "node 0 zone Normal: only 16 of 17 free Movable blocks of order 10 fit the layout"
     );
-    // Two order-9 blocks in one Reclaimable pageblock.
+    // Two order-9 blocks in one Reclaimable pageblock: the zone holds
+    // them, Reclaimable's own pageblocks do not.
     let one_block = target(
         &alloc,
         [0, 31, 1, 0, 0],
         &[(Migratetype::Reclaimable, 9, 2)],
     );
-    assert!(matches!(
+    assert_eq!(
         alloc.set_start_state(&one_block, 1),
-        Err(StartStateError::CannotFit {
-            placed: 1,
-            wanted: 2,
-            ..
+        Err(StartStateError::ForeignFreeBlocks {
+            node: 0,
+            zone: "Normal".into(),
+            mt: Migratetype::Reclaimable,
+            free_pages: 1024,
+            pageblocks: 1,
+            room: 512,
         })
-    ));
+    );
+    // An Unmovable order-7 block and no Unmovable pageblock, as a kernel
+    // before 6.10 leaves one after a steal too small to claim the
+    // pageblock.
+    let none = target(&alloc, [0, 32, 0, 0, 0], &[(Migratetype::Unmovable, 7, 1)]);
+    let e = alloc.set_start_state(&none, 1).unwrap_err();
+    assert!(
+        e.to_string().starts_with(
+            "node 0 zone Normal: 128 pages free on the Unmovable lists, more than its 0 \
+             Unmovable pageblocks hold (0): some lie in pageblocks of another migratetype"
+        ),
+        "{e}"
+    );
     // Order-0 blocks: at most every other page of a pageblock (two free
     // buddies would merge), so 257 do not fit in one.
     let dense = target(
