@@ -28,7 +28,11 @@
 //!
 //! Simplifications, said: no
 //! "alike pages" count of in-use movable pages, and the 6.x
-//! `find_smallest` retry for Movable requests is not modelled.
+//! `find_smallest` retry for Movable requests is not modelled. The last
+//! case above is 6.10's (commit c0cd6f557b90) in every era: before it,
+//! the whole block went to the request's lists and the rest of its split
+//! stayed there, in the other migratetype's pageblock; the model keeps
+//! every free block on its own pageblock's list.
 //!
 //! # Safety
 //! Only free blocks move here, from one list of the free area to another,
