@@ -111,9 +111,12 @@ for layout in "${layouts[@]}"; do
     fi
   done
   if [ ${#failed[@]} -eq "$before" ]; then
-    joined=""
-    [ ${#compared[@]} -eq 0 ] || joined=$(printf ' and its %s' "${compared[@]}")
-    echo "$layout: the zones, their computed fields${joined} are the guest kernel's"
+    if [ ${#compared[@]} -eq 0 ]; then
+      echo "$layout: the zones and their computed fields are the guest kernel's"
+    else
+      joined=$(printf '%s and ' "${compared[@]}")
+      echo "$layout: the zones, their computed fields and its ${joined% and } are the guest kernel's"
+    fi
   fi
 done
 
