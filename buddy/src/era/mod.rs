@@ -285,6 +285,18 @@ impl Era {
         self.since(6, 0)
     }
 
+    /// Whether the per-CPU lists are guarded with interrupts disabled
+    /// (`local_irq_save`): every release before 6.2, whose
+    /// `5749077415994` "mm/page_alloc: leave IRQs enabled for per-cpu page
+    /// allocations" left them on under the pcp trylock. 6.0 and 6.1 take
+    /// `pcp->lock` with `spin_lock_irqsave`; before, interrupts alone
+    /// guard the lists (5.14's `local_lock_irqsave` is the same save).
+    /// pfnlab runs the flags save (`buddy/src/pcp/irqflags.rs`), not the
+    /// `cli`, nor the restore's test and `sti`.
+    pub const fn pcp_irq_save(self) -> bool {
+        !self.since(6, 2)
+    }
+
     /// Whether the kernel has `alloc_pages_nolock` and `free_pages_nolock`,
     /// the allocation and free for any context that only ever try a lock:
     /// 6.15, `97769a53f117` "mm, bpf: Introduce try_alloc_pages() for
@@ -499,6 +511,8 @@ pub(crate) struct Path {
     /// The THP lists ([`Era::pcp_thp_lists`]).
     pub(crate) pcp_thp_lists: PcpThpLists,
     pub(crate) pcp_lock: bool,
+    /// `local_irq_save` around the per-CPU lists ([`Era::pcp_irq_save`]).
+    pub(crate) pcp_irq_save: bool,
     pub(crate) pcp_high_tuning: bool,
     /// `alloc_pages_nolock` and `free_pages_nolock` exist (6.15 on).
     pub(crate) alloc_nolock: bool,
@@ -538,6 +552,7 @@ impl Path {
             pcp_high_orders: era.pcp_high_orders(),
             pcp_thp_lists: era.pcp_thp_lists(),
             pcp_lock: era.pcp_lock(),
+            pcp_irq_save: era.pcp_irq_save(),
             pcp_high_tuning: era.pcp_high_tuning() && m.watermarks,
             alloc_nolock: era.has_alloc_nolock(),
             pcp_free_factor: era.pcp_free_factor(),

@@ -58,7 +58,7 @@ fn a_release_maps_to_the_era_at_or_below_it() {
 #[test]
 fn the_seeds_keep_every_switch() {
     type Switch = (&'static str, fn(Era) -> bool, [bool; 4]);
-    let switches: [Switch; 18] = [
+    let switches: [Switch; 19] = [
         (
             "has_migratetypes",
             Era::has_migratetypes,
@@ -80,6 +80,7 @@ fn the_seeds_keep_every_switch() {
             [false, false, false, true],
         ),
         ("pcp_lock", Era::pcp_lock, [false, false, false, true]),
+        ("pcp_irq_save", Era::pcp_irq_save, [true, true, true, false]),
         ("pcp_free_factor", Era::pcp_free_factor, [false; 4]),
         (
             "pcp_drain_in_turn",
@@ -167,6 +168,10 @@ fn the_new_eras_switch_at_their_releases() {
     assert_eq!(on(Era::pcp_free_factor), [V5_14, V5_15, V6_1, V6_6]);
     assert_eq!(on(Era::pcp_free_high), [V6_1, V6_6, V6_8, V6_12, V6_18]);
     assert_eq!(on(Era::pcp_lock), [V6_1, V6_6, V6_8, V6_12, V6_18]);
+    assert_eq!(
+        on(Era::pcp_irq_save),
+        [V2_6_9, V2_6_23, V5_13, V5_14, V5_15, V6_1]
+    );
     assert_eq!(on(Era::pcp_high_tuning), [V6_8, V6_12, V6_18]);
     assert_eq!(on(Era::has_alloc_nolock), [V6_18]);
     assert_eq!(on(Era::bulk_grows_deferred_zone), [V6_12, V6_18]);

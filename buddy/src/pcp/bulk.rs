@@ -18,6 +18,7 @@
 use sparsemem::{Order, Pfn};
 
 use super::PerCpu;
+use super::irqflags::{local_irq_restore, local_irq_save_if};
 use crate::chain::PageChain;
 use crate::error::{FreeError, RequestError};
 use crate::gfp::{AllocContext, AllocFlags, Gfp};
@@ -154,7 +155,9 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         };
         let per_page = self.alloc.path.numa_stat_diffs;
         let locked = self.alloc.path.pcp_lock;
+        let flags = local_irq_save_if(self.alloc.path.pcp_irq_save);
         if locked && !self.pcp[zid.index()].lock.try_lock() {
+            local_irq_restore(flags);
             return 0;
         }
         let (mut got, mut taken) = (0, 0);
@@ -173,6 +176,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         if locked {
             self.pcp[zid.index()].lock.unlock();
         }
+        local_irq_restore(flags);
         if !per_page
             && taken > 0
             && let Some(p) = preferred

@@ -25,9 +25,11 @@
 //! `zone_watermark_fast`, `gfp_zone` and `gfp_migratetype`, the cpuset
 //! check, `get_pfnblock_migratetype` on free, the PGALLOC/PGFREE vm events
 //! (the handle's per-order counts), `put_page_testzero`'s locked operation
-//! (the claim's `page_ref_freeze`), and 6.18's `pcp_spin_trylock`. What
-//! it leaves out, and why, is in docs/accounting.md: interrupt disabling
-//! (5.13's `local_irq_save`), `preempt_disable`, static keys that are off
+//! (the claim's `page_ref_freeze`), 6.18's `pcp_spin_trylock`, and 5.13's
+//! `local_irq_save` as far as user space can run it, the flags save
+//! (`irqflags`). What it leaves out, and why, is in docs/accounting.md:
+//! the `cli`, the restore's test and `sti`, `preempt_disable`, static
+//! keys that are off
 //! (a patched no-op, not a load), `set_pcppage_migratetype` (no `index`
 //! field), `alloc_flags_nofragment`'s zone test (4.20; pfnlab sets
 //! `ALLOC_NOFRAGMENT` only under `vm.defrag_mode`, from the options).

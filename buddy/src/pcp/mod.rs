@@ -11,11 +11,11 @@
 //!
 //! | era | lists per zone | orders | guard |
 //! |---|---|---|---|
-//! | 2.6.9, 2.6.23 | one | 0 | interrupts off (not modelled: no cost) |
+//! | 2.6.9, 2.6.23 | one | 0 | interrupts off (`local_irq_save`: the flags save, [`irqflags`]) |
 //! | 5.13 | one per `MIGRATE_PCPTYPES` migratetype | 0 | as above |
-//! | 5.14, 5.15 | one per migratetype and order up to `PAGE_ALLOC_COSTLY_ORDER`, and one per migratetype for `pageblock_order` (THP): 15 | 0–3 and `pageblock_order` | as above |
-//! | 6.1 to 6.8 | as 5.14 with one THP list for all: 13 | as above | `pcp->lock`, tried with a trylock |
-//! | 6.12, 6.18 | as 5.14 with two THP lists, movable and the rest: 14 | as above | as above |
+//! | 5.14, 5.15 | one per migratetype and order up to `PAGE_ALLOC_COSTLY_ORDER`, and one per migratetype for `pageblock_order` (THP): 15 | 0–3 and `pageblock_order` | as above (`local_lock_irqsave`) |
+//! | 6.1 to 6.8 | as 5.14 with one THP list for all: 13 | as above | `pcp->lock`, tried with a trylock; 6.1 with interrupts off as above (`spin_trylock_irqsave`) |
+//! | 6.12, 6.18 | as 5.14 with two THP lists, movable and the rest: 14 | as above | `pcp->lock`, tried with a trylock |
 //!
 //! With migratetypes a freed block goes on the list of its pageblock's
 //! migratetype — a memory-model lookup on every free, as
@@ -50,6 +50,10 @@
 
 mod bulk;
 mod entry;
+// `local_irq_save`'s flags save: the one inline assembly of the per-CPU
+// path.
+#[allow(unsafe_code)]
+mod irqflags;
 
 pub use entry::{MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD};
 pub use nolock::GFP_NOLOCK;
@@ -65,6 +69,7 @@ use crate::lock::TryLock;
 use crate::node::{Node, NodeMask};
 use crate::types::{BuddyModel, NumaEvents, ZoneId, ZoneStats};
 use crate::variant::Variant;
+use irqflags::{local_irq_restore, local_irq_save_if};
 
 pub use crate::types::PAGE_ALLOC_COSTLY_ORDER;
 
@@ -332,7 +337,9 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         let locked = alloc.path.pcp_lock;
         let pindex = self.order_to_pindex(request.0, order);
         let pcp = &mut self.pcp[zid.index()];
+        let flags = local_irq_save_if(alloc.path.pcp_irq_save);
         if locked && !pcp.lock.try_lock() {
+            local_irq_restore(flags);
             return None;
         }
         match SIZING {
@@ -346,6 +353,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         if locked {
             pcp.lock.unlock();
         }
+        local_irq_restore(flags);
         Some(alloc.prep_new_page(block?, gfp))
     }
 
@@ -585,8 +593,14 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         }
         let (mt, pindex) = self.free_list_of(pfn, order);
         let locked = alloc.path.pcp_lock;
+        if mt == Migratetype::Isolate {
+            self.free_one_page(zid, block);
+            return Ok(());
+        }
+        let flags = local_irq_save_if(alloc.path.pcp_irq_save);
         let pcp = &mut self.pcp[zid.index()];
-        if mt == Migratetype::Isolate || (locked && !pcp.lock.try_lock()) {
+        if locked && !pcp.lock.try_lock() {
+            local_irq_restore(flags);
             self.free_one_page(zid, block);
             return Ok(());
         }
@@ -604,6 +618,7 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         if locked {
             pcp.lock.unlock();
         }
+        local_irq_restore(flags);
         Ok(())
     }
 
