@@ -196,7 +196,9 @@ impl Prior {
     /// the zone freed onto its lists — first those the trace shows there,
     /// each on its migratetype's list, then the rest on a list the
     /// recording never refilled (module documentation); fewer if the zone
-    /// holds fewer.
+    /// holds fewer. A page the trace shows at a pfn in none of the CPU's
+    /// zones here (a trace replayed on another machine's state) is
+    /// seeded in its highest zone.
     pub(super) fn seed<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
@@ -210,15 +212,25 @@ impl Prior {
             .copied()
             .collect();
         let evidence = self.evidence.get(&cpu).cloned().unwrap_or_default();
-        for (_, zid, count, high) in sets {
+        // Each page the trace shows goes to the zone of the model's page at
+        // its pfn; one of a pfn in none of these zones (a trace of another
+        // machine) to the CPU's highest, where its requests are served.
+        let home = sets.iter().map(|s| s.1).max();
+        let zone_of = |trace_pfn: u64| {
+            let zone = alloc
+                .model()
+                .pfn_to_page(Pfn::new(trace_pfn))
+                .map(|p| ZoneId::new(p.zone_id()));
+            zone.filter(|z| sets.iter().any(|s| s.1 == *z)).or(home)
+        };
+        let zones: Vec<Option<ZoneId>> = evidence.pages.iter().map(|&(p, _)| zone_of(p)).collect();
+        for &(_, zid, count, high) in &sets {
             handle.restore_high(zid, high);
             let mut seeded = 0;
-            for &(trace_pfn, mt) in &evidence.pages {
-                let in_zone = alloc
-                    .model()
-                    .pfn_to_page(Pfn::new(trace_pfn))
-                    .is_some_and(|p| p.zone_id() == zid.get());
-                if in_zone && let Some(pfn) = self.take_in(alloc, zid.get(), Some(mt))? {
+            for (&(_, mt), zone) in evidence.pages.iter().zip(&zones) {
+                if *zone == Some(zid)
+                    && let Some(pfn) = self.take_in(alloc, zid.get(), Some(mt))?
+                {
                     handle.free_pages(pfn, Order::ZERO)?;
                     seeded += 1;
                 }
