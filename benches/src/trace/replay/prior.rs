@@ -27,8 +27,8 @@
 //! the recording began. Those order-0 pages are seeded first, each on the
 //! list of its migratetype (a held page of a pageblock of that type, so
 //! that the free files it there). The rest of `count` sat on lists the
-//! trace never drew from: a list the recording refilled was empty by
-//! then, so it had held only the pages the trace shows. That rest goes on
+//! recording never emptied: a list it refilled was empty at its first
+//! refill, so it had held only the pages the trace shows. That rest goes on
 //! an order-0 list of a migratetype this CPU's lists were never refilled
 //! for, where it counts towards `count` and the drains but serves only
 //! allocations the kernel also served from its lists; with none such it
