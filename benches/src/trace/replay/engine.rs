@@ -447,8 +447,11 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
         self.blocks.insert(start, end);
     }
 
-    fn free(&mut self, cpu: u16, pfn: Pfn, order: Order) -> Result<(), AllocError> {
-        if self.verify && self.blocks.remove(&pfn.get()).is_none() {
+    /// Frees a block the replay allocated (`--verify` checks it held it),
+    /// or with `prior` a page of the start state's allocated memory, which
+    /// no event allocated.
+    fn free(&mut self, cpu: u16, pfn: Pfn, order: Order, prior: bool) -> Result<(), AllocError> {
+        if self.verify && !prior && self.blocks.remove(&pfn.get()).is_none() {
             self.fail_verify(format!("free of {pfn}/{order}, which is not held"));
         }
         let handle = self.cpu(cpu)?;
@@ -471,7 +474,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
                 };
                 if let Some((pfn, order, _)) = self.held.remove(&trace_pfn) {
                     self.events.untraced_frees += 1;
-                    self.free(e.cpu, pfn, order)?;
+                    self.free(e.cpu, pfn, order, false)?;
                     self.events.frees -= 1;
                 }
                 self.freed.remove(&trace_pfn);
@@ -508,7 +511,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
                             && let Some(pfn) = self.prior.take(self.alloc, trace_pfn)?
                         {
                             self.events.prior_frees += 1;
-                            self.free(e.cpu, pfn, Order::ZERO)?;
+                            self.free(e.cpu, pfn, Order::ZERO, true)?;
                         }
                     }
                     Some(&(_, order, _)) if order.get() != e.order => {
@@ -516,7 +519,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
                     }
                     Some(&(pfn, order, _)) => {
                         self.held.remove(&trace_pfn);
-                        self.free(e.cpu, pfn, order)?;
+                        self.free(e.cpu, pfn, order, false)?;
                     }
                 }
             }
