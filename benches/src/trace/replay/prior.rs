@@ -32,8 +32,10 @@
 //! an order-0 list of a migratetype this CPU's lists were never refilled
 //! for, where it counts towards `count` and the drains but serves only
 //! allocations the kernel also served from its lists; with none such it
-//! is left out. Higher-order blocks are not seeded: the start state's
-//! held blocks split into pages only.
+//! is left out. A block of order 1 to 3 the trace shows there is seeded
+//! when the start state left a block of that order allocated in a
+//! pageblock of its migratetype (its held blocks split into pages only,
+//! so a larger one cannot give it).
 
 use buddy::{AllocError, Allocator, BuddyModel, FreeError, PerCpu, Variant, ZoneId};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -83,6 +85,10 @@ impl FromStart {
     }
 }
 
+/// `PAGE_ALLOC_COSTLY_ORDER`: the highest order below `pageblock_order`
+/// the per-CPU lists hold.
+const COSTLY_ORDER: u8 = 3;
+
 /// What a trace shows of one CPU's per-CPU lists as it began.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct ListEvidence {
@@ -90,6 +96,9 @@ pub(super) struct ListEvidence {
     /// them: trace pfn, and the list's migratetype (the request's for an
     /// allocation, the printed one for a drain), in trace order.
     pub(super) pages: Vec<(u64, Migratetype)>,
+    /// The same for blocks of order 1 to `PAGE_ALLOC_COSTLY_ORDER`, with
+    /// their order.
+    pub(super) blocks: Vec<(u64, Order, Migratetype)>,
     /// The order-0 migratetypes the recording refilled this CPU's lists
     /// for (`percpu_refill=1` at order 0).
     pub(super) refilled: [bool; MIGRATE_PCPTYPES],
@@ -124,10 +133,15 @@ pub(super) fn list_evidence(events: &[Event]) -> FxHashMap<u16, ListEvidence> {
         };
         if let Some(mt) = mt
             && first
-            && e.order == 0
+            && e.order <= COSTLY_ORDER
             && mt.index() < MIGRATE_PCPTYPES
         {
-            out.entry(e.cpu).or_default().pages.push((pfn, mt));
+            let cpu = out.entry(e.cpu).or_default();
+            if e.order == 0 {
+                cpu.pages.push((pfn, mt));
+            } else {
+                cpu.blocks.push((pfn, Order::new(e.order), mt));
+            }
         }
     }
     out
@@ -224,6 +238,11 @@ impl Prior {
             zone.filter(|z| sets.iter().any(|s| s.1 == *z)).or(home)
         };
         let zones: Vec<Option<ZoneId>> = evidence.pages.iter().map(|&(p, _)| zone_of(p)).collect();
+        let block_zones: Vec<Option<ZoneId>> = evidence
+            .blocks
+            .iter()
+            .map(|&(p, _, _)| zone_of(p))
+            .collect();
         for &(_, zid, count, high) in &sets {
             handle.restore_high(zid, high);
             let mut seeded = 0;
@@ -233,6 +252,14 @@ impl Prior {
                 {
                     handle.free_pages(pfn, Order::ZERO)?;
                     seeded += 1;
+                }
+            }
+            for (&(_, order, mt), zone) in evidence.blocks.iter().zip(&block_zones) {
+                if *zone == Some(zid)
+                    && let Some(pfn) = self.take_block(alloc, zid.get(), order, mt)
+                {
+                    handle.free_pages(pfn, order)?;
+                    seeded += order.nr_pages();
                 }
             }
             let unrefilled = (0..MIGRATE_PCPTYPES)
@@ -271,6 +298,26 @@ impl Prior {
             return Ok(None);
         };
         self.take_in(alloc, zone, None)
+    }
+
+    /// A held block of zone id `zone` of exactly `order` in a pageblock of
+    /// migratetype `mt`, unsplit; `None` when the zone holds none.
+    fn take_block<M: BuddyModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zone: u8,
+        order: Order,
+        mt: Migratetype,
+    ) -> Option<Pfn> {
+        let held = self.zones.get_mut(&zone)?;
+        let slot = held.blocks.iter_mut().rev().find(|b| {
+            b.is_some_and(|(pfn, o)| {
+                o == order && alloc.model().get_pfnblock_migratetype(pfn) == mt
+            })
+        })?;
+        let (pfn, _) = slot.take()?;
+        self.freed_pages += order.nr_pages();
+        Some(pfn)
     }
 
     /// A held order-0 page of zone id `zone` — with `mt`, one of a
@@ -385,9 +432,10 @@ mod tests {
         }
     }
 
-    /// An allocation the trace shows first is evidence of the lists, one
-    /// whose pfn an earlier event named (a refill, a free, another
-    /// allocation, on any CPU) or of a higher order is not; a drain of a
+    /// An allocation the trace shows first is evidence of the lists (a
+    /// block of order 1 to 3 among their blocks), one whose pfn an
+    /// earlier event named (a refill, a free, another allocation, on any
+    /// CPU) or of an order the lists do not hold below a pageblock is not; a drain of a
     /// page no event named is, on its printed migratetype's list; an
     /// order-0 `percpu_refill=1` marks its migratetype refilled.
     #[test]
@@ -409,6 +457,7 @@ mod tests {
             event(EventKind::PcpuDrain, 1, 40, 0, 2),
             event(EventKind::PcpuDrain, 1, 41, 0, 3),
             alloc(1, 50, 2, Gfp::KERNEL),
+            alloc(1, 70, 4, Gfp::KERNEL),
             alloc(1, 10, 0, Gfp::KERNEL),
             alloc(1, 60, 0, Gfp::KERNEL),
         ];
@@ -417,6 +466,7 @@ mod tests {
             evidence[&0],
             ListEvidence {
                 pages: vec![(10, Migratetype::Movable)],
+                blocks: Vec::new(),
                 refilled: [true, false, false],
             }
         );
@@ -424,6 +474,7 @@ mod tests {
             evidence[&1],
             ListEvidence {
                 pages: vec![(40, Migratetype::Reclaimable), (60, Migratetype::Unmovable)],
+                blocks: vec![(50, Order::new(2), Migratetype::Unmovable)],
                 refilled: [false; MIGRATE_PCPTYPES],
             }
         );
@@ -528,6 +579,7 @@ mod tests {
             pages: (0..shown)
                 .map(|i| (first + i, Migratetype::Movable))
                 .collect(),
+            blocks: Vec::new(),
             refilled: [false, true, false],
         };
         assert!(count > shown + 2, "{count}");
