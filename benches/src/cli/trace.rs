@@ -117,7 +117,9 @@ pub struct ReplayArgs {
     /// `snapshot:FILE`, or `recorded` (the snapshot a recording made
     /// with `trace record --snapshot` carries from its start): every
     /// model starts from its free blocks per zone, order and migratetype,
-    /// the rest allocated (docs/snapshots.md); the layout is the
+    /// the rest allocated (docs/snapshots.md), and each CPU's per-CPU
+    /// lists from its zoneinfo and what the trace shows on them
+    /// (docs/trace.md); the layout is the
     /// snapshot's (with `recorded`, the recording's) unless --layout names
     /// another.
     #[arg(long = "start-state", value_parser = replay_state::parse_start)]

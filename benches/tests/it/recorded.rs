@@ -184,7 +184,8 @@ fn a_start_state_serves_earlier_frees_and_counts_per_cpu() {
 
 /// This machine's own recording with its snapshots (Linux 6.18 in lazy
 /// deferred init): the replay starts in deferred init from the first
-/// snapshot, ends close to the second, and holds its counts.
+/// snapshot, ends close to the second, and holds its counts, its per-CPU
+/// refills among them.
 #[test]
 fn this_machines_recording_replays_from_its_own_snapshots() {
     // Measured at 0.015.
@@ -208,4 +209,13 @@ fn this_machines_recording_replays_from_its_own_snapshots() {
     let d = row["end_state"]["order_distance"].as_f64().unwrap();
     assert!((0.0..DISTANCE_BOUND).contains(&d), "{d}: {out}");
     assert_eq!(report["start_state"]["deferred_init"], true);
+    // The kernel refilled no list while it ran: its lists held what the
+    // workload asked for. Seeded with the pages and the order-3 block the
+    // trace shows on each CPU's lists, the replay's refill none either.
+    let per_cpu = row["allocator"]["per_cpu"].as_array().unwrap();
+    assert_eq!(per_cpu.len(), 2, "{out}");
+    for cpu in per_cpu {
+        assert_eq!(cpu["trace_refills"], 0, "{out}");
+        assert_eq!(cpu["refill_blocks"], 0, "{out}");
+    }
 }

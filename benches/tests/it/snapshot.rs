@@ -453,7 +453,9 @@ fn a_replay_ends_beside_the_machines_free_lists() {
     // A replay from the guest's free lists, held against them at the end.
     let replay = |trace: &str, models: &str| {
         let j = json.to_str().unwrap();
-        let args = ["replay", trace, "--model", models, "--trials", "1"];
+        let args = [
+            "replay", trace, "--model", models, "--trials", "1", "--verify",
+        ];
         let states = ["--start-state", &state, "--end-state", &state];
         stdout(&pfnlab(&[&args[..], &states, &["--json", j]].concat()))
     };
@@ -469,6 +471,8 @@ fn a_replay_ends_beside_the_machines_free_lists() {
     let rows = report["results"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for row in rows {
+        // Its frees of the start state's allocated pages are no misuse.
+        assert_eq!(row["verify_failures"], 0, "{out}");
         let end = &row["end_state"];
         let whole = end["order_distance"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&whole), "{end}");

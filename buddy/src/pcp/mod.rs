@@ -128,6 +128,10 @@ struct Pcp<P> {
     /// `PCPF_PREV_FREE_HIGH_ORDER`: the last free was of an order from 1
     /// to `PAGE_ALLOC_COSTLY_ORDER`.
     prev_free_high_order: bool,
+    /// `PCPF_FREE_HIGH_BATCH` (6.7): this CPU's share of its last-level
+    /// cache holds more than three batches, so `free_high` waits for a
+    /// `batch` on the lists ([`PerCpu::update_cacheinfo`]).
+    free_high_batch: bool,
     /// Allocations and frees per order not yet folded into the zone's
     /// statistics (the kernel's per-CPU vm event counters).
     pending_allocs: [u64; NR_PAGE_ORDERS],

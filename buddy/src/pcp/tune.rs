@@ -17,11 +17,13 @@
 //! lowers `high` by an eighth towards `high_min` and drains what is above
 //! it.
 //!
+//! With `PCPF_FREE_HIGH_BATCH` ([`PerCpu::update_cacheinfo`]) `free_high`
+//! also waits for a `batch` on the lists.
+//!
 //! Not modelled: `ZONE_RECLAIM_ACTIVE` (set by kswapd, which pfnlab does
-//! not have), `PCPF_FREE_HIGH_BATCH` (set by `zone_pcp_update_cacheinfo`
-//! when a CPU's share of the data cache holds more than three batches;
-//! pfnlab reads no cache sizes for the lists), and the NUMA expiry that drains a remote
-//! zone's lists after three idle vmstat ticks.
+//! not have), and the NUMA expiry that drains a remote zone's lists after
+//! three idle vmstat ticks (`refresh_cpu_vm_stats` drains no zone of the
+//! CPU's own node).
 
 use super::{PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX, Pcp, PerCpu};
 use crate::alloc::Allocator;
@@ -39,8 +41,10 @@ impl<P: BuddyPage> Pcp<P> {
         self.alloc_factor >>= 1;
         let batch = u64::from(self.batch);
         let high_order = order.get() > 0 && order.get() <= PAGE_ALLOC_COSTLY_ORDER;
-        let free_high =
-            high_order && self.prev_free_high_order && self.free_count >= self.free_high_count;
+        let free_high = high_order
+            && self.prev_free_high_order
+            && self.free_count >= self.free_high_count
+            && (!self.free_high_batch || self.count >= batch);
         self.prev_free_high_order = high_order;
         if self.free_count < batch << PCP_BATCH_SCALE_MAX {
             self.free_count += order.nr_pages();
@@ -219,6 +223,29 @@ impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
             }
             _ => false,
         }
+    }
+
+    /// `zone_pcp_update_cacheinfo` for every zone, as the kernel runs it
+    /// for a CPU once its cache sizes are known: `PCPF_FREE_HIGH_BATCH`
+    /// set where `slice_bytes`, this CPU's share of its last-level data
+    /// cache (`per_cpu_data_slice_size`, `94a3bfe4073c` "cacheinfo:
+    /// calculate size of per-CPU data cache slice"), holds more than three
+    /// batches of pages, cleared elsewhere. With it set a run of
+    /// high-order frees drains (`free_high`) only once the lists hold a
+    /// `batch`, so that a CPU whose cache can hold the pages keeps them
+    /// (`362d37a106dd` "mm, pcp: reduce lock contention for draining
+    /// high-order pages", 6.7). A handle starts with it clear, as a CPU
+    /// does before its cache is known. False, with nothing changed, in an
+    /// era without 6.7's tuning.
+    pub fn update_cacheinfo(&mut self, slice_bytes: u64) -> bool {
+        if !self.alloc.path.pcp_high_tuning {
+            return false;
+        }
+        let pages = slice_bytes >> self.alloc.model.geometry().page_shift();
+        for p in &mut self.pcp {
+            p.free_high_batch = pages > 3 * u64::from(p.batch);
+        }
+        true
     }
 
     /// Blocks this CPU's refills took from the zones and its drains gave

@@ -2,7 +2,8 @@
 //! `free_factor` (a drain at `high` frees `batch << free_factor`, the
 //! factor growing with each drain and halved by each allocation) and
 //! 5.18's `free_high` (a high-order free while frees dominate empties the
-//! lists); and every era conserving pages through its lists.
+//! lists), with 6.7's `PCPF_FREE_HIGH_BATCH`; and every era conserving
+//! pages through its lists.
 
 use buddy::testing::{Reference, check_conservation};
 use buddy::{Allocator, Era, Gfp, Kernel, Options, ZoneId};
@@ -105,6 +106,39 @@ fn free_high_empties_the_lists_from_5_18() {
         cpu.free_pages(pair, Order::new(1)).unwrap();
         let want = if era >= Era::V6_1 { 0 } else { before + 2 };
         assert_eq!(cpu.count(DMA32), want, "{era}");
+    }
+}
+
+/// 6.7 on (6.12 here): once a `free_high` drain has emptied the lists, the
+/// next order-1 free drains them again, unless the CPU's cache holds more
+/// than three batches (`PCPF_FREE_HIGH_BATCH`): then it waits for a
+/// `batch` on the lists. Eras before 6.7 have no flag to set.
+#[test]
+fn free_high_batch_holds_a_drain_back_below_a_batch() {
+    assert!(
+        !allocator(Era::V6_6)
+            .cpu_on(NodeId::ZERO)
+            .unwrap()
+            .update_cacheinfo(1 << 30)
+    );
+    let batch_bytes = u64::from(BATCH) * 4096;
+    for (slice, kept) in [(0, 0), (3 * batch_bytes, 0), (1 << 30, 2)] {
+        let alloc = allocator(Era::V6_12);
+        let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
+        assert!(cpu.update_cacheinfo(slice));
+        let pairs: Vec<Pfn> = (0..16)
+            .map(|_| cpu.alloc_pages(Order::new(1), Gfp::DMA32).unwrap())
+            .collect();
+        // Free pairs until a `free_high` drain empties the lists.
+        let mut rest = pairs.iter();
+        let emptied = rest.by_ref().any(|&pfn| {
+            cpu.free_pages(pfn, Order::new(1)).unwrap();
+            cpu.count(DMA32) == 0
+        });
+        assert!(emptied, "slice {slice}: a free_high drain");
+        let next = *rest.next().unwrap();
+        cpu.free_pages(next, Order::new(1)).unwrap();
+        assert_eq!(cpu.count(DMA32), kept, "slice {slice}");
     }
 }
 

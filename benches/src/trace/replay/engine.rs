@@ -14,7 +14,7 @@ use sparsemem::{Layout, Migratetype, NodeId, Order, Pfn};
 use super::end_state::{EndState, FreeState};
 use super::exact::ExactResult;
 use super::per_cpu::{CpuCounts, per_cpu_counts};
-use super::prior::{FromStart, Prior};
+use super::prior::{FromStart, Prior, list_evidence};
 use super::read::ReadTrace;
 use super::sample::{Series, sample};
 use crate::free_memory::FragSample;
@@ -83,6 +83,13 @@ pub struct EventCounts {
     /// Of those, order-0 frees the replay served from the memory a start
     /// state left allocated (`prior`).
     pub prior_frees: u64,
+    /// Pages a start state's snapshot showed on the per-CPU lists that the
+    /// replay seeded its lists with, those the trace shows there first
+    /// (`prior`).
+    pub seeded_list_pages: u64,
+    /// Pages of the snapshot's per-CPU `count`s left out: no list the
+    /// trace allows held them, or the zone held too few pages.
+    pub unseeded_list_pages: u64,
     /// Frees of another order than the allocation's (skipped).
     pub order_mismatch_frees: u64,
     /// Allocations of a trace pfn the replay still held (its free was not
@@ -377,7 +384,15 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
         layout: &'a Layout,
         verify: bool,
         from_start: &FromStart,
+        events: &[Event],
     ) -> Self {
+        // What the trace shows of the lists, wanted only where a start
+        // state seeds them.
+        let evidence = if from_start.has_pagesets() {
+            list_evidence(events)
+        } else {
+            FxHashMap::default()
+        };
         State {
             alloc,
             layout,
@@ -393,7 +408,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
             alloc_cycles: 0,
             free_cycles: 0,
             vmstat_periods: Vec::new(),
-            prior: Prior::new(alloc, from_start),
+            prior: Prior::new(alloc, from_start, evidence),
             trace_cpus: BTreeMap::new(),
         }
     }
@@ -432,8 +447,11 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
         self.blocks.insert(start, end);
     }
 
-    fn free(&mut self, cpu: u16, pfn: Pfn, order: Order) -> Result<(), AllocError> {
-        if self.verify && self.blocks.remove(&pfn.get()).is_none() {
+    /// Frees a block the replay allocated (`--verify` checks it held it),
+    /// or with `prior` a page of the start state's allocated memory, which
+    /// no event allocated.
+    fn free(&mut self, cpu: u16, pfn: Pfn, order: Order, prior: bool) -> Result<(), AllocError> {
+        if self.verify && !prior && self.blocks.remove(&pfn.get()).is_none() {
             self.fail_verify(format!("free of {pfn}/{order}, which is not held"));
         }
         let handle = self.cpu(cpu)?;
@@ -456,7 +474,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
                 };
                 if let Some((pfn, order, _)) = self.held.remove(&trace_pfn) {
                     self.events.untraced_frees += 1;
-                    self.free(e.cpu, pfn, order)?;
+                    self.free(e.cpu, pfn, order, false)?;
                     self.events.frees -= 1;
                 }
                 self.freed.remove(&trace_pfn);
@@ -493,7 +511,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
                             && let Some(pfn) = self.prior.take(self.alloc, trace_pfn)?
                         {
                             self.events.prior_frees += 1;
-                            self.free(e.cpu, pfn, Order::ZERO)?;
+                            self.free(e.cpu, pfn, Order::ZERO, true)?;
                         }
                     }
                     Some(&(_, order, _)) if order.get() != e.order => {
@@ -501,7 +519,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
                     }
                     Some(&(pfn, order, _)) => {
                         self.held.remove(&trace_pfn);
-                        self.free(e.cpu, pfn, order)?;
+                        self.free(e.cpu, pfn, order, false)?;
                     }
                 }
             }
@@ -546,7 +564,7 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
     from_start: &FromStart,
     progress: &dyn Fn(u64),
 ) -> Result<Pass, TraceError> {
-    let mut state = State::new(alloc, layout, options.verify, from_start);
+    let mut state = State::new(alloc, layout, options.verify, from_start, &trace.events);
     let mut series = Series::new(options.sample_every);
     series.start(|| sample(alloc, 0, &state.held));
     let start = Instant::now();
@@ -568,7 +586,7 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
     let State {
         cpus,
         held,
-        events,
+        mut events,
         alloc_cycles,
         free_cycles,
         verify_failures,
@@ -586,6 +604,8 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
         pagetypeinfo: Some(alloc.pagetypeinfo()),
     });
     drop(cpus);
+    events.seeded_list_pages = prior.seeded_pages;
+    events.unseeded_list_pages = prior.unseeded_pages;
     let held_pages: u64 = held.values().map(|(_, o, _)| o.nr_pages()).sum();
     let ns_per_cycle = 1e9 / tsc_hz() as f64;
     Ok(Pass {

@@ -20,14 +20,29 @@
 //! ([`PerCpu::restore_high`]) and `count` of the held pages of that zone
 //! are freed onto its lists, the pages the start state counted as
 //! allocated because buddyinfo leaves them out. Which orders and
-//! migratetypes the machine's lists held is not printed: they start as
-//! order-0 pages of their pageblocks' migratetypes.
+//! migratetypes the machine's lists held is not printed, but the trace
+//! shows part of it ([`ListEvidence`]): a page a CPU allocates, or its
+//! drain gives back, before any event has named it (no refill took it
+//! from the zone, no free put it on a list) was on that CPU's lists when
+//! the recording began. Those order-0 pages are seeded first, each on the
+//! list of its migratetype (a held page of a pageblock of that type, so
+//! that the free files it there). The rest of `count` sat on lists the
+//! recording never emptied: a list it refilled was empty at its first
+//! refill, so it had held only the pages the trace shows. That rest goes on
+//! an order-0 list of a migratetype this CPU's lists were never refilled
+//! for, where it counts towards `count` and the drains but serves only
+//! allocations the kernel also served from its lists; with none such it
+//! is left out. A block of order 1 to 3 the trace shows there is seeded
+//! when the start state left a block of that order allocated in a
+//! pageblock of its migratetype (its held blocks split into pages only,
+//! so a larger one cannot give it).
 
 use buddy::{AllocError, Allocator, BuddyModel, FreeError, PerCpu, Variant, ZoneId};
-use rustc_hash::FxHashMap;
-use sparsemem::{Order, PageLayout, Pfn};
+use rustc_hash::{FxHashMap, FxHashSet};
+use sparsemem::{MIGRATE_PCPTYPES, MIGRATE_TYPES, Migratetype, Order, PageLayout, Pfn};
 
 use crate::snapshot::StartState;
+use crate::trace::{Event, EventKind};
 
 /// What a start state hands a pass: the blocks it left allocated, and the
 /// pagesets its snapshot showed, as `(cpu, zone, count, high)`.
@@ -62,13 +77,90 @@ impl FromStart {
     pub(super) fn pages(&self) -> u64 {
         self.blocks.iter().map(|(_, o)| o.nr_pages()).sum()
     }
+
+    /// Whether the start state shows any CPU's lists (so a pass seeds
+    /// them, and wants the trace's [`ListEvidence`]).
+    pub(super) fn has_pagesets(&self) -> bool {
+        !self.pagesets.is_empty()
+    }
 }
 
-/// One zone's held memory: pages ready to free, and blocks not yet split.
+/// `PAGE_ALLOC_COSTLY_ORDER`: the highest order below `pageblock_order`
+/// the per-CPU lists hold.
+const COSTLY_ORDER: u8 = 3;
+
+/// What a trace shows of one CPU's per-CPU lists as it began.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct ListEvidence {
+    /// Order-0 pages this CPU allocated or drained before any event named
+    /// them: trace pfn, and the list's migratetype (the request's for an
+    /// allocation, the printed one for a drain), in trace order.
+    pub(super) pages: Vec<(u64, Migratetype)>,
+    /// The same for blocks of order 1 to `PAGE_ALLOC_COSTLY_ORDER`, with
+    /// their order.
+    pub(super) blocks: Vec<(u64, Order, Migratetype)>,
+    /// The order-0 migratetypes the recording refilled this CPU's lists
+    /// for (`percpu_refill=1` at order 0).
+    pub(super) refilled: [bool; MIGRATE_PCPTYPES],
+}
+
+/// Each trace CPU's [`ListEvidence`], from every event in trace order. A
+/// pfn counts as named once any event carries it (an allocation, a free,
+/// a block taken under the zone lock or drained), on any CPU: a later
+/// allocation of it may have come from the zone or another list.
+pub(super) fn list_evidence(events: &[Event]) -> FxHashMap<u16, ListEvidence> {
+    let mut named: FxHashSet<u64> = FxHashSet::default();
+    let mut out: FxHashMap<u16, ListEvidence> = FxHashMap::default();
+    for e in events {
+        let Some(pfn) = e.pfn else { continue };
+        let first = named.insert(pfn);
+        let mt = match e.kind {
+            EventKind::Alloc => Some(e.gfp.migratetype()),
+            EventKind::PcpuDrain => usize::try_from(e.migratetype)
+                .ok()
+                .filter(|&i| i < MIGRATE_PCPTYPES)
+                .map(|i| Migratetype::ALL[i]),
+            EventKind::AllocZoneLocked => {
+                if e.percpu_refill && e.order == 0 {
+                    let mt = usize::try_from(e.migratetype).ok();
+                    if let Some(i) = mt.filter(|&i| i < MIGRATE_PCPTYPES) {
+                        out.entry(e.cpu).or_default().refilled[i] = true;
+                    }
+                }
+                None
+            }
+            EventKind::Free | EventKind::FreeBatched => None,
+        };
+        if let Some(mt) = mt
+            && first
+            && e.order <= COSTLY_ORDER
+            && mt.index() < MIGRATE_PCPTYPES
+        {
+            let cpu = out.entry(e.cpu).or_default();
+            if e.order == 0 {
+                cpu.pages.push((pfn, mt));
+            } else {
+                cpu.blocks.push((pfn, Order::new(e.order), mt));
+            }
+        }
+    }
+    out
+}
+
+/// One zone's held memory: pages ready to free, and blocks not yet split
+/// (`None` once taken), with where each migratetype's search for a block
+/// has got to.
 #[derive(Default)]
 struct Held {
+    /// Pages split off for no migratetype in particular.
     pages: Vec<Pfn>,
-    blocks: Vec<(Pfn, Order)>,
+    /// Pages split off a block taken for a migratetype, by their own
+    /// pageblock's.
+    typed: [Vec<Pfn>; MIGRATE_TYPES],
+    blocks: Vec<Option<(Pfn, Order)>>,
+    /// Blocks below this index hold no more of the migratetype's
+    /// pageblocks' heads untaken; `None` before its first search.
+    cursor: [Option<usize>; MIGRATE_TYPES],
 }
 
 /// The start state's allocated memory, by zone id.
@@ -76,16 +168,22 @@ struct Held {
 pub(super) struct Prior {
     zones: FxHashMap<u8, Held>,
     pagesets: Vec<(u16, ZoneId, u64, u64)>,
+    evidence: FxHashMap<u16, ListEvidence>,
     /// Pages freed from it so far.
     pub(super) freed_pages: u64,
+    /// Pages of the snapshots' `count`s seeded onto the lists, and those
+    /// that found no list to go on or no held page.
+    pub(super) seeded_pages: u64,
+    pub(super) unseeded_pages: u64,
 }
 
 impl Prior {
     /// The blocks a start state left allocated (`(head, order)`), each
-    /// filed under its zone.
+    /// filed under its zone, and what the trace shows of the CPUs' lists.
     pub(super) fn new<M: BuddyModel, V: Variant>(
         alloc: &Allocator<M, V>,
         start: &FromStart,
+        evidence: FxHashMap<u16, ListEvidence>,
     ) -> Prior {
         let mut zones: FxHashMap<u8, Held> = FxHashMap::default();
         for &(pfn, order) in start.blocks.iter().rev() {
@@ -94,19 +192,27 @@ impl Prior {
                     .entry(page.zone_id())
                     .or_default()
                     .blocks
-                    .push((pfn, order));
+                    .push(Some((pfn, order)));
             }
         }
         Prior {
             zones,
             pagesets: start.pagesets.clone(),
+            evidence,
             freed_pages: 0,
+            seeded_pages: 0,
+            unseeded_pages: 0,
         }
     }
 
     /// Seeds a new handle for trace CPU `cpu` with the snapshot's
-    /// pagesets of that CPU: `high` restored, `count` held pages of the
-    /// zone freed onto its lists (fewer if the zone holds fewer).
+    /// pagesets of that CPU: `high` restored, and `count` held pages of
+    /// the zone freed onto its lists — first those the trace shows there,
+    /// each on its migratetype's list, then the rest on a list the
+    /// recording never refilled (module documentation); fewer if the zone
+    /// holds fewer. A page the trace shows at a pfn in none of the CPU's
+    /// zones here (a trace replayed on another machine's state) is
+    /// seeded in its highest zone.
     pub(super) fn seed<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
@@ -119,14 +225,57 @@ impl Prior {
             .filter(|s| s.0 == cpu)
             .copied()
             .collect();
-        for (_, zid, count, high) in sets {
+        let evidence = self.evidence.get(&cpu).cloned().unwrap_or_default();
+        // Each page the trace shows goes to the zone of the model's page at
+        // its pfn; one of a pfn in none of these zones (a trace of another
+        // machine) to the CPU's highest, where its requests are served.
+        let home = sets.iter().map(|s| s.1).max();
+        let zone_of = |trace_pfn: u64| {
+            let zone = alloc
+                .model()
+                .pfn_to_page(Pfn::new(trace_pfn))
+                .map(|p| ZoneId::new(p.zone_id()));
+            zone.filter(|z| sets.iter().any(|s| s.1 == *z)).or(home)
+        };
+        let zones: Vec<Option<ZoneId>> = evidence.pages.iter().map(|&(p, _)| zone_of(p)).collect();
+        let block_zones: Vec<Option<ZoneId>> = evidence
+            .blocks
+            .iter()
+            .map(|&(p, _, _)| zone_of(p))
+            .collect();
+        for &(_, zid, count, high) in &sets {
             handle.restore_high(zid, high);
-            for _ in 0..count {
-                let Some(pfn) = self.take_in(alloc, zid.get())? else {
-                    break;
-                };
-                handle.free_pages(pfn, Order::ZERO)?;
+            let mut seeded = 0;
+            for (&(_, mt), zone) in evidence.pages.iter().zip(&zones) {
+                if *zone == Some(zid)
+                    && let Some(pfn) = self.take_in(alloc, zid.get(), Some(mt))?
+                {
+                    handle.free_pages(pfn, Order::ZERO)?;
+                    seeded += 1;
+                }
             }
+            for (&(_, order, mt), zone) in evidence.blocks.iter().zip(&block_zones) {
+                if *zone == Some(zid)
+                    && let Some(pfn) = self.take_block(alloc, zid.get(), order, mt)
+                {
+                    handle.free_pages(pfn, order)?;
+                    seeded += order.nr_pages();
+                }
+            }
+            let unrefilled = (0..MIGRATE_PCPTYPES)
+                .filter(|&i| !evidence.refilled[i])
+                .map(|i| Migratetype::ALL[i]);
+            for mt in unrefilled {
+                while seeded < count {
+                    let Some(pfn) = self.take_in(alloc, zid.get(), Some(mt))? else {
+                        break;
+                    };
+                    handle.free_pages(pfn, Order::ZERO)?;
+                    seeded += 1;
+                }
+            }
+            self.seeded_pages += seeded;
+            self.unseeded_pages += count.saturating_sub(seeded);
         }
         Ok(())
     }
@@ -148,35 +297,118 @@ impl Prior {
         else {
             return Ok(None);
         };
-        self.take_in(alloc, zone)
+        self.take_in(alloc, zone, None)
     }
 
-    /// A held order-0 page of zone id `zone`, a block split to get one;
-    /// `None` when the zone holds nothing.
+    /// A held block of zone id `zone` of exactly `order` in a pageblock of
+    /// migratetype `mt`, unsplit; `None` when the zone holds none.
+    fn take_block<M: BuddyModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        zone: u8,
+        order: Order,
+        mt: Migratetype,
+    ) -> Option<Pfn> {
+        let held = self.zones.get_mut(&zone)?;
+        let slot = held.blocks.iter_mut().rev().find(|b| {
+            b.is_some_and(|(pfn, o)| {
+                o == order && alloc.model().get_pfnblock_migratetype(pfn) == mt
+            })
+        })?;
+        let (pfn, _) = slot.take()?;
+        self.freed_pages += order.nr_pages();
+        Some(pfn)
+    }
+
+    /// A held order-0 page of zone id `zone` — with `mt`, one of a
+    /// pageblock of that migratetype — a block split to get one; `None`
+    /// when the zone holds no such page.
     fn take_in<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
         zone: u8,
+        mt: Option<Migratetype>,
     ) -> Result<Option<Pfn>, FreeError> {
         let Some(held) = self.zones.get_mut(&zone) else {
             return Ok(None);
         };
-        if held.pages.is_empty() {
-            let Some((pfn, order)) = held.blocks.pop() else {
-                return Ok(None);
-            };
-            alloc.split_page(pfn, order)?;
-            held.pages
-                .extend((0..order.nr_pages()).rev().map(|i| pfn + i));
-        }
-        self.freed_pages += 1;
-        Ok(held.pages.pop())
+        let page = match mt {
+            None => held.take_any(alloc)?,
+            Some(mt) => held.take_typed(alloc, mt)?,
+        };
+        self.freed_pages += u64::from(page.is_some());
+        Ok(page)
     }
 }
 
 impl Held {
     fn any(&self) -> bool {
-        !self.pages.is_empty() || !self.blocks.is_empty()
+        !self.pages.is_empty()
+            || self.typed.iter().any(|p| !p.is_empty())
+            || self.blocks.iter().any(Option::is_some)
+    }
+
+    /// Any held page: one split off before, else the last untaken block's.
+    fn take_any<M: BuddyModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+    ) -> Result<Option<Pfn>, FreeError> {
+        if let Some(pfn) = self.pages.pop() {
+            return Ok(Some(pfn));
+        }
+        if let Some(pfn) = self.typed.iter_mut().find_map(Vec::pop) {
+            return Ok(Some(pfn));
+        }
+        while let Some(slot) = self.blocks.pop() {
+            if let Some((pfn, order)) = slot {
+                alloc.split_page(pfn, order)?;
+                self.pages
+                    .extend((0..order.nr_pages()).rev().map(|i| pfn + i));
+                return Ok(self.pages.pop());
+            }
+        }
+        Ok(None)
+    }
+
+    /// A held page of a pageblock of migratetype `mt`: one split off
+    /// before, else from the last untaken block whose head's pageblock is
+    /// of that type, its pages filed by their own pageblocks'.
+    fn take_typed<M: BuddyModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        mt: Migratetype,
+    ) -> Result<Option<Pfn>, FreeError> {
+        let m = mt.index();
+        loop {
+            if let Some(pfn) = self.typed[m].pop() {
+                return Ok(Some(pfn));
+            }
+            // `take_any` may have shortened the blocks since.
+            let mut i = self.cursor[m]
+                .unwrap_or(self.blocks.len())
+                .min(self.blocks.len());
+            let found = loop {
+                if i == 0 {
+                    break None;
+                }
+                i -= 1;
+                if let Some((pfn, order)) = self.blocks[i]
+                    && alloc.model().get_pfnblock_migratetype(pfn) == mt
+                {
+                    self.blocks[i] = None;
+                    break Some((pfn, order));
+                }
+            };
+            self.cursor[m] = Some(i);
+            let Some((pfn, order)) = found else {
+                return Ok(None);
+            };
+            alloc.split_page(pfn, order)?;
+            for page in (0..order.nr_pages()).rev().map(|i| pfn + i) {
+                let own = alloc.model().get_pfnblock_migratetype(page);
+                self.typed[own.index()].push(page);
+            }
+        }
     }
 }
 
@@ -184,11 +416,69 @@ impl Held {
 mod tests {
     use std::path::Path;
 
-    use buddy::{Kernel, Options};
+    use buddy::{Gfp, Kernel, Options};
     use sparsemem::{MemoryModel, SparseExtreme};
 
     use super::*;
     use crate::snapshot::Snapshot;
+
+    /// A trace event of `kind` on `cpu` at `pfn`.
+    fn event(kind: EventKind, cpu: u16, pfn: u64, order: u8, mt: i8) -> Event {
+        Event {
+            pfn: Some(pfn),
+            order,
+            migratetype: mt,
+            ..Event::new(0, 0, cpu, kind)
+        }
+    }
+
+    /// An allocation the trace shows first is evidence of the lists (a
+    /// block of order 1 to 3 among their blocks), one whose pfn an
+    /// earlier event named (a refill, a free, another allocation, on any
+    /// CPU) or of an order the lists do not hold below a pageblock is not; a drain of a
+    /// page no event named is, on its printed migratetype's list; an
+    /// order-0 `percpu_refill=1` marks its migratetype refilled.
+    #[test]
+    fn the_trace_shows_the_pages_no_event_named_first() {
+        let alloc = |cpu, pfn, order, gfp| Event {
+            gfp,
+            ..event(EventKind::Alloc, cpu, pfn, order, -1)
+        };
+        let refill = Event {
+            percpu_refill: true,
+            ..event(EventKind::AllocZoneLocked, 0, 20, 0, 0)
+        };
+        let events = [
+            alloc(0, 10, 0, Gfp::HIGHUSER_MOVABLE),
+            refill,
+            alloc(0, 20, 0, Gfp::KERNEL),
+            event(EventKind::Free, 1, 30, 0, -1),
+            alloc(1, 30, 0, Gfp::KERNEL),
+            event(EventKind::PcpuDrain, 1, 40, 0, 2),
+            event(EventKind::PcpuDrain, 1, 41, 0, 3),
+            alloc(1, 50, 2, Gfp::KERNEL),
+            alloc(1, 70, 4, Gfp::KERNEL),
+            alloc(1, 10, 0, Gfp::KERNEL),
+            alloc(1, 60, 0, Gfp::KERNEL),
+        ];
+        let evidence = list_evidence(&events);
+        assert_eq!(
+            evidence[&0],
+            ListEvidence {
+                pages: vec![(10, Migratetype::Movable)],
+                blocks: Vec::new(),
+                refilled: [true, false, false],
+            }
+        );
+        assert_eq!(
+            evidence[&1],
+            ListEvidence {
+                pages: vec![(40, Migratetype::Reclaimable), (60, Migratetype::Unmovable)],
+                blocks: vec![(50, Order::new(2), Migratetype::Unmovable)],
+                refilled: [false; MIGRATE_PCPTYPES],
+            }
+        );
+    }
 
     /// The Debian 12 guest's snapshot (its saved `/proc` and `/sys`).
     fn guest() -> Snapshot {
@@ -214,7 +504,7 @@ mod tests {
         .unwrap();
         let from_start = FromStart::apply(&start, &mut alloc).unwrap();
         let held = from_start.pages();
-        let mut prior = Prior::new(&alloc, &from_start);
+        let mut prior = Prior::new(&alloc, &from_start, FxHashMap::default());
         let dma32 = alloc
             .zones()
             .iter()
@@ -251,5 +541,66 @@ mod tests {
         cpu.free_pages(pfn, Order::ZERO).unwrap();
         assert_eq!(prior.freed_pages, seeded + 1);
         assert!(prior.freed_pages < held);
+    }
+
+    /// Seeded with the trace's evidence, a CPU's list of a migratetype the
+    /// recording refilled holds exactly the pages the trace shows there
+    /// (its next allocation past them refills), and the rest of the
+    /// snapshot's `count` sits on a list the recording never refilled,
+    /// serving its allocations without a refill.
+    #[test]
+    fn seeding_follows_the_traces_evidence() {
+        let snapshot = guest();
+        let layout = snapshot.layout("guest").unwrap();
+        let start = StartState::of(&snapshot, Path::new("guest"), false, 0).unwrap();
+        let mut alloc = Allocator::<SparseExtreme, Kernel>::new(
+            SparseExtreme::new(&layout).unwrap(),
+            &layout,
+            Options::for_era(buddy::Era::V6_18),
+        )
+        .unwrap();
+        let from_start = FromStart::apply(&start, &mut alloc).unwrap();
+        let dma32 = alloc
+            .zones()
+            .iter()
+            .find(|z| z.kind.name() == "DMA32")
+            .unwrap();
+        let (zid, first) = (dma32.id, dma32.start_pfn().get());
+        let count = start
+            .pagesets()
+            .iter()
+            .find(|s| s.zone == "DMA32" && s.cpu == 0)
+            .unwrap()
+            .count;
+        // Three Movable pages in DMA32 shown on CPU 0's lists; Movable
+        // refilled later, the other types never.
+        let shown = 3;
+        let evidence = ListEvidence {
+            pages: (0..shown)
+                .map(|i| (first + i, Migratetype::Movable))
+                .collect(),
+            blocks: Vec::new(),
+            refilled: [false, true, false],
+        };
+        assert!(count > shown + 2, "{count}");
+        let mut prior = Prior::new(&alloc, &from_start, [(0, evidence)].into_iter().collect());
+        let mut cpu = alloc.cpu_on(layout.first_node()).unwrap();
+        prior.seed(&alloc, &mut cpu, 0).unwrap();
+        assert_eq!(cpu.count(zid), count);
+        assert_eq!((prior.seeded_pages, prior.unseeded_pages), (count, 0));
+        let refills = || alloc.stats_total().pcp_refills;
+        let movable = Gfp::KERNEL | Gfp::MOVABLE | Gfp::DMA32;
+        let unmovable = Gfp::KERNEL | Gfp::DMA32;
+        let before = refills();
+        for _ in 0..shown {
+            cpu.alloc(movable).unwrap();
+        }
+        assert_eq!(refills(), before, "the shown pages served Movable");
+        cpu.alloc(movable).unwrap();
+        assert_eq!(refills(), before + 1, "past them, Movable refills");
+        for _ in 0..2 {
+            cpu.alloc(unmovable).unwrap();
+        }
+        assert_eq!(refills(), before + 1, "the rest serves Unmovable");
     }
 }

@@ -159,8 +159,16 @@ fn spread_lines(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -> St
 
 /// What happened to the trace's events (the same for every model).
 fn events_summary(e: &EventCounts) -> String {
+    let seeded = if e.seeded_list_pages + e.unseeded_list_pages > 0 {
+        format!(
+            "; the start state's per-CPU lists seeded with {} pages, {} of their count left out",
+            e.seeded_list_pages, e.unseeded_list_pages
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "\nevents: {} replayed ({} allocations, {} frees); {} kernel-failed allocations; {} frees of pages allocated before the recording ({} served from the start state's allocated pages), {} of another order, {} untraced; mm_page_free_batched {} paired / {} unpaired; {} zone-locked ({} refills); {} pcp drains; {} other events, {} bad lines skipped\n",
+        "\nevents: {} replayed ({} allocations, {} frees); {} kernel-failed allocations; {} frees of pages allocated before the recording ({} served from the start state's allocated pages), {} of another order, {} untraced{}; mm_page_free_batched {} paired / {} unpaired; {} zone-locked ({} refills); {} pcp drains; {} other events, {} bad lines skipped\n",
         e.events,
         e.allocs,
         e.frees,
@@ -169,6 +177,7 @@ fn events_summary(e: &EventCounts) -> String {
         e.prior_frees,
         e.order_mismatch_frees,
         e.untraced_frees,
+        seeded,
         e.batched_paired,
         e.batched_unpaired,
         e.zone_locked,
