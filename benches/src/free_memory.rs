@@ -116,19 +116,12 @@ pub fn unusable_free_index(nr_free: &[u64], order: usize) -> f64 {
 
 /// `__fragmentation_index`: -1 when a block of `order` is free, 0 when
 /// nothing is free, else how much of the failure is fragmentation (near 1)
-/// rather than lack of memory (near 0).
+/// rather than lack of memory (near 0). An order above
+/// `MAX_PAGE_ORDER_LIMIT` reads as that order.
 pub fn fragmentation_index(nr_free: &[u64], order: usize) -> f64 {
-    let info = buddy::fill_contig_page_info(nr_free, order);
-    if info.free_blocks_total == 0 {
-        return 0.0;
-    }
-    if info.free_blocks_suitable > 0 {
-        return -1.0;
-    }
-    // Integer thousandths, as the kernel computes them.
-    let requested = 1u64 << order;
-    let thousandths = 1000 - (1000 + info.free_pages * 1000 / requested) / info.free_blocks_total;
-    thousandths as f64 / 1000.0
+    let order = Order::saturating(u8::try_from(order).unwrap_or(u8::MAX));
+    // The kernel's integer thousandths (`buddy::fragmentation_index`).
+    f64::from(buddy::fragmentation_index(nr_free, order)) / 1000.0
 }
 
 impl FragSample {
@@ -277,6 +270,9 @@ mod tests {
         // Order 3: 1000 - (1000 + 16 * 1000 / 8) / 10 = 700.
         assert_eq!(fragmentation_index(&nr_free, 3), 0.7);
         assert_eq!(fragmentation_index(&[0, 0], 1), 0.0);
+        // One free page asked for as a pair: the kernel's int goes
+        // below zero (1000 - 1500).
+        assert_eq!(fragmentation_index(&[1, 0], 1), -0.5);
         assert_eq!(unusable_free_index(&[0, 0], 1), 1.0);
     }
 
