@@ -186,8 +186,8 @@ pub use node::{Node, NodeMask};
 pub use pcp::{GFP_NOLOCK, MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD, PerCpu};
 pub use start_state::StartStateError;
 pub use types::{
-    BuddyModel, HighatomicRules, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, NumaEvents, ZoneId, ZoneStats,
-    ZoneType,
+    BuddyModel, HighatomicRules, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, NumaEvents,
+    PAGE_ALLOC_COSTLY_ORDER, ZoneId, ZoneStats, ZoneType,
 };
 pub use variant::{
     Bitmap, Config, Kernel, KernelHoleCheck, NoBitmapAtomic, Up, Variant, VariantName,

@@ -85,10 +85,6 @@ impl FromStart {
     }
 }
 
-/// `PAGE_ALLOC_COSTLY_ORDER`: the highest order below `pageblock_order`
-/// the per-CPU lists hold.
-const COSTLY_ORDER: u8 = 3;
-
 /// What a trace shows of one CPU's per-CPU lists as it began.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct ListEvidence {
@@ -133,7 +129,7 @@ pub(super) fn list_evidence(events: &[Event]) -> FxHashMap<u16, ListEvidence> {
         };
         if let Some(mt) = mt
             && first
-            && e.order <= COSTLY_ORDER
+            && e.order <= buddy::PAGE_ALLOC_COSTLY_ORDER
             && mt.index() < MIGRATE_PCPTYPES
         {
             let cpu = out.entry(e.cpu).or_default();
