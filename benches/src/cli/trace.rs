@@ -87,6 +87,10 @@ pub struct ReplayArgs {
     /// initialised.
     #[arg(long)]
     deferred_init: bool,
+    /// From boot, start every CPU's per-CPU lists empty instead of with the
+    /// pages and blocks the trace shows on them (docs/trace.md).
+    #[arg(long, conflicts_with = "start_state")]
+    empty_lists: bool,
     /// Write every number to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -230,6 +234,7 @@ fn replay_options(args: &ReplayArgs) -> ReplayOptions {
         started: None,
         end_state: false,
         defrag_mode: false,
+        empty_lists: args.empty_lists,
         sample_every: None,
     }
 }

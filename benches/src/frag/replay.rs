@@ -126,6 +126,7 @@ pub fn replay_buddy(
         defrag_mode,
         trials: 1,
         sample_every: Some(every.max(1)),
+        empty_lists: true,
         ..ReplayOptions::default()
     };
     let open = || TraceReader::open(path);

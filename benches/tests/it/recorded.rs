@@ -219,3 +219,67 @@ fn this_machines_recording_replays_from_its_own_snapshots() {
         assert_eq!(cpu["refill_blocks"], 0, "{out}");
     }
 }
+
+/// From boot, the replay seeds each CPU's lists with what the trace shows
+/// on them. The committed recording's first half second, before its
+/// first drain (CPU 1's vmstat work at 0.52 s), then needs exactly the
+/// kernel's refills on each CPU, and drains nothing, as the kernel did.
+/// (Past it, the kernel's lists held pages the recording never names,
+/// which the replay cannot seed: docs/trace.md.)
+#[test]
+fn from_boot_the_lists_start_with_what_the_trace_shows() {
+    let reader = TraceReader::open(Path::new(RECORDING)).unwrap();
+    let header = reader.header().unwrap().clone();
+    let (events, _) = reader.read_all().unwrap();
+    let t0 = events[0].ts_ns;
+    let cut: Vec<_> = events
+        .into_iter()
+        .take_while(|e| e.ts_ns - t0 < 500_000_000)
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("half.trace.zst");
+    write_recording(&trace, &header, &cut).unwrap();
+    let json = tmp.path().join("r.json");
+    let out = replay_flat(trace.to_str().unwrap(), &["--era", "6.18"], &json);
+    assert!(out.contains("per-CPU lists seeded with"), "{out}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &report["results"][0];
+    assert_eq!(row["allocator"]["conserved"], true, "{out}");
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let mut kernel_refills = 0;
+    for cpu in row["allocator"]["per_cpu"].as_array().unwrap() {
+        let (kernel, model) = (n(&cpu["trace_refills"]), n(&cpu["refill_blocks"]));
+        assert!(
+            model.abs_diff(kernel) * 100 <= kernel * 15,
+            "refills {model} against the kernel's {kernel}: {out}"
+        );
+        assert_eq!(n(&cpu["trace_drains"]), 0, "{out}");
+        assert_eq!(n(&cpu["drain_blocks"]), 0, "{out}");
+        kernel_refills += kernel;
+    }
+    assert!(kernel_refills > 100, "a cut with refills: {out}");
+    // With `--empty-lists` the replay refills for the pages it did not
+    // seed, well past the kernel's count.
+    let out = replay_flat(
+        trace.to_str().unwrap(),
+        &["--era", "6.18", "--empty-lists"],
+        &json,
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &report["results"][0];
+    assert_eq!(row["events"]["seeded_list_pages"], 0, "{out}");
+    let refills = n(&row["allocator"]["pcp_refill_blocks"]);
+    assert!(refills * 100 > kernel_refills * 115, "{refills}: {out}");
+    // A start state seeds its lists from its snapshot, so the two are
+    // refused together.
+    let err = refused(&pfnlab(&[
+        "replay",
+        RECORDING,
+        "--empty-lists",
+        "--start-state",
+        "recorded",
+    ]));
+    assert!(err.contains("--empty-lists"), "{err}");
+}

@@ -449,6 +449,38 @@ fn exact_times_the_traces_own_pfns_on_the_recorded_layout() {
     }
 }
 
+/// From boot, a replay seeds the per-CPU lists with the pages the trace
+/// shows on them, which spares it refills; with `empty_lists` (as `bench
+/// frag` reads a trace) it seeds none and refills for them.
+#[test]
+fn from_boot_the_lists_are_seeded_unless_asked_empty() {
+    let path = data(RECORDING);
+    let reader = TraceReader::open(&path).unwrap();
+    let layout = pfnlab::trace::replay::replay_layout(Some(&LayoutSpec::Recorded), reader.header())
+        .unwrap()
+        .layout;
+    let run = |empty_lists| {
+        let options = ReplayOptions {
+            empty_lists,
+            ..ReplayOptions::default()
+        };
+        let mut results = replay(&path, &layout, &[ModelKind::Flat], options);
+        results.pop().unwrap()
+    };
+    let (seeded, empty) = (run(false), run(true));
+    assert!(seeded.events.seeded_list_pages > 0, "{:?}", seeded.events);
+    assert_eq!(empty.events.seeded_list_pages, 0, "{:?}", empty.events);
+    assert!(
+        seeded.allocator.pcp_refill_blocks < empty.allocator.pcp_refill_blocks,
+        "{:?} against {:?}",
+        seeded.allocator,
+        empty.allocator
+    );
+    for r in [&seeded, &empty] {
+        assert!(r.allocator.conserved, "{:?}", r.allocator);
+    }
+}
+
 #[test]
 fn convert_streams_text_into_a_recording() {
     let dir = std::env::temp_dir().join(format!("pfnlab-convert-{}", std::process::id()));

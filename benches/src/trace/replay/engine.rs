@@ -58,6 +58,11 @@ pub struct ReplayOptions {
     /// Run the allocator with `vm.defrag_mode` (6.15 on;
     /// [`buddy::Options::defrag_mode`]).
     pub defrag_mode: bool,
+    /// From boot, start every CPU with empty per-CPU lists instead of the
+    /// pages the trace shows on them (docs/trace.md): the free memory then
+    /// holds only what the recorded workload itself did, as `bench frag`
+    /// reads it. A start state seeds its lists either way.
+    pub empty_lists: bool,
     /// Sample the allocator's free memory ([`FragSample`]) before the
     /// first event, every this many events, and after the last, in the
     /// first pass ([`ReplayResult::series`]). The samples are taken
@@ -83,12 +88,12 @@ pub struct EventCounts {
     /// Of those, order-0 frees the replay served from the memory a start
     /// state left allocated (`prior`).
     pub prior_frees: u64,
-    /// Pages a start state's snapshot showed on the per-CPU lists that the
-    /// replay seeded its lists with, those the trace shows there first
-    /// (`prior`).
+    /// Pages the replay seeded its per-CPU lists with (`prior`): with a
+    /// start state, its snapshot's `count`s, those the trace shows there
+    /// first; from boot, the pages the trace shows there alone.
     pub seeded_list_pages: u64,
-    /// Pages of the snapshot's per-CPU `count`s left out: no list the
-    /// trace allows held them, or the zone held too few pages.
+    /// Pages left out of that seeding: no list the trace allows held
+    /// them, or the zone held too few pages.
     pub unseeded_list_pages: u64,
     /// Frees of another order than the allocation's (skipped).
     pub order_mismatch_frees: u64,
@@ -383,12 +388,13 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
         alloc: &'a Allocator<M, V>,
         layout: &'a Layout,
         verify: bool,
+        empty_lists: bool,
         from_start: &FromStart,
         events: &[Event],
     ) -> Self {
-        // What the trace shows of the lists, wanted only where a start
-        // state seeds them.
-        let evidence = if from_start.has_pagesets() {
+        // What the trace shows of the lists, wanted where they are seeded:
+        // from a start state's pagesets, or from boot.
+        let evidence = if from_start.has_pagesets() || (from_start.is_boot() && !empty_lists) {
             list_evidence(events)
         } else {
             FxHashMap::default()
@@ -564,7 +570,14 @@ pub(super) fn run<M: BuddyModel, V: Variant>(
     from_start: &FromStart,
     progress: &dyn Fn(u64),
 ) -> Result<Pass, TraceError> {
-    let mut state = State::new(alloc, layout, options.verify, from_start, &trace.events);
+    let mut state = State::new(
+        alloc,
+        layout,
+        options.verify,
+        options.empty_lists,
+        from_start,
+        &trace.events,
+    );
     let mut series = Series::new(options.sample_every);
     series.start(|| sample(alloc, 0, &state.held));
     let start = Instant::now();

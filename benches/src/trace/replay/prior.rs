@@ -36,8 +36,15 @@
 //! when the start state left a block of that order allocated in a
 //! pageblock of its migratetype (its held blocks split into pages only,
 //! so a larger one cannot give it).
+//!
+//! A replay from boot (no start state, every page free) has that evidence
+//! alone: each CPU's lists are seeded with the pages and blocks the trace
+//! shows on them, taken from their zones, and no more, since without a
+//! snapshot the lists' `count` is not known. Pages the lists held that
+//! the recording never names (neither allocated nor drained while it
+//! ran) stay in the zones.
 
-use buddy::{AllocError, Allocator, BuddyModel, FreeError, PerCpu, Variant, ZoneId};
+use buddy::{AllocError, Allocator, BuddyModel, FreeError, Gfp, PerCpu, Variant, ZoneId};
 use rustc_hash::{FxHashMap, FxHashSet};
 use sparsemem::{MIGRATE_PCPTYPES, MIGRATE_TYPES, Migratetype, Order, PageLayout, Pfn};
 
@@ -82,6 +89,12 @@ impl FromStart {
     /// them, and wants the trace's [`ListEvidence`]).
     pub(super) fn has_pagesets(&self) -> bool {
         !self.pagesets.is_empty()
+    }
+
+    /// Whether there is no start state: the replay starts from boot, every
+    /// page free.
+    pub(super) fn is_boot(&self) -> bool {
+        self.blocks.is_empty() && self.pagesets.is_empty()
     }
 }
 
@@ -165,6 +178,9 @@ pub(super) struct Prior {
     zones: FxHashMap<u8, Held>,
     pagesets: Vec<(u16, ZoneId, u64, u64)>,
     evidence: FxHashMap<u16, ListEvidence>,
+    /// No start state: the lists are seeded from the zones, with the
+    /// trace's evidence only.
+    boot: bool,
     /// Pages freed from it so far.
     pub(super) freed_pages: u64,
     /// Pages of the snapshots' `count`s seeded onto the lists, and those
@@ -195,6 +211,7 @@ impl Prior {
             zones,
             pagesets: start.pagesets.clone(),
             evidence,
+            boot: start.is_boot(),
             freed_pages: 0,
             seeded_pages: 0,
             unseeded_pages: 0,
@@ -214,7 +231,10 @@ impl Prior {
         alloc: &Allocator<M, V>,
         handle: &mut PerCpu<'_, M, V>,
         cpu: u16,
-    ) -> Result<(), FreeError> {
+    ) -> Result<(), AllocError> {
+        if self.boot {
+            return self.seed_from_boot(alloc, handle, cpu);
+        }
         let sets: Vec<_> = self
             .pagesets
             .iter()
@@ -272,6 +292,75 @@ impl Prior {
             }
             self.seeded_pages += seeded;
             self.unseeded_pages += count.saturating_sub(seeded);
+        }
+        Ok(())
+    }
+
+    /// Seeds a new handle for trace CPU `cpu` on an allocator without a
+    /// start state: each page and block the trace shows on the CPU's
+    /// lists (module documentation) is allocated from the zone of its
+    /// pfn, from a pageblock of its migratetype where one is free (the
+    /// zone path, `__rmqueue`), and freed onto the lists. Each zone's
+    /// `high` is first raised to hold what is seeded there and a `batch`
+    /// more: a list that held that many pages at rest had a `high` above
+    /// them (6.7's tuning; before it `high` is fixed and the lists keep
+    /// what fits). Nothing is seeded beyond the evidence, since without a
+    /// snapshot the lists' `count` is not known. A page the zones cannot
+    /// give is left out and counted.
+    fn seed_from_boot<M: BuddyModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        handle: &mut PerCpu<'_, M, V>,
+        cpu: u16,
+    ) -> Result<(), AllocError> {
+        let Some(evidence) = self.evidence.get(&cpu) else {
+            return Ok(());
+        };
+        let node = handle.node();
+        let zone_of = |trace_pfn: u64| {
+            alloc
+                .model()
+                .pfn_to_page(Pfn::new(trace_pfn))
+                .map(|p| ZoneId::new(p.zone_id()))
+        };
+        let shown: Vec<(Option<ZoneId>, Order, Migratetype)> = evidence
+            .pages
+            .iter()
+            .map(|&(pfn, mt)| (zone_of(pfn), Order::ZERO, mt))
+            .chain(
+                evidence
+                    .blocks
+                    .iter()
+                    .map(|&(pfn, order, mt)| (zone_of(pfn), order, mt)),
+            )
+            .filter(|&(_, order, _)| handle.pcp_allowed_order(order))
+            .collect();
+        let mut per_zone: FxHashMap<ZoneId, u64> = FxHashMap::default();
+        for &(zone, order, _) in &shown {
+            if let Some(zone) = zone {
+                *per_zone.entry(zone).or_default() += order.nr_pages();
+            }
+        }
+        for (&zid, &pages) in &per_zone {
+            let batch = alloc.zone(zid).map_or(0, |z| u64::from(z.batch()));
+            let high = handle.high(zid).max(pages + batch);
+            handle.restore_high(zid, high);
+        }
+        for (zone, order, mt) in shown {
+            let gfp = match mt {
+                Migratetype::Movable => Gfp::HIGHUSER_MOVABLE,
+                Migratetype::Reclaimable => Gfp::KERNEL | Gfp::RECLAIMABLE,
+                _ => Gfp::KERNEL,
+            };
+            let taken =
+                alloc.alloc_pages_with(order, gfp, node, |z| zone.is_none_or(|id| z.id == id));
+            match taken {
+                Ok(pfn) => {
+                    handle.free_pages(pfn, order)?;
+                    self.seeded_pages += order.nr_pages();
+                }
+                Err(_) => self.unseeded_pages += order.nr_pages(),
+            }
         }
         Ok(())
     }
@@ -474,6 +563,56 @@ mod tests {
                 refilled: [false; MIGRATE_PCPTYPES],
             }
         );
+    }
+
+    /// From boot, a CPU's lists hold the pages and blocks the trace shows
+    /// on them and nothing more: its allocations of them take no refill,
+    /// the next one does, and every page is still the allocator's.
+    #[test]
+    fn from_boot_the_lists_hold_what_the_trace_shows() {
+        let layout = guest().layout("guest").unwrap();
+        let alloc = Allocator::<SparseExtreme, Kernel>::new(
+            SparseExtreme::new(&layout).unwrap(),
+            &layout,
+            Options::for_era(buddy::Era::V6_18),
+        )
+        .unwrap();
+        let dma32 = alloc
+            .zones()
+            .iter()
+            .find(|z| z.kind.name() == "DMA32")
+            .unwrap();
+        let (zid, first) = (dma32.id, dma32.start_pfn().get());
+        let evidence = ListEvidence {
+            pages: (0..3).map(|i| (first + i, Migratetype::Movable)).collect(),
+            blocks: vec![(first + 8, Order::new(2), Migratetype::Unmovable)],
+            refilled: [false, true, false],
+        };
+        let from_boot = FromStart::default();
+        assert!(from_boot.is_boot());
+        let mut prior = Prior::new(&alloc, &from_boot, [(0, evidence)].into_iter().collect());
+        let managed = alloc.managed_pages_total();
+        let mut cpu = alloc.cpu_on(layout.first_node()).unwrap();
+        prior.seed(&alloc, &mut cpu, 0).unwrap();
+        assert_eq!(cpu.count(zid), 3 + 4);
+        assert_eq!((prior.seeded_pages, prior.unseeded_pages), (7, 0));
+        let mut other = alloc.cpu_on(layout.first_node()).unwrap();
+        prior.seed(&alloc, &mut other, 1).unwrap();
+        assert_eq!(other.total_count(), 0, "the trace shows nothing on CPU 1");
+        let refills = || alloc.stats_total().pcp_refills;
+        let movable = Gfp::KERNEL | Gfp::MOVABLE | Gfp::DMA32;
+        let before = refills();
+        for _ in 0..3 {
+            cpu.alloc(movable).unwrap();
+        }
+        cpu.alloc_pages(Order::new(2), Gfp::KERNEL | Gfp::DMA32)
+            .unwrap();
+        assert_eq!(refills(), before, "the seeded pages and block served");
+        cpu.alloc(movable).unwrap();
+        assert_eq!(refills(), before + 1, "past them, a refill");
+        drop(cpu);
+        drop(other);
+        assert_eq!(alloc.free_pages_total() + 3 + 4 + 1, managed);
     }
 
     /// The Debian 12 guest's snapshot (its saved `/proc` and `/sys`).

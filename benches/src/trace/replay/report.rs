@@ -161,7 +161,7 @@ fn spread_lines(results: &[(ModelKind, Result<ReplayResult, AllocError>)]) -> St
 fn events_summary(e: &EventCounts) -> String {
     let seeded = if e.seeded_list_pages + e.unseeded_list_pages > 0 {
         format!(
-            "; the start state's per-CPU lists seeded with {} pages, {} of their count left out",
+            "; per-CPU lists seeded with {} pages, {} left out",
             e.seeded_list_pages, e.unseeded_list_pages
         )
     } else {
