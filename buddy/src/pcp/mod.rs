@@ -626,6 +626,28 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         Ok(())
     }
 
+    /// Puts a held block on this CPU's lists as a machine's state had it
+    /// there: on the list of its pageblock's migratetype, as a free files
+    /// it, but without the free path's tuning (`free_count`, `free_high`,
+    /// the drain at `high`), so that a start state's lists hold the
+    /// `count` its snapshot showed, whatever order its blocks are put
+    /// back in. An order the lists do not take, or an isolated
+    /// pageblock's block, goes to the zone as [`PerCpu::free_pages`]
+    /// sends it. Nothing is counted as a free (`PGFREE`). The same errors
+    /// as [`PerCpu::free_pages`], with nothing changed.
+    pub fn restore_on_list(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
+        let (block, zid) = self.alloc.claim_for_free(pfn, order)?;
+        let (mt, pindex) = self.free_list_of(pfn, order);
+        if !self.pcp_allowed_order(order) || mt == Migratetype::Isolate {
+            self.free_one_page(zid, block);
+            return Ok(());
+        }
+        let pcp = &mut self.pcp[zid.index()];
+        pcp.lists[pindex].push_front(block);
+        pcp.count += order.nr_pages();
+        Ok(())
+    }
+
     /// A freed block's pageblock migratetype (`get_pfnblock_migratetype`,
     /// the per-free memory-model lookup; the one list of an era without
     /// migratetypes needs none) and the per-CPU list it goes on.
@@ -730,5 +752,58 @@ mod tests {
         cpu.pcp[0].lock.unlock();
         cpu.free(b).unwrap();
         assert_eq!(cpu.count(zid), on_list + 1, "to the list again");
+    }
+
+    /// Blocks restored onto the lists stay there past `high`, and a run
+    /// of high-order ones (which would be `free_high` on the free path)
+    /// drains nothing and leaves `free_count` as it was; a block not
+    /// held is refused with nothing changed, and the next free takes the
+    /// free path again.
+    #[test]
+    fn restored_blocks_stay_on_the_lists() {
+        let layout = Layout::new(
+            Geometry::X86_64,
+            vec![MemRange::new(16 << 20, 80 << 20, RangeKind::Ram, 0)],
+            "64 MiB",
+        )
+        .unwrap();
+        let model = SparseExtreme::new(&layout).unwrap();
+        let alloc =
+            Allocator::<_, Kernel>::new(model, &layout, crate::Options::for_era(crate::Era::V6_18))
+                .unwrap();
+        let node = NodeId::ZERO;
+        let mut cpu = alloc.cpu_on(node).unwrap();
+        let zid = ZoneId::new(0);
+        let high = cpu.high(zid);
+        let two = Order::new(2);
+        let pages: Vec<Pfn> = (0..high + 8)
+            .map(|_| {
+                alloc
+                    .alloc_pages(Order::ZERO, Gfp::KERNEL, node, None)
+                    .unwrap()
+            })
+            .collect();
+        let blocks: Vec<Pfn> = (0..64)
+            .map(|_| alloc.alloc_pages(two, Gfp::KERNEL, node, None).unwrap())
+            .collect();
+        let free_count = cpu.pcp[0].free_count;
+        for &pfn in &pages {
+            cpu.restore_on_list(pfn, Order::ZERO).unwrap();
+        }
+        for &pfn in &blocks {
+            cpu.restore_on_list(pfn, two).unwrap();
+        }
+        let held = high + 8 + 64 * 4;
+        assert_eq!(cpu.count(zid), held);
+        assert_eq!(cpu.pcp_blocks(), (0, 0), "no drain");
+        assert_eq!(cpu.pcp[0].free_count, free_count);
+        let err = cpu.restore_on_list(pages[0], Order::ZERO);
+        assert!(err.is_err(), "{err:?}");
+        assert_eq!(cpu.count(zid), held);
+        let a = alloc
+            .alloc_pages(Order::ZERO, Gfp::KERNEL, node, None)
+            .unwrap();
+        cpu.free(a).unwrap();
+        assert!(cpu.pcp_blocks().1 > 0, "past high, a free drains");
     }
 }
