@@ -14,9 +14,10 @@ use sparsemem::{Layout, Migratetype, NodeId, Order, Pfn};
 use super::end_state::{EndState, FreeState};
 use super::exact::ExactResult;
 use super::per_cpu::{CpuCounts, per_cpu_counts};
-use super::prior::{FromStart, Prior, list_evidence};
+use super::prior::{FromStart, Prior, earlier_free_type, list_evidence, pageblock_types};
 use super::read::ReadTrace;
 use super::sample::{Series, sample};
+use super::vmstat::VmstatClock;
 use crate::free_memory::FragSample;
 use crate::models::ModelKind;
 use crate::timing::{Measurement, tsc_hz, tsc_now};
@@ -348,9 +349,8 @@ struct State<'a, M: BuddyModel, V: Variant> {
     events: EventCounts,
     alloc_cycles: u64,
     free_cycles: u64,
-    /// The `vm.stat_interval` period of each CPU's last event, in trace
-    /// time, by trace CPU.
-    vmstat_periods: Vec<Option<u64>>,
+    /// When each CPU's vmstat work runs.
+    vmstat: VmstatClock,
     /// What a start state left allocated, for the frees of pages
     /// allocated before the recording.
     prior: Prior,
@@ -358,27 +358,14 @@ struct State<'a, M: BuddyModel, V: Variant> {
     trace_cpus: BTreeMap<u16, (u64, u64)>,
 }
 
-/// `vm.stat_interval`'s default (`HZ`, one second): how often each CPU's
-/// vmstat work runs (`vmstat_update`).
-const STAT_INTERVAL_NS: u64 = 1_000_000_000;
-
 impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
-    /// The vmstat work of `cpu` once per `vm.stat_interval` of trace
-    /// time, at the CPU's first event after each interval: per-CPU deltas
-    /// folded and, from 6.7, `pcp->high` decayed
-    /// (`PerCpu::vmstat_update`). The kernel's `vmstat_update` is
-    /// deferrable work on each CPU, so a CPU that slept through intervals
-    /// runs it once when it wakes, and a CPU without events runs none.
-    /// Not timed: it is the kernel's work queue, not the allocation path.
+    /// The vmstat work of `cpu`, at its first event in each of its
+    /// intervals of trace time ([`VmstatClock`]): per-CPU deltas folded
+    /// and, from 6.7, `pcp->high` decayed (`PerCpu::vmstat_update`). Not
+    /// timed: it is the kernel's work queue, not the allocation path.
     fn vmstat_tick(&mut self, cpu: u16, ts_ns: u64) {
-        let period = ts_ns / STAT_INTERVAL_NS;
-        let i = usize::from(cpu);
-        if self.vmstat_periods.len() <= i {
-            self.vmstat_periods.resize(i + 1, None);
-        }
-        let last = self.vmstat_periods[i].replace(period);
-        if last.is_some_and(|last| period > last)
-            && let Some(Some(handle)) = self.cpus.get_mut(i)
+        if self.vmstat.due(cpu, ts_ns)
+            && let Some(Some(handle)) = self.cpus.get_mut(usize::from(cpu))
         {
             handle.vmstat_update();
         }
@@ -399,6 +386,12 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
         } else {
             FxHashMap::default()
         };
+        let mut prior = Prior::new(alloc, from_start, evidence);
+        if !from_start.is_boot() {
+            prior.block_types = pageblock_types(events, prior.pageblock_order);
+            prior.earlier_free_type =
+                earlier_free_type(events, &prior.block_types, prior.pageblock_order);
+        }
         State {
             alloc,
             layout,
@@ -413,8 +406,8 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
             events: EventCounts::default(),
             alloc_cycles: 0,
             free_cycles: 0,
-            vmstat_periods: Vec::new(),
-            prior: Prior::new(alloc, from_start, evidence),
+            vmstat: VmstatClock::from_trace(events),
+            prior,
             trace_cpus: BTreeMap::new(),
         }
     }

@@ -30,6 +30,7 @@ mod prior;
 mod read;
 mod report;
 mod sample;
+mod vmstat;
 
 pub use engine::{
     AllocatorCounts, EventCounts, ModelCounts, ModelResults, PassTimes, ReplayOptions, ReplayResult,

@@ -18,7 +18,9 @@
 //! The per-CPU lists start where the snapshot's zoneinfo shows them: as
 //! the replay first uses a CPU, its `high` for each zone is restored
 //! ([`PerCpu::restore_high`]) and `count` of the held pages of that zone
-//! are freed onto its lists, the pages the start state counted as
+//! are put on its lists ([`PerCpu::restore_on_list`]: the free path's
+//! tuning and drains do not run, so the lists hold `count` whatever
+//! order the pages go back in), the pages the start state counted as
 //! allocated because buddyinfo leaves them out. Which orders and
 //! migratetypes the machine's lists held is not printed, but the trace
 //! shows part of it ([`ListEvidence`]): a page a CPU allocates, or its
@@ -156,6 +158,64 @@ pub(super) fn list_evidence(events: &[Event]) -> FxHashMap<u16, ListEvidence> {
     out
 }
 
+/// The migratetype of each pageblock the trace shows free lists of, by
+/// trace pfn `>> pageblock_order`: most often among its blocks taken from
+/// the zone (`mm_page_alloc_zone_locked` prints the free list's type, the
+/// pageblock's but for a steal) and drained from the per-CPU lists
+/// (`mm_page_pcpu_drain` prints the list's, which the page's pageblock
+/// had when it was freed). A page the recording frees without having seen
+/// it allocated is most likely of its pageblock's migratetype, which the
+/// kernel does not print in `mm_page_free`.
+pub(super) fn pageblock_types(
+    events: &[Event],
+    pageblock_order: u8,
+) -> FxHashMap<u64, Migratetype> {
+    let mut seen: FxHashMap<u64, [u32; MIGRATE_TYPES]> = FxHashMap::default();
+    for e in events {
+        let (Some(pfn), Ok(mt)) = (e.pfn, usize::try_from(e.migratetype)) else {
+            continue;
+        };
+        if matches!(e.kind, EventKind::AllocZoneLocked | EventKind::PcpuDrain) && mt < MIGRATE_TYPES
+        {
+            seen.entry(pfn >> pageblock_order).or_default()[mt] += 1;
+        }
+    }
+    seen.into_iter()
+        .map(|(block, counts)| {
+            // The first of the most seen types, so a tie is always read
+            // the same way.
+            let best = (0..MIGRATE_TYPES)
+                .rev()
+                .max_by_key(|&i| counts[i])
+                .unwrap_or_default();
+            (block, Migratetype::ALL[best])
+        })
+        .collect()
+}
+
+/// The migratetype most of the trace's frees of pages no earlier event
+/// named (pages allocated before the recording) had, among those whose
+/// pageblock `types` shows; `None` when it shows none of theirs.
+pub(super) fn earlier_free_type(
+    events: &[Event],
+    types: &FxHashMap<u64, Migratetype>,
+    pageblock_order: u8,
+) -> Option<Migratetype> {
+    let mut named: FxHashSet<u64> = FxHashSet::default();
+    let mut counts = [0u64; MIGRATE_TYPES];
+    for e in events {
+        let Some(pfn) = e.pfn else { continue };
+        if named.insert(pfn)
+            && e.kind == EventKind::Free
+            && let Some(mt) = types.get(&(pfn >> pageblock_order))
+        {
+            counts[mt.index()] += 1;
+        }
+    }
+    let best = (0..MIGRATE_TYPES).rev().max_by_key(|&i| counts[i])?;
+    (counts[best] > 0).then_some(Migratetype::ALL[best])
+}
+
 /// One zone's held memory: pages ready to free, and blocks not yet split
 /// (`None` once taken), with where each migratetype's search for a block
 /// has got to.
@@ -181,6 +241,15 @@ pub(super) struct Prior {
     /// No start state: the lists are seeded from the zones, with the
     /// trace's evidence only.
     boot: bool,
+    /// The migratetype the trace shows each pageblock's free lists held
+    /// ([`pageblock_types`]), by trace pfn `>>` the pageblock order.
+    pub(super) block_types: FxHashMap<u64, Migratetype>,
+    /// The pageblock order the trace's pfns are read in.
+    pub(super) pageblock_order: u8,
+    /// The migratetype most of the recording's frees of earlier pages had
+    /// where the trace shows their pageblocks' ([`earlier_free_type`]),
+    /// for those where it does not.
+    pub(super) earlier_free_type: Option<Migratetype>,
     /// Pages freed from it so far.
     pub(super) freed_pages: u64,
     /// Pages of the snapshots' `count`s seeded onto the lists, and those
@@ -212,6 +281,9 @@ impl Prior {
             pagesets: start.pagesets.clone(),
             evidence,
             boot: start.is_boot(),
+            block_types: FxHashMap::default(),
+            pageblock_order: alloc.model().geometry().pageblock_order().get(),
+            earlier_free_type: None,
             freed_pages: 0,
             seeded_pages: 0,
             unseeded_pages: 0,
@@ -220,7 +292,7 @@ impl Prior {
 
     /// Seeds a new handle for trace CPU `cpu` with the snapshot's
     /// pagesets of that CPU: `high` restored, and `count` held pages of
-    /// the zone freed onto its lists — first those the trace shows there,
+    /// the zone put on its lists — first those the trace shows there,
     /// each on its migratetype's list, then the rest on a list the
     /// recording never refilled (module documentation); fewer if the zone
     /// holds fewer. A page the trace shows at a pfn in none of the CPU's
@@ -266,7 +338,7 @@ impl Prior {
                 if *zone == Some(zid)
                     && let Some(pfn) = self.take_in(alloc, zid.get(), Some(mt))?
                 {
-                    handle.free_pages(pfn, Order::ZERO)?;
+                    handle.restore_on_list(pfn, Order::ZERO)?;
                     seeded += 1;
                 }
             }
@@ -274,7 +346,7 @@ impl Prior {
                 if *zone == Some(zid)
                     && let Some(pfn) = self.take_block(alloc, zid.get(), order, mt)
                 {
-                    handle.free_pages(pfn, order)?;
+                    handle.restore_on_list(pfn, order)?;
                     seeded += order.nr_pages();
                 }
             }
@@ -286,7 +358,7 @@ impl Prior {
                     let Some(pfn) = self.take_in(alloc, zid.get(), Some(mt))? else {
                         break;
                     };
-                    handle.free_pages(pfn, Order::ZERO)?;
+                    handle.restore_on_list(pfn, Order::ZERO)?;
                     seeded += 1;
                 }
             }
@@ -300,7 +372,8 @@ impl Prior {
     /// start state: each page and block the trace shows on the CPU's
     /// lists (module documentation) is allocated from the zone of its
     /// pfn, from a pageblock of its migratetype where one is free (the
-    /// zone path, `__rmqueue`), and freed onto the lists. Each zone's
+    /// zone path, `__rmqueue`), and put on the lists
+    /// ([`PerCpu::restore_on_list`]). Each zone's
     /// `high` is first raised to hold what is seeded there and a `batch`
     /// more: a list that held that many pages at rest had a `high` above
     /// them (6.7's tuning; before it `high` is fixed and the lists keep
@@ -356,7 +429,7 @@ impl Prior {
                 alloc.alloc_pages_with(order, gfp, node, |z| zone.is_none_or(|id| z.id == id));
             match taken {
                 Ok(pfn) => {
-                    handle.free_pages(pfn, order)?;
+                    handle.restore_on_list(pfn, order)?;
                     self.seeded_pages += order.nr_pages();
                 }
                 Err(_) => self.unseeded_pages += order.nr_pages(),
@@ -366,8 +439,10 @@ impl Prior {
     }
 
     /// A held order-0 page for a free of `trace_pfn`: from the zone of
-    /// the model's page at that pfn, else from any zone; `None` when
-    /// nothing is held. A block is split to get one.
+    /// the model's page at that pfn, else from any zone, and of a
+    /// pageblock of the migratetype the trace shows at `trace_pfn`'s
+    /// pageblock where it shows one and the zone holds such a page;
+    /// `None` when nothing is held. A block is split to get one.
     pub(super) fn take<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
@@ -382,6 +457,15 @@ impl Prior {
         else {
             return Ok(None);
         };
+        let shown = self
+            .block_types
+            .get(&(trace_pfn >> self.pageblock_order))
+            .copied();
+        if let Some(mt) = shown.or(self.earlier_free_type)
+            && let Some(pfn) = self.take_in(alloc, zone, Some(mt))?
+        {
+            return Ok(Some(pfn));
+        }
         self.take_in(alloc, zone, None)
     }
 
@@ -613,6 +697,40 @@ mod tests {
         drop(cpu);
         drop(other);
         assert_eq!(alloc.free_pages_total() + 3 + 4 + 1, managed);
+    }
+
+    /// A pageblock's migratetype is the one most of its zone-locked and
+    /// drain events print (the lowest on a tie); frees of earlier pages
+    /// in pageblocks of known type give the type of the rest.
+    #[test]
+    fn the_trace_shows_pageblocks_types_and_earlier_frees_follow_them() {
+        let order = 9;
+        let block = |b: u64, i: u64| (b << order) + i;
+        let events = [
+            event(EventKind::AllocZoneLocked, 0, block(1, 0), 0, 1),
+            event(EventKind::PcpuDrain, 0, block(1, 1), 0, 1),
+            event(EventKind::PcpuDrain, 0, block(1, 2), 0, 0),
+            event(EventKind::PcpuDrain, 0, block(2, 0), 0, 2),
+            event(EventKind::PcpuDrain, 0, block(2, 1), 0, 0),
+            event(EventKind::Free, 0, block(3, 0), 0, -1),
+            // Frees of earlier pages: two in Movable block 1, one in
+            // Unmovable-or-Reclaimable block 2, one of block 1 named
+            // before (not an earlier page), one in a block of no type.
+            event(EventKind::Free, 1, block(1, 5), 0, -1),
+            event(EventKind::Free, 1, block(1, 6), 0, -1),
+            event(EventKind::Free, 1, block(2, 5), 0, -1),
+            event(EventKind::Free, 1, block(1, 2), 0, -1),
+            event(EventKind::Free, 1, block(7, 0), 0, -1),
+        ];
+        let types = pageblock_types(&events, order);
+        assert_eq!(types.len(), 2, "{types:?}");
+        assert_eq!(types[&1], Migratetype::Movable);
+        assert_eq!(types[&2], Migratetype::Unmovable, "a tie: the lowest");
+        assert_eq!(
+            earlier_free_type(&events, &types, order),
+            Some(Migratetype::Movable)
+        );
+        assert_eq!(earlier_free_type(&events[..6], &types, order), None);
     }
 
     /// The Debian 12 guest's snapshot (its saved `/proc` and `/sys`).
