@@ -626,28 +626,6 @@ impl<'a, M: BuddyModel, V: Variant> PerCpu<'a, M, V> {
         Ok(())
     }
 
-    /// Puts a held block on this CPU's lists as a machine's state had it
-    /// there: on the list of its pageblock's migratetype, as a free files
-    /// it, but without the free path's tuning (`free_count`, `free_high`,
-    /// the drain at `high`), so that a start state's lists hold the
-    /// `count` its snapshot showed, whatever order its blocks are put
-    /// back in. An order the lists do not take, or an isolated
-    /// pageblock's block, goes to the zone as [`PerCpu::free_pages`]
-    /// sends it. Nothing is counted as a free (`PGFREE`). The same errors
-    /// as [`PerCpu::free_pages`], with nothing changed.
-    pub fn restore_on_list(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
-        let (block, zid) = self.alloc.claim_for_free(pfn, order)?;
-        let (mt, pindex) = self.free_list_of(pfn, order);
-        if !self.pcp_allowed_order(order) || mt == Migratetype::Isolate {
-            self.free_one_page(zid, block);
-            return Ok(());
-        }
-        let pcp = &mut self.pcp[zid.index()];
-        pcp.lists[pindex].push_front(block);
-        pcp.count += order.nr_pages();
-        Ok(())
-    }
-
     /// A freed block's pageblock migratetype (`get_pfnblock_migratetype`,
     /// the per-free memory-model lookup; the one list of an era without
     /// migratetypes needs none) and the per-CPU list it goes on.
@@ -722,11 +700,8 @@ mod tests {
     use crate::Kernel;
     use sparsemem::{Geometry, Layout, MemRange, RangeKind, SparseExtreme};
 
-    /// A failed `pcp_spin_trylock` sends a free to the zone and an
-    /// allocation to `rmqueue_buddy` (in pfnlab only a test can hold the
-    /// lock: no interrupt or remote drain shares a handle's lists).
-    #[test]
-    fn a_failed_trylock_goes_to_the_zone() {
+    /// An allocator on 64 MiB of RAM from 16 MiB.
+    fn allocator(options: crate::Options) -> Allocator<SparseExtreme, Kernel> {
         let layout = Layout::new(
             Geometry::X86_64,
             vec![MemRange::new(16 << 20, 80 << 20, RangeKind::Ram, 0)],
@@ -734,7 +709,15 @@ mod tests {
         )
         .unwrap();
         let model = SparseExtreme::new(&layout).unwrap();
-        let alloc = Allocator::<_, Kernel>::new(model, &layout, Default::default()).unwrap();
+        Allocator::new(model, &layout, options).unwrap()
+    }
+
+    /// A failed `pcp_spin_trylock` sends a free to the zone and an
+    /// allocation to `rmqueue_buddy` (in pfnlab only a test can hold the
+    /// lock: no interrupt or remote drain shares a handle's lists).
+    #[test]
+    fn a_failed_trylock_goes_to_the_zone() {
+        let alloc = allocator(Default::default());
         let mut cpu = alloc.cpu_on(NodeId::ZERO).unwrap();
         let zid = ZoneId::new(0);
         let a = cpu.alloc(Gfp::KERNEL).unwrap();
@@ -761,16 +744,7 @@ mod tests {
     /// free path again.
     #[test]
     fn restored_blocks_stay_on_the_lists() {
-        let layout = Layout::new(
-            Geometry::X86_64,
-            vec![MemRange::new(16 << 20, 80 << 20, RangeKind::Ram, 0)],
-            "64 MiB",
-        )
-        .unwrap();
-        let model = SparseExtreme::new(&layout).unwrap();
-        let alloc =
-            Allocator::<_, Kernel>::new(model, &layout, crate::Options::for_era(crate::Era::V6_18))
-                .unwrap();
+        let alloc = allocator(crate::Options::for_era(crate::Era::V6_18));
         let node = NodeId::ZERO;
         let mut cpu = alloc.cpu_on(node).unwrap();
         let zid = ZoneId::new(0);

@@ -26,11 +26,12 @@
 //! CPU's own node).
 
 use super::{PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX, Pcp, PerCpu};
+use crate::FreeError;
 use crate::alloc::Allocator;
 use crate::gfp::AllocFlags;
 use crate::types::{BuddyModel, ZoneId, ZoneType};
 use crate::variant::Variant;
-use sparsemem::{BuddyPage, Order};
+use sparsemem::{BuddyPage, Migratetype, Order, Pfn};
 
 impl<P: BuddyPage> Pcp<P> {
     /// `free_frozen_page_commit`'s bookkeeping on every free of a block of
@@ -223,6 +224,28 @@ impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
             }
             _ => false,
         }
+    }
+
+    /// Puts a held block on this CPU's lists as a machine's state had it
+    /// there: on the list of its pageblock's migratetype, as a free files
+    /// it, but without the free path's tuning (`free_count`, `free_high`,
+    /// the drain at `high`), so that a start state's lists hold the
+    /// `count` its snapshot showed, whatever order its blocks are put
+    /// back in. An order the lists do not take, or an isolated
+    /// pageblock's block, goes to the zone as [`PerCpu::free_pages`]
+    /// sends it. Nothing is counted as a free (`PGFREE`). The same errors
+    /// as [`PerCpu::free_pages`], with nothing changed.
+    pub fn restore_on_list(&mut self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
+        let (block, zid) = self.alloc.claim_for_free(pfn, order)?;
+        let (mt, pindex) = self.free_list_of(pfn, order);
+        if !self.pcp_allowed_order(order) || mt == Migratetype::Isolate {
+            self.free_one_page(zid, block);
+            return Ok(());
+        }
+        let pcp = &mut self.pcp[zid.index()];
+        pcp.lists[pindex].push_front(block);
+        pcp.count += order.nr_pages();
+        Ok(())
     }
 
     /// `zone_pcp_update_cacheinfo` for every zone, as the kernel runs it

@@ -655,18 +655,8 @@ mod tests {
     #[test]
     fn from_boot_the_lists_hold_what_the_trace_shows() {
         let layout = guest().layout("guest").unwrap();
-        let alloc = Allocator::<SparseExtreme, Kernel>::new(
-            SparseExtreme::new(&layout).unwrap(),
-            &layout,
-            Options::for_era(buddy::Era::V6_18),
-        )
-        .unwrap();
-        let dma32 = alloc
-            .zones()
-            .iter()
-            .find(|z| z.kind.name() == "DMA32")
-            .unwrap();
-        let (zid, first) = (dma32.id, dma32.start_pfn().get());
+        let alloc = guest_allocator(&layout);
+        let (zid, first) = dma32(&alloc);
         let evidence = ListEvidence {
             pages: (0..3).map(|i| (first + i, Migratetype::Movable)).collect(),
             blocks: vec![(first + 8, Order::new(2), Migratetype::Unmovable)],
@@ -731,6 +721,26 @@ mod tests {
             Some(Migratetype::Movable)
         );
         assert_eq!(earlier_free_type(&events[..6], &types, order), None);
+    }
+
+    /// A 6.18 allocator on `layout`, from boot.
+    fn guest_allocator(layout: &sparsemem::Layout) -> Allocator<SparseExtreme, Kernel> {
+        Allocator::new(
+            SparseExtreme::new(layout).unwrap(),
+            layout,
+            Options::for_era(buddy::Era::V6_18),
+        )
+        .unwrap()
+    }
+
+    /// The DMA32 zone's id and first pfn.
+    fn dma32(alloc: &Allocator<SparseExtreme, Kernel>) -> (ZoneId, u64) {
+        let zone = alloc
+            .zones()
+            .iter()
+            .find(|z| z.kind.name() == "DMA32")
+            .unwrap();
+        (zone.id, zone.start_pfn().get())
     }
 
     /// The Debian 12 guest's snapshot (its saved `/proc` and `/sys`).
@@ -806,19 +816,9 @@ mod tests {
         let snapshot = guest();
         let layout = snapshot.layout("guest").unwrap();
         let start = StartState::of(&snapshot, Path::new("guest"), false, 0).unwrap();
-        let mut alloc = Allocator::<SparseExtreme, Kernel>::new(
-            SparseExtreme::new(&layout).unwrap(),
-            &layout,
-            Options::for_era(buddy::Era::V6_18),
-        )
-        .unwrap();
+        let mut alloc = guest_allocator(&layout);
         let from_start = FromStart::apply(&start, &mut alloc).unwrap();
-        let dma32 = alloc
-            .zones()
-            .iter()
-            .find(|z| z.kind.name() == "DMA32")
-            .unwrap();
-        let (zid, first) = (dma32.id, dma32.start_pfn().get());
+        let (zid, first) = dma32(&alloc);
         let count = start
             .pagesets()
             .iter()
