@@ -188,7 +188,8 @@ fn a_start_state_serves_earlier_frees_and_counts_per_cpu() {
 /// refills among them.
 #[test]
 fn this_machines_recording_replays_from_its_own_snapshots() {
-    // Measured at 0.015.
+    // Measured at 0: the trace takes nothing from the zones and gives
+    // nothing back, and the start state restores the lists as they were.
     const DISTANCE_BOUND: f64 = 0.05;
     let trace = concat!(
         env!("CARGO_MANIFEST_DIR"),
