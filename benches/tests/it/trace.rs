@@ -419,13 +419,18 @@ fn reading_streams_a_trace_larger_than_memory() {
     assert!(events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
 }
 
+/// The layout a recording carries.
+fn recorded_layout(path: &Path) -> Layout {
+    let reader = TraceReader::open(path).unwrap();
+    pfnlab::trace::replay::replay_layout(Some(&LayoutSpec::Recorded), reader.header())
+        .unwrap()
+        .layout
+}
+
 #[test]
 fn exact_times_the_traces_own_pfns_on_the_recorded_layout() {
     let path = data(RECORDING);
-    let reader = TraceReader::open(&path).unwrap();
-    let layout = pfnlab::trace::replay::replay_layout(Some(&LayoutSpec::Recorded), reader.header())
-        .unwrap()
-        .layout;
+    let layout = recorded_layout(&path);
     let options = ReplayOptions {
         exact: true,
         ..ReplayOptions::default()
@@ -455,10 +460,7 @@ fn exact_times_the_traces_own_pfns_on_the_recorded_layout() {
 #[test]
 fn from_boot_the_lists_are_seeded_unless_asked_empty() {
     let path = data(RECORDING);
-    let reader = TraceReader::open(&path).unwrap();
-    let layout = pfnlab::trace::replay::replay_layout(Some(&LayoutSpec::Recorded), reader.header())
-        .unwrap()
-        .layout;
+    let layout = recorded_layout(&path);
     let run = |empty_lists| {
         let options = ReplayOptions {
             empty_lists,

@@ -14,7 +14,7 @@ use sparsemem::{Layout, Migratetype, NodeId, Order, Pfn};
 use super::end_state::{EndState, FreeState};
 use super::exact::ExactResult;
 use super::per_cpu::{CpuCounts, per_cpu_counts};
-use super::prior::{FromStart, Prior, earlier_free_type, list_evidence, pageblock_types};
+use super::prior::{FromStart, Prior, list_evidence};
 use super::read::ReadTrace;
 use super::sample::{Series, sample};
 use super::vmstat::VmstatClock;
@@ -388,9 +388,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
         };
         let mut prior = Prior::new(alloc, from_start, evidence);
         if !from_start.is_boot() {
-            prior.block_types = pageblock_types(events, prior.pageblock_order);
-            prior.earlier_free_type =
-                earlier_free_type(events, &prior.block_types, prior.pageblock_order);
+            prior.read_pageblock_types(events);
         }
         State {
             alloc,

@@ -166,10 +166,7 @@ pub(super) fn list_evidence(events: &[Event]) -> FxHashMap<u16, ListEvidence> {
 /// had when it was freed). A page the recording frees without having seen
 /// it allocated is most likely of its pageblock's migratetype, which the
 /// kernel does not print in `mm_page_free`.
-pub(super) fn pageblock_types(
-    events: &[Event],
-    pageblock_order: u8,
-) -> FxHashMap<u64, Migratetype> {
+fn pageblock_types(events: &[Event], pageblock_order: u8) -> FxHashMap<u64, Migratetype> {
     let mut seen: FxHashMap<u64, [u32; MIGRATE_TYPES]> = FxHashMap::default();
     for e in events {
         let (Some(pfn), Ok(mt)) = (e.pfn, usize::try_from(e.migratetype)) else {
@@ -196,7 +193,7 @@ pub(super) fn pageblock_types(
 /// The migratetype most of the trace's frees of pages no earlier event
 /// named (pages allocated before the recording) had, among those whose
 /// pageblock `types` shows; `None` when it shows none of theirs.
-pub(super) fn earlier_free_type(
+fn earlier_free_type(
     events: &[Event],
     types: &FxHashMap<u64, Migratetype>,
     pageblock_order: u8,
@@ -243,13 +240,13 @@ pub(super) struct Prior {
     boot: bool,
     /// The migratetype the trace shows each pageblock's free lists held
     /// ([`pageblock_types`]), by trace pfn `>>` the pageblock order.
-    pub(super) block_types: FxHashMap<u64, Migratetype>,
+    block_types: FxHashMap<u64, Migratetype>,
     /// The pageblock order the trace's pfns are read in.
-    pub(super) pageblock_order: u8,
+    pageblock_order: u8,
     /// The migratetype most of the recording's frees of earlier pages had
     /// where the trace shows their pageblocks' ([`earlier_free_type`]),
     /// for those where it does not.
-    pub(super) earlier_free_type: Option<Migratetype>,
+    earlier_free_type: Option<Migratetype>,
     /// Pages freed from it so far.
     pub(super) freed_pages: u64,
     /// Pages of the snapshots' `count`s seeded onto the lists, and those
@@ -288,6 +285,13 @@ impl Prior {
             seeded_pages: 0,
             unseeded_pages: 0,
         }
+    }
+
+    /// Reads from the trace which migratetype each pageblock's pages had
+    /// ([`pageblock_types`], [`earlier_free_type`]), for [`Prior::take`].
+    pub(super) fn read_pageblock_types(&mut self, events: &[Event]) {
+        self.block_types = pageblock_types(events, self.pageblock_order);
+        self.earlier_free_type = earlier_free_type(events, &self.block_types, self.pageblock_order);
     }
 
     /// Seeds a new handle for trace CPU `cpu` with the snapshot's
