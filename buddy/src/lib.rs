@@ -183,7 +183,9 @@ pub use migrate::{
 };
 pub use movable::{CoreSize, MovableCore, ParseCoreSizeError};
 pub use node::{Node, NodeMask};
-pub use pcp::{GFP_NOLOCK, MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD, PerCpu};
+pub use pcp::{
+    GFP_NOLOCK, MemallocSaved, MemallocScope, NUMA_STATS_THRESHOLD, PCP_BATCH_SCALE_MAX, PerCpu,
+};
 pub use start_state::StartStateError;
 pub use types::{
     BuddyModel, HighatomicRules, MAX_BULK, MAX_NR_ZONES, MAX_ZONES, NumaEvents,

@@ -207,6 +207,19 @@ fn clamp(val: u64, lo: u64, hi: u64) -> u64 {
 }
 
 impl<M: BuddyModel, V: Variant> PerCpu<'_, M, V> {
+    /// This CPU's `pcp->high_min` for zone `zid`: the least `high` 6.7's
+    /// tuning lowers it to (the zone's `high` in eras without the tuning,
+    /// where it equals [`PerCpu::high_max`]; 0 for an id of no zone).
+    pub fn high_min(&self, zid: ZoneId) -> u64 {
+        self.pcp.get(zid.index()).map_or(0, |p| p.high_min)
+    }
+
+    /// This CPU's `pcp->high_max` for zone `zid`: the most 6.7's tuning
+    /// raises `high` to (0 for an id of no zone).
+    pub fn high_max(&self, zid: ZoneId) -> u64 {
+        self.pcp.get(zid.index()).map_or(0, |p| p.high_max)
+    }
+
     /// Sets this CPU's `pcp->high` for zone `zid` to the value a machine's
     /// zoneinfo showed for the CPU, clamped into `high_min..=high_max`, so
     /// that a run starting from that machine's state goes on tuning from
