@@ -621,7 +621,7 @@ fn a_line_longer_than_a_block_reads() {
 /// counting model of one's own, and the timed pass unchanged.
 #[test]
 fn model_calls_are_counted_when_asked_and_exact() {
-    use buddy::{Allocator, Kernel, Options};
+    use buddy::{Allocator, Kernel};
     use pfnlab::counting::{Counted, ModelOp};
     use pfnlab::trace::replay::replay_through;
     use sparsemem::Flat;
@@ -641,7 +641,7 @@ fn model_calls_are_counted_when_asked_and_exact() {
     let own = Allocator::<_, Kernel>::new(
         Counted::new(Flat::new(&layout).unwrap()),
         &layout,
-        Options::for_era(options.era),
+        options.allocator_options(),
     )
     .unwrap();
     own.model().reset();

@@ -87,7 +87,7 @@ impl ModelVisitor for Replay<'_> {
         layout: &Layout,
         options: VmemmapOptions,
     ) -> Result<Self::Output, AllocError> {
-        let alloc_options = allocator_options(self.options);
+        let alloc_options = self.options.allocator_options();
         let mut alloc =
             Allocator::<M, Kernel>::new(M::build(layout, options)?, layout, alloc_options)?;
         // Built before the trace is waited for, so that its construction
@@ -181,7 +181,7 @@ impl ModelVisitor for Retime<'_> {
         let mut alloc = Allocator::<M, Kernel>::new(
             M::build(layout, options)?,
             layout,
-            allocator_options(self.options),
+            self.options.allocator_options(),
         )?;
         let mut options_run = self.options;
         let mut prior = FromStart::default();
@@ -196,12 +196,25 @@ impl ModelVisitor for Retime<'_> {
     }
 }
 
-/// The allocator a replay builds.
-fn allocator_options(options: ReplayOptions) -> Options {
-    Options {
-        deferred_init: options.deferred_init,
-        defrag_mode: options.defrag_mode,
-        ..Options::for_era(options.era)
+impl ReplayOptions {
+    /// The options of the allocator a replay builds: the era's, with
+    /// deferred init and `vm.defrag_mode` as asked, and the kernel's
+    /// default sysctls with THP enabled from 5.13 as the `zoneinfo` view
+    /// assumes, so that `min_free_kbytes` is khugepaged's
+    /// (`set_recommended_min_free_kbytes`), as on the machines recordings
+    /// come from; the watermarks, and with them the per-CPU `high_min`
+    /// (`zone_highsize`), follow from it. [`replay_through`] over an
+    /// allocator built with these replays as [`replay_models`] does.
+    pub fn allocator_options(self) -> Options {
+        Options {
+            deferred_init: self.deferred_init,
+            defrag_mode: self.defrag_mode,
+            sysctls: buddy::Sysctls {
+                thp: self.era >= buddy::Era::V5_13,
+                ..buddy::Sysctls::default()
+            },
+            ..Options::for_era(self.era)
+        }
     }
 }
 
