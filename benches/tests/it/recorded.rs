@@ -225,8 +225,8 @@ fn this_machines_recording_replays_from_its_own_snapshots() {
 /// on them. The committed recording's first half second, before its
 /// first drain (CPU 1's vmstat work at 0.52 s), then needs exactly the
 /// kernel's refills on each CPU, and drains nothing, as the kernel did.
-/// (Past it, the kernel's lists held pages the recording never names,
-/// which the replay cannot seed: docs/trace.md.)
+/// (Past it, the kernel's lists held pages the recording never names:
+/// the next test.)
 #[test]
 fn from_boot_the_lists_start_with_what_the_trace_shows() {
     let reader = TraceReader::open(Path::new(RECORDING)).unwrap();
@@ -283,4 +283,40 @@ fn from_boot_the_lists_start_with_what_the_trace_shows() {
         "recorded",
     ]));
     assert!(err.contains("--empty-lists"), "{err}");
+}
+
+/// From boot, the vmstat work's drains show how many pages the lists
+/// held as the recording began, pages it never names among them: on the
+/// whole committed recording CPU 1's work drained its whole cap (2,016
+/// pages) twice, so its lists held at least `8·cap − 7·batch` pages, far
+/// more than the trace names. Seeded to that floor, each CPU's refills
+/// and drains come within 15 % of the kernel's.
+#[test]
+fn from_boot_the_work_drains_show_what_the_lists_held() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("r.json");
+    let out = replay_flat(RECORDING, &["--era", "6.18"], &json);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &report["results"][0];
+    assert_eq!(row["allocator"]["conserved"], true, "{out}");
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    // 8 · (63 << 5) − 7 · 63 on CPU 1 alone.
+    assert!(n(&row["events"]["seeded_list_pages"]) >= 15_687, "{out}");
+    assert_eq!(row["events"]["unseeded_list_pages"], 0, "{out}");
+    let within = |model: u64, kernel: u64| model.abs_diff(kernel) * 100 <= kernel * 15;
+    let (mut refills, mut drains) = ((0, 0), (0, 0));
+    for cpu in row["allocator"]["per_cpu"].as_array().unwrap() {
+        let refill = (n(&cpu["refill_blocks"]), n(&cpu["trace_refills"]));
+        let drain = (n(&cpu["drain_blocks"]), n(&cpu["trace_drains"]));
+        assert!(within(refill.0, refill.1), "refills {refill:?}: {out}");
+        assert!(within(drain.0, drain.1), "drains {drain:?}: {out}");
+        refills = (refills.0 + refill.0, refills.1 + refill.1);
+        drains = (drains.0 + drain.0, drains.1 + drain.1);
+    }
+    assert!(within(refills.0, refills.1), "{refills:?}: {out}");
+    assert!(
+        drains.1 > 5_000 && within(drains.0, drains.1),
+        "{drains:?}: {out}"
+    );
 }

@@ -13,11 +13,12 @@ use sparsemem::{Layout, Migratetype, NodeId, Order, Pfn};
 
 use super::end_state::{EndState, FreeState};
 use super::exact::ExactResult;
+use super::floor::{list_floors, on_lists, work_runs, zone_lists, zone_of};
 use super::per_cpu::{CpuCounts, per_cpu_counts};
 use super::prior::{FromStart, Prior, list_evidence};
 use super::read::ReadTrace;
 use super::sample::{Series, sample};
-use super::vmstat::VmstatClock;
+use super::vmstat::{VmstatClock, work_drains};
 use crate::free_memory::FragSample;
 use crate::models::ModelKind;
 use crate::timing::{Measurement, tsc_hz, tsc_now};
@@ -360,14 +361,16 @@ struct State<'a, M: BuddyModel, V: Variant> {
 
 impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
     /// The vmstat work of `cpu`, at its first event in each of its
-    /// intervals of trace time ([`VmstatClock`]): per-CPU deltas folded
-    /// and, from 6.7, `pcp->high` decayed (`PerCpu::vmstat_update`). Not
-    /// timed: it is the kernel's work queue, not the allocation path.
+    /// intervals of trace time, as many times as the trace shows it ran
+    /// there ([`VmstatClock`]): per-CPU deltas folded and, from 6.7,
+    /// `pcp->high` decayed (`PerCpu::vmstat_update`). Not timed: it is the
+    /// kernel's work queue, not the allocation path.
     fn vmstat_tick(&mut self, cpu: u16, ts_ns: u64) {
-        if self.vmstat.due(cpu, ts_ns)
-            && let Some(Some(handle)) = self.cpus.get_mut(usize::from(cpu))
-        {
-            handle.vmstat_update();
+        let runs = self.vmstat.due(cpu, ts_ns);
+        if let Some(Some(handle)) = self.cpus.get_mut(usize::from(cpu)) {
+            for _ in 0..runs {
+                handle.vmstat_update();
+            }
         }
     }
 
@@ -390,6 +393,17 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
         if !from_start.is_boot() {
             prior.read_pageblock_types(events);
         }
+        let drains = work_drains(events);
+        if from_start.is_boot() && !empty_lists {
+            let floors = list_floors(
+                events,
+                &drains,
+                |p| zone_of(alloc, p),
+                |z| zone_lists(alloc, z),
+                |o| on_lists(alloc, o),
+            );
+            prior.set_list_floors(floors);
+        }
         State {
             alloc,
             layout,
@@ -404,7 +418,7 @@ impl<'a, M: BuddyModel, V: Variant> State<'a, M, V> {
             events: EventCounts::default(),
             alloc_cycles: 0,
             free_cycles: 0,
-            vmstat: VmstatClock::from_trace(events),
+            vmstat: VmstatClock::from_trace(&drains, |d| work_runs(alloc, events, d)),
             prior,
             trace_cpus: BTreeMap::new(),
         }

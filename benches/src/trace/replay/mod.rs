@@ -25,6 +25,7 @@
 pub mod end_state;
 mod engine;
 mod exact;
+mod floor;
 mod per_cpu;
 mod prior;
 mod read;

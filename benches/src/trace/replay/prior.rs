@@ -39,17 +39,21 @@
 //! pageblock of its migratetype (its held blocks split into pages only,
 //! so a larger one cannot give it).
 //!
-//! A replay from boot (no start state, every page free) has that evidence
-//! alone: each CPU's lists are seeded with the pages and blocks the trace
-//! shows on them, taken from their zones, and no more, since without a
-//! snapshot the lists' `count` is not known. Pages the lists held that
-//! the recording never names (neither allocated nor drained while it
-//! ran) stay in the zones.
+//! A replay from boot (no start state, every page free) has that evidence,
+//! and what the vmstat work's drains show of `count` ([`list_floors`]):
+//! each CPU's lists are seeded with the pages and blocks the trace shows
+//! on them, taken from their zones, and where the work's drains show the
+//! lists held more, order-0 pages the recording never names up to that
+//! floor, on a list of a migratetype it never refilled, as for a start
+//! state. Without a snapshot nothing more is known of `count`: other pages
+//! the lists held stay in the zones.
 
 use buddy::{AllocError, Allocator, BuddyModel, FreeError, Gfp, PerCpu, Variant, ZoneId};
 use rustc_hash::{FxHashMap, FxHashSet};
 use sparsemem::{MIGRATE_PCPTYPES, MIGRATE_TYPES, Migratetype, Order, PageLayout, Pfn};
 
+#[cfg(doc)]
+use super::floor::list_floors;
 use crate::snapshot::StartState;
 use crate::trace::{Event, EventKind};
 
@@ -247,6 +251,10 @@ pub(super) struct Prior {
     /// where the trace shows their pageblocks' ([`earlier_free_type`]),
     /// for those where it does not.
     earlier_free_type: Option<Migratetype>,
+    /// From boot: the least pages each CPU's lists of each zone held as
+    /// the recording began ([`list_floors`]), by
+    /// `(trace CPU, zone id)`.
+    floors: FxHashMap<(u16, u8), u64>,
     /// Pages freed from it so far.
     pub(super) freed_pages: u64,
     /// Pages of the snapshots' `count`s seeded onto the lists, and those
@@ -281,6 +289,7 @@ impl Prior {
             block_types: FxHashMap::default(),
             pageblock_order: alloc.model().geometry().pageblock_order().get(),
             earlier_free_type: None,
+            floors: FxHashMap::default(),
             freed_pages: 0,
             seeded_pages: 0,
             unseeded_pages: 0,
@@ -292,6 +301,12 @@ impl Prior {
     pub(super) fn read_pageblock_types(&mut self, events: &[Event]) {
         self.block_types = pageblock_types(events, self.pageblock_order);
         self.earlier_free_type = earlier_free_type(events, &self.block_types, self.pageblock_order);
+    }
+
+    /// Sets the floors a replay from boot seeds the lists up to
+    /// ([`list_floors`]).
+    pub(super) fn set_list_floors(&mut self, floors: FxHashMap<(u16, u8), u64>) {
+        self.floors = floors;
     }
 
     /// Seeds a new handle for trace CPU `cpu` with the snapshot's
@@ -377,13 +392,15 @@ impl Prior {
     /// lists (module documentation) is allocated from the zone of its
     /// pfn, from a pageblock of its migratetype where one is free (the
     /// zone path, `__rmqueue`), and put on the lists
-    /// ([`PerCpu::restore_on_list`]). Each zone's
-    /// `high` is first raised to hold what is seeded there and a `batch`
-    /// more: a list that held that many pages at rest had a `high` above
-    /// them (6.7's tuning; before it `high` is fixed and the lists keep
-    /// what fits). Nothing is seeded beyond the evidence, since without a
-    /// snapshot the lists' `count` is not known. A page the zones cannot
-    /// give is left out and counted.
+    /// ([`PerCpu::restore_on_list`]). Where the vmstat work's drains show
+    /// the lists held more ([`list_floors`]; in eras that tune `high`),
+    /// order-0 pages of a migratetype the recording never refilled this
+    /// CPU's lists for make up the floor. Each zone's `high` is first
+    /// raised to hold what is seeded there and a `batch` more: a list that
+    /// held that many pages at rest had a `high` above them (6.7's tuning;
+    /// before it `high` is fixed and the lists keep what fits). A page the
+    /// zones cannot give, or a floor with no such migratetype, is left out
+    /// and counted.
     fn seed_from_boot<M: BuddyModel, V: Variant>(
         &mut self,
         alloc: &Allocator<M, V>,
@@ -418,19 +435,24 @@ impl Prior {
                 *per_zone.entry(zone).or_default() += order.nr_pages();
             }
         }
+        let mut below_floor: Vec<(ZoneId, u64)> = Vec::new();
+        for (&(_, zone), &floor) in self.floors.iter().filter(|((c, _), _)| *c == cpu) {
+            let zid = ZoneId::new(zone);
+            let shown = per_zone.entry(zid).or_default();
+            if handle.high_min(zid) < handle.high_max(zid) && floor > *shown {
+                below_floor.push((zid, floor - *shown));
+                *shown = floor;
+            }
+        }
         for (&zid, &pages) in &per_zone {
             let batch = alloc.zone(zid).map_or(0, |z| u64::from(z.batch()));
             let high = handle.high(zid).max(pages + batch);
             handle.restore_high(zid, high);
         }
         for (zone, order, mt) in shown {
-            let gfp = match mt {
-                Migratetype::Movable => Gfp::HIGHUSER_MOVABLE,
-                Migratetype::Reclaimable => Gfp::KERNEL | Gfp::RECLAIMABLE,
-                _ => Gfp::KERNEL,
-            };
-            let taken =
-                alloc.alloc_pages_with(order, gfp, node, |z| zone.is_none_or(|id| z.id == id));
+            let taken = alloc.alloc_pages_with(order, gfp_of(mt), node, |z| {
+                zone.is_none_or(|id| z.id == id)
+            });
             match taken {
                 Ok(pfn) => {
                     handle.restore_on_list(pfn, order)?;
@@ -439,6 +461,43 @@ impl Prior {
                 Err(_) => self.unseeded_pages += order.nr_pages(),
             }
         }
+        below_floor.sort_unstable();
+        let refilled = evidence.refilled;
+        for (zid, pages) in below_floor {
+            self.fill_to_floor(alloc, handle, zid, pages, refilled)?;
+        }
+        Ok(())
+    }
+
+    /// Puts `pages` order-0 pages of zone `zid` on `handle`'s lists, of
+    /// the migratetypes the recording never `refilled` this CPU's lists
+    /// for, for [`Prior::seed_from_boot`]'s floor; those the zone cannot
+    /// give, or all with no such migratetype, are counted as left out.
+    fn fill_to_floor<M: BuddyModel, V: Variant>(
+        &mut self,
+        alloc: &Allocator<M, V>,
+        handle: &mut PerCpu<'_, M, V>,
+        zid: ZoneId,
+        mut pages: u64,
+        refilled: [bool; MIGRATE_PCPTYPES],
+    ) -> Result<(), AllocError> {
+        let node = handle.node();
+        let unrefilled = (0..MIGRATE_PCPTYPES)
+            .filter(|&i| !refilled[i])
+            .map(|i| Migratetype::ALL[i]);
+        for mt in unrefilled {
+            while pages > 0 {
+                let Ok(pfn) =
+                    alloc.alloc_pages_with(Order::ZERO, gfp_of(mt), node, |z| z.id == zid)
+                else {
+                    break;
+                };
+                handle.restore_on_list(pfn, Order::ZERO)?;
+                self.seeded_pages += 1;
+                pages -= 1;
+            }
+        }
+        self.unseeded_pages += pages;
         Ok(())
     }
 
@@ -511,6 +570,16 @@ impl Prior {
         };
         self.freed_pages += u64::from(page.is_some());
         Ok(page)
+    }
+}
+
+/// A request of migratetype `mt`, for taking a page or block of that type
+/// from a zone.
+fn gfp_of(mt: Migratetype) -> Gfp {
+    match mt {
+        Migratetype::Movable => Gfp::HIGHUSER_MOVABLE,
+        Migratetype::Reclaimable => Gfp::KERNEL | Gfp::RECLAIMABLE,
+        _ => Gfp::KERNEL,
     }
 }
 
@@ -691,6 +760,54 @@ mod tests {
         drop(cpu);
         drop(other);
         assert_eq!(alloc.free_pages_total() + 3 + 4 + 1, managed);
+    }
+
+    /// From boot, a floor the vmstat work's drains show fills the lists
+    /// past what the trace names with order-0 pages of a migratetype the
+    /// CPU never refilled; with every type refilled it is left out and
+    /// counted, and a floor below what the trace names adds nothing.
+    #[test]
+    fn from_boot_a_floor_fills_a_list_never_refilled() {
+        let layout = guest().layout("guest").unwrap();
+        let alloc = guest_allocator(&layout);
+        let (zid, first) = dma32(&alloc);
+        let pages = (0..3)
+            .map(|i| (first + i, Migratetype::Unmovable))
+            .collect();
+        let evidence = |refilled| ListEvidence {
+            pages: Vec::clone(&pages),
+            blocks: Vec::new(),
+            refilled,
+        };
+        let cpu_of = |refilled, floor| {
+            let mut prior = Prior::new(
+                &alloc,
+                &FromStart::default(),
+                [(0, evidence(refilled))].into_iter().collect(),
+            );
+            prior.set_list_floors([((0, zid.get()), floor)].into_iter().collect());
+            let mut cpu = alloc.cpu_on(layout.first_node()).unwrap();
+            prior.seed(&alloc, &mut cpu, 0).unwrap();
+            (cpu, prior.seeded_pages, prior.unseeded_pages)
+        };
+        let (cpu, seeded, unseeded) = cpu_of([true, false, false], 50);
+        assert_eq!((cpu.count(zid), seeded, unseeded), (50, 50, 0));
+        assert!(cpu.high(zid) >= 50, "high holds them");
+        // The 47 unnamed pages went on the Movable list: Movable requests
+        // take them without a refill.
+        let refills = || alloc.stats_total().pcp_refills;
+        let before = refills();
+        let mut cpu = cpu;
+        for _ in 0..47 {
+            cpu.alloc(Gfp::KERNEL | Gfp::MOVABLE | Gfp::DMA32).unwrap();
+        }
+        assert_eq!(refills(), before);
+        drop(cpu);
+        let (cpu, seeded, unseeded) = cpu_of([true; 3], 50);
+        assert_eq!((cpu.count(zid), seeded, unseeded), (3, 3, 47));
+        drop(cpu);
+        let (cpu, seeded, unseeded) = cpu_of([true, false, false], 2);
+        assert_eq!((cpu.count(zid), seeded, unseeded), (3, 3, 0));
     }
 
     /// A pageblock's migratetype is the one most of its zone-locked and
