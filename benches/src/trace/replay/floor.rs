@@ -61,18 +61,11 @@ pub(super) fn work_runs<M: BuddyModel, V: Variant>(
     events: &[Event],
     burst: &WorkDrain,
 ) -> u32 {
-    let mut drained: FxHashMap<u8, u64> = FxHashMap::default();
-    for &i in &burst.drains {
-        let e = &events[i];
-        if let Some(zone) = e.pfn.and_then(|p| zone_of(alloc, p)) {
-            *drained.entry(zone).or_default() += 1 << e.order;
-        }
-    }
-    drained
+    burst
+        .pages_by_zone(events, |p| zone_of(alloc, p))
         .into_iter()
         .filter_map(|(zone, pages)| {
-            let batch = alloc.zone(ZoneId::new(zone))?.batch();
-            let cap = u64::from(batch) << PCP_BATCH_SCALE_MAX;
+            let cap = zone_lists(alloc, zone)?.batch << PCP_BATCH_SCALE_MAX;
             u32::try_from(pages.div_ceil(cap.max(1))).ok()
         })
         .max()
@@ -123,14 +116,7 @@ pub(super) fn list_floors(
     for (at, e) in events.iter().enumerate() {
         while let Some(&(_, burst)) = starts.peek().filter(|&&(s, _)| s == at) {
             starts.next();
-            let mut drained: FxHashMap<u8, u64> = FxHashMap::default();
-            for &i in &burst.drains {
-                let d = &events[i];
-                if let Some(zone) = d.pfn.and_then(&zone_of) {
-                    *drained.entry(zone).or_default() += 1 << d.order;
-                }
-            }
-            for (zone, pages) in drained {
+            for (zone, pages) in burst.pages_by_zone(events, &zone_of) {
                 let Some(ZoneLists { high_min, batch }) = lists(zone) else {
                     continue;
                 };

@@ -52,6 +52,7 @@ use buddy::{AllocError, Allocator, BuddyModel, FreeError, Gfp, PerCpu, Variant, 
 use rustc_hash::{FxHashMap, FxHashSet};
 use sparsemem::{MIGRATE_PCPTYPES, MIGRATE_TYPES, Migratetype, Order, PageLayout, Pfn};
 
+use super::floor;
 #[cfg(doc)]
 use super::floor::list_floors;
 use crate::snapshot::StartState;
@@ -411,12 +412,7 @@ impl Prior {
             return Ok(());
         };
         let node = handle.node();
-        let zone_of = |trace_pfn: u64| {
-            alloc
-                .model()
-                .pfn_to_page(Pfn::new(trace_pfn))
-                .map(|p| ZoneId::new(p.zone_id()))
-        };
+        let zone_of = |trace_pfn: u64| floor::zone_of(alloc, trace_pfn).map(ZoneId::new);
         let shown: Vec<(Option<ZoneId>, Order, Migratetype)> = evidence
             .pages
             .iter()

@@ -57,6 +57,25 @@ pub(super) struct WorkDrain {
     pub(super) drains: Vec<usize>,
 }
 
+impl WorkDrain {
+    /// The pages the burst drained, by the zone id `zone_of` maps each
+    /// drained block's trace pfn to (a block it maps to none is left out).
+    pub(super) fn pages_by_zone(
+        &self,
+        events: &[Event],
+        zone_of: impl Fn(u64) -> Option<u8>,
+    ) -> FxHashMap<u8, u64> {
+        let mut drained: FxHashMap<u8, u64> = FxHashMap::default();
+        for &i in &self.drains {
+            let e = &events[i];
+            if let Some(zone) = e.pfn.and_then(&zone_of) {
+                *drained.entry(zone).or_default() += 1 << e.order;
+            }
+        }
+        drained
+    }
+}
+
 /// A CPU's previous event, as [`work_drains`] reads the next.
 #[derive(Clone, Copy)]
 enum Last {
